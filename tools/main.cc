@@ -1,0 +1,24 @@
+// Entry point of the `sparkulator` command-line tool: registers the subcommands and runs the chosen one.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "sparkulator: quantize speculative-decoding drafts and Hugging Face safetensors checkpoints into\n"
+      "vLLM-ready compressed-tensors checkpoints, check them, and benchmark them on a live server."};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+
+  spk::cli::CommandBody run;
+  spk::cli::AddVersionCommand(app, &run);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : 2;  // usage errors exit 2 (DESIGN.md)
+  }
+  return run ? run() : 2;
+}

@@ -1,0 +1,23 @@
+// `sparkulator version`: prints the tool's version (and the formats it writes).
+#include <cstdio>
+
+#include "commands.h"
+
+namespace spk::cli {
+
+void AddVersionCommand(CLI::App& app, CommandBody* run) {
+  CLI::App* sub = app.add_subcommand("version", "Print the version of sparkulator");
+  sub->callback([run] {
+    *run = [] {
+      std::printf("sparkulator 0.1.0\n");
+      return 0;
+    };
+  });
+}
+
+int ReportError(const Status& status) {
+  std::fprintf(stderr, "sparkulator: error: %s\n", status.message().c_str());
+  return ExitCodeFor(status);
+}
+
+}  // namespace spk::cli
