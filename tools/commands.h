@@ -1,9 +1,10 @@
-// The subcommands of the `sparkulator` binary. Each lives in its own tools/<name>_cmd.cc and is thin: it
-// declares its flags with CLI11 (help text comes from those declarations) and calls the library.
+// The subcommands of the `sparkulator` binary. Each lives in its own tools/<name>_cmd.cc and is
+// thin: it declares its flags with CLI11 (help text comes from those declarations) and calls the
+// library.
 //
-// Add<Name>Command registers a subcommand on `app`; when the user picks it, CLI11 calls the callback that
-// stores the command's body in *run, and main() runs it once parsing succeeded. A body returns the
-// process exit code (0 ok, 1 findings, 2 usage or input error, 3 I/O error).
+// Add<Name>Command registers a subcommand on `app`; when the user picks it, CLI11 calls the
+// callback that stores the command's body in *run, and main() runs it once parsing succeeded. A
+// body returns the process exit code (0 ok, 1 findings, 2 usage or input error, 3 I/O error).
 #pragma once
 
 #include <CLI/CLI.hpp>

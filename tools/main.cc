@@ -1,4 +1,5 @@
-// Entry point of the `sparkulator` command-line tool: registers the subcommands and runs the chosen one.
+// Entry point of the `sparkulator` command-line tool: registers the subcommands and runs the chosen
+// one.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -6,8 +7,10 @@
 
 int main(int argc, char** argv) {
   CLI::App app{
-      "sparkulator: quantize speculative-decoding drafts and Hugging Face safetensors checkpoints into\n"
-      "vLLM-ready compressed-tensors checkpoints, check them, and benchmark them on a live server."};
+      "sparkulator: quantize speculative-decoding drafts and Hugging Face safetensors checkpoints "
+      "into\n"
+      "vLLM-ready compressed-tensors checkpoints, check them, and benchmark them on a live "
+      "server."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
 

@@ -1,6 +1,6 @@
-// Overflow-checked integer arithmetic for sizes that come from untrusted headers (shape x dtype, offsets).
-// Every function returns false instead of wrapping; callers turn that into an InvalidInput Status that
-// names the file and tensor. Pure functions, thread-safe.
+// Overflow-checked integer arithmetic for sizes that come from untrusted headers (shape x dtype,
+// offsets). Every function returns false instead of wrapping; callers turn that into an
+// InvalidInput Status that names the file and tensor. Pure functions, thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -8,8 +8,12 @@
 
 namespace spk {
 
-inline bool CheckedAdd(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_add_overflow(a, b, out); }
-inline bool CheckedMul(uint64_t a, uint64_t b, uint64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+inline bool CheckedAdd(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_add_overflow(a, b, out);
+}
+inline bool CheckedMul(uint64_t a, uint64_t b, uint64_t* out) {
+  return !__builtin_mul_overflow(a, b, out);
+}
 
 // Product of the dimensions (1 for rank 0). False on overflow or a negative dimension.
 inline bool CheckedElementCount(std::span<const int64_t> shape, uint64_t* out) {

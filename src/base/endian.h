@@ -1,6 +1,6 @@
-// Little-endian load/store helpers for on-disk formats (safetensors header length, packed int32 words).
-// sparkulator supports little-endian hosts only (checked at compile time); these make intent explicit and
-// avoid unaligned-access UB. Pure functions, thread-safe.
+// Little-endian load/store helpers for on-disk formats (safetensors header length, packed int32
+// words). sparkulator supports little-endian hosts only (checked at compile time); these make
+// intent explicit and avoid unaligned-access UB. Pure functions, thread-safe.
 #pragma once
 
 #include <bit>

@@ -1,8 +1,9 @@
 // Progress reporting for long work (quantizing a checkpoint, running a benchmark).
 //
-// A Progress prints a single, rewritten status line to stderr when stderr is a terminal, and nothing
-// otherwise (so logs and --json output stay clean). It is passed in by the caller, never global.
-// Thread safety: Advance() may be called from any thread; output is serialized and rate-limited.
+// A Progress prints a single, rewritten status line to stderr when stderr is a terminal, and
+// nothing otherwise (so logs and --json output stay clean). It is passed in by the caller, never
+// global. Thread safety: Advance() may be called from any thread; output is serialized and
+// rate-limited.
 #pragma once
 
 #include <chrono>
@@ -17,7 +18,7 @@ class Progress {
  public:
   // `enabled` false makes every call a no-op. Use Progress::ForStderr() for the usual behaviour.
   explicit Progress(bool enabled, std::FILE* out = stderr) : enabled_(enabled), out_(out) {}
-  static Progress ForStderr();   // enabled iff stderr is a TTY
+  static Progress ForStderr();  // enabled iff stderr is a TTY
   static Progress Disabled() { return Progress(false); }
 
   Progress(const Progress&) = delete;

@@ -1,9 +1,9 @@
 // Status and Result<T>: how every layer of sparkulator reports failure.
 //
-// Error policy: library code never throws across its boundary and never calls exit(). A function that
-// can fail returns Status (no value) or Result<T> (a value or a Status). Messages are written for the
-// user: they name the file and the tensor and say what to do. The CLI maps a Status code to an exit code
-// (ExitCodeFor). Broken invariants inside the library are asserts, not Statuses.
+// Error policy: library code never throws across its boundary and never calls exit(). A function
+// that can fail returns Status (no value) or Result<T> (a value or a Status). Messages are written
+// for the user: they name the file and the tensor and say what to do. The CLI maps a Status code to
+// an exit code (ExitCodeFor). Broken invariants inside the library are asserts, not Statuses.
 // Thread safety: Status and Result are values; distinct objects may be used from distinct threads.
 #pragma once
 
@@ -46,8 +46,8 @@ class [[nodiscard]] Status {
   StatusCode code() const { return code_; }
   const std::string& message() const { return message_; }
 
-  // Returns a copy whose message is "<context>: <message>", for adding the file or tensor name as an
-  // error travels up.
+  // Returns a copy whose message is "<context>: <message>", for adding the file or tensor name as
+  // an error travels up.
   Status WithContext(const std::string& context) const {
     if (ok()) return *this;
     return Status(code_, context + ": " + message_);
@@ -67,7 +67,7 @@ int ExitCodeFor(const Status& status);
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(runtime/explicit)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(runtime/explicit)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(runtime/explicit)
     assert(!status_.ok() && "Result constructed from an OK Status without a value");
   }
@@ -104,9 +104,9 @@ class [[nodiscard]] Result {
 #define SPK_CONCAT(a, b) SPK_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function if `expr` (a Status) is not OK.
-#define SPK_RETURN_IF_ERROR(expr)           \
-  do {                                      \
-    ::spk::Status spk_status_ = (expr);     \
+#define SPK_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::spk::Status spk_status_ = (expr);        \
     if (!spk_status_.ok()) return spk_status_; \
   } while (0)
 

@@ -1,0 +1,208 @@
+#include "checkpoint/family.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "checkpoint/module_pattern.h"
+
+namespace spk {
+namespace {
+
+bool HasArchitecture(const ModelConfig& config, std::string_view needle) {
+  return std::any_of(config.architectures.begin(), config.architectures.end(),
+                     [&](const std::string& a) { return a.find(needle) != std::string::npos; });
+}
+
+bool AnyNameContains(const std::vector<std::string>& names, std::string_view needle) {
+  return std::any_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return n.find(needle) != std::string::npos; });
+}
+
+bool LooksLagunaStyle(const ModelConfig& config, const std::vector<std::string>& names) {
+  return HasArchitecture(config, "Laguna") || AnyNameContains(names, "self_attn.qkv_proj.") ||
+         AnyNameContains(names, "self_attn.g_proj.");
+}
+
+FamilyDetection Detect(const ModelConfig& config, const std::vector<std::string>& names) {
+  FamilyDetection d;
+  if (config.has_dflash_config || HasArchitecture(config, "DFlash")) {
+    d.family = ModelFamily::kDFlash;
+    d.laguna_style = LooksLagunaStyle(config, names);
+    d.reason = config.has_dflash_config ? "config.json has dflash_config"
+                                        : "config.json architectures name a DFlash model";
+    if (d.laguna_style) d.reason += "; Laguna-style (fused qkv_proj / g_proj in the checkpoint)";
+    return d;
+  }
+  if (config.speculators_model_type == "eagle3" || HasArchitecture(config, "Eagle3")) {
+    d.family = ModelFamily::kEagle3;
+    d.reason = config.speculators_model_type == "eagle3"
+                   ? "config.json speculators_model_type is eagle3"
+                   : "config.json architectures name an EAGLE-3 head";
+    return d;
+  }
+  if (config.num_nextn_predict_layers.value_or(0) > 0 || AnyNameContains(names, ".eh_proj.") ||
+      AnyNameContains(names, "mtp.")) {
+    d.family = ModelFamily::kMtp;
+    d.reason = "MTP layers present (eh_proj / mtp.* / num_nextn_predict_layers)";
+    return d;
+  }
+  d.family = ModelFamily::kLlm;
+  d.reason = "no draft markers in config.json or tensor names";
+  return d;
+}
+
+}  // namespace
+
+std::string_view FamilyName(ModelFamily family) {
+  switch (family) {
+    case ModelFamily::kLlm:
+      return "llm";
+    case ModelFamily::kDFlash:
+      return "dflash";
+    case ModelFamily::kEagle3:
+      return "eagle3";
+    case ModelFamily::kMtp:
+      return "mtp";
+  }
+  return "llm";
+}
+
+Result<Preset> ParsePreset(std::string_view name) {
+  for (Preset p : {Preset::kAuto, Preset::kLlm, Preset::kDFlash, Preset::kEagle3, Preset::kMtp,
+                   Preset::kNone}) {
+    if (PresetName(p) == name) return p;
+  }
+  return Status::Usage(
+      fmt::format("unknown preset '{}': use auto, dflash, eagle3, mtp, llm or none", name));
+}
+
+std::string_view PresetName(Preset preset) {
+  switch (preset) {
+    case Preset::kAuto:
+      return "auto";
+    case Preset::kLlm:
+      return "llm";
+    case Preset::kDFlash:
+      return "dflash";
+    case Preset::kEagle3:
+      return "eagle3";
+    case Preset::kMtp:
+      return "mtp";
+    case Preset::kNone:
+      return "none";
+  }
+  return "auto";
+}
+
+FamilyDetection DetectFamily(const ModelConfig& config,
+                             const std::vector<std::string>& tensor_names, Preset preset) {
+  FamilyDetection detected = Detect(config, tensor_names);
+  if (preset == Preset::kAuto) return detected;
+  FamilyDetection d;
+  d.reason = fmt::format("--preset {} (auto-detection said: {})", PresetName(preset),
+                         FamilyName(detected.family));
+  switch (preset) {
+    case Preset::kDFlash:
+      d.family = ModelFamily::kDFlash;
+      d.laguna_style = LooksLagunaStyle(config, tensor_names);
+      break;
+    case Preset::kEagle3:
+      d.family = ModelFamily::kEagle3;
+      break;
+    case Preset::kMtp:
+      d.family = ModelFamily::kMtp;
+      break;
+    case Preset::kNone:
+      d.family = detected.family;
+      d.family_rules = false;
+      break;
+    default:
+      d.family = ModelFamily::kLlm;
+  }
+  return d;
+}
+
+bool IsDraft(ModelFamily family) {
+  return family == ModelFamily::kDFlash || family == ModelFamily::kEagle3;
+}
+
+std::optional<int64_t> LayerIndex(std::string_view name) {
+  static constexpr std::string_view kLayers = "layers.";
+  size_t pos = 0;
+  while ((pos = name.find(kLayers, pos)) != std::string_view::npos) {
+    bool at_boundary = pos == 0 || name[pos - 1] == '.';
+    size_t start = pos + kLayers.size();
+    size_t end = start;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (at_boundary && end > start && (end == name.size() || name[end] == '.')) {
+      int64_t index = 0;
+      auto [ptr, ec] = std::from_chars(name.data() + start, name.data() + end, index);
+      if (ec == std::errc()) return index;
+    }
+    pos = start;
+  }
+  return std::nullopt;
+}
+
+std::string VllmNaming::ToString() const {
+  std::string s = add_model_prefix ? "prefix 'model.'" : "no prefix";
+  if (!offset_known) return s + ", draft layer offset unknown (pass --target-layers)";
+  return s + fmt::format(", layer offset {}", layer_offset);
+}
+
+VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
+                     const std::vector<std::string>& tensor_names,
+                     std::optional<int64_t> target_layers) {
+  VllmNaming naming;
+  bool all_prefixed = std::all_of(tensor_names.begin(), tensor_names.end(), [](const auto& n) {
+    return n.starts_with("model.") || n.starts_with("lm_head") || n.starts_with("mtp.");
+  });
+  if (!IsDraft(family.family)) return naming;
+  naming.add_model_prefix = !all_prefixed;
+  // Laguna-style drafts store their layer keys already offset by the target's layer count.
+  if (family.laguna_style) return naming;
+  std::optional<int64_t> first_layer;
+  for (const std::string& n : tensor_names) {
+    auto idx = LayerIndex(n);
+    if (idx && (!first_layer || *idx < *first_layer)) first_layer = idx;
+  }
+  std::optional<int64_t> target = target_layers ? target_layers : config.num_target_layers;
+  if (!target) {
+    naming.offset_known = !first_layer.has_value();
+    return naming;
+  }
+  // A checkpoint whose first layer is already past the target's layers was saved offset.
+  naming.layer_offset = (first_layer && *first_layer >= *target) ? 0 : *target;
+  return naming;
+}
+
+std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoint_module) {
+  std::string name(checkpoint_module);
+  // EAGLE-3 speculators checkpoints call their single decoder layer "midlayer".
+  if (name.starts_with("midlayer.")) name = "layers.0." + name.substr(9);
+  if (naming.layer_offset != 0) {
+    if (auto idx = LayerIndex(name)) {
+      std::string from = fmt::format("layers.{}.", *idx);
+      size_t pos = name.find(from);
+      name.replace(pos, from.size(), fmt::format("layers.{}.", *idx + naming.layer_offset));
+    }
+  }
+  if (naming.add_model_prefix && !name.starts_with("model.")) name = "model." + name;
+  return name;
+}
+
+std::string FusedModuleName(std::string_view vllm_module) {
+  size_t dot = vllm_module.rfind('.');
+  std::string_view leaf = dot == std::string_view::npos ? vllm_module : vllm_module.substr(dot + 1);
+  std::string_view parent = dot == std::string_view::npos ? "" : vllm_module.substr(0, dot + 1);
+  for (const auto& [fused, shards] : StandardFusedMapping()) {
+    if (std::find(shards.begin(), shards.end(), leaf) != shards.end()) {
+      return std::string(parent) + fused;
+    }
+  }
+  return std::string(vllm_module);
+}
+
+}  // namespace spk

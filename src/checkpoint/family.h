@@ -1,0 +1,64 @@
+// Draft families and how vLLM names their modules.
+//
+// DetectFamily reads config.json and the tensor names to tell a DFlash draft (z-lab Qwen3-style or
+// poolside Laguna-style), an EAGLE-3 head, a model with MTP layers, or a plain LLM; the preset the
+// user picks (--preset) overrides it. VllmNaming turns a checkpoint module name into the name vLLM
+// gives the module (the `model.` prefix, the draft's layer offset, fused q/k/v and gate/up; see
+// VLLM.md and vllm/model_executor/models/qwen3_dflash.py, llama_eagle3.py), which is what `ignore`
+// is matched against. Pure functions over values; thread-safe. Errors: ParsePreset returns Usage.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "checkpoint/model_config.h"
+
+namespace spk {
+
+enum class ModelFamily { kLlm, kDFlash, kEagle3, kMtp };
+std::string_view FamilyName(ModelFamily family);
+
+enum class Preset { kAuto, kLlm, kDFlash, kEagle3, kMtp, kNone };
+Result<Preset> ParsePreset(std::string_view name);
+std::string_view PresetName(Preset preset);
+
+struct FamilyDetection {
+  ModelFamily family = ModelFamily::kLlm;
+  bool laguna_style = false;  // fused qkv_proj and g_proj stored in the checkpoint
+  bool family_rules = true;   // false for --preset none: only the universal rules apply
+  std::string reason;         // why this family, for `inspect`
+};
+
+// `preset` kAuto detects; any other preset is taken as given (and the reason says so).
+FamilyDetection DetectFamily(const ModelConfig& config,
+                             const std::vector<std::string>& tensor_names, Preset preset);
+
+bool IsDraft(ModelFamily family);
+
+struct VllmNaming {
+  bool add_model_prefix = false;  // checkpoint names lack vLLM's "model." prefix
+  int64_t layer_offset = 0;       // added to "layers.N" (a draft's layers follow the target's)
+  bool offset_known = true;       // false: a draft whose target layer count is unknown
+  std::string ToString() const;
+};
+
+// `target_layers` (from --target-layers) overrides what the config says.
+VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
+                     const std::vector<std::string>& tensor_names,
+                     std::optional<int64_t> target_layers);
+
+// vLLM's name of a checkpoint module (no ".weight"), before fusing: "layers.0.mlp.up_proj" ->
+// "model.layers.36.mlp.up_proj" for a DFlash draft of a 36-layer target.
+std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoint_module);
+
+// The fused module a shard belongs to in vLLM ("...self_attn.q_proj" -> "...self_attn.qkv_proj"),
+// or the name itself when it is not a shard.
+std::string FusedModuleName(std::string_view vllm_module);
+
+// Layer index of "...layers.N...." if any.
+std::optional<int64_t> LayerIndex(std::string_view name);
+
+}  // namespace spk

@@ -1,0 +1,68 @@
+#include "checkpoint/family.h"
+
+#include <gtest/gtest.h>
+
+namespace spk {
+namespace {
+
+ModelConfig Config(std::string_view json) {
+  auto c = ParseModelConfig("config.json", json);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return std::move(c).value();
+}
+
+TEST(FamilyTest, DetectsEachFamily) {
+  std::vector<std::string> qwen = {"layers.0.self_attn.q_proj.weight", "fc.weight"};
+  EXPECT_EQ(DetectFamily(Config(R"({"architectures":["DFlashDraftModel"],"dflash_config":{}})"),
+                         qwen, Preset::kAuto)
+                .family,
+            ModelFamily::kDFlash);
+  EXPECT_EQ(
+      DetectFamily(Config(R"({"speculators_model_type":"eagle3"})"), qwen, Preset::kAuto).family,
+      ModelFamily::kEagle3);
+  EXPECT_EQ(DetectFamily(Config(R"({"num_nextn_predict_layers":1})"), qwen, Preset::kAuto).family,
+            ModelFamily::kMtp);
+  EXPECT_EQ(DetectFamily(Config(R"({"architectures":["Qwen3ForCausalLM"]})"),
+                         {"model.layers.0.mlp.up_proj.weight"}, Preset::kAuto)
+                .family,
+            ModelFamily::kLlm);
+  auto laguna = DetectFamily(Config(R"({"dflash_config":{}})"),
+                             {"layers.40.self_attn.qkv_proj.weight"}, Preset::kAuto);
+  EXPECT_TRUE(laguna.laguna_style);
+}
+
+TEST(FamilyTest, DraftNamesGetPrefixAndTargetOffset) {
+  ModelConfig c = Config(R"({"dflash_config":{"target_layer_ids":[1,9]},"num_target_layers":36})");
+  std::vector<std::string> names = {"layers.0.self_attn.q_proj.weight", "fc.weight"};
+  FamilyDetection f = DetectFamily(c, names, Preset::kAuto);
+  VllmNaming n = NamingFor(f, c, names, std::nullopt);
+  EXPECT_EQ(ToVllmModuleName(n, "layers.0.self_attn.q_proj"), "model.layers.36.self_attn.q_proj");
+  EXPECT_EQ(ToVllmModuleName(n, "fc"), "model.fc");
+  EXPECT_EQ(FusedModuleName("model.layers.36.self_attn.q_proj"),
+            "model.layers.36.self_attn.qkv_proj");
+  EXPECT_EQ(FusedModuleName("model.layers.36.mlp.up_proj"), "model.layers.36.mlp.gate_up_proj");
+  EXPECT_EQ(FusedModuleName("model.layers.36.mlp.down_proj"), "model.layers.36.mlp.down_proj");
+  // --target-layers overrides; without any the offset is unknown.
+  EXPECT_EQ(NamingFor(f, c, names, 48).layer_offset, 48);
+  ModelConfig bare = Config(R"({"dflash_config":{}})");
+  EXPECT_FALSE(NamingFor(f, bare, names, std::nullopt).offset_known);
+}
+
+TEST(FamilyTest, MalformedConfigIsAnError) {
+  EXPECT_FALSE(ParseModelConfig("cfg", "{").ok());
+  EXPECT_FALSE(ParseModelConfig("cfg", "[]").ok());
+  auto bad = ParseModelConfig("cfg", R"({"num_hidden_layers":"six"})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("num_hidden_layers"), std::string::npos);
+  EXPECT_FALSE(ParsePreset("qwen").ok());
+}
+
+TEST(FamilyTest, LayerIndexNeedsWholeComponent) {
+  EXPECT_EQ(LayerIndex("model.layers.12.mlp"), 12);
+  EXPECT_EQ(LayerIndex("layers.3.mlp"), 3);
+  EXPECT_FALSE(LayerIndex("model.sublayers.2.x").has_value());
+  EXPECT_FALSE(LayerIndex("model.layers.x").has_value());
+}
+
+}  // namespace
+}  // namespace spk

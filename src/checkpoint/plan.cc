@@ -1,0 +1,312 @@
+#include "checkpoint/plan.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "checkpoint/module_pattern.h"
+
+namespace spk {
+namespace {
+
+std::string_view Leaf(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+std::string_view Parent(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
+}
+
+bool Contains(std::string_view s, std::string_view needle) {
+  return s.find(needle) != std::string_view::npos;
+}
+
+// Rules that hold for every family: what vLLM never builds as a quantizable Linear.
+std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module) {
+  if (!IsQuantizableFloat(t.dtype)) {
+    return fmt::format("{} tensor: only BF16/F16/F32 weights are quantized", DTypeName(t.dtype));
+  }
+  if (t.shape.size() != 2) return fmt::format("{}-D tensor (norm, bias or buffer)", t.shape.size());
+  if (Contains(module, "embed") || Leaf(module) == "wte") {
+    return "embedding: vLLM builds VocabParallelEmbedding, not a Linear";
+  }
+  if (Contains(module, "lm_head") || Contains(module, "shared_head.head")) {
+    return "lm_head: vLLM builds ParallelLMHead, not a Linear";
+  }
+  if (Contains(Leaf(module), "norm")) return "norm weight";
+  if (Leaf(module) == "gate" || Leaf(module) == "shared_expert_gate") {
+    return "MoE router: vLLM builds it unquantized";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
+                                            std::string_view module) {
+  if (!family.family_rules) return std::nullopt;
+  std::string_view leaf = Leaf(module);
+  switch (family.family) {
+    case ModelFamily::kDFlash:
+      if (leaf == "q_proj" || leaf == "k_proj" || leaf == "v_proj" || leaf == "qkv_proj") {
+        return "DFlash: vLLM builds the context K/V from qkv_proj.weight directly, with no dequant "
+               "path (vllm#51581); q/k/v stay dense";
+      }
+      if (leaf == "g_proj") return "DFlash (Laguna): per-head gate, out = heads, not Marlin-legal";
+      return std::nullopt;
+    case ModelFamily::kMtp:
+      if (leaf == "eh_proj" || module == "mtp.fc") return "MTP: eh_proj stays dense (VLLM.md)";
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
+
+bool IsRowParallel(std::string_view module) {
+  std::string_view leaf = Leaf(module);
+  return leaf == "o_proj" || leaf == "down_proj" || leaf == "out_proj" || leaf == "dense_4h_to_h";
+}
+
+bool IsReplicated(std::string_view module) { return Leaf(module) == "fc"; }
+
+// Escapes a literal for a Python regex.
+std::string EscapeRegex(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view(".^$*+?()[]{}|\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+// "qkv_proj" -> "(q|k|v|qkv)_proj": the fused name and its shards, so the entry holds with and
+// without vLLM's fused-name expansion.
+std::string LeafAlternation(std::string_view leaf) {
+  auto it = StandardFusedMapping().find(std::string(leaf));
+  if (it == StandardFusedMapping().end()) return EscapeRegex(leaf);
+  std::vector<std::string> leaves = it->second;
+  leaves.emplace_back(leaf);
+  constexpr std::string_view kSuffix = "_proj";
+  bool common = std::all_of(leaves.begin(), leaves.end(),
+                            [&](const std::string& l) { return l.ends_with(kSuffix); });
+  std::vector<std::string> stems;
+  for (const std::string& l : leaves) {
+    stems.push_back(common ? l.substr(0, l.size() - kSuffix.size()) : EscapeRegex(l));
+  }
+  return fmt::format("({}){}", fmt::join(stems, "|"), common ? std::string(kSuffix) : "");
+}
+
+// A `re:` entry for `name` (a fused vLLM module name, or its part after "layers.N." when
+// `any_prefix`), matching the module and its shards and nothing longer.
+std::string IgnoreEntryFor(std::string_view name, bool any_prefix) {
+  std::string_view parent = Parent(name);
+  std::string body = parent.empty() ? "" : EscapeRegex(parent) + "\\.";
+  return fmt::format("re:{}{}{}$", any_prefix ? ".*" : "", body, LeafAlternation(Leaf(name)));
+}
+
+// The part of a layer module's name after "layers.N.", or empty for modules outside the layers.
+std::string LayerKind(std::string_view name) {
+  auto idx = LayerIndex(name);
+  if (!idx) return "";
+  std::string marker = fmt::format("layers.{}.", *idx);
+  return std::string(name.substr(name.find(marker) + marker.size()));
+}
+
+struct ModuleState {
+  bool dense = false;
+};
+
+Result<std::vector<std::string>> WriteIgnoreList(const QuantPlan& plan) {
+  std::map<std::string, ModuleState> modules;  // fused vLLM name -> state
+  for (const TensorPlan& t : plan.tensors) {
+    if (!t.is_linear) continue;
+    modules[t.vllm_module].dense = t.action == TensorAction::kKeep;
+  }
+  // Per kind of layer module: all dense -> one pattern for every layer; mixed -> per module.
+  std::map<std::string, std::pair<int, int>> kinds;  // kind -> {dense, quantized}
+  for (const auto& [name, state] : modules) {
+    std::string kind = LayerKind(name);
+    if (kind.empty()) continue;
+    (state.dense ? kinds[kind].first : kinds[kind].second)++;
+  }
+  std::vector<std::string> entries;
+  std::set<std::string> seen;
+  auto add = [&](std::string entry) {
+    if (seen.insert(entry).second) entries.push_back(std::move(entry));
+  };
+  for (const auto& [kind, counts] : kinds) {
+    if (counts.first > 0 && counts.second == 0) add(IgnoreEntryFor(kind, /*any_prefix=*/true));
+  }
+  for (const auto& [name, state] : modules) {
+    if (!state.dense) continue;
+    std::string kind = LayerKind(name);
+    if (!kind.empty() && kinds[kind].second == 0) continue;  // covered by the kind's pattern
+    if (!kind.empty() && !plan.naming.offset_known) {
+      return Status::Usage(fmt::format(
+          "module '{}' stays dense in some layers only, and its vLLM name depends on the target "
+          "model's layer count, which config.json does not give: pass --target-layers N (the "
+          "target's num_hidden_layers)",
+          name));
+    }
+    add(IgnoreEntryFor(name, /*any_prefix=*/false));
+  }
+  if (plan.has_lm_head) add("lm_head");
+  return entries;
+}
+
+Status CheckFusedGroups(std::vector<TensorPlan>* tensors) {
+  std::map<std::string, std::string> dense_reason;  // fused module -> why a member is dense
+  for (const TensorPlan& t : *tensors) {
+    if (t.is_linear && t.action == TensorAction::kKeep && !dense_reason.count(t.vllm_module)) {
+      dense_reason[t.vllm_module] = t.tensor;
+    }
+  }
+  for (TensorPlan& t : *tensors) {
+    if (!t.is_linear || t.action != TensorAction::kQuantize) continue;
+    auto it = dense_reason.find(t.vllm_module);
+    if (it == dense_reason.end()) continue;
+    t.action = TensorAction::kKeep;
+    t.reason = fmt::format("fused into {} with {}, which stays dense (fused shards must agree)",
+                           t.vllm_module, it->second);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t QuantPlan::quantized_count() const {
+  return std::count_if(tensors.begin(), tensors.end(),
+                       [](const TensorPlan& t) { return t.action == TensorAction::kQuantize; });
+}
+
+std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
+                                               int64_t in, int bits, int64_t group_size, int tp) {
+  if (group_size != -1 && group_size != 32 && group_size != 64 && group_size != 128) {
+    return fmt::format("group size {} has no Marlin kernel (use 32, 64, 128 or -1)", group_size);
+  }
+  if (group_size > 0 && in % group_size != 0) {
+    return fmt::format("in_features {} is not a multiple of the group size {}", in, group_size);
+  }
+  int64_t out_part = out, in_part = in;
+  if (IsRowParallel(vllm_module)) {
+    if (in % tp != 0) return fmt::format("in_features {} does not split over --tp {}", in, tp);
+    in_part = in / tp;
+  } else if (!IsReplicated(vllm_module)) {
+    if (out % tp != 0) return fmt::format("out_features {} does not split over --tp {}", out, tp);
+    out_part = out / tp;
+  }
+  if (out_part % 64 != 0) {
+    return fmt::format("out_features per partition {} is not a multiple of 64 (Marlin)", out_part);
+  }
+  if (in_part % 128 != 0) {
+    return fmt::format("in_features per partition {} is not a multiple of 128 (Marlin)", in_part);
+  }
+  if (group_size > 0 && in_part % group_size != 0) {
+    return fmt::format("in_features per partition {} is not a multiple of the group size {}",
+                       in_part, group_size);
+  }
+  (void)bits;
+  return std::nullopt;
+}
+
+Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelConfig& config,
+                            const PlanOptions& options) {
+  if (options.tp < 1) return Status::Usage("--tp must be at least 1");
+  std::vector<std::string> names;
+  for (const TensorMeta& t : tensors) names.push_back(t.name);
+  QuantPlan plan;
+  plan.options = options;
+  plan.family = DetectFamily(config, names, options.preset);
+  plan.naming = NamingFor(plan.family, config, names, options.target_layers);
+  SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
+  std::vector<bool> ignore_used(user_ignore.size(), false);
+
+  for (const TensorMeta& t : tensors) {
+    TensorPlan p;
+    p.tensor = t.name;
+    std::string_view module = t.name;
+    bool is_weight = module.ends_with(".weight");
+    if (is_weight) module.remove_suffix(std::string_view(".weight").size());
+    if (Contains(t.name, "lm_head")) plan.has_lm_head = true;
+    auto not_linear = is_weight ? NotALinearReason(t, module)
+                                : std::optional<std::string>("not a weight (bias or buffer)");
+    if (not_linear) {
+      p.reason = *not_linear;
+      plan.tensors.push_back(std::move(p));
+      continue;
+    }
+    p.is_linear = true;
+    p.out_features = t.shape[0];
+    p.in_features = t.shape[1];
+    std::string vllm_name = ToVllmModuleName(plan.naming, module);
+    p.vllm_module = FusedModuleName(vllm_name);
+    for (size_t i = 0; i < user_ignore.size(); ++i) {
+      if (user_ignore[i].Matches(vllm_name) || user_ignore[i].Matches(p.vllm_module) ||
+          user_ignore[i].Matches(module)) {
+        ignore_used[i] = true;
+        if (p.reason.empty()) p.reason = fmt::format("--ignore '{}'", user_ignore[i].text());
+      }
+    }
+    if (p.reason.empty()) {
+      if (auto why = FamilyKeepReason(plan.family, module)) {
+        p.reason = *why;
+      } else if (auto rule = KernelRuleViolation(p.vllm_module, p.out_features, p.in_features,
+                                                 options.bits, options.group_size, options.tp)) {
+        p.reason = *rule;
+      } else {
+        p.action = TensorAction::kQuantize;
+        p.reason = "Linear weight";
+      }
+    }
+    plan.tensors.push_back(std::move(p));
+  }
+  for (size_t i = 0; i < user_ignore.size(); ++i) {
+    if (!ignore_used[i]) {
+      return Status::Usage(fmt::format(
+          "--ignore '{}' matches no Linear module (entries are matched against vLLM's module "
+          "names, "
+          "e.g. '{}', with Python re.match for 're:' entries)",
+          user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
+    }
+  }
+  SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
+  SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));
+  SPK_RETURN_IF_ERROR(VerifyIgnoreList(plan, plan.ignore_entries));
+  return plan;
+}
+
+Status VerifyIgnoreList(const QuantPlan& plan, const std::vector<std::string>& ignore) {
+  SPK_ASSIGN_OR_RETURN(auto patterns, ParsePatterns(ignore, "ignore"));
+  std::map<std::string, bool> dense;  // fused vLLM module -> dense
+  for (const TensorPlan& t : plan.tensors) {
+    if (t.is_linear) dense[t.vllm_module] = t.action == TensorAction::kKeep;
+  }
+  static const FusedMapping kNoMapping;
+  for (const auto& [module, is_dense] : dense) {
+    IgnoreDecision with = DecideIgnore(module, patterns, StandardFusedMapping());
+    IgnoreDecision without = DecideIgnore(module, patterns, kNoMapping);
+    if (with.shards_disagree) {
+      return Status::InvalidInput(fmt::format(
+          "ignore list: the shards of '{}' disagree (some ignored, some not); vLLM fails or loads "
+          "the fused layer dense",
+          module));
+    }
+    if (is_dense && !(with.ignored && without.ignored)) {
+      return Status::InvalidInput(fmt::format(
+          "ignore list: '{}' stays dense but vLLM would treat it as quantized ({} fused-name "
+          "expansion) and fail to find weight_packed",
+          module, with.ignored ? "without" : "with"));
+    }
+    if (!is_dense && (with.ignored || without.ignored)) {
+      return Status::InvalidInput(fmt::format(
+          "ignore list: '{}' is quantized but vLLM would treat it as dense ({} fused-name "
+          "expansion) and fail to find its weight",
+          module, with.ignored ? "with" : "without"));
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace spk

@@ -1,0 +1,76 @@
+// The quantization plan: for every tensor of a checkpoint, quantize or keep dense, with the reason,
+// and the `ignore` list that makes vLLM agree.
+//
+// The rules, in order (first that applies wins): non-float or non-2-D tensors, embeddings, lm_head,
+// index tensors and norms stay as they are; the family preset keeps the modules vLLM needs dense
+// (VLLM.md: DFlash q/k/v and g_proj, EAGLE-3/MTP heads); --ignore; the group rule (in % g); the
+// Marlin kernel rules per tensor-parallel partition; then fused groups (q/k/v, gate/up) are made
+// all-dense if any member is dense. BuildPlan then writes the ignore list and proves it with the
+// same matcher that `check` uses (VerifyIgnoreList): every dense Linear is ignored under vLLM's
+// naming with and without fused-name expansion, no quantized Linear is. It refuses
+// (InvalidInput/Usage) rather than plan a checkpoint that vLLM would load wrongly. Pure functions
+// over values; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "checkpoint/family.h"
+#include "checkpoint/model_config.h"
+#include "tensor/dtype.h"
+
+namespace spk {
+
+struct TensorMeta {
+  std::string name;
+  DType dtype = DType::kBF16;
+  std::vector<int64_t> shape;
+};
+
+struct PlanOptions {
+  int bits = 4;
+  int64_t group_size = 128;  // -1: channel-wise
+  Preset preset = Preset::kAuto;
+  std::vector<std::string> ignore;  // --ignore entries, exact or "re:" (vLLM names)
+  int tp = 1;                       // tensor-parallel size the kernel rules are checked for
+  std::optional<int64_t> target_layers;
+};
+
+enum class TensorAction { kKeep, kQuantize };
+
+struct TensorPlan {
+  std::string tensor;       // checkpoint tensor name
+  std::string vllm_module;  // vLLM module (fused name) for Linear weights, else empty
+  bool is_linear = false;   // a weight vLLM builds as a Linear layer (targets: ["Linear"])
+  TensorAction action = TensorAction::kKeep;
+  std::string reason;
+  int64_t out_features = 0, in_features = 0;  // for Linear weights
+};
+
+struct QuantPlan {
+  FamilyDetection family;
+  VllmNaming naming;
+  PlanOptions options;
+  std::vector<TensorPlan> tensors;          // same order as the input tensors
+  std::vector<std::string> ignore_entries;  // to write into quantization_config.ignore
+  bool has_lm_head = false;
+  size_t quantized_count() const;
+};
+
+Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelConfig& config,
+                            const PlanOptions& options);
+
+// Checks `ignore` against the plan's Linear modules under vLLM's rules (see module_pattern.h):
+// every dense Linear ignored, with and without fused-name expansion; no quantized one. The message
+// names the first module that vLLM would get wrong and what it would do.
+Status VerifyIgnoreList(const QuantPlan& plan, const std::vector<std::string>& ignore);
+
+// The Marlin rules of VLLM.md for one Linear; returns the broken rule, or nullopt if it may run
+// there.
+std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
+                                               int64_t in, int bits, int64_t group_size, int tp);
+
+}  // namespace spk

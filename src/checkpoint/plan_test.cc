@@ -1,0 +1,143 @@
+#include "checkpoint/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace spk {
+namespace {
+
+ModelConfig Config(std::string_view json) {
+  auto c = ParseModelConfig("config.json", json);
+  EXPECT_TRUE(c.ok()) << c.status().message();
+  return std::move(c).value();
+}
+
+std::vector<TensorMeta> QwenLayer(std::string prefix, int64_t hidden, int64_t inter, int64_t q,
+                                  int64_t kv) {
+  return {
+      {prefix + "self_attn.q_proj.weight", DType::kBF16, {q, hidden}},
+      {prefix + "self_attn.k_proj.weight", DType::kBF16, {kv, hidden}},
+      {prefix + "self_attn.v_proj.weight", DType::kBF16, {kv, hidden}},
+      {prefix + "self_attn.o_proj.weight", DType::kBF16, {hidden, q}},
+      {prefix + "self_attn.q_norm.weight", DType::kBF16, {128}},
+      {prefix + "mlp.gate_proj.weight", DType::kBF16, {inter, hidden}},
+      {prefix + "mlp.up_proj.weight", DType::kBF16, {inter, hidden}},
+      {prefix + "mlp.down_proj.weight", DType::kBF16, {hidden, inter}},
+      {prefix + "input_layernorm.weight", DType::kBF16, {hidden}},
+  };
+}
+
+std::map<std::string, TensorAction> Actions(const QuantPlan& plan) {
+  std::map<std::string, TensorAction> out;
+  for (const auto& t : plan.tensors) out[t.tensor] = t.action;
+  return out;
+}
+
+TEST(PlanTest, DFlashKeepsQkvDenseAndWritesVerifiedIgnore) {
+  std::vector<TensorMeta> tensors = QwenLayer("layers.0.", 512, 1536, 512, 128);
+  auto more = QwenLayer("layers.1.", 512, 1536, 512, 128);
+  tensors.insert(tensors.end(), more.begin(), more.end());
+  tensors.push_back({"fc.weight", DType::kBF16, {512, 1536}});
+  tensors.push_back({"hidden_norm.weight", DType::kBF16, {512}});
+  ModelConfig config = Config(R"({"architectures":["DFlashDraftModel"],"num_target_layers":36,
+                                  "dflash_config":{"target_layer_ids":[1,2,3]}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["layers.0.self_attn.q_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["layers.1.self_attn.v_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["layers.0.self_attn.o_proj.weight"], TensorAction::kQuantize);
+  EXPECT_EQ(a["layers.0.mlp.gate_proj.weight"], TensorAction::kQuantize);
+  EXPECT_EQ(a["fc.weight"], TensorAction::kQuantize);
+  EXPECT_EQ(a["hidden_norm.weight"], TensorAction::kKeep);
+  EXPECT_EQ(plan->quantized_count(), 9u);
+  ASSERT_EQ(plan->ignore_entries.size(), 1u);
+  EXPECT_EQ(plan->ignore_entries[0], "re:.*self_attn\\.(q|k|v|qkv)_proj$");
+  EXPECT_EQ(plan->tensors[0].vllm_module, "model.layers.36.self_attn.qkv_proj");
+}
+
+TEST(PlanTest, LiteralCheckpointNamesInIgnoreAreCaughtByVerify) {
+  std::vector<TensorMeta> tensors = QwenLayer("layers.0.", 512, 1536, 512, 128);
+  ModelConfig config = Config(R"({"dflash_config":{},"num_target_layers":36})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  // The silent miss of VLLM.md: literal checkpoint names match no vLLM module.
+  Status s = VerifyIgnoreList(*plan, {"layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
+                                      "layers.0.self_attn.v_proj"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("model.layers.36.self_attn.qkv_proj"), std::string::npos);
+  // Shard-only regex works with vLLM's fused mapping but not without it (vllm#53116).
+  s = VerifyIgnoreList(*plan, {"re:.*self_attn\\.(q|k|v)_proj$"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("without fused-name expansion"), std::string::npos);
+  // Catching a quantized module.
+  s = VerifyIgnoreList(*plan, {"re:.*self_attn\\.(q|k|v|qkv)_proj$", "re:.*down_proj$"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("down_proj' is quantized"), std::string::npos);
+}
+
+TEST(PlanTest, LlmQuantizesEverythingLinearButEmbeddingsAndHead) {
+  std::vector<TensorMeta> tensors = {{"model.embed_tokens.weight", DType::kBF16, {1000, 256}}};
+  auto layer = QwenLayer("model.layers.0.", 256, 768, 256, 128);
+  tensors.insert(tensors.end(), layer.begin(), layer.end());
+  tensors.push_back({"lm_head.weight", DType::kBF16, {1000, 256}});
+  auto plan =
+      BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["model.embed_tokens.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["lm_head.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.0.self_attn.q_proj.weight"], TensorAction::kQuantize);
+  EXPECT_EQ(plan->ignore_entries, std::vector<std::string>{"lm_head"});
+}
+
+TEST(PlanTest, KernelRulesKeepOddShapesDenseAndFusedGroupsAgree) {
+  // k/v with 32 outputs break out % 64: the whole q/k/v group stays dense.
+  std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 256, 32);
+  auto plan = BuildPlan(tensors, Config("{}"), PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["model.layers.0.self_attn.k_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.0.self_attn.q_proj.weight"], TensorAction::kKeep);
+  EXPECT_NE(plan->tensors[0].reason.find("fused"), std::string::npos);
+  EXPECT_EQ(a["model.layers.0.mlp.up_proj.weight"], TensorAction::kQuantize);
+  // --tp 4 splits down_proj's in (768/4 = 192, not a multiple of 128).
+  PlanOptions tp4;
+  tp4.tp = 4;
+  plan = BuildPlan(tensors, Config("{}"), tp4);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(Actions(*plan)["model.layers.0.mlp.down_proj.weight"], TensorAction::kKeep);
+}
+
+TEST(PlanTest, UserIgnoreMustMatchSomething) {
+  std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 256, 128);
+  PlanOptions opts;
+  opts.ignore = {"re:.*mlp\\.down_proj$"};
+  auto plan = BuildPlan(tensors, Config("{}"), opts);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(Actions(*plan)["model.layers.0.mlp.down_proj.weight"], TensorAction::kKeep);
+  opts.ignore = {"re:.*nothing_here$"};
+  EXPECT_EQ(BuildPlan(tensors, Config("{}"), opts).status().code(), StatusCode::kUsage);
+}
+
+TEST(PlanTest, MixedLayersInADraftNeedTheTargetLayerCount) {
+  std::vector<TensorMeta> tensors = QwenLayer("layers.0.", 512, 1536, 512, 128);
+  auto odd = QwenLayer("layers.1.", 512, 1600, 512, 128);  // 1600 % 128 != 0: down_proj dense
+  tensors.insert(tensors.end(), odd.begin(), odd.end());
+  ModelConfig config = Config(R"({"dflash_config":{}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  EXPECT_EQ(plan.status().code(), StatusCode::kUsage);
+  PlanOptions opts;
+  opts.target_layers = 36;
+  plan = BuildPlan(tensors, config, opts);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  bool has_layer_entry = false;
+  for (const auto& e : plan->ignore_entries) {
+    has_layer_entry |= e == "re:model\\.layers\\.37\\.mlp\\.down_proj$";
+  }
+  EXPECT_TRUE(has_layer_entry);
+}
+
+}  // namespace
+}  // namespace spk
