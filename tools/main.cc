@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
 
   spk::cli::CommandBody run;
+  spk::cli::AddQuantizeCommand(app, &run);
+  spk::cli::AddInspectCommand(app, &run);
+  spk::cli::AddExampleCommand(app, &run);
   spk::cli::AddVersionCommand(app, &run);
 
   try {

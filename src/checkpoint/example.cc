@@ -1,0 +1,235 @@
+#include "checkpoint/example.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "io/atomic_dir.h"
+#include "io/fs_util.h"
+#include "safetensors/index.h"
+#include "safetensors/writer.h"
+#include "tensor/float_convert.h"
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+struct ExampleTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  enum Fill { kWeight, kOnes, kIndexI64, kMaskBool } fill = kWeight;
+};
+
+constexpr int64_t kHeadDim = 64;
+
+void AddDecoderLayer(const ExampleOptions& o, const std::string& prefix, int64_t attn_in,
+                     std::vector<ExampleTensor>* t) {
+  int64_t heads = o.hidden / kHeadDim, kv_heads = std::max<int64_t>(1, heads / 2);
+  t->push_back({prefix + "input_layernorm.weight", {o.hidden}, ExampleTensor::kOnes});
+  t->push_back({prefix + "self_attn.q_proj.weight", {heads * kHeadDim, attn_in}});
+  t->push_back({prefix + "self_attn.k_proj.weight", {kv_heads * kHeadDim, attn_in}});
+  t->push_back({prefix + "self_attn.v_proj.weight", {kv_heads * kHeadDim, attn_in}});
+  t->push_back({prefix + "self_attn.o_proj.weight", {o.hidden, heads * kHeadDim}});
+  t->push_back({prefix + "self_attn.q_norm.weight", {kHeadDim}, ExampleTensor::kOnes});
+  t->push_back({prefix + "self_attn.k_norm.weight", {kHeadDim}, ExampleTensor::kOnes});
+  t->push_back({prefix + "post_attention_layernorm.weight", {o.hidden}, ExampleTensor::kOnes});
+  t->push_back({prefix + "mlp.gate_proj.weight", {o.intermediate, o.hidden}});
+  t->push_back({prefix + "mlp.up_proj.weight", {o.intermediate, o.hidden}});
+  t->push_back({prefix + "mlp.down_proj.weight", {o.hidden, o.intermediate}});
+}
+
+Json BaseConfig(const ExampleOptions& o, const char* torch_dtype) {
+  int64_t heads = o.hidden / kHeadDim;
+  return Json{{"architectures", Json::array({"Qwen3ForCausalLM"})},
+              {"attention_bias", false},
+              {"attention_dropout", 0.0},
+              {"bos_token_id", 1},
+              {"eos_token_id", 2},
+              {"head_dim", kHeadDim},
+              {"hidden_act", "silu"},
+              {"hidden_size", o.hidden},
+              {"initializer_range", 0.02},
+              {"intermediate_size", o.intermediate},
+              {"max_position_embeddings", 4096},
+              {"model_type", "qwen3"},
+              {"num_attention_heads", heads},
+              {"num_hidden_layers", o.layers},
+              {"num_key_value_heads", std::max<int64_t>(1, heads / 2)},
+              {"rms_norm_eps", 1e-6},
+              {"rope_theta", 1000000.0},
+              {"tie_word_embeddings", false},
+              {"torch_dtype", torch_dtype},
+              {"vocab_size", o.vocab}};
+}
+
+Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOptions& o,
+                                                                 const char* torch_dtype) {
+  std::vector<ExampleTensor> t;
+  Json config = BaseConfig(o, torch_dtype);
+  if (o.family == "llm") {
+    t.push_back({"model.embed_tokens.weight", {o.vocab, o.hidden}});
+    for (int i = 0; i < o.layers; ++i) {
+      AddDecoderLayer(o, fmt::format("model.layers.{}.", i), o.hidden, &t);
+    }
+    t.push_back({"model.norm.weight", {o.hidden}, ExampleTensor::kOnes});
+    t.push_back({"lm_head.weight", {o.vocab, o.hidden}});
+  } else if (o.family == "dflash") {
+    const int64_t target_layers = 8;
+    Json ids = Json::array({1, 3, 5});
+    config["architectures"] = Json::array({"DFlashDraftModel"});
+    config["num_target_layers"] = target_layers;
+    config["block_size"] = 16;
+    config["dflash_config"] = {{"mask_token_id", o.vocab - 1}, {"target_layer_ids", ids}};
+    for (int i = 0; i < o.layers; ++i) AddDecoderLayer(o, fmt::format("layers.{}.", i), o.hidden, &t);
+    t.push_back({"fc.weight", {o.hidden, o.hidden * static_cast<int64_t>(ids.size())}});
+    t.push_back({"hidden_norm.weight", {o.hidden}, ExampleTensor::kOnes});
+    t.push_back({"norm.weight", {o.hidden}, ExampleTensor::kOnes});
+  } else if (o.family == "eagle3") {
+    const int64_t draft_vocab = o.vocab / 2;
+    config = Json{{"architectures", Json::array({"Eagle3Speculator"})},
+                  {"speculators_model_type", "eagle3"},
+                  {"draft_vocab_size", draft_vocab},
+                  {"norm_before_residual", false},
+                  {"target_hidden_size", nullptr},
+                  {"transformer_layer_config", BaseConfig(o, torch_dtype)},
+                  {"speculators_config",
+                   {{"algorithm", "eagle3"},
+                    {"proposal_methods",
+                     Json::array({{{"proposal_type", "greedy"}, {"speculative_tokens", 3}}})},
+                    {"default_proposal_method", "greedy"},
+                    {"verifier", {{"name_or_path", "example/target"}, {"architectures",
+                                                                      Json::array({"Qwen3ForCausalLM"})}}}}},
+                  {"torch_dtype", torch_dtype}};
+    t.push_back({"embed_tokens.weight", {o.vocab, o.hidden}});
+    AddDecoderLayer(o, "layers.0.", 2 * o.hidden, &t);
+    t.push_back({"fc.weight", {o.hidden, 3 * o.hidden}});
+    t.push_back({"norm.weight", {o.hidden}, ExampleTensor::kOnes});
+    t.push_back({"lm_head.weight", {draft_vocab, o.hidden}});
+    t.push_back({"d2t", {draft_vocab}, ExampleTensor::kIndexI64});
+    t.push_back({"t2d", {o.vocab}, ExampleTensor::kMaskBool});
+  } else {
+    return Status::Usage(fmt::format("unknown example family '{}': use dflash, eagle3 or llm",
+                                     o.family));
+  }
+  return std::make_pair(std::move(config), std::move(t));
+}
+
+// Weights ~ N(0, 1/sqrt(in)) with a few outlier input columns (x8), as trained LLM weights show.
+std::vector<float> WeightValues(const ExampleTensor& t, std::mt19937_64& rng) {
+  int64_t rows = t.shape[0], cols = t.shape.size() > 1 ? t.shape[1] : 1;
+  std::normal_distribution<float> normal(0.0f, 1.0f / std::sqrt(static_cast<float>(cols)));
+  std::vector<float> v(static_cast<size_t>(rows * cols));
+  for (float& x : v) x = normal(rng);
+  for (int64_t c = 0; c < cols; c += 97) {
+    for (int64_t r = 0; r < rows; ++r) v[r * cols + c] *= 8.0f;
+  }
+  return v;
+}
+
+std::vector<uint8_t> TensorBytes(const ExampleTensor& t, DType dtype, std::mt19937_64& rng) {
+  int64_t n = 1;
+  for (int64_t d : t.shape) n *= d;
+  if (t.fill == ExampleTensor::kIndexI64) {
+    std::vector<uint8_t> out(static_cast<size_t>(n) * 8);
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t v = i;  // d2t holds offsets draft id -> target id
+      std::memcpy(out.data() + i * 8, &v, 8);
+    }
+    return out;
+  }
+  if (t.fill == ExampleTensor::kMaskBool) {
+    std::vector<uint8_t> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[i] = i % 2 == 0;
+    return out;
+  }
+  std::vector<float> values = t.fill == ExampleTensor::kOnes
+                                  ? std::vector<float>(static_cast<size_t>(n), 1.0f)
+                                  : WeightValues(t, rng);
+  std::vector<uint8_t> out(values.size() * DTypeBits(dtype) / 8);
+  ConvertFromFloat(dtype, values.data(), out.data(), values.size());
+  return out;
+}
+
+DType DTypeOf(const ExampleTensor& t, DType float_dtype) {
+  if (t.fill == ExampleTensor::kIndexI64) return DType::kI64;
+  if (t.fill == ExampleTensor::kMaskBool) return DType::kBool;
+  return float_dtype;
+}
+
+Status WriteShardFile(FileSystem* fs, const std::string& path, const std::vector<ExampleTensor>& t,
+                      DType dtype, std::mt19937_64& rng) {
+  std::vector<TensorSpec> specs;
+  for (const ExampleTensor& e : t) specs.push_back({e.name, DTypeOf(e, dtype), e.shape});
+  SPK_ASSIGN_OR_RETURN(SafetensorsLayout layout, SafetensorsLayout::Plan(specs));
+  SPK_ASSIGN_OR_RETURN(auto file, fs->CreateForWrite(path));
+  SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*file, layout));
+  for (const ExampleTensor& e : t) {
+    std::vector<uint8_t> bytes = TensorBytes(e, DTypeOf(e, dtype), rng);
+    SPK_ASSIGN_OR_RETURN(uint64_t offset, layout.AbsoluteOffset(e.name));
+    SPK_RETURN_IF_ERROR(file->WriteAt(offset, bytes));
+  }
+  SPK_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
+}
+
+Result<DType> ParseExampleDType(const std::string& name) {
+  if (name == "BF16") return DType::kBF16;
+  if (name == "F16") return DType::kF16;
+  if (name == "F32") return DType::kF32;
+  return Status::Usage(fmt::format("--dtype {}: use BF16, F16 or F32", name));
+}
+
+const char* TorchDTypeName(DType d) {
+  return d == DType::kBF16 ? "bfloat16" : d == DType::kF16 ? "float16" : "float32";
+}
+
+}  // namespace
+
+Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
+  if (o.shards < 1) return Status::Usage("--shards must be at least 1");
+  if (o.hidden % kHeadDim != 0 || o.hidden <= 0) {
+    return Status::Usage(fmt::format("--hidden must be a positive multiple of {}", kHeadDim));
+  }
+  SPK_ASSIGN_OR_RETURN(DType dtype, ParseExampleDType(o.dtype));
+  SPK_ASSIGN_OR_RETURN(auto layout, FamilyLayout(o, TorchDTypeName(dtype)));
+  auto& [config, tensors] = layout;
+  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(o.dir, o.force));
+  std::mt19937_64 rng(o.seed);
+  size_t per_shard = (tensors.size() + o.shards - 1) / o.shards;
+  ShardIndex index;
+  for (int s = 0; s < o.shards; ++s) {
+    std::string file = o.shards == 1 ? "model.safetensors"
+                                     : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1,
+                                                   o.shards);
+    size_t begin = std::min(tensors.size(), s * per_shard);
+    size_t end = std::min(tensors.size(), begin + per_shard);
+    std::vector<ExampleTensor> part(tensors.begin() + begin, tensors.begin() + end);
+    SPK_RETURN_IF_ERROR(WriteShardFile(fs, out.temp_path() + "/" + file, part, dtype, rng));
+    for (const ExampleTensor& e : part) {
+      index.weight_map[e.name] = file;
+      uint64_t n = 1;
+      for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
+      index.total_size += n * DTypeBits(DTypeOf(e, dtype)) / 8;
+    }
+  }
+  if (o.shards > 1) {
+    SPK_RETURN_IF_ERROR(WriteWholeFile(out.temp_path() + "/" + std::string(kShardIndexFileName),
+                                       SerializeShardIndex(index)));
+  }
+  SPK_RETURN_IF_ERROR(WriteWholeFile(out.temp_path() + "/config.json", config.dump(2) + "\n"));
+  Json generation = {{"bos_token_id", 1}, {"eos_token_id", 2}, {"do_sample", false}};
+  SPK_RETURN_IF_ERROR(
+      WriteWholeFile(out.temp_path() + "/generation_config.json", generation.dump(2) + "\n"));
+  SPK_RETURN_IF_ERROR(WriteWholeFile(
+      out.temp_path() + "/README.md",
+      fmt::format("# sparkulator example ({})\n\nRandom weights written by `sparkulator example`; "
+                  "for testing the quantizer, not for generating text.\n",
+                  o.family)));
+  return out.Commit();
+}
+
+}  // namespace spk

@@ -1,0 +1,153 @@
+#include "checkpoint/quant_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// Keys of QuantizationArgs that every release from 0.11 to 0.20 accepts.
+constexpr std::array<std::string_view, 12> kPortableWeightKeys = {
+    "num_bits", "type",     "symmetric",   "group_size",      "strategy", "block_structure",
+    "dynamic",  "actorder", "observer",    "observer_kwargs", "zp_dtype", "scale_dtype"};
+// Of those, the ones that only newer releases know (older ones fail with "extra fields not permitted").
+constexpr std::array<std::string_view, 2> kNewOnlyWeightKeys = {"zp_dtype", "scale_dtype"};
+
+Result<WeightQuantArgs> ParseWeights(std::string_view file, const std::string& group, const Json& w,
+                                     std::vector<std::string>* unknown) {
+  WeightQuantArgs args;
+  auto field = [&](const char* key) -> const Json* {
+    auto it = w.find(key);
+    return it == w.end() || it->is_null() ? nullptr : &*it;
+  };
+  auto bad = [&](const char* key, const char* want) {
+    return Status::InvalidInput(fmt::format(
+        "{}: quantization_config.config_groups.{}.weights.{} must be {}", file, group, key, want));
+  };
+  if (const Json* v = field("num_bits")) {
+    if (!v->is_number_integer()) return bad("num_bits", "an integer");
+    args.num_bits = v->get<int>();
+  }
+  if (const Json* v = field("symmetric")) {
+    if (!v->is_boolean()) return bad("symmetric", "true or false");
+    args.symmetric = v->get<bool>();
+  }
+  if (const Json* v = field("group_size")) {
+    if (!v->is_number_integer()) return bad("group_size", "an integer or null");
+    args.group_size = v->get<int64_t>();
+  }
+  if (const Json* v = field("strategy")) {
+    if (!v->is_string()) return bad("strategy", "a string");
+    args.strategy = v->get<std::string>();
+  }
+  if (const Json* v = field("type")) {
+    if (!v->is_string()) return bad("type", "a string");
+    args.type = v->get<std::string>();
+  }
+  for (const auto& [key, value] : w.items()) {
+    bool portable = std::find(kPortableWeightKeys.begin(), kPortableWeightKeys.end(), key) !=
+                    kPortableWeightKeys.end();
+    bool new_only = std::find(kNewOnlyWeightKeys.begin(), kNewOnlyWeightKeys.end(), key) !=
+                    kNewOnlyWeightKeys.end();
+    if (!portable || new_only) unknown->push_back(key);
+  }
+  return args;
+}
+
+Status ReadStringList(std::string_view file, const Json& obj, const char* key,
+                      std::vector<std::string>* out) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return Status::Ok();
+  if (!it->is_array()) {
+    return Status::InvalidInput(fmt::format("{}: quantization_config {} must be a list", file, key));
+  }
+  for (const Json& e : *it) {
+    if (!e.is_string()) {
+      return Status::InvalidInput(
+          fmt::format("{}: quantization_config {} must hold strings only", file, key));
+    }
+    out->push_back(e.get<std::string>());
+  }
+  return Status::Ok();
+}
+
+std::string StringOr(const Json& obj, const char* key) {
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+}  // namespace
+
+Json MakeQuantizationConfig(const WeightQuantArgs& args, const std::vector<std::string>& ignore) {
+  Json weights = {
+      {"actorder", nullptr},
+      {"block_structure", nullptr},
+      {"dynamic", false},
+      {"group_size", args.group_size ? Json(*args.group_size) : Json(nullptr)},
+      {"num_bits", args.num_bits},
+      {"observer", "minmax"},
+      {"observer_kwargs", Json::object()},
+      {"strategy", args.group_size ? "group" : "channel"},
+      {"symmetric", args.symmetric},
+      {"type", "int"},
+  };
+  Json group = {{"format", "pack-quantized"},
+                {"input_activations", nullptr},
+                {"output_activations", nullptr},
+                {"targets", Json::array({"Linear"})},
+                {"weights", weights}};
+  return Json{{"config_groups", {{"group_0", group}}},
+              {"format", "pack-quantized"},
+              {"global_compression_ratio", nullptr},
+              {"ignore", ignore},
+              {"kv_cache_scheme", nullptr},
+              {"quant_method", "compressed-tensors"},
+              {"quantization_status", "compressed"},
+              {"sparsity_config", Json::object()},
+              {"transform_config", Json::object()},
+              {"version", kCompressedTensorsVersion}};
+}
+
+Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file,
+                                                       const Json& config_json) {
+  auto qc = config_json.find("quantization_config");
+  if (qc == config_json.end() || !qc->is_object()) {
+    return Status::InvalidInput(fmt::format("{}: no quantization_config object", file));
+  }
+  QuantizationConfigView view;
+  view.quant_method = StringOr(*qc, "quant_method");
+  view.format = StringOr(*qc, "format");
+  SPK_RETURN_IF_ERROR(ReadStringList(file, *qc, "ignore", &view.ignore));
+  auto groups = qc->find("config_groups");
+  if (groups == qc->end() || !groups->is_object()) return view;
+  for (const auto& [name, g] : groups->items()) {
+    if (!g.is_object()) {
+      return Status::InvalidInput(
+          fmt::format("{}: quantization_config.config_groups.{} must be an object", file, name));
+    }
+    ConfigGroup group;
+    group.name = name;
+    group.format = StringOr(g, "format");
+    SPK_RETURN_IF_ERROR(ReadStringList(file, g, "targets", &group.targets));
+    auto w = g.find("weights");
+    if (w != g.end() && w->is_object()) {
+      SPK_ASSIGN_OR_RETURN(group.weights, ParseWeights(file, name, *w, &view.unknown_weight_keys));
+    }
+    auto in = g.find("input_activations");
+    group.has_input_activations = in != g.end() && !in->is_null();
+    view.groups.push_back(std::move(group));
+  }
+  return view;
+}
+
+std::string SchemeLabel(const WeightQuantArgs& args) {
+  return fmt::format("w{}a16{}{}", args.num_bits, args.symmetric ? "" : "-asym",
+                     args.group_size ? fmt::format(" (group {})", *args.group_size)
+                                     : std::string(" (channel)"));
+}
+
+}  // namespace spk

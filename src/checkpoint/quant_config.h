@@ -1,0 +1,54 @@
+// config.json `quantization_config` for compressed-tensors checkpoints: writing the exact form of
+// FORMAT.md 2.2 (valid for compressed-tensors 0.11 through 0.20, whose QuantizationArgs forbid unknown
+// keys), and reading one back for `inspect` and `check`.
+//
+// Values only; thread-safe. Errors: ParseQuantizationConfig returns InvalidInput naming the field.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace spk {
+
+// The compressed-tensors release whose format we write and test against.
+inline constexpr const char* kCompressedTensorsVersion = "0.20.0";
+
+struct WeightQuantArgs {
+  int num_bits = 4;
+  bool symmetric = true;
+  std::optional<int64_t> group_size;  // nullopt for channel-wise
+  std::string strategy = "group";     // "group" or "channel" (others read, not written)
+  std::string type = "int";
+};
+
+struct ConfigGroup {
+  std::string name;  // "group_0"
+  std::vector<std::string> targets;
+  std::optional<WeightQuantArgs> weights;
+  bool has_input_activations = false;
+  std::string format;
+};
+
+struct QuantizationConfigView {
+  std::string quant_method;
+  std::string format;
+  std::vector<ConfigGroup> groups;
+  std::vector<std::string> ignore;
+  std::vector<std::string> unknown_weight_keys;  // keys older compressed-tensors releases reject
+};
+
+// The quantization_config object for one weight-only integer scheme targeting Linear layers.
+nlohmann::ordered_json MakeQuantizationConfig(const WeightQuantArgs& args,
+                                              const std::vector<std::string>& ignore);
+
+Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file_label,
+                                                       const nlohmann::ordered_json& config_json);
+
+// "w4a16", "w8a16-asym", ... for a parsed weight scheme (for display).
+std::string SchemeLabel(const WeightQuantArgs& args);
+
+}  // namespace spk

@@ -1,0 +1,86 @@
+#include "checkpoint/source.h"
+
+#include <fmt/format.h>
+
+#include <cstdlib>
+
+#include "io/fs_util.h"
+
+namespace spk {
+namespace {
+
+std::string HubCacheDir() {
+  if (const char* hub = std::getenv("HF_HUB_CACHE"); hub && *hub) return hub;
+  if (const char* home = std::getenv("HF_HOME"); home && *home) return std::string(home) + "/hub";
+  const char* user_home = std::getenv("HOME");
+  return std::string(user_home ? user_home : "") + "/.cache/huggingface/hub";
+}
+
+bool LooksLikeRepoId(const std::string& spec) {
+  size_t slash = spec.find('/');
+  return slash != std::string::npos && slash > 0 && slash + 1 < spec.size() &&
+         spec.find('/', slash + 1) == std::string::npos && spec[0] != '.';
+}
+
+Result<std::string> ResolveInHubCache(const std::string& repo_id) {
+  std::string cache = HubCacheDir();
+  std::string repo_dir = cache + "/models--" + repo_id.substr(0, repo_id.find('/')) + "--" +
+                         repo_id.substr(repo_id.find('/') + 1);
+  if (!IsDirectory(repo_dir)) {
+    return Status::NotFound(fmt::format(
+        "'{}' is neither a folder nor a model in the local Hugging Face cache ({} does not exist); "
+        "download it first (sparkulator never uses the network)",
+        repo_id, repo_dir));
+  }
+  auto ref = ReadWholeFile(repo_dir + "/refs/main");
+  if (ref.ok()) {
+    std::string commit = *ref;
+    while (!commit.empty() && (commit.back() == '\n' || commit.back() == ' ')) commit.pop_back();
+    std::string snapshot = repo_dir + "/snapshots/" + commit;
+    if (IsDirectory(snapshot)) return snapshot;
+  }
+  auto snapshots = ListDirectory(repo_dir + "/snapshots");
+  if (!snapshots.ok() || snapshots->empty()) {
+    return Status::NotFound(fmt::format("{}: no snapshot in the Hugging Face cache", repo_dir));
+  }
+  if (snapshots->size() > 1) {
+    return Status::NotFound(fmt::format(
+        "{}: several snapshots and no refs/main; pass the snapshot folder itself", repo_dir));
+  }
+  return repo_dir + "/snapshots/" + snapshots->front();
+}
+
+}  // namespace
+
+Result<std::string> ResolveModelPath(const std::string& spec) {
+  if (IsDirectory(spec)) return spec;
+  if (LooksLikeRepoId(spec) && !FileExists(spec)) return ResolveInHubCache(spec);
+  if (FileExists(spec)) {
+    return Status::InvalidInput(fmt::format(
+        "{}: is a file; pass the model folder that holds config.json and the safetensors", spec));
+  }
+  return Status::NotFound(fmt::format("{}: no such folder", spec));
+}
+
+Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string& spec) {
+  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(spec));
+  std::string config_path = dir + "/config.json";
+  if (!FileExists(config_path)) {
+    return Status::NotFound(fmt::format(
+        "{}: missing; a Hugging Face model folder needs its config.json (vLLM reads it too)",
+        config_path));
+  }
+  SPK_ASSIGN_OR_RETURN(std::string config_text, ReadWholeFile(config_path));
+  SPK_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_path, config_text));
+  SPK_ASSIGN_OR_RETURN(SafetensorsCheckpoint files, SafetensorsCheckpoint::Open(fs, dir));
+  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}};
+  for (size_t s = 0; s < source.files.shard_files().size(); ++s) {
+    for (const TensorEntry& t : source.files.shard(s).header().tensors) {
+      source.tensors.push_back({t.name, t.dtype, t.shape});
+      source.tensor_shard.push_back(s);
+    }
+  }
+  return source;
+}
+
+}  // namespace spk

@@ -1,0 +1,60 @@
+// `sparkulator quantize`: a safetensors checkpoint in, a compressed-tensors pack-quantized checkpoint out.
+//
+// One tensor's path through this file: the plan (checkpoint/plan.h) says quantize or keep; the output
+// shard's header is computed up front from shapes and the scheme (OutputShard); then each source tensor
+// is read in row blocks, quantized by quant/rtn.h (or copied in chunks) and written at its final offset.
+// Memory stays bounded by the block size times the worker count, whatever the checkpoint's size.
+// The output is written into a temporary folder beside DST and renamed at the end (io/atomic_dir.h), so a
+// failed or interrupted run leaves nothing that looks like a checkpoint. Output bytes do not depend on the
+// thread count.
+//
+// Thread safety: QuantizeCheckpoint runs its own workers; call it from one thread.
+// Errors: InvalidInput/NotFound/AlreadyExists/Usage for bad input (exit 2), IoError for the file
+// system (exit 3); messages name the file and the tensor.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/progress.h"
+#include "base/status.h"
+#include "checkpoint/plan.h"
+#include "io/file.h"
+
+namespace spk {
+
+struct QuantizeOptions {
+  std::string source;       // folder or "org/name" in the local Hugging Face cache
+  std::string destination;  // must not exist, or be empty, unless force
+  std::string scheme = "w4a16";
+  PlanOptions plan;         // bits/group_size are filled from scheme and group size
+  int64_t group_size = 128;
+  bool force = false;
+  int threads = 0;          // 0: all cores
+  bool dry_run = false;     // plan and report, write nothing
+};
+
+struct QuantizeSummary {
+  std::string source_dir;
+  std::string destination;
+  std::string scheme;               // e.g. "w4a16"
+  std::vector<TensorMeta> tensors;  // the source's tensors, parallel to plan.tensors
+  std::string family_target;        // for drafts: the target named in config.json, if any
+  QuantPlan plan;
+  uint64_t source_tensor_bytes = 0;
+  uint64_t output_tensor_bytes = 0;
+  size_t shards = 0;
+  std::vector<std::string> copied_files;
+  std::vector<std::string> warnings;
+  double seconds = 0;
+};
+
+// `cancel`, when given, is polled between row blocks (Ctrl-C): the run stops with Status::Cancelled
+// and the temporary output folder is removed.
+Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
+                                           Progress* progress,
+                                           const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace spk

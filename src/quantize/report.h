@@ -1,0 +1,27 @@
+// What `inspect` and `quantize --json` tell a user: the tensors, the detected family, the plan with its
+// reasons, the sizes before and after, and the `vllm serve` line that fits the checkpoint.
+//
+// Builds plain JSON values (for --json) and renders them as text; no I/O beyond what the callers pass.
+// Thread-safe (pure functions). Errors: InspectCheckpoint returns the errors of opening the source.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "base/status.h"
+#include "io/file.h"
+#include "quantize/quantize.h"
+
+namespace spk {
+
+// The report of a quantize run or a dry run (inspect of an unquantized checkpoint).
+nlohmann::ordered_json PlanReport(const QuantizeSummary& summary, bool with_tensors);
+
+// Inspect: for an unquantized checkpoint, what `quantize` with these options would do; for a
+// compressed-tensors checkpoint, its scheme and which modules are quantized.
+Result<nlohmann::ordered_json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs);
+
+// Human-readable rendering of either report.
+std::string RenderReport(const nlohmann::ordered_json& report, bool with_tensors);
+
+}  // namespace spk

@@ -1,0 +1,41 @@
+#include "plan_flags.h"
+
+#include <fmt/format.h>
+
+#include "quant/scheme.h"
+
+namespace spk::cli {
+
+void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
+  std::string schemes;
+  for (const QuantScheme& s : AllSchemes()) {
+    schemes += fmt::format("\n  {:<11} {}", s.name, s.summary);
+  }
+  sub->add_option("--scheme", options->scheme, "Quantization scheme:" + schemes)
+      ->capture_default_str();
+  sub->add_option("--group-size", options->group_size,
+                  "Columns per scale: 32, 64, 128, or -1 for one scale per output channel")
+      ->capture_default_str();
+  sub->add_option("--preset", flags->preset,
+                  "Draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or "
+                  "none (only the universal rules)")
+      ->capture_default_str();
+  sub->add_option("--ignore", options->plan.ignore,
+                  "Keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX' "
+                  "matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj / "
+                  "gate_up_proj, a draft's layers offset by the target's layer count)");
+  sub->add_option("--tp", options->plan.tp,
+                  "Tensor-parallel size to check the Marlin shape rules for")
+      ->capture_default_str();
+  sub->add_option("--target-layers", flags->target_layers,
+                  "For drafts: the target model's num_hidden_layers, when config.json does not "
+                  "give num_target_layers");
+}
+
+Status ApplyPlanFlags(const PlanFlags& flags, QuantizeOptions* options) {
+  SPK_ASSIGN_OR_RETURN(options->plan.preset, ParsePreset(flags.preset));
+  if (flags.target_layers > 0) options->plan.target_layers = flags.target_layers;
+  return Status::Ok();
+}
+
+}  // namespace spk::cli

@@ -1,0 +1,23 @@
+// The flags that choose a quantization plan, shared by `quantize` and `inspect` so that both describe
+// the same run the same way.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "quantize/quantize.h"
+
+namespace spk::cli {
+
+struct PlanFlags {
+  std::string preset = "auto";
+  int64_t target_layers = 0;  // 0: from config.json
+};
+
+// Registers --scheme, --group-size, --preset, --ignore, --tp, --target-layers on `sub`.
+void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags);
+
+// Copies the parsed PlanFlags into `options` (preset parsing can fail).
+Status ApplyPlanFlags(const PlanFlags& flags, QuantizeOptions* options);
+
+}  // namespace spk::cli

@@ -1,0 +1,58 @@
+// `sparkulator quantize SRC DST`: writes a compressed-tensors checkpoint (see src/quantize/quantize.h).
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+
+#include "commands.h"
+#include "plan_flags.h"
+#include "quantize/report.h"
+
+namespace spk::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};  // set by SIGINT/SIGTERM; the run stops and cleans up
+
+void OnSignal(int) { g_interrupted = true; }
+
+int RunQuantize(QuantizeOptions options, const PlanFlags& flags, bool json) {
+  Status applied = ApplyPlanFlags(flags, &options);
+  if (!applied.ok()) return ReportError(applied);
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  Progress progress = Progress::ForStderr();
+  auto summary = QuantizeCheckpoint(options, FileSystem::Default(), &progress, &g_interrupted);
+  if (!summary.ok()) return ReportError(summary.status());
+  auto report = PlanReport(*summary, /*with_tensors=*/json);
+  if (json) {
+    std::printf("%s\n", report.dump(2).c_str());
+  } else {
+    std::fputs(RenderReport(report, false).c_str(), stdout);
+    std::printf("wrote %s in %.2f s\n", summary->destination.c_str(), summary->seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
+  auto* options = new QuantizeOptions();  // lives as long as the process, like the CLI11 app
+  auto* flags = new PlanFlags();
+  auto* json = new bool(false);
+  CLI::App* sub = app.add_subcommand(
+      "quantize",
+      "Quantize a safetensors checkpoint (folder or Hugging Face repo id in the local cache) into a "
+      "compressed-tensors pack-quantized checkpoint that vLLM loads on its Marlin path. The output "
+      "is written to a temporary folder beside DST and renamed at the end.");
+  sub->add_option("SRC", options->source, "Source model folder or org/name")->required();
+  sub->add_option("DST", options->destination, "Output folder (must not exist unless --force)")
+      ->required();
+  AddPlanFlags(sub, options, flags);
+  sub->add_option("--threads", options->threads, "Worker threads (0 = all cores)")
+      ->capture_default_str();
+  sub->add_flag("--force", options->force, "Replace DST if it exists");
+  sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
+  sub->add_flag("--json", *json, "Print a machine-readable summary on stdout");
+  sub->callback([=] { *run = [=] { return RunQuantize(*options, *flags, *json); }; });
+}
+
+}  // namespace spk::cli
