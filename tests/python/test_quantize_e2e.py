@@ -1,0 +1,157 @@
+"""End to end: `sparkulator example` -> `sparkulator quantize` -> the real Python libraries read it.
+
+- safetensors loads every file we write;
+- compressed-tensors validates our quantization_config and, from the SOURCE weights, computes the same
+  packed words, scales and zero points bit for bit (calculate_qparams on min/max + its compressor), and
+  decompresses our tensors to exactly its own dequantized values;
+- the plan follows the draft family (DFlash q/k/v dense, EAGLE-3 head kept, LLM lm_head/embeddings kept)
+  and the written ignore list matches vLLM's module names;
+- transformers loads our quantized small Qwen3 and its logits stay close to the original's.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from compressed_tensors.quantization import QuantizationConfig
+from safetensors import safe_open
+from safetensors.torch import load_file
+
+from test_quant_interop import reference
+
+DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
+
+
+def load_dir(d: Path) -> dict:
+    tensors = {}
+    for f in sorted(d.glob("*.safetensors")):
+        tensors.update(load_file(str(f)))
+    return tensors
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory, spk):
+    root = tmp_path_factory.mktemp("examples")
+    out = {}
+    for family in ("dflash", "eagle3", "llm"):
+        src = root / family
+        spk("example", src, "--family", family)
+        out[family] = src
+    return out
+
+
+def quantize(spk, src: Path, dst: Path, *flags):
+    proc = spk("quantize", src, dst, "--json", *flags)
+    return json.loads(proc.stdout)
+
+
+def test_dflash_plan_files_and_config(examples, spk, tmp_path):
+    dst = tmp_path / "q"
+    report = quantize(spk, examples["dflash"], dst)
+    assert report["family"] == "dflash"
+    assert report["ignore"] == ["re:.*self_attn\\.(q|k|v|qkv)_proj$"]
+    t = load_dir(dst)
+    for layer in (0, 1):
+        for p in ("q_proj", "k_proj", "v_proj"):
+            assert f"layers.{layer}.self_attn.{p}.weight" in t
+            assert f"layers.{layer}.self_attn.{p}.weight_packed" not in t
+        for m in ("self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"):
+            name = f"layers.{layer}.{m}"
+            assert f"{name}.weight" not in t
+            packed, scale = t[f"{name}.weight_packed"], t[f"{name}.weight_scale"]
+            shape = t[f"{name}.weight_shape"]
+            assert packed.dtype == torch.int32 and scale.dtype == torch.bfloat16
+            assert shape.dtype == torch.int64
+            out_f, in_f = shape.tolist()
+            assert list(packed.shape) == [out_f, in_f // 8]
+            assert list(scale.shape) == [out_f, in_f // 128]
+            assert f"{name}.weight_zero_point" not in t  # symmetric: vLLM has no parameter for it
+    assert "fc.weight_packed" in t and "hidden_norm.weight" in t
+    cfg = json.loads((dst / "config.json").read_text())
+    qc = QuantizationConfig.model_validate(cfg["quantization_config"])
+    assert qc.format == "pack-quantized"
+    assert qc.config_groups["group_0"].weights.group_size == 128
+    assert cfg["dflash_config"] == json.loads(
+        (examples["dflash"] / "config.json").read_text())["dflash_config"]
+    for f in ("README.md", "generation_config.json"):
+        assert (dst / f).read_bytes() == (examples["dflash"] / f).read_bytes()
+    # Every file safetensors can open also carries the metadata transformers requires.
+    with safe_open(str(dst / "model.safetensors"), "pt") as f:
+        assert f.metadata() == {"format": "pt"}
+
+
+def test_eagle3_keeps_head_and_index_tensors(examples, spk, tmp_path):
+    dst = tmp_path / "q"
+    report = quantize(spk, examples["eagle3"], dst)
+    assert report["family"] == "eagle3"
+    t = load_dir(dst)
+    src = load_dir(examples["eagle3"])
+    for kept in ("lm_head.weight", "embed_tokens.weight", "d2t", "t2d", "norm.weight"):
+        assert torch.equal(t[kept], src[kept]), kept
+    assert "layers.0.self_attn.q_proj.weight_packed" in t
+    assert "fc.weight_packed" in t
+
+
+@pytest.mark.parametrize("scheme,group,dtype", [
+    ("w4a16", 128, "BF16"), ("w4a16", 32, "F16"), ("w4a16", -1, "F32"),
+    ("w4a16-asym", 64, "BF16"), ("w8a16", 128, "BF16"), ("w8a16-asym", -1, "F16"),
+])
+def test_bit_exact_against_compressed_tensors(spk, tmp_path, scheme, group, dtype):
+    src = tmp_path / "src"
+    spk("example", src, "--family", "llm", "--dtype", dtype, "--layers", "1", "--shards", "2")
+    dst = tmp_path / "q"
+    quantize(spk, src, dst, "--scheme", scheme, "--group-size", group)
+    bits = 8 if scheme.startswith("w8") else 4
+    symmetric = not scheme.endswith("asym")
+    ours, source = load_dir(dst), load_dir(src)
+    index = json.loads((dst / "model.safetensors.index.json").read_text())
+    assert set(index["weight_map"]) == set(ours)
+    quantized = [n[: -len(".weight_packed")] for n in ours if n.endswith(".weight_packed")]
+    assert len(quantized) == 7
+    for m in quantized:
+        w = source[m + ".weight"]
+        assert w.dtype == DTYPES[dtype]
+        _, scale, _, compressed, decompressed, _ = reference(w, bits, symmetric, group)
+        assert torch.equal(ours[m + ".weight_packed"], compressed["weight_packed"]), m
+        assert torch.equal(ours[m + ".weight_scale"].view(torch.uint8),
+                           scale.to(w.dtype).contiguous().view(torch.uint8)), m
+        assert ours[m + ".weight_shape"].tolist() == list(w.shape)
+        if symmetric:
+            assert m + ".weight_zero_point" not in ours
+        else:
+            assert torch.equal(ours[m + ".weight_zero_point"], compressed["weight_zero_point"]), m
+
+
+@pytest.mark.parametrize("scheme,bound,rounding", [("w4a16", 0.6, 0.1), ("w8a16", 0.05, 0.5)])
+def test_transformers_loads_quantized_qwen3(spk, tmp_path, scheme, bound, rounding):
+    """transformers (through compressed-tensors) loads our checkpoint and computes exactly what the
+    original model computes with compressed-tensors' own dequantized weights; the logits stay close to
+    the original's (random weights amplify 4-bit noise: the bound is loose there)."""
+    transformers = pytest.importorskip("transformers")
+    src = tmp_path / "src"
+    spk("example", src, "--family", "llm")
+    dst = tmp_path / "q"
+    quantize(spk, src, dst, "--scheme", scheme)
+    bits = 8 if scheme == "w8a16" else 4
+    ids = torch.randint(0, 1000, (1, 24), generator=torch.Generator().manual_seed(0))
+    base = transformers.AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
+    quant = transformers.AutoModelForCausalLM.from_pretrained(str(dst), dtype=torch.float32)
+    source = load_dir(src)
+    expected = transformers.AutoModelForCausalLM.from_pretrained(str(src), dtype=torch.float32)
+    ours = load_dir(dst)
+    replaced = 0
+    with torch.no_grad():
+        for name, module in expected.named_modules():
+            if name + ".weight_packed" in ours:
+                deq = reference(source[name + ".weight"], bits, True, 128)[4]
+                module.weight.copy_(deq.float())
+                replaced += 1
+        a, b, c = base(ids).logits, quant(ids).logits, expected(ids).logits
+    assert replaced == 14
+    rel = ((a - b).norm() / a.norm()).item()
+    assert rel < bound, f"relative logit error {rel}"
+    # transformers dequantizes in float32 (q * s) where the reference rounds to BF16 first, so the two
+    # differ by rounding only: less than the quantization error itself (at 8 bits the BF16 rounding
+    # of the reference is of the same order as the quantization step, hence the looser ratio).
+    assert ((b - c).norm() / (a - b).norm()).item() < rounding
