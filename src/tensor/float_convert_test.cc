@@ -1,5 +1,5 @@
-// Exhaustive tests of the BF16/F16 conversions against a slow, obviously-correct reference: the nearest
-// representable value found by search over all 65536 encodings, ties to the even encoding.
+// Exhaustive tests of the BF16/F16 conversions against a slow, obviously-correct reference: the
+// nearest representable value found by search over all 65536 encodings, ties to the even encoding.
 #include "tensor/float_convert.h"
 
 #include <gtest/gtest.h>
@@ -162,9 +162,9 @@ TEST(FloatConvertTest, SpecialValues) {
   EXPECT_EQ(FloatToF16(65519.99f), 0x7BFF);
   EXPECT_EQ(FloatToF16(65520.0f), 0x7C00);
   EXPECT_EQ(FloatToF16(0x1p-24f), 0x0001);
-  EXPECT_EQ(FloatToF16(0x1p-25f), 0x0000);            // tie between 0 and 2^-24: even is 0
-  EXPECT_EQ(FloatToF16(0x1.8p-24f), 0x0002);          // tie between 1 and 2 ulps: even is 2
-  EXPECT_EQ(FloatToF16(std::bit_cast<float>(0x33000001u)), 0x0001);  // just above 2^-25
+  EXPECT_EQ(FloatToF16(0x1p-25f), 0x0000);    // tie between 0 and 2^-24: even is 0
+  EXPECT_EQ(FloatToF16(0x1.8p-24f), 0x0002);  // tie between 1 and 2 ulps: even is 2
+  EXPECT_EQ(FloatToF16(std::bit_cast<float>(0x33000001u)), 0x0001);   // just above 2^-25
   EXPECT_EQ(FloatToBF16(std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie, even stays
   EXPECT_EQ(FloatToBF16(std::bit_cast<float>(0x3F818000u)), 0x3F82);  // tie, odd rounds up
   EXPECT_EQ(FloatToBF16(std::numeric_limits<float>::max()), 0x7F80);
