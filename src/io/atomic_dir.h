@@ -1,0 +1,53 @@
+// AtomicOutputDir: write a checkpoint folder so that an interrupted run never leaves something that
+// looks like a checkpoint. Files are written into a temporary folder beside DST
+// (".<dstname>.tmp-<pid>-<random>"), and Commit() fsyncs them and renames the folder to DST.
+//
+//   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(dst, force));
+//   ... write files under out.temp_path() ...
+//   SPK_RETURN_IF_ERROR(out.Commit());
+//
+// Ownership: the object owns the temporary folder; destroying it without a successful Commit()
+// removes the folder and everything in it (so an error path cleans up by returning). Movable, not
+// copyable. Thread safety: none; use from one thread (files inside may be written from many).
+// Errors: AlreadyExists for a non-empty DST without force, NotFound for a missing parent folder,
+// IoError for file system failures.
+#pragma once
+
+#include <string>
+
+#include "base/status.h"
+
+namespace spk {
+
+class AtomicOutputDir {
+ public:
+  // Refuses a DST that exists and is not an empty folder unless `force` (then Commit replaces it),
+  // and a DST whose parent folder does not exist. Creates the temporary folder.
+  static Result<AtomicOutputDir> Create(const std::string& dst, bool force);
+
+  AtomicOutputDir(AtomicOutputDir&& other) noexcept;
+  AtomicOutputDir& operator=(AtomicOutputDir&& other) noexcept;
+  AtomicOutputDir(const AtomicOutputDir&) = delete;
+  AtomicOutputDir& operator=(const AtomicOutputDir&) = delete;
+  ~AtomicOutputDir();
+
+  // The folder to write into until Commit().
+  const std::string& temp_path() const { return temp_path_; }
+  const std::string& dst() const { return dst_; }
+
+  // Fsyncs every file under the temporary folder and the folder itself, replaces an existing DST
+  // (when created with force), renames the temporary folder to DST and fsyncs the parent. REQUIRES:
+  // not committed yet.
+  Status Commit();
+
+ private:
+  AtomicOutputDir(std::string dst, std::string temp_path, bool force)
+      : dst_(std::move(dst)), temp_path_(std::move(temp_path)), force_(force) {}
+  void RemoveTemp();
+
+  std::string dst_;
+  std::string temp_path_;  // empty once committed or moved from
+  bool force_ = false;
+};
+
+}  // namespace spk

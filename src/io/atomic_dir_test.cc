@@ -1,0 +1,109 @@
+#include "io/atomic_dir.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "io/fs_util.h"
+#include "io/test_util.h"
+
+namespace spk {
+namespace {
+
+using ::testing::HasSubstr;
+namespace fs = std::filesystem;
+
+// Entries of `dir` whose name marks them as our temporary or aside folders.
+int CountHiddenSiblings(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind(".", 0) == 0) ++n;
+  }
+  return n;
+}
+
+TEST(AtomicOutputDirTest, CommitRenamesTempToDst) {
+  testing::ScopedTempDir dir;
+  const std::string dst = dir / "out";
+  auto out = AtomicOutputDir::Create(dst, /*force=*/false);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_THAT(out->temp_path(), HasSubstr("/.out.tmp-"));
+  EXPECT_TRUE(IsDirectory(out->temp_path()));
+  EXPECT_FALSE(fs::exists(dst));
+  ASSERT_TRUE(WriteWholeFile(out->temp_path() + "/config.json", "{}").ok());
+  ASSERT_TRUE(out->Commit().ok());
+  EXPECT_EQ(*ReadWholeFile(dst + "/config.json"), "{}");
+  EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
+}
+
+TEST(AtomicOutputDirTest, DestructorWithoutCommitRemovesTemp) {
+  testing::ScopedTempDir dir;
+  std::string temp;
+  {
+    auto out = AtomicOutputDir::Create(dir / "out", false);
+    ASSERT_TRUE(out.ok());
+    temp = out->temp_path();
+    AtomicOutputDir moved = std::move(*out);  // ownership moves; only one removal
+    ASSERT_TRUE(WriteWholeFile(moved.temp_path() + "/half.safetensors", "xx").ok());
+    fs::create_directory(moved.temp_path() + "/nested");
+  }
+  EXPECT_FALSE(fs::exists(temp));
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
+}
+
+TEST(AtomicOutputDirTest, RefusesNonEmptyDstWithoutForce) {
+  testing::ScopedTempDir dir;
+  fs::create_directory(dir / "out");
+  ASSERT_TRUE(WriteWholeFile(dir / "out/old.txt", "old").ok());
+  auto out = AtomicOutputDir::Create(dir / "out", false);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_THAT(out.status().message(), HasSubstr("--force"));
+  EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
+}
+
+TEST(AtomicOutputDirTest, AcceptsExistingEmptyDst) {
+  testing::ScopedTempDir dir;
+  fs::create_directory(dir / "out");
+  auto out = AtomicOutputDir::Create(dir / "out/", false);
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE(WriteWholeFile(out->temp_path() + "/new.txt", "new").ok());
+  ASSERT_TRUE(out->Commit().ok());
+  EXPECT_TRUE(FileExists(dir / "out/new.txt"));
+}
+
+TEST(AtomicOutputDirTest, ForceReplacesExistingDst) {
+  testing::ScopedTempDir dir;
+  fs::create_directory(dir / "out");
+  ASSERT_TRUE(WriteWholeFile(dir / "out/old.txt", "old").ok());
+  auto out = AtomicOutputDir::Create(dir / "out", /*force=*/true);
+  ASSERT_TRUE(out.ok());
+  EXPECT_TRUE(FileExists(dir / "out/old.txt"));  // untouched until Commit
+  ASSERT_TRUE(WriteWholeFile(out->temp_path() + "/new.txt", "new").ok());
+  ASSERT_TRUE(out->Commit().ok());
+  EXPECT_FALSE(FileExists(dir / "out/old.txt"));
+  EXPECT_TRUE(FileExists(dir / "out/new.txt"));
+  EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
+  EXPECT_EQ(out->Commit().code(), StatusCode::kInternal);
+}
+
+TEST(AtomicOutputDirTest, RefusesMissingParent) {
+  testing::ScopedTempDir dir;
+  auto out = AtomicOutputDir::Create(dir / "no/such/out", true);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(out.status().message(), HasSubstr("does not exist"));
+}
+
+TEST(AtomicOutputDirTest, RefusesDstThatIsAFile) {
+  testing::ScopedTempDir dir;
+  ASSERT_TRUE(WriteWholeFile(dir / "out", "x").ok());
+  auto out = AtomicOutputDir::Create(dir / "out", true);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), StatusCode::kAlreadyExists);
+}
+
+}  // namespace
+}  // namespace spk

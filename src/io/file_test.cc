@@ -1,0 +1,95 @@
+#include "io/file.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "io/fs_util.h"
+#include "io/test_util.h"
+
+namespace spk {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(PosixFileTest, WriteThenReadBack) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir / "a.bin";
+  auto w = FileSystem::Default()->CreateForWrite(path);
+  ASSERT_TRUE(w.ok()) << w.status().message();
+  const std::vector<uint8_t> tail = {5, 6, 7};
+  const std::vector<uint8_t> head = {1, 2, 3, 4};
+  ASSERT_TRUE((*w)->WriteAt(4, tail).ok());  // out of order, as the quantizer's workers write
+  ASSERT_TRUE((*w)->WriteAt(0, head).ok());
+  ASSERT_TRUE((*w)->Sync().ok());
+  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_FALSE((*w)->WriteAt(0, head).ok());
+
+  auto r = FileSystem::Default()->OpenForRead(path);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->size(), 7u);
+  EXPECT_EQ((*r)->path(), path);
+  std::vector<uint8_t> out(3);
+  ASSERT_TRUE((*r)->ReadAt(3, out).ok());
+  EXPECT_EQ(out, (std::vector<uint8_t>{4, 5, 6}));
+}
+
+TEST(PosixFileTest, ShortReadIsAnErrorNamingThePath) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir / "short.bin";
+  ASSERT_TRUE(WriteWholeFile(path, "abcd").ok());
+  auto r = FileSystem::Default()->OpenForRead(path);
+  ASSERT_TRUE(r.ok());
+  std::vector<uint8_t> out(8);
+  Status s = (*r)->ReadAt(2, out);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr(path));
+  EXPECT_THAT(s.message(), HasSubstr("ends at byte 4"));
+}
+
+TEST(PosixFileTest, MissingFileIsNotFound) {
+  testing::ScopedTempDir dir;
+  auto r = FileSystem::Default()->OpenForRead(dir / "nope");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(r.status().message(), HasSubstr("nope"));
+}
+
+TEST(PosixFileTest, ConcurrentDisjointWritesAndReads) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir / "c.bin";
+  auto w = FileSystem::Default()->CreateForWrite(path);
+  ASSERT_TRUE(w.ok());
+  constexpr int kThreads = 4, kChunk = 4096;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> chunk(kChunk, static_cast<uint8_t>(t + 1));
+      EXPECT_TRUE((*w)->WriteAt(uint64_t{kChunk} * t, chunk).ok());
+    });
+  }
+  for (auto& th : threads) th.join();
+  ASSERT_TRUE((*w)->Close().ok());
+  auto r = FileSystem::Default()->OpenForRead(path);
+  ASSERT_TRUE(r.ok());
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<uint8_t> chunk(kChunk);
+      EXPECT_TRUE((*r)->ReadAt(uint64_t{kChunk} * t, chunk).ok());
+      EXPECT_EQ(chunk, std::vector<uint8_t>(kChunk, static_cast<uint8_t>(t + 1)));
+    });
+  }
+  for (auto& th : threads) th.join();
+}
+
+TEST(PosixFileTest, EnospcMessageSaysDiskFull) {
+  Status s = IoErrorFromErrno("cannot write", "/out/x.safetensors", ENOSPC);
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("disk full while writing /out/x.safetensors"));
+}
+
+}  // namespace
+}  // namespace spk

@@ -1,0 +1,43 @@
+// SafetensorsReader: opens one .safetensors file, validates its header against the file (every rule
+// of ParseSafetensorsHeader plus the 8-byte length prefix), and reads tensor bytes with pread.
+//
+// Ownership: the reader owns its file handle; TensorEntry references from header() stay valid for
+// the reader's lifetime (also across moves). The FileSystem passed to Open must outlive the reader.
+// Thread safety: after Open, every const method may be called concurrently (reads are positional).
+// Errors: InvalidInput for malformed files, IoError for failed or short reads; messages name the
+// file and the tensor.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "io/file.h"
+#include "safetensors/header.h"
+
+namespace spk {
+
+class SafetensorsReader {
+ public:
+  static Result<SafetensorsReader> Open(FileSystem* fs, const std::string& path);
+
+  const SafetensorsHeader& header() const { return header_; }
+  const std::string& path() const { return file_->path(); }
+
+  // Reads the whole tensor. REQUIRES: `t` is an entry of header(); out.size() == t.nbytes().
+  Status ReadTensor(const TensorEntry& t, std::span<uint8_t> out) const;
+  // Reads out.size() bytes starting `byte_offset` bytes into the tensor (a block of rows, for
+  // streaming). Fails if the slice does not lie inside the tensor.
+  Status ReadTensorBytes(const TensorEntry& t, uint64_t byte_offset, std::span<uint8_t> out) const;
+
+ private:
+  SafetensorsReader(std::unique_ptr<RandomAccessFile> file, SafetensorsHeader header)
+      : file_(std::move(file)), header_(std::move(header)) {}
+
+  std::unique_ptr<RandomAccessFile> file_;
+  SafetensorsHeader header_;
+};
+
+}  // namespace spk
