@@ -17,6 +17,7 @@ namespace spk::cli {
 using CommandBody = std::function<int()>;
 
 void AddVersionCommand(CLI::App& app, CommandBody* run);
+void AddBenchCommand(CLI::App& app, CommandBody* run);
 
 // Prints "sparkulator: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);

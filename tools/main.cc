@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
 
   spk::cli::CommandBody run;
   spk::cli::AddVersionCommand(app, &run);
+  spk::cli::AddBenchCommand(app, &run);
 
   try {
     app.parse(argc, argv);
