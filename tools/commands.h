@@ -21,6 +21,7 @@ void AddVersionCommand(CLI::App& app, CommandBody* run);
 void AddExampleCommand(CLI::App& app, CommandBody* run);
 void AddQuantizeCommand(CLI::App& app, CommandBody* run);
 void AddInspectCommand(CLI::App& app, CommandBody* run);
+void AddBenchCommand(CLI::App& app, CommandBody* run);
 
 // Prints "sparkulator: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   spk::cli::AddInspectCommand(app, &run);
   spk::cli::AddExampleCommand(app, &run);
   spk::cli::AddVersionCommand(app, &run);
+  spk::cli::AddBenchCommand(app, &run);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,79 @@
+#include "bench/counters.h"
+
+#include <cstdlib>
+#include <string_view>
+
+namespace spk::bench {
+namespace {
+
+// Strips a known server prefix and an optional `_total`; returns "" for other metrics and
+// `_created`.
+std::string_view CounterBaseName(std::string_view name) {
+  for (std::string_view prefix : {"vllm:", "llamacpp:"}) {
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    name.remove_prefix(prefix.size());
+    constexpr std::string_view kCreated = "_created";
+    if (name.size() >= kCreated.size() && name.substr(name.size() - kCreated.size()) == kCreated) {
+      return {};
+    }
+    constexpr std::string_view kTotal = "_total";
+    if (name.size() >= kTotal.size() && name.substr(name.size() - kTotal.size()) == kTotal) {
+      name.remove_suffix(kTotal.size());
+    }
+    return name;
+  }
+  return {};
+}
+
+}  // namespace
+
+SpecCounters SpecCounters::operator-(const SpecCounters& before) const {
+  SpecCounters d;
+  d.drafts = drafts - before.drafts;
+  d.draft_tokens = draft_tokens - before.draft_tokens;
+  d.accepted_tokens = accepted_tokens - before.accepted_tokens;
+  for (const auto& [pos, value] : accepted_per_position) {
+    auto it = before.accepted_per_position.find(pos);
+    d.accepted_per_position[pos] =
+        value - (it == before.accepted_per_position.end() ? 0 : it->second);
+  }
+  return d;
+}
+
+SpecCounters& SpecCounters::operator+=(const SpecCounters& other) {
+  drafts += other.drafts;
+  draft_tokens += other.draft_tokens;
+  accepted_tokens += other.accepted_tokens;
+  for (const auto& [pos, value] : other.accepted_per_position) accepted_per_position[pos] += value;
+  return *this;
+}
+
+MetricsSnapshot ExtractMetrics(const std::vector<http::MetricSample>& samples) {
+  MetricsSnapshot snapshot;
+  SpecCounters spec;
+  bool any_spec = false;
+  for (const http::MetricSample& s : samples) {
+    std::string_view base = CounterBaseName(s.name);
+    if (base.empty()) continue;
+    if (base == "num_requests_running" || base == "requests_processing") {
+      snapshot.requests_running = snapshot.requests_running.value_or(0) + s.value;
+      continue;
+    }
+    double* target = nullptr;
+    if (base == "spec_decode_num_drafts") target = &spec.drafts;
+    if (base == "spec_decode_num_draft_tokens") target = &spec.draft_tokens;
+    if (base == "spec_decode_num_accepted_tokens") target = &spec.accepted_tokens;
+    if (base == "spec_decode_num_accepted_tokens_per_pos") {
+      std::string position = s.Label("position");
+      if (position.empty()) continue;
+      target = &spec.accepted_per_position[std::atoi(position.c_str())];
+    }
+    if (target == nullptr) continue;
+    *target += s.value;
+    any_spec = true;
+  }
+  if (any_spec) snapshot.spec = spec;
+  return snapshot;
+}
+
+}  // namespace spk::bench

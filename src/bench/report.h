@@ -1,0 +1,41 @@
+// Turning measured requests into figures and documents: per-cell statistics, acceptance, paired
+// ratios with confidence intervals, the verify-step decomposition (analysis JSON), the card-style
+// Markdown tables, an SVG plot, and `bench report` pooling across machines.
+//
+// Everything after Analyze works on the JSON document, so a saved results file renders exactly like
+// a live run. Ownership: values. Thread safety: pure functions. Error policy: no exceptions (JSON
+// access is checked); malformed input files give InvalidInput naming the file.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "bench/request.h"
+
+namespace spk::bench {
+
+struct AnalysisOptions {
+  std::vector<std::string> arm_names;  // in --arm order; the first is the baseline
+  std::vector<size_t> prompt_lengths;
+  double noisy_relative_mad = 0.05;
+};
+
+// {"arms": [...], "comparisons": [...]} from the requests (warm-up requests excluded).
+nlohmann::json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& options);
+
+// The card-style tables of a results document.
+std::string RenderMarkdown(const nlohmann::json& results);
+
+// A plot of mean decode tok/s by prompt length per arm, with +-1 sample stdev error bars.
+std::string RenderSvg(const nlohmann::json& results);
+
+// Pools the comparisons of several results files (one per machine) by inverse-variance weighting of
+// per-machine log ratios. `names` label the machines (file names).
+Result<nlohmann::json> PoolResults(const std::vector<nlohmann::json>& results,
+                                   const std::vector<std::string>& names);
+std::string RenderPooledMarkdown(const nlohmann::json& pooled);
+
+}  // namespace spk::bench

@@ -1,0 +1,133 @@
+#include "bench/report.h"
+
+#include <gtest/gtest.h>
+
+namespace spk::bench {
+namespace {
+
+using nlohmann::json;
+
+RequestRecord Make(size_t arm, size_t block, size_t length, double tok_s, bool spec) {
+  RequestRecord r;
+  r.arm = arm == 0 ? "base" : "fast";
+  r.arm_index = arm;
+  r.block = block;
+  r.prompt_length = length;
+  r.ok = true;
+  r.completion_tokens = 65;
+  r.first_chunk_tokens = 1;
+  r.decode_s = 64 / tok_s;
+  r.decode_tok_s = tok_s;
+  r.ttft_s = 0.1;
+  if (spec) r.spec = SpecCounters{16, 48, 32, {{0, 14}, {1, 10}, {2, 8}}};
+  return r;
+}
+
+std::vector<RequestRecord> Records() {
+  std::vector<RequestRecord> records;
+  for (size_t b = 0; b < 3; ++b) {
+    for (size_t length : {128, 512}) {
+      records.push_back(Make(0, b, length, 100 + b, false));
+      records.push_back(Make(1, b, length, 120 + 2 * b, true));
+    }
+  }
+  RequestRecord warm = Make(1, 0, 128, 1, true);
+  warm.warmup = true;
+  warm.spec = SpecCounters{100, 300, 0, {}};  // would wreck acceptance if it were counted
+  records.push_back(warm);
+  RequestRecord failed = Make(0, 3, 128, 0, false);
+  failed.ok = false;
+  failed.error = "HTTP 503";
+  records.push_back(failed);
+  return records;
+}
+
+TEST(Analyze, JsonShapeAndFigures) {
+  json results = Analyze(Records(), {{"base", "fast"}, {128, 512}, 0.05});
+  ASSERT_EQ(results["arms"].size(), 2u);
+  const json& base = results["arms"][0];
+  EXPECT_EQ(base["name"], "base");
+  ASSERT_EQ(base["cells"].size(), 2u);
+  const json& cell = base["cells"][0];
+  EXPECT_EQ(cell["prompt_tokens"], 128);
+  EXPECT_EQ(cell["n"], 3);
+  EXPECT_EQ(cell["failures"], 1);
+  EXPECT_DOUBLE_EQ(cell["mean_tok_s"].get<double>(), 101);
+  EXPECT_DOUBLE_EQ(cell["stdev_tok_s"].get<double>(), 1);
+  EXPECT_DOUBLE_EQ(cell["median_tok_s"].get<double>(), 101);
+  EXPECT_DOUBLE_EQ(cell["mad_tok_s"].get<double>(), 1);
+  for (const char* key :
+       {"relative_mad", "noisy", "mean_ttft_s", "median_ttft_s", "mean_verify_steps"}) {
+    EXPECT_TRUE(cell.contains(key)) << key;
+  }
+  EXPECT_TRUE(base["spec_decode"].is_null());
+  EXPECT_EQ(base["spec_decode_note"], "no speculative decoding");
+
+  const json& spec = results["arms"][1]["spec_decode"];
+  ASSERT_TRUE(spec.is_object());
+  EXPECT_DOUBLE_EQ(spec["draft_tokens"].get<double>(), 6 * 48);  // warm-up excluded
+  EXPECT_DOUBLE_EQ(spec["accepted_tokens"].get<double>(), 6 * 32);
+  EXPECT_DOUBLE_EQ(spec["acceptance_rate"].get<double>(), 32.0 / 48);
+  EXPECT_DOUBLE_EQ(spec["mean_acceptance_length"].get<double>(), 1 + 32.0 / 16);
+  EXPECT_DOUBLE_EQ(spec["per_position_rates"][0].get<double>(), 14.0 / 16);
+
+  ASSERT_EQ(results["comparisons"].size(), 1u);
+  const json& cmp = results["comparisons"][0];
+  EXPECT_EQ(cmp["baseline"], "base");
+  EXPECT_EQ(cmp["arm"], "fast");
+  EXPECT_EQ(cmp["n_pairs"], 6);
+  EXPECT_NEAR(cmp["ratio"].get<double>(), (2 * 366.0) / (2 * 303.0), 1e-12);
+  ASSERT_TRUE(cmp["ci_low"].is_number());
+  EXPECT_LT(cmp["ci_low"].get<double>(), cmp["ratio"].get<double>());
+  EXPECT_GT(cmp["ci_high"].get<double>(), cmp["ratio"].get<double>());
+  EXPECT_TRUE(cmp["bootstrap_ci_low"].is_number());
+  EXPECT_TRUE(cmp["log_ratio_se"].is_number());
+  ASSERT_EQ(cmp["cells"].size(), 2u);
+  const json& d = cmp["decomposition"];
+  ASSERT_TRUE(d.is_object());
+  // base: 64 steps per request (no spec), fast: 16 verify steps.
+  EXPECT_NEAR(d["verify_steps_ratio"].get<double>(), 16.0 / 64, 1e-12);
+  EXPECT_NEAR(d["decode_time_ratio"].get<double>(),
+              d["verify_steps_ratio"].get<double>() * d["time_per_step_ratio"].get<double>(),
+              1e-12);
+}
+
+TEST(Render, MarkdownAndSvg) {
+  json results = Analyze(Records(), {{"base", "fast"}, {128, 512}, 0.05});
+  std::string md = RenderMarkdown(results);
+  EXPECT_NE(md.find("| prompt | base tok/s | fast tok/s | delta fast |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| base | no speculative decoding |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| fast | 288 | 192 | 66.7% |"), std::string::npos) << md;
+  EXPECT_NE(md.find("[1 failed]"), std::string::npos) << md;
+  std::string svg = RenderSvg(results);
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find(">fast</text>"), std::string::npos);
+}
+
+TEST(PoolResults, InverseVarianceAcrossFiles) {
+  json a = {{"comparisons",
+             {{{"baseline", "x"},
+               {"arm", "y"},
+               {"ratio", 1.1},
+               {"log_ratio", 0.1},
+               {"log_ratio_se", 0.05},
+               {"cells", json::array()}}}}};
+  json b = {{"comparisons",
+             {{{"baseline", "x"},
+               {"arm", "y"},
+               {"ratio", 1.2},
+               {"log_ratio", 0.2},
+               {"log_ratio_se", 0.1},
+               {"cells", json::array()}}}}};
+  auto pooled = PoolResults({a, b}, {"a.json", "b.json"});
+  ASSERT_TRUE(pooled.ok()) << pooled.status().message();
+  const json& p = (*pooled)["pooled"][0];
+  EXPECT_EQ(p["n_machines"], 2);
+  EXPECT_NEAR(p["log_ratio"].get<double>(), 0.12, 1e-12);
+  EXPECT_NE(RenderPooledMarkdown(*pooled).find("| y vs x | all | 2 |"), std::string::npos);
+  EXPECT_FALSE(PoolResults({json{{"nope", 1}}}, {"bad.json"}).ok());
+}
+
+}  // namespace
+}  // namespace spk::bench

@@ -1,0 +1,343 @@
+#include "bench/runner.h"
+
+#include <fmt/format.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+
+#include "bench/report.h"
+#include "bench/request.h"
+#include "bench/schedule.h"
+#include "bench/workload.h"
+
+namespace spk::bench {
+namespace {
+
+using nlohmann::json;
+
+struct ArmState {
+  ArmSpec spec;
+  http::Url url;
+  std::unique_ptr<LaunchedServer> server;
+  std::vector<std::string> logs;
+  std::string model;
+  json server_info = json::object();
+  bool warmed = false;
+};
+
+std::string FirstLineOf(const std::string& path, const std::string& prefix) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(prefix, 0) == 0) {
+      size_t colon = line.find(':');
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      return value;
+    }
+  }
+  return "";
+}
+
+json HostInfo() {
+  json host;
+  char name[256] = {};
+  ::gethostname(name, sizeof(name) - 1);
+  host["hostname"] = name;
+  utsname u{};
+  if (::uname(&u) == 0) host["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  host["cpu"] = FirstLineOf("/proc/cpuinfo", "model name");
+  host["cpus"] = ::sysconf(_SC_NPROCESSORS_ONLN);
+  json gpus = json::array();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
+    gpus.push_back(FirstLineOf((entry.path() / "information").string(), "Model"));
+  }
+  host["gpus"] = gpus;
+  return host;
+}
+
+json BuildInfo() {
+  return {
+    {"version", "0.1.0"},
+#if defined(__clang__)
+        {"compiler", "clang " __clang_version__},
+#elif defined(__GNUC__)
+        {"compiler", "gcc " __VERSION__},
+#endif
+    {
+      "built", __DATE__ " " __TIME__
+    }
+  };
+}
+
+json FlagsJson(const BenchConfig& c) {
+  json arms = json::array();
+  for (const ArmSpec& a : c.arms) {
+    arms.push_back({{"name", a.name}, {"url", a.url}, {"command", a.command}});
+  }
+  return {{"arms", arms},
+          {"prompt_lengths", c.prompt_lengths},
+          {"repeats", c.repeats},
+          {"warmup", c.warmup},
+          {"max_tokens", c.max_tokens},
+          {"chat", c.chat},
+          {"model", c.model},
+          {"concurrency", 1},
+          {"request_timeout_s", c.request_timeout_s},
+          {"start_reversed", c.start_reversed},
+          {"noisy_relative_mad", c.noisy_relative_mad}};
+}
+
+std::string NowIso() {
+  std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+json GetJsonOrNull(const http::Url& url, const char* path) {
+  http::RequestOptions options;
+  options.idle_timeout = std::chrono::milliseconds(10000);
+  auto response = http::Get(url, path, options);
+  if (!response.ok() || response->status != 200) return nullptr;
+  json j = json::parse(response->body, nullptr, false);
+  return j.is_discarded() ? json(nullptr) : j;
+}
+
+class Run {
+ public:
+  Run(const BenchConfig& config, const std::atomic<bool>* cancel, const ProgressFn& progress)
+      : config_(config),
+        cancel_(cancel),
+        progress_(progress),
+        start_(std::chrono::steady_clock::now()) {
+    for (const ArmSpec& spec : config.arms) {
+      ArmState state;
+      state.spec = spec;
+      arms_.push_back(std::move(state));
+    }
+    doc_ = {{"tool", "sparkulator bench"},
+            {"started_at", NowIso()},
+            {"command_line", config.command_line},
+            {"flags", FlagsJson(config)},
+            {"build", BuildInfo()},
+            {"host", HostInfo()}};
+  }
+
+  Status Execute() {
+    SPK_RETURN_IF_ERROR(CheckUrlArms());
+    std::vector<Turn> turns = AbbaSchedule(arms_.size(), config_.repeats, config_.start_reversed);
+    std::optional<size_t> up;  // the launched arm currently running
+    for (const Turn& turn : turns) {
+      if (Cancelled()) return Status::Cancelled("interrupted");
+      ArmState& arm = arms_[turn.arm];
+      if (arm.spec.launched() && up != turn.arm) {
+        if (up) StopServer(arms_[*up]);
+        up.reset();
+        SPK_RETURN_IF_ERROR(LaunchServer(arm));
+        up = turn.arm;
+      }
+      SPK_RETURN_IF_ERROR(Prepare(arm));
+      if (!arm.warmed) {
+        SPK_RETURN_IF_ERROR(WarmUp(turn.arm));
+        arm.warmed = true;
+      }
+      for (size_t length : config_.prompt_lengths) {
+        RequestRecord record;
+        record.block = turn.block;
+        record.prompt_length = length;
+        record.variant = turn.block % config_.repeats;
+        SPK_RETURN_IF_ERROR(Measure(turn.arm, &record));
+        progress_(fmt::format("[{}] block {}/{} prompt {}: {}", arm.spec.name, turn.block + 1,
+                              config_.repeats, length,
+                              record.ok ? fmt::format("{:.1f} tok/s", record.decode_tok_s)
+                                        : "FAILED: " + record.error));
+        if (arm.server && !arm.server->Running()) {
+          return Status::Unavailable(fmt::format(
+              "arm {}: the server {} during the run. Its log ({}) ends with:\n{}", arm.spec.name,
+              arm.server->ExitDescription(), arm.server->log_path(), arm.server->LogTail()));
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+  json Finish(bool interrupted) {
+    for (ArmState& arm : arms_) StopServer(arm);
+    AnalysisOptions options;
+    for (const ArmState& arm : arms_) options.arm_names.push_back(arm.spec.name);
+    options.prompt_lengths = config_.prompt_lengths;
+    options.noisy_relative_mad = config_.noisy_relative_mad;
+    json analysis = Analyze(records_, options);
+    for (size_t a = 0; a < arms_.size(); ++a) {
+      json& arm = analysis["arms"][a];
+      arm["url"] = arms_[a].spec.launched() ? json(nullptr) : json(arms_[a].spec.url);
+      arm["command"] = arms_[a].spec.command;
+      arm["logs"] = arms_[a].logs;
+      arm["model"] = arms_[a].model;
+      arm["server"] = arms_[a].server_info;
+    }
+    doc_["arms"] = analysis["arms"];
+    doc_["comparisons"] = analysis["comparisons"];
+    doc_["model"] = arms_.empty() ? "" : arms_[0].model;
+    doc_["server"] = arms_.empty() ? json(nullptr) : arms_[0].server_info;
+    doc_["prompts"] =
+        prompts_ ? json{{"exact", prompts_->exact}, {"method", prompts_->method}} : json(nullptr);
+    doc_["interrupted"] = interrupted;
+    doc_["finished_at"] = NowIso();
+    json requests = json::array();
+    for (const RequestRecord& r : records_) requests.push_back(r.ToJson());
+    doc_["requests"] = requests;
+    return doc_;
+  }
+
+ private:
+  bool Cancelled() const { return cancel_ != nullptr && cancel_->load(); }
+
+  Status CheckUrlArms() {
+    for (ArmState& arm : arms_) {
+      if (arm.spec.launched()) continue;
+      SPK_ASSIGN_OR_RETURN(arm.url, http::ParseUrl(arm.spec.url));
+      http::RequestOptions options;
+      options.connect_timeout = std::chrono::milliseconds(3000);
+      options.idle_timeout = std::chrono::milliseconds(10000);
+      options.cancel = cancel_;
+      auto response = http::Get(arm.url, "/v1/models", options);
+      if (!response.ok()) return response.status().WithContext("arm " + arm.spec.name);
+      if (response->status != 200) {
+        return Status::Unavailable(
+            fmt::format("arm {}: GET {}/v1/models answered HTTP {}; is this an "
+                        "OpenAI-compatible server?",
+                        arm.spec.name, arm.url.ToString(), response->status));
+      }
+    }
+    return Status::Ok();
+  }
+
+  Status LaunchServer(ArmState& arm) {
+    SPK_ASSIGN_OR_RETURN(int port, FindFreePort());
+    std::error_code ec;
+    std::filesystem::create_directories(config_.log_dir, ec);
+    std::string log = (std::filesystem::path(config_.log_dir) /
+                       fmt::format("bench-{}-{}.log", arm.spec.name, arm.logs.size() + 1))
+                          .string();
+    arm.logs.push_back(log);
+    arm.server = std::make_unique<LaunchedServer>();
+    progress_(fmt::format("[{}] launching on port {} (log {})", arm.spec.name, port, log));
+    SPK_RETURN_IF_ERROR(
+        arm.server->Start(arm.spec.command, port, log).WithContext("arm " + arm.spec.name));
+    arm.url = http::Url{"127.0.0.1", port, ""};
+    SPK_RETURN_IF_ERROR(
+        arm.server
+            ->WaitHealthy(
+                arm.url, std::chrono::seconds(static_cast<long>(config_.launch_timeout_s)), cancel_)
+            .WithContext("arm " + arm.spec.name));
+    arm.warmed = false;  // a fresh server is cold again
+    return Status::Ok();
+  }
+
+  void StopServer(ArmState& arm) {
+    if (!arm.server) return;
+    arm.server->Stop(std::chrono::milliseconds(static_cast<long>(config_.stop_grace_s * 1000)));
+    arm.server.reset();
+  }
+
+  // Model name, server info and (once) the prompts.
+  Status Prepare(ArmState& arm) {
+    if (arm.model.empty()) {
+      arm.model = config_.model;
+      json models = GetJsonOrNull(arm.url, "/v1/models");
+      arm.server_info["models"] = models;
+      arm.server_info["version"] = GetJsonOrNull(arm.url, "/version");
+      if (arm.model.empty() && models.is_object() && models.contains("data") &&
+          models["data"].is_array() && !models["data"].empty() &&
+          models["data"][0].contains("id")) {
+        arm.model = models["data"][0]["id"].get<std::string>();
+      }
+    }
+    if (!prompts_) {
+      http::RequestOptions options;
+      options.idle_timeout =
+          std::chrono::milliseconds(static_cast<long>(config_.request_timeout_s * 1000));
+      options.cancel = cancel_;
+      SPK_ASSIGN_OR_RETURN(PromptSet set,
+                           BuildPrompts(arm.url, arm.model, BuiltinCorpus(), config_.prompt_lengths,
+                                        config_.repeats + 1, options));
+      progress_("prompts: " + set.method);
+      prompts_ = std::move(set);
+    }
+    return Status::Ok();
+  }
+
+  Status WarmUp(size_t arm_index) {
+    for (size_t i = 0; i < config_.warmup; ++i) {
+      RequestRecord record;
+      record.warmup = true;
+      record.prompt_length = config_.prompt_lengths[i % config_.prompt_lengths.size()];
+      record.variant = config_.repeats;  // a prompt no measured request uses
+      SPK_RETURN_IF_ERROR(Measure(arm_index, &record));
+      progress_(fmt::format("[{}] warm-up {}/{}: {}", arms_[arm_index].spec.name, i + 1,
+                            config_.warmup, record.ok ? "ok" : "FAILED: " + record.error));
+    }
+    return Status::Ok();
+  }
+
+  Status Measure(size_t arm_index, RequestRecord* record) {
+    ArmState& arm = arms_[arm_index];
+    record->arm = arm.spec.name;
+    record->arm_index = arm_index;
+    RequestSettings settings;
+    settings.model = arm.model;
+    settings.chat = config_.chat;
+    settings.max_tokens = config_.max_tokens;
+    settings.timeout =
+        std::chrono::milliseconds(static_cast<long>(config_.request_timeout_s * 1000));
+    settings.scrape_metrics = config_.scrape_metrics;
+    settings.cancel = cancel_;
+    const std::string& prompt = prompts_->prompts.at(record->prompt_length).at(record->variant);
+    Status status = MeasureRequest(arm.url, prompt, settings, start_, record);
+    if (!status.ok()) return status;
+    records_.push_back(*record);
+    return Status::Ok();
+  }
+
+  const BenchConfig& config_;
+  const std::atomic<bool>* cancel_;
+  const ProgressFn& progress_;
+  std::chrono::steady_clock::time_point start_;
+  std::vector<ArmState> arms_;
+  std::optional<PromptSet> prompts_;
+  std::vector<RequestRecord> records_;
+  json doc_;
+};
+
+}  // namespace
+
+Result<json> RunBench(const BenchConfig& config, const std::atomic<bool>* cancel,
+                      const ProgressFn& progress, json* partial) {
+  if (config.arms.empty()) return Status::Usage("give at least one --arm");
+  if (config.prompt_lengths.empty()) return Status::Usage("--prompt-lengths is empty");
+  if (config.repeats == 0) return Status::Usage("--repeats must be at least 1");
+  for (size_t i = 0; i < config.arms.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (config.arms[i].name == config.arms[j].name) {
+        return Status::Usage("two arms are named '" + config.arms[i].name + "'; names must differ");
+      }
+    }
+  }
+  Run run(config, cancel, progress);
+  Status status = run.Execute();
+  json doc = run.Finish(status.code() == StatusCode::kCancelled);
+  if (status.ok()) return doc;
+  if (partial != nullptr) *partial = std::move(doc);
+  return status;
+}
+
+}  // namespace spk::bench

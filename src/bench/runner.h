@@ -1,0 +1,51 @@
+// The benchmark run: brings each arm up (or reaches it), cuts the prompts, warms every arm up, runs
+// the ABBA schedule, and returns every request with the analysis (see report.h) as one JSON
+// document.
+//
+// Launched arms are started before their turn and stopped (SIGTERM, then SIGKILL after a grace
+// period) before the next arm starts; consecutive turns of the same arm (the BB of ABBA) share one
+// launch, and every launch is warmed up again. When `cancel` becomes true the run stops at once,
+// stops its servers and returns what it has, marked "interrupted". Ownership: the caller owns
+// config and the cancel flag, which must outlive the call. Thread safety: one run per thread. Error
+// policy: no exceptions; a Status for a run that could not start or whose arm became unusable (the
+// partial results are still returned in *partial when it is not null).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "bench/arm.h"
+
+namespace spk::bench {
+
+struct BenchConfig {
+  std::vector<ArmSpec> arms;
+  std::vector<size_t> prompt_lengths{512, 2048, 8192};
+  size_t repeats = 12;
+  size_t warmup = 3;
+  size_t max_tokens = 256;
+  bool chat = false;
+  std::string model;  // empty: the first id in /v1/models
+  double request_timeout_s = 300;
+  double launch_timeout_s = 1200;
+  double stop_grace_s = 15;
+  std::string log_dir = ".";
+  bool start_reversed = false;
+  double noisy_relative_mad = 0.05;
+  bool scrape_metrics = true;
+  std::string command_line;  // recorded in the JSON
+};
+
+using ProgressFn = std::function<void(const std::string& line)>;
+
+// Runs the benchmark. On success returns the results document. On failure returns the Status and,
+// when `partial` is not null, stores the results gathered so far there.
+Result<nlohmann::json> RunBench(const BenchConfig& config, const std::atomic<bool>* cancel,
+                                const ProgressFn& progress, nlohmann::json* partial);
+
+}  // namespace spk::bench

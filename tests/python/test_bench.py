@@ -1,0 +1,274 @@
+"""End-to-end tests of `sparkulator bench` against real HTTP servers on 127.0.0.1: the stand-in server
+(tests/python/standin_server.py, which says in its docstring and Server header that it is a stand-in)
+with known ground truth."""
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import standin_server  # noqa: E402
+
+STANDIN = os.path.join(HERE, "standin_server.py")
+BIN = os.environ.get("SPK_BIN", os.path.join(HERE, "..", "..", "build", "sparkulator"))
+STEP = 0.02
+MAX_TOKENS = 41
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_up(port, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("stand-in did not start")
+
+
+@pytest.fixture
+def standin():
+    procs = []
+
+    def start(*flags):
+        port = free_port()
+        p = subprocess.Popen([sys.executable, STANDIN, "--port", str(port), "--step-delay", str(STEP), *flags],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(p)
+        wait_up(port)
+        return "http://127.0.0.1:%d" % port
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def bench(*args, timeout=60):
+    return subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def expected(pattern, num_spec=3, max_tokens=MAX_TOKENS):
+    steps, drafted, accepted, per_pos, chunks = standin_server.simulate(max_tokens, pattern, num_spec)
+    tok_s = (max_tokens - 1) / (steps * STEP)
+    return steps, drafted, accepted, per_pos, tok_s
+
+
+def arm(results, name):
+    return next(a for a in results["arms"] if a["name"] == name)
+
+
+def test_two_arms_match_ground_truth(standin, tmp_path):
+    a = standin("--accept-pattern", "1", "--warmup-requests", "2", "--warmup-pattern", "0")
+    b = standin("--accept-pattern", "2,1,3,0", "--engines", "2", "--counter-delay", "0.15",
+                "--warmup-requests", "2", "--warmup-pattern", "0", "--token-ids")
+    out, svg = tmp_path / "r.json", tmp_path / "p.svg"
+    r = bench("--arm", "a=" + a, "--arm", "b=" + b, "--prompt-lengths", "32,128", "--repeats", "3",
+              "--warmup", "2", "--max-tokens", str(MAX_TOKENS), "--json", str(out), "--svg", str(svg))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    for name, pattern in (("a", [1]), ("b", [2, 1, 3, 0])):
+        steps, drafted, accepted, per_pos, tok_s = expected(pattern)
+        got = arm(res, name)
+        spec = got["spec_decode"]
+        n = 6  # 2 cells x 3 repeats; warm-ups (which accept nothing) must be excluded
+        assert spec["draft_tokens"] == n * drafted
+        assert spec["accepted_tokens"] == n * accepted
+        assert spec["drafts"] == n * steps
+        assert spec["acceptance_rate"] == pytest.approx(accepted / drafted, abs=1e-12)
+        assert spec["mean_acceptance_length"] == pytest.approx(1 + accepted / steps, abs=1e-12)
+        assert spec["per_position_rates"] == pytest.approx([p / steps for p in per_pos], abs=1e-12)
+        for cell in got["cells"]:
+            assert cell["n"] == 3 and cell["failures"] == 0
+            assert cell["median_tok_s"] == pytest.approx(tok_s, rel=0.05)
+            for key in ("mean_tok_s", "stdev_tok_s", "mad_tok_s", "relative_mad", "noisy"):
+                assert key in cell
+    # Prompts were cut to the exact length with /tokenize.
+    measured = [q for q in res["requests"] if not q["warmup"]]
+    assert len(measured) == 12
+    assert all(q["prompt_tokens"] == q["prompt_length"] for q in measured)
+    assert sum(q["warmup"] for q in res["requests"]) == 4
+    assert res["prompts"]["exact"] is True
+    # Arm b sends token_ids: first-chunk tokens come from them; arm a falls back to 1.
+    assert {q["first_chunk_tokens_source"] for q in measured if q["arm"] == "b"} == {"token_ids"}
+    # Comparison with a CI around the true ratio.
+    cmp = res["comparisons"][0]
+    assert (cmp["baseline"], cmp["arm"]) == ("a", "b")
+    true_ratio = expected([2, 1, 3, 0])[4] / expected([1])[4]
+    assert cmp["ratio"] == pytest.approx(true_ratio, rel=0.05)
+    assert cmp["ci_low"] < cmp["ratio"] < cmp["ci_high"]
+    assert cmp["bootstrap_ci_low"] is not None and cmp["log_ratio_se"] > 0
+    assert cmp["decomposition"]["verify_steps_ratio"] == pytest.approx(
+        expected([2, 1, 3, 0])[0] / expected([1])[0], rel=1e-9)
+    for key in ("server", "model", "flags", "build", "host"):
+        assert key in res
+    assert res["model"] == "standin-model"
+    # ABBA order of measured requests.
+    order = []
+    for q in measured:
+        if not order or order[-1] != q["arm"]:
+            order.append(q["arm"])
+    assert "".join(order) == "abab"  # blocks AB BA AB: a bb aa b
+    # Card tables and SVG.
+    assert "| prompt | a tok/s | b tok/s | delta b |" in r.stdout
+    assert "| arm | drafted | accepted | acceptance |" in r.stdout
+    root = ET.fromstring(svg.read_text())
+    assert root.tag.endswith("svg")
+    assert len([e for e in root.iter() if e.tag.endswith("circle")]) == 4
+
+
+def test_llamacpp_schema_chat_and_no_spec(standin, tmp_path):
+    a = standin("--no-spec", "--tokens-per-chunk", "4")
+    b = standin("--llamacpp", "--accept-pattern", "3")
+    out = tmp_path / "r.json"
+    r = bench("--arm", "plain=" + a, "--arm", "llama=" + b, "--chat", "--prompt-lengths", "16", "--repeats", "2",
+              "--warmup", "1", "--max-tokens", str(MAX_TOKENS), "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    plain = arm(res, "plain")
+    assert plain["spec_decode"] is None
+    assert "| plain | no speculative decoding |" in r.stdout
+    # 4 tokens per chunk: counting chunks would give a quarter of the rate.
+    chunks = math.ceil((MAX_TOKENS - 1) / 4)
+    assert plain["cells"][0]["median_tok_s"] == pytest.approx((MAX_TOKENS - 1) / (chunks * STEP), rel=0.05)
+    steps, drafted, accepted, _, _ = expected([3])
+    assert arm(res, "llama")["spec_decode"]["accepted_tokens"] == 2 * accepted
+    assert arm(res, "llama")["spec_decode"]["draft_tokens"] == 2 * drafted
+
+
+def test_failures_are_counted(standin, tmp_path):
+    a = standin()
+    b = standin("--fail-every", "3", "--malformed-every", "5")
+    out = tmp_path / "r.json"
+    r = bench("--arm", "a=" + a, "--arm", "b=" + b, "--prompt-lengths", "16", "--repeats", "6", "--warmup", "1",
+              "--max-tokens", "21", "--json", str(out))
+    assert r.returncode == 1, r.stderr
+    res = json.loads(out.read_text())
+    errors = [q["error"] for q in res["requests"] if q["arm"] == "b" and not q["warmup"]]
+    # Completion requests 2..7 are measured: #3 and #6 answer 503, #5 is malformed.
+    assert sum(e is not None and e.startswith("HTTP 503") for e in errors) == 2
+    assert sum(e is not None and "malformed" in e for e in errors) == 1
+    assert arm(res, "b")["cells"][0]["failures"] == 3
+    assert arm(res, "b")["cells"][0]["n"] == 3
+    assert "[3 failed]" in r.stdout
+
+
+def test_hang_times_out_and_dead_server_fails(standin, tmp_path):
+    hang = standin("--hang-after", "2")
+    out = tmp_path / "r.json"
+    r = bench("--arm", "h=" + hang, "--prompt-lengths", "16", "--repeats", "2", "--warmup", "1",
+              "--max-tokens", "21", "--request-timeout", "1", "--no-metrics", "--json", str(out))
+    assert r.returncode == 1
+    errs = [q["error"] for q in json.loads(out.read_text())["requests"] if not q["warmup"]]
+    assert errs[0] is None and "timed out" in errs[1]
+
+    dies = standin("--die-after", "2")
+    r = bench("--arm", "d=" + dies, "--prompt-lengths", "16", "--repeats", "3", "--warmup", "1",
+              "--max-tokens", "21", "--json", str(out))
+    assert r.returncode == 1
+    errs = [q["error"] for q in json.loads(out.read_text())["requests"] if not q["warmup"]]
+    assert errs[0] is None and all(e for e in errs[1:])
+
+
+def test_unreachable_server():
+    r = bench("--arm", "x=http://127.0.0.1:%d" % free_port(), "--repeats", "1")
+    assert r.returncode == 3
+    assert "cannot connect to http://127.0.0.1" in r.stderr and "arm x" in r.stderr
+
+
+def standin_processes(marker):
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                with open("/proc/%s/cmdline" % pid, "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(int(pid))
+            except OSError:
+                pass
+    return found
+
+
+def test_cmd_arm_launches_and_leaves_no_orphan(tmp_path):
+    marker = "--warmup-pattern=%d" % free_port()  # unique text in the child's argv
+    cmd = "cmd:%s %s --port {port} --step-delay %s --accept-pattern 2 %s" % (sys.executable, STANDIN, STEP, marker)
+    out = tmp_path / "r.json"
+    r = bench("--arm", "one=" + cmd, "--arm", "two=" + cmd, "--prompt-lengths", "16", "--repeats", "2",
+              "--warmup", "1", "--max-tokens", "21", "--json", str(out), "--log-dir", str(tmp_path), "--stop-grace", "2")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    # ABBA with launched arms: one | two two | one -> 3 launches, logs kept.
+    logs = arm(res, "one")["logs"] + arm(res, "two")["logs"]
+    assert len(logs) == 3 and all(os.path.exists(p) for p in logs)
+    assert "standin listening" in open(logs[0]).read()
+    assert arm(res, "two")["spec_decode"]["accepted_tokens"] == 2 * expected([2], max_tokens=21)[2]
+    assert standin_processes(marker) == []
+
+
+def test_launch_command_that_exits_early_shows_its_log(tmp_path):
+    cmd = "cmd:%s -c \"import sys; print('model file missing: /nope'); sys.exit(4)\"" % sys.executable
+    r = bench("--arm", "bad=" + cmd, "--repeats", "1", "--log-dir", str(tmp_path))
+    assert r.returncode == 3
+    assert "exited with status 4" in r.stderr
+    assert "model file missing: /nope" in r.stderr
+
+
+def test_ctrl_c_stops_servers_and_keeps_results(tmp_path):
+    marker = "--warmup-pattern=%d" % free_port()
+    cmd = "cmd:%s %s --port {port} --step-delay %s %s" % (sys.executable, STANDIN, STEP, marker)
+    out = tmp_path / "r.json"
+    p = subprocess.Popen([BIN, "bench", "--arm", "a=" + cmd, "--prompt-lengths", "16", "--repeats", "200",
+                          "--warmup", "1", "--max-tokens", "21", "--json", str(out), "--log-dir", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = 0
+    for line in p.stderr:
+        if "block" in line:
+            seen += 1
+            if seen == 3:
+                break
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=30)
+    assert p.returncode == 130, stderr
+    assert "interrupted" in stderr
+    res = json.loads(out.read_text())
+    assert res["interrupted"] is True
+    assert len([q for q in res["requests"] if not q["warmup"]]) >= 3
+    assert "| prompt | a tok/s |" in stdout
+    assert standin_processes(marker) == []
+
+
+def test_report_pools_by_inverse_variance(tmp_path):
+    files = []
+    for i, (lr, se) in enumerate(((0.10, 0.02), (0.16, 0.04), (0.05, 0.08))):
+        doc = {"comparisons": [{"baseline": "bf16", "arm": "w4a16", "ratio": math.exp(lr), "log_ratio": lr,
+                                "log_ratio_se": se, "cells": [{"prompt_tokens": 512, "ratio": math.exp(lr),
+                                                               "log_ratio": lr, "log_ratio_se": se}]}]}
+        path = tmp_path / ("m%d.json" % i)
+        path.write_text(json.dumps(doc))
+        files.append(str(path))
+    pooled_json = tmp_path / "pooled.json"
+    r = subprocess.run([BIN, "bench", "report", *files, "--json", str(pooled_json)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    w = [1 / 0.02 ** 2, 1 / 0.04 ** 2, 1 / 0.08 ** 2]
+    mean = (0.10 * w[0] + 0.16 * w[1] + 0.05 * w[2]) / sum(w)
+    se = 1 / math.sqrt(sum(w))
+    pooled = json.loads(pooled_json.read_text())["pooled"]
+    overall = next(p for p in pooled if p["prompt_tokens"] == "all")
+    assert overall["n_machines"] == 3
+    assert overall["log_ratio"] == pytest.approx(mean, abs=1e-12)
+    assert overall["log_ratio_se"] == pytest.approx(se, abs=1e-12)
+    assert overall["ci_low"] == pytest.approx(math.exp(mean - 1.96 * se), abs=1e-12)
+    assert "| w4a16 vs bf16 | all | 3 |" in r.stdout

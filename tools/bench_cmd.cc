@@ -1,0 +1,203 @@
+// `sparkulator bench`: counterbalanced A/B decode benchmark of speculative-decoding servers, and
+// `sparkulator bench report`: pooling of results files from several machines. The method is in
+// docs/bench.md; this file only declares flags and writes the outputs.
+#include <fmt/format.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "bench/report.h"
+#include "bench/runner.h"
+#include "commands.h"
+
+namespace spk::cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void OnSigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) return Status::IoError("cannot write " + path);
+  return Status::Ok();
+}
+
+struct BenchFlags {
+  std::vector<std::string> arms;
+  std::string prompt_lengths = "512,2048,8192";
+  std::string json_path, svg_path;
+  std::vector<std::string> report_files;
+  std::string report_json;
+};
+
+Result<std::vector<size_t>> ParseLengths(const std::string& text) {
+  std::vector<size_t> lengths;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v == 0) {
+      return Status::Usage("--prompt-lengths: '" + item + "' is not a positive integer");
+    }
+    lengths.push_back(static_cast<size_t>(v));
+  }
+  return lengths;
+}
+
+Status WriteOutputs(const nlohmann::json& results, const BenchFlags& flags) {
+  std::fputs(bench::RenderMarkdown(results).c_str(), stdout);
+  std::fflush(stdout);
+  if (!flags.json_path.empty())
+    SPK_RETURN_IF_ERROR(WriteFile(flags.json_path, results.dump(2) + "\n"));
+  if (!flags.svg_path.empty())
+    SPK_RETURN_IF_ERROR(WriteFile(flags.svg_path, bench::RenderSvg(results)));
+  return Status::Ok();
+}
+
+int RunReport(const BenchFlags& flags) {
+  std::vector<nlohmann::json> docs;
+  for (const std::string& path : flags.report_files) {
+    std::ifstream in(path);
+    if (!in) return ReportError(Status::NotFound(path + ": cannot open"));
+    nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return ReportError(Status::InvalidInput(path + ": not valid JSON"));
+    docs.push_back(std::move(doc));
+  }
+  auto pooled = bench::PoolResults(docs, flags.report_files);
+  if (!pooled.ok()) return ReportError(pooled.status());
+  std::fputs(bench::RenderPooledMarkdown(*pooled).c_str(), stdout);
+  if (!flags.report_json.empty()) {
+    Status s = WriteFile(flags.report_json, pooled->dump(2) + "\n");
+    if (!s.ok()) return ReportError(s);
+  }
+  return 0;
+}
+
+int RunMain(bench::BenchConfig config, const BenchFlags& flags) {
+  if (flags.arms.empty())
+    return ReportError(Status::Usage("give at least one --arm NAME=URL|cmd:COMMAND"));
+  for (const std::string& text : flags.arms) {
+    auto arm = bench::ParseArmSpec(text);
+    if (!arm.ok()) return ReportError(arm.status());
+    config.arms.push_back(*arm);
+  }
+  auto lengths = ParseLengths(flags.prompt_lengths);
+  if (!lengths.ok()) return ReportError(lengths.status());
+  config.prompt_lengths = *lengths;
+
+  struct sigaction action {};
+  action.sa_handler = OnSigint;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = 0;  // no SA_RESTART: a blocking poll returns at once
+  sigaction(SIGINT, &action, nullptr);
+  sigaction(SIGTERM, &action, nullptr);
+
+  auto progress = [](const std::string& line) {
+    std::fprintf(stderr, "bench: %s\n", line.c_str());
+  };
+  nlohmann::json partial;
+  auto results = bench::RunBench(config, &g_interrupted, progress, &partial);
+  std::signal(SIGINT, SIG_DFL);
+  if (results.ok()) {
+    Status written = WriteOutputs(*results, flags);
+    if (!written.ok()) return ReportError(written);
+    size_t failures = 0;
+    for (const auto& arm : (*results)["arms"]) failures += arm["failures"].get<size_t>();
+    if (failures > 0) {
+      std::fprintf(stderr,
+                   "sparkulator: %zu measured request(s) failed; see \"error\" in the results\n",
+                   failures);
+      return 1;
+    }
+    return 0;
+  }
+  if (partial.is_object() && partial.contains("requests") && !partial["requests"].empty()) {
+    std::fprintf(stderr, "sparkulator: writing the results gathered so far\n");
+    Status written = WriteOutputs(partial, flags);
+    if (!written.ok()) ReportError(written);
+  }
+  if (results.status().code() == StatusCode::kCancelled) {
+    std::fprintf(stderr, "sparkulator: interrupted; launched servers were stopped\n");
+  }
+  return ReportError(results.status());
+}
+
+}  // namespace
+
+void AddBenchCommand(CLI::App& app, CommandBody* run) {
+  auto config = std::make_shared<bench::BenchConfig>();
+  auto flags = std::make_shared<BenchFlags>();
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "Counterbalanced A/B decode benchmark of OpenAI-compatible servers (see docs/bench.md)");
+  sub->add_option(
+      "--arm", flags->arms,
+      "An arm: NAME=http://host:port (a running server) or 'NAME=cmd:COMMAND' (launched; "
+      "{port} is replaced by a free port). Repeat; the first arm is the baseline.");
+  sub->add_option("--prompt-lengths", flags->prompt_lengths,
+                  "Prompt lengths in tokens, comma separated")
+      ->capture_default_str();
+  sub->add_option("--repeats", config->repeats,
+                  "Measured requests per arm and prompt length (ABBA blocks)")
+      ->capture_default_str();
+  sub->add_option("--warmup", config->warmup,
+                  "Warm-up requests per arm (and per launch), excluded from every figure")
+      ->capture_default_str();
+  sub->add_option("--max-tokens", config->max_tokens, "Fixed output length in tokens (ignore_eos)")
+      ->capture_default_str();
+  sub->add_flag("--chat", config->chat,
+                "Use /v1/chat/completions (thinking off) instead of /v1/completions");
+  sub->add_option("--model", config->model,
+                  "Model name to send (default: the first of /v1/models)");
+  sub->add_option("--json", flags->json_path,
+                  "Write every request and the analysis to this JSON file");
+  sub->add_option("--svg", flags->svg_path, "Write a plot of tok/s by prompt length per arm (SVG)");
+  sub->add_option("--request-timeout", config->request_timeout_s,
+                  "Seconds without data before a request counts as failed")
+      ->capture_default_str();
+  sub->add_option("--launch-timeout", config->launch_timeout_s,
+                  "Seconds to wait for a launched server's /health")
+      ->capture_default_str();
+  sub->add_option("--stop-grace", config->stop_grace_s,
+                  "Seconds between SIGTERM and SIGKILL when stopping a server")
+      ->capture_default_str();
+  sub->add_option("--log-dir", config->log_dir, "Folder for launched servers' logs (kept)")
+      ->capture_default_str();
+  sub->add_flag("--start-reversed", config->start_reversed,
+                "Start the ABBA schedule with the last arm (alternate this between machines)");
+  sub->add_option("--noisy-mad", config->noisy_relative_mad,
+                  "Flag cells whose relative MAD (MAD / median) exceeds this")
+      ->capture_default_str();
+  sub->add_flag("!--no-metrics", config->scrape_metrics,
+                "Do not read /metrics (no acceptance figures)");
+
+  CLI::App* report = sub->add_subcommand(
+      "report", "Pool results files from several machines (inverse-variance weighted log ratios)");
+  report->add_option("files", flags->report_files, "Results JSON files written by `bench --json`")
+      ->required()
+      ->check(CLI::ExistingFile);
+  report->add_option("--json", flags->report_json, "Write the pooled estimates to this JSON file");
+
+  sub->callback([run, config, flags, report, sub] {
+    std::string command_line = "sparkulator bench";
+    (void)sub;
+    config->command_line = command_line;
+    if (report->parsed()) {
+      *run = [flags] { return RunReport(*flags); };
+    } else {
+      *run = [config, flags] { return RunMain(*config, *flags); };
+    }
+  });
+}
+
+}  // namespace spk::cli
