@@ -1,4 +1,5 @@
-// `sparkulator example DIR`: writes a small checkpoint shaped like a draft family, for trying the tool.
+// `sparkulator example DIR`: writes a small checkpoint shaped like a draft family, for trying the
+// tool.
 #include <cstdio>
 
 #include "checkpoint/example.h"
@@ -14,8 +15,10 @@ void AddExampleCommand(CLI::App& app, CommandBody* run) {
       "(random weights with realistic scale and outlier columns), to try quantize and inspect on.");
   sub->add_option("DIR", options->dir, "Output folder (must not exist unless --force)")->required();
   sub->add_option("--family", options->family, "dflash, eagle3 or llm")->capture_default_str();
-  sub->add_option("--shards", options->shards, "Number of safetensors shards")->capture_default_str();
-  sub->add_option("--hidden", options->hidden, "Hidden size (multiple of 64)")->capture_default_str();
+  sub->add_option("--shards", options->shards, "Number of safetensors shards")
+      ->capture_default_str();
+  sub->add_option("--hidden", options->hidden, "Hidden size (multiple of 64)")
+      ->capture_default_str();
   sub->add_option("--intermediate", options->intermediate, "MLP size")->capture_default_str();
   sub->add_option("--layers", options->layers, "Decoder layers")->capture_default_str();
   sub->add_option("--vocab", options->vocab, "Vocabulary size")->capture_default_str();

@@ -1,4 +1,5 @@
-// `sparkulator inspect CKPT`: what is in a checkpoint and what quantize (or vLLM) does with each tensor.
+// `sparkulator inspect CKPT`: what is in a checkpoint and what quantize (or vLLM) does with each
+// tensor.
 #include <cstdio>
 
 #include "commands.h"

@@ -16,14 +16,16 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
   sub->add_option("--group-size", options->group_size,
                   "Columns per scale: 32, 64, 128, or -1 for one scale per output channel")
       ->capture_default_str();
-  sub->add_option("--preset", flags->preset,
-                  "Draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or "
-                  "none (only the universal rules)")
+  sub->add_option(
+         "--preset", flags->preset,
+         "Draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or "
+         "none (only the universal rules)")
       ->capture_default_str();
-  sub->add_option("--ignore", options->plan.ignore,
-                  "Keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX' "
-                  "matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj / "
-                  "gate_up_proj, a draft's layers offset by the target's layer count)");
+  sub->add_option(
+      "--ignore", options->plan.ignore,
+      "Keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX' "
+      "matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj / "
+      "gate_up_proj, a draft's layers offset by the target's layer count)");
   sub->add_option("--tp", options->plan.tp,
                   "Tensor-parallel size to check the Marlin shape rules for")
       ->capture_default_str();

@@ -1,5 +1,5 @@
-// The flags that choose a quantization plan, shared by `quantize` and `inspect` so that both describe
-// the same run the same way.
+// The flags that choose a quantization plan, shared by `quantize` and `inspect` so that both
+// describe the same run the same way.
 #pragma once
 
 #include <CLI/CLI.hpp>

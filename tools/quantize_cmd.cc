@@ -1,4 +1,5 @@
-// `sparkulator quantize SRC DST`: writes a compressed-tensors checkpoint (see src/quantize/quantize.h).
+// `sparkulator quantize SRC DST`: writes a compressed-tensors checkpoint (see
+// src/quantize/quantize.h).
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -40,7 +41,8 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   auto* json = new bool(false);
   CLI::App* sub = app.add_subcommand(
       "quantize",
-      "Quantize a safetensors checkpoint (folder or Hugging Face repo id in the local cache) into a "
+      "Quantize a safetensors checkpoint (folder or Hugging Face repo id in the local cache) into "
+      "a "
       "compressed-tensors pack-quantized checkpoint that vLLM loads on its Marlin path. The output "
       "is written to a temporary folder beside DST and renamed at the end.");
   sub->add_option("SRC", options->source, "Source model folder or org/name")->required();

@@ -84,7 +84,8 @@ Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOp
     config["num_target_layers"] = target_layers;
     config["block_size"] = 16;
     config["dflash_config"] = {{"mask_token_id", o.vocab - 1}, {"target_layer_ids", ids}};
-    for (int i = 0; i < o.layers; ++i) AddDecoderLayer(o, fmt::format("layers.{}.", i), o.hidden, &t);
+    for (int i = 0; i < o.layers; ++i)
+      AddDecoderLayer(o, fmt::format("layers.{}.", i), o.hidden, &t);
     t.push_back({"fc.weight", {o.hidden, o.hidden * static_cast<int64_t>(ids.size())}});
     t.push_back({"hidden_norm.weight", {o.hidden}, ExampleTensor::kOnes});
     t.push_back({"norm.weight", {o.hidden}, ExampleTensor::kOnes});
@@ -101,8 +102,9 @@ Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOp
                     {"proposal_methods",
                      Json::array({{{"proposal_type", "greedy"}, {"speculative_tokens", 3}}})},
                     {"default_proposal_method", "greedy"},
-                    {"verifier", {{"name_or_path", "example/target"}, {"architectures",
-                                                                      Json::array({"Qwen3ForCausalLM"})}}}}},
+                    {"verifier",
+                     {{"name_or_path", "example/target"},
+                      {"architectures", Json::array({"Qwen3ForCausalLM"})}}}}},
                   {"torch_dtype", torch_dtype}};
     t.push_back({"embed_tokens.weight", {o.vocab, o.hidden}});
     AddDecoderLayer(o, "layers.0.", 2 * o.hidden, &t);
@@ -112,8 +114,8 @@ Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOp
     t.push_back({"d2t", {draft_vocab}, ExampleTensor::kIndexI64});
     t.push_back({"t2d", {o.vocab}, ExampleTensor::kMaskBool});
   } else {
-    return Status::Usage(fmt::format("unknown example family '{}': use dflash, eagle3 or llm",
-                                     o.family));
+    return Status::Usage(
+        fmt::format("unknown example family '{}': use dflash, eagle3 or llm", o.family));
   }
   return std::make_pair(std::move(config), std::move(t));
 }
@@ -202,9 +204,9 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
   size_t per_shard = (tensors.size() + o.shards - 1) / o.shards;
   ShardIndex index;
   for (int s = 0; s < o.shards; ++s) {
-    std::string file = o.shards == 1 ? "model.safetensors"
-                                     : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1,
-                                                   o.shards);
+    std::string file = o.shards == 1
+                           ? "model.safetensors"
+                           : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, o.shards);
     size_t begin = std::min(tensors.size(), s * per_shard);
     size_t end = std::min(tensors.size(), begin + per_shard);
     std::vector<ExampleTensor> part(tensors.begin() + begin, tensors.begin() + end);

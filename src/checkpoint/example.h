@@ -1,6 +1,7 @@
-// `sparkulator example`: writes a small, complete Hugging Face checkpoint shaped like a draft family
-// (DFlash, EAGLE-3) or a plain Qwen3-style LLM, with random weights of realistic scale and a few outlier
-// columns, so that the quantizer, inspect and the tests have a real input on a fresh machine.
+// `sparkulator example`: writes a small, complete Hugging Face checkpoint shaped like a draft
+// family (DFlash, EAGLE-3) or a plain Qwen3-style LLM, with random weights of realistic scale and a
+// few outlier columns, so that the quantizer, inspect and the tests have a real input on a fresh
+// machine.
 //
 // Deterministic: the same family, seed and size give the same bytes. Written atomically (temporary
 // folder, then rename). Errors: Usage for an unknown family, AlreadyExists/IoError from the output.
@@ -17,13 +18,13 @@ namespace spk {
 struct ExampleOptions {
   std::string family = "dflash";  // dflash | eagle3 | llm
   std::string dir;
-  int shards = 1;                 // >1 writes model-0000K-of-0000N.safetensors and an index
+  int shards = 1;  // >1 writes model-0000K-of-0000N.safetensors and an index
   int64_t hidden = 256;
   int64_t intermediate = 768;
   int layers = 2;
   int64_t vocab = 1024;
   uint64_t seed = 1;
-  std::string dtype = "BF16";     // BF16, F16 or F32
+  std::string dtype = "BF16";  // BF16, F16 or F32
   bool force = false;
 };
 

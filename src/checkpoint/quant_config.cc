@@ -12,9 +12,10 @@ using Json = nlohmann::ordered_json;
 
 // Keys of QuantizationArgs that every release from 0.11 to 0.20 accepts.
 constexpr std::array<std::string_view, 12> kPortableWeightKeys = {
-    "num_bits", "type",     "symmetric",   "group_size",      "strategy", "block_structure",
-    "dynamic",  "actorder", "observer",    "observer_kwargs", "zp_dtype", "scale_dtype"};
-// Of those, the ones that only newer releases know (older ones fail with "extra fields not permitted").
+    "num_bits", "type",     "symmetric", "group_size",      "strategy", "block_structure",
+    "dynamic",  "actorder", "observer",  "observer_kwargs", "zp_dtype", "scale_dtype"};
+// Of those, the ones that only newer releases know (older ones fail with "extra fields not
+// permitted").
 constexpr std::array<std::string_view, 2> kNewOnlyWeightKeys = {"zp_dtype", "scale_dtype"};
 
 Result<WeightQuantArgs> ParseWeights(std::string_view file, const std::string& group, const Json& w,
@@ -63,7 +64,8 @@ Status ReadStringList(std::string_view file, const Json& obj, const char* key,
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return Status::Ok();
   if (!it->is_array()) {
-    return Status::InvalidInput(fmt::format("{}: quantization_config {} must be a list", file, key));
+    return Status::InvalidInput(
+        fmt::format("{}: quantization_config {} must be a list", file, key));
   }
   for (const Json& e : *it) {
     if (!e.is_string()) {
@@ -145,9 +147,9 @@ Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file,
 }
 
 std::string SchemeLabel(const WeightQuantArgs& args) {
-  return fmt::format("w{}a16{}{}", args.num_bits, args.symmetric ? "" : "-asym",
-                     args.group_size ? fmt::format(" (group {})", *args.group_size)
-                                     : std::string(" (channel)"));
+  return fmt::format(
+      "w{}a16{}{}", args.num_bits, args.symmetric ? "" : "-asym",
+      args.group_size ? fmt::format(" (group {})", *args.group_size) : std::string(" (channel)"));
 }
 
 }  // namespace spk

@@ -1,6 +1,6 @@
 // config.json `quantization_config` for compressed-tensors checkpoints: writing the exact form of
-// FORMAT.md 2.2 (valid for compressed-tensors 0.11 through 0.20, whose QuantizationArgs forbid unknown
-// keys), and reading one back for `inspect` and `check`.
+// FORMAT.md 2.2 (valid for compressed-tensors 0.11 through 0.20, whose QuantizationArgs forbid
+// unknown keys), and reading one back for `inspect` and `check`.
 //
 // Values only; thread-safe. Errors: ParseQuantizationConfig returns InvalidInput naming the field.
 #pragma once

@@ -1,6 +1,6 @@
-// Opening a Hugging Face model folder for reading: resolves a folder path or an "org/name" repo id in the
-// local Hugging Face cache (no network), opens its safetensors shards, parses config.json and lists
-// the tensors in shard order then data order.
+// Opening a Hugging Face model folder for reading: resolves a folder path or an "org/name" repo id
+// in the local Hugging Face cache (no network), opens its safetensors shards, parses config.json
+// and lists the tensors in shard order then data order.
 //
 // Ownership: a SourceCheckpoint owns its open shard readers; it is movable, not copyable.
 // Thread safety: reads through `files` are thread-safe. Errors: NotFound for a missing folder,
@@ -19,15 +19,15 @@
 namespace spk {
 
 // A folder path as is; "org/name" (when no such folder exists) as
-// $HF_HUB_CACHE or $HF_HOME/hub or ~/.cache/huggingface/hub / models--org--name / snapshots / <ref>,
-// where <ref> comes from refs/main, or is the only snapshot.
+// $HF_HUB_CACHE or $HF_HOME/hub or ~/.cache/huggingface/hub / models--org--name / snapshots /
+// <ref>, where <ref> comes from refs/main, or is the only snapshot.
 Result<std::string> ResolveModelPath(const std::string& spec);
 
 struct SourceCheckpoint {
   std::string dir;
   SafetensorsCheckpoint files;
   ModelConfig config;
-  std::vector<TensorMeta> tensors;  // every tensor, shard by shard, in data order
+  std::vector<TensorMeta> tensors;   // every tensor, shard by shard, in data order
   std::vector<size_t> tensor_shard;  // parallel to tensors: index of the shard holding it
 };
 

@@ -42,26 +42,30 @@ std::string ModuleOf(const std::string& weight_name) {
 }
 
 // The tensors that replace one quantized weight (FORMAT.md 2).
-std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index, const QuantParams& qp) {
+std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index,
+                                           const QuantParams& qp) {
   std::string m = ModuleOf(t.name);
   int64_t rows = t.shape[0], cols = t.shape[1];
   std::vector<OutputTensor> out = {
-      {{m + ".weight_packed", DType::kI32, PackedShape(rows, cols, qp.bits)}, index,
+      {{m + ".weight_packed", DType::kI32, PackedShape(rows, cols, qp.bits)},
+       index,
        OutputKind::kPacked},
-      {{m + ".weight_scale", t.dtype, ScaleShape(rows, cols, qp.group_size)}, index,
+      {{m + ".weight_scale", t.dtype, ScaleShape(rows, cols, qp.group_size)},
+       index,
        OutputKind::kScale},
       {{m + ".weight_shape", DType::kI64, {2}}, index, OutputKind::kShape},
   };
   if (!qp.symmetric) {
     out.push_back({{m + ".weight_zero_point", DType::kI32,
                     ZeroPointShape(rows, cols, qp.bits, qp.group_size)},
-                   index, OutputKind::kZeroPoint});
+                   index,
+                   OutputKind::kZeroPoint});
   }
   return out;
 }
 
-Result<std::vector<OutputShard>> PlanOutputShards(const SourceCheckpoint& src, const QuantPlan& plan,
-                                                  const QuantParams& qp) {
+Result<std::vector<OutputShard>> PlanOutputShards(const SourceCheckpoint& src,
+                                                  const QuantPlan& plan, const QuantParams& qp) {
   std::vector<OutputShard> shards(src.files.shard_files().size());
   for (size_t s = 0; s < shards.size(); ++s) shards[s].file = src.files.shard_files()[s];
   for (size_t i = 0; i < src.tensors.size(); ++i) {
@@ -98,8 +102,8 @@ struct WriteContext {
   const std::atomic<bool>* cancel;
 };
 
-Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry, const SafetensorsReader& reader,
-                  WritableFile& out, uint64_t offset) {
+Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
+                  const SafetensorsReader& reader, WritableFile& out, uint64_t offset) {
   uint64_t total = entry.nbytes();
   size_t blocks = static_cast<size_t>((total + kBlockBytes - 1) / kBlockBytes);
   return ParallelFor(
@@ -128,7 +132,8 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
   const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
   const int64_t words = PackedShape(rows, cols, qp.bits)[1];
   const int64_t groups = ScaleShape(rows, cols, qp.group_size)[1];
-  const int64_t rows_per_block = std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  const int64_t rows_per_block =
+      std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
   const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
   std::vector<int32_t> zero_points(qp.symmetric ? 0 : static_cast<size_t>(rows * groups));
 
@@ -148,9 +153,9 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
           return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
                                                entry.name, r0, r0 + n - 1, qs.message()));
         }
-        SPK_RETURN_IF_ERROR(out.WriteAt(
-            at.packed + r0 * words * 4,
-            {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
+        SPK_RETURN_IF_ERROR(
+            out.WriteAt(at.packed + r0 * words * 4,
+                        {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
         SPK_RETURN_IF_ERROR(out.WriteAt(at.scale + r0 * groups * elem, scales));
         ctx.progress->Advance(weight.size());
         return Status::Ok();
@@ -163,8 +168,8 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
   std::vector<int64_t> zp_shape = ZeroPointShape(rows, cols, qp.bits, qp.group_size);
   std::vector<int32_t> zp_packed(static_cast<size_t>(zp_shape[0] * zp_shape[1]));
   PackZeroPoints(qp.bits, zero_points.data(), rows, groups, zp_packed.data());
-  return out.WriteAt(at.zero_point, {reinterpret_cast<const uint8_t*>(zp_packed.data()),
-                                     zp_packed.size() * 4});
+  return out.WriteAt(at.zero_point,
+                     {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4});
 }
 
 Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem* fs,
@@ -245,8 +250,8 @@ Result<QuantParams> ParamsFromOptions(const QuantizeOptions& options) {
   if (scheme == nullptr) {
     std::vector<std::string> names;
     for (const QuantScheme& s : AllSchemes()) names.emplace_back(s.name);
-    return Status::Usage(fmt::format("unknown scheme '{}': use one of {}", options.scheme,
-                                     fmt::join(names, ", ")));
+    return Status::Usage(
+        fmt::format("unknown scheme '{}': use one of {}", options.scheme, fmt::join(names, ", ")));
   }
   int64_t g = options.group_size;
   if (g != kChannelWise && g != 32 && g != 64 && g != 128) {
@@ -312,8 +317,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
   SPK_RETURN_IF_ERROR(out_dir.Commit());
   summary.plan = std::move(plan);
-  summary.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 

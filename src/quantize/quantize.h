@@ -1,12 +1,13 @@
-// `sparkulator quantize`: a safetensors checkpoint in, a compressed-tensors pack-quantized checkpoint out.
+// `sparkulator quantize`: a safetensors checkpoint in, a compressed-tensors pack-quantized
+// checkpoint out.
 //
-// One tensor's path through this file: the plan (checkpoint/plan.h) says quantize or keep; the output
-// shard's header is computed up front from shapes and the scheme (OutputShard); then each source tensor
-// is read in row blocks, quantized by quant/rtn.h (or copied in chunks) and written at its final offset.
-// Memory stays bounded by the block size times the worker count, whatever the checkpoint's size.
-// The output is written into a temporary folder beside DST and renamed at the end (io/atomic_dir.h), so a
-// failed or interrupted run leaves nothing that looks like a checkpoint. Output bytes do not depend on the
-// thread count.
+// One tensor's path through this file: the plan (checkpoint/plan.h) says quantize or keep; the
+// output shard's header is computed up front from shapes and the scheme (OutputShard); then each
+// source tensor is read in row blocks, quantized by quant/rtn.h (or copied in chunks) and written
+// at its final offset. Memory stays bounded by the block size times the worker count, whatever the
+// checkpoint's size. The output is written into a temporary folder beside DST and renamed at the
+// end (io/atomic_dir.h), so a failed or interrupted run leaves nothing that looks like a
+// checkpoint. Output bytes do not depend on the thread count.
 //
 // Thread safety: QuantizeCheckpoint runs its own workers; call it from one thread.
 // Errors: InvalidInput/NotFound/AlreadyExists/Usage for bad input (exit 2), IoError for the file
@@ -29,11 +30,11 @@ struct QuantizeOptions {
   std::string source;       // folder or "org/name" in the local Hugging Face cache
   std::string destination;  // must not exist, or be empty, unless force
   std::string scheme = "w4a16";
-  PlanOptions plan;         // bits/group_size are filled from scheme and group size
+  PlanOptions plan;  // bits/group_size are filled from scheme and group size
   int64_t group_size = 128;
   bool force = false;
-  int threads = 0;          // 0: all cores
-  bool dry_run = false;     // plan and report, write nothing
+  int threads = 0;       // 0: all cores
+  bool dry_run = false;  // plan and report, write nothing
 };
 
 struct QuantizeSummary {

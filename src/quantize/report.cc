@@ -48,7 +48,8 @@ std::string ServeLine(ModelFamily family, const std::string& path, const std::st
           target, path);
     case ModelFamily::kMtp:
       return fmt::format(
-          "vllm serve {} --speculative-config '{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}'",
+          "vllm serve {} --speculative-config "
+          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}'",
           path);
     case ModelFamily::kLlm:
       return fmt::format("vllm serve {}", path);

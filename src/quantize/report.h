@@ -1,8 +1,9 @@
-// What `inspect` and `quantize --json` tell a user: the tensors, the detected family, the plan with its
-// reasons, the sizes before and after, and the `vllm serve` line that fits the checkpoint.
+// What `inspect` and `quantize --json` tell a user: the tensors, the detected family, the plan with
+// its reasons, the sizes before and after, and the `vllm serve` line that fits the checkpoint.
 //
-// Builds plain JSON values (for --json) and renders them as text; no I/O beyond what the callers pass.
-// Thread-safe (pure functions). Errors: InspectCheckpoint returns the errors of opening the source.
+// Builds plain JSON values (for --json) and renders them as text; no I/O beyond what the callers
+// pass. Thread-safe (pure functions). Errors: InspectCheckpoint returns the errors of opening the
+// source.
 #pragma once
 
 #include <nlohmann/json.hpp>
