@@ -10,6 +10,7 @@
 """
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,66 @@ def test_transformers_loads_quantized_qwen3(spk, tmp_path, scheme, bound, roundi
     # differ by rounding only: less than the quantization error itself (at 8 bits the BF16 rounding
     # of the reference is of the same order as the quantization step, hence the looser ratio).
     assert ((b - c).norm() / (a - b).norm()).item() < rounding
+
+
+def shard_names(d: Path):
+    return sorted(p.name for p in d.glob("*.safetensors"))
+
+
+@pytest.mark.parametrize("family", ["dflash", "eagle3", "llm"])
+def test_sharded_layout_index_and_determinism(spk, tmp_path, family):
+    src = tmp_path / "src"
+    spk("example", src, "--family", family, "--shards", "3")
+    a, b = tmp_path / "a", tmp_path / "b"
+    quantize(spk, src, a, "--threads", "1")
+    quantize(spk, src, b, "--threads", "2")
+    # Same shard files as the source, each holding what the matching source shard held.
+    assert shard_names(a) == shard_names(src) and len(shard_names(a)) == 3
+    src_index = json.loads((src / "model.safetensors.index.json").read_text())["weight_map"]
+    index = json.loads((a / "model.safetensors.index.json").read_text())
+    for name, shard in index["weight_map"].items():
+        base = name
+        for suffix in ("_packed", "_scale", "_shape", "_zero_point"):
+            if name.endswith(".weight" + suffix):
+                base = name[: -len(suffix)]
+        assert src_index[base] == shard, name
+    tensors = load_dir(a)
+    assert set(index["weight_map"]) == set(tensors)
+    assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size()
+                                                  for t in tensors.values())
+    # Byte-identical whatever the thread count.
+    for f in shard_names(a) + ["config.json", "model.safetensors.index.json"]:
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+
+
+def test_single_file_stays_single_and_inspect_reports(spk, examples, tmp_path):
+    dst = tmp_path / "q"
+    quantize(spk, examples["llm"], dst)
+    assert shard_names(dst) == ["model.safetensors"]
+    assert not (dst / "model.safetensors.index.json").exists()
+    before = json.loads(spk("inspect", examples["llm"], "--json").stdout)
+    assert before["quantized"] is False and before["family"] == "llm"
+    reasons = {t["name"]: (t["action"], t["reason"]) for t in before["tensors"]}
+    assert reasons["lm_head.weight"][0] == "keep" and "lm_head" in reasons["lm_head.weight"][1]
+    assert reasons["model.layers.0.mlp.up_proj.weight"] == ("quantize", "Linear weight")
+    on_disk = sum(p.stat().st_size for p in dst.glob("*.safetensors"))
+    assert abs(before["size"]["bytes_after"] - on_disk) < 64 * 1024  # tensor bytes vs file bytes
+    after = json.loads(spk("inspect", dst, "--json").stdout)
+    assert after["quantized"] is True
+    assert after["quantized_modules"] == before["quantized_tensors"]
+    text = spk("inspect", examples["dflash"]).stdout
+    assert "vllm serve" in text and '"method":"dflash"' in text
+
+
+def test_hf_cache_repo_id(spk, examples, tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    snap = hub / "models--acme--tiny-draft" / "snapshots" / "abc123"
+    shutil.copytree(examples["dflash"], snap)
+    (hub / "models--acme--tiny-draft" / "refs").mkdir()
+    (hub / "models--acme--tiny-draft" / "refs" / "main").write_text("abc123")
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    dst = tmp_path / "q"
+    report = quantize(spk, "acme/tiny-draft", dst)
+    assert report["path"].endswith("snapshots/abc123")
+    proc = spk("quantize", "acme/missing", tmp_path / "q2", expect=2)
+    assert "models--acme--missing" in proc.stderr
