@@ -220,6 +220,14 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Qua
   args.symmetric = qp.symmetric;
   if (qp.group_size != kChannelWise) args.group_size = qp.group_size;
   config["quantization_config"] = MakeQuantizationConfig(args, plan.ignore_entries);
+  // vLLM builds a speculators-format draft's config from transformer_layer_config alone
+  // (vllm/transformers_utils/configs/speculators/base.py, extract_transformers_pre_trained_config):
+  // a top-level quantization_config would be dropped and the packed weights would fail to load.
+  auto layer_config = config.find("transformer_layer_config");
+  if (config.contains("speculators_model_type") && layer_config != config.end() &&
+      layer_config->is_object()) {
+    (*layer_config)["quantization_config"] = config["quantization_config"];
+  }
   return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
 }
 

@@ -92,6 +92,9 @@ def test_eagle3_keeps_head_and_index_tensors(examples, spk, tmp_path):
         assert torch.equal(t[kept], src[kept]), kept
     assert "layers.0.self_attn.q_proj.weight_packed" in t
     assert "fc.weight_packed" in t
+    # vLLM reads a speculators draft's config from transformer_layer_config only.
+    cfg = json.loads((dst / "config.json").read_text())
+    assert cfg["transformer_layer_config"]["quantization_config"] == cfg["quantization_config"]
 
 
 @pytest.mark.parametrize("scheme,group,dtype", [
