@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-20}
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPK_FUZZ=ON \
   -DSPK_TESTS=OFF -DSPK_BENCH=OFF >/dev/null
-cmake --build build-fuzz -j"$(nproc)"
+cmake --build build-fuzz -j"$(nproc)" --target fuzzers
 mkdir -p build-fuzz/crashes
 failed=0
 for fuzzer in build-fuzz/fuzz/*; do
