@@ -21,6 +21,11 @@ void AddExampleCommand(CLI::App& app, CommandBody* run) {
       ->capture_default_str();
   sub->add_option("--intermediate", options->intermediate, "MLP size")->capture_default_str();
   sub->add_option("--layers", options->layers, "Decoder layers")->capture_default_str();
+  sub->add_option("--kv-heads", options->kv_heads, "Key/value heads of 64 dims (0: half the heads)")
+      ->capture_default_str();
+  sub->add_option("--fc-inputs", options->fc_inputs,
+                  "DFlash: target layers concatenated into fc (0: 3)")
+      ->capture_default_str();
   sub->add_option("--vocab", options->vocab, "Vocabulary size")->capture_default_str();
   sub->add_option("--dtype", options->dtype, "BF16, F16 or F32")->capture_default_str();
   sub->add_option("--seed", options->seed, "Random seed")->capture_default_str();

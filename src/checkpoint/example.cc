@@ -26,9 +26,13 @@ struct ExampleTensor {
 
 constexpr int64_t kHeadDim = 64;
 
+int64_t KvHeads(const ExampleOptions& o) {
+  return o.kv_heads > 0 ? o.kv_heads : std::max<int64_t>(1, o.hidden / kHeadDim / 2);
+}
+
 void AddDecoderLayer(const ExampleOptions& o, const std::string& prefix, int64_t attn_in,
                      std::vector<ExampleTensor>* t) {
-  int64_t heads = o.hidden / kHeadDim, kv_heads = std::max<int64_t>(1, heads / 2);
+  int64_t heads = o.hidden / kHeadDim, kv_heads = KvHeads(o);
   t->push_back({prefix + "input_layernorm.weight", {o.hidden}, ExampleTensor::kOnes});
   t->push_back({prefix + "self_attn.q_proj.weight", {heads * kHeadDim, attn_in}});
   t->push_back({prefix + "self_attn.k_proj.weight", {kv_heads * kHeadDim, attn_in}});
@@ -58,7 +62,7 @@ Json BaseConfig(const ExampleOptions& o, const char* torch_dtype) {
               {"model_type", "qwen3"},
               {"num_attention_heads", heads},
               {"num_hidden_layers", o.layers},
-              {"num_key_value_heads", std::max<int64_t>(1, heads / 2)},
+              {"num_key_value_heads", KvHeads(o)},
               {"rms_norm_eps", 1e-6},
               {"rope_theta", 1000000.0},
               {"tie_word_embeddings", false},
@@ -78,15 +82,18 @@ Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOp
     t.push_back({"model.norm.weight", {o.hidden}, ExampleTensor::kOnes});
     t.push_back({"lm_head.weight", {o.vocab, o.hidden}});
   } else if (o.family == "dflash") {
-    const int64_t target_layers = 8;
-    Json ids = Json::array({1, 3, 5});
+    // One target layer id per fc input (default 3: 1, 3, 5), every other layer of the target.
+    const int64_t fc_inputs = o.fc_inputs > 0 ? o.fc_inputs : 3;
+    const int64_t target_layers = std::max<int64_t>(8, 2 * fc_inputs + 2);
+    Json ids = Json::array();
+    for (int64_t k = 0; k < fc_inputs; ++k) ids.push_back(2 * k + 1);
     config["architectures"] = Json::array({"DFlashDraftModel"});
     config["num_target_layers"] = target_layers;
     config["block_size"] = 16;
     config["dflash_config"] = {{"mask_token_id", o.vocab - 1}, {"target_layer_ids", ids}};
     for (int i = 0; i < o.layers; ++i)
       AddDecoderLayer(o, fmt::format("layers.{}.", i), o.hidden, &t);
-    t.push_back({"fc.weight", {o.hidden, o.hidden * static_cast<int64_t>(ids.size())}});
+    t.push_back({"fc.weight", {o.hidden, o.hidden * fc_inputs}});
     t.push_back({"hidden_norm.weight", {o.hidden}, ExampleTensor::kOnes});
     t.push_back({"norm.weight", {o.hidden}, ExampleTensor::kOnes});
   } else if (o.family == "eagle3") {

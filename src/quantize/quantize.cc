@@ -12,6 +12,7 @@
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
 #include "quant/rtn.h"
+#include "quant/simd/rtn_simd.h"
 #include "quant/scheme.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
@@ -22,6 +23,11 @@ namespace {
 // Source bytes per work item: large enough to amortize a pread, small enough that workers x block
 // stays far below the memory budget.
 constexpr uint64_t kBlockBytes = 4u << 20;
+// Cap on the bytes all workers hold at once (a source block plus its packed output and scales,
+// about 1.5 blocks each), so that peak memory stays far below the 384 MiB budget on machines with
+// many cores, whatever --threads says and whatever the checkpoint's size.
+constexpr uint64_t kMaxBytesInFlight = 192u << 20;
+constexpr int kMaxWorkers = static_cast<int>(kMaxBytesInFlight / (kBlockBytes * 3 / 2));
 
 enum class OutputKind { kCopy, kPacked, kScale, kShape, kZeroPoint };
 
@@ -148,7 +154,7 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
         std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
         RowBlockQuantOutput q{packed.data(), scales.data(),
                               qp.symmetric ? nullptr : zero_points.data() + r0 * groups};
-        Status qs = QuantizeRowsRtn(qp, entry.dtype, weight.data(), n, cols, q);
+        Status qs = QuantizeRowsRtnFast(qp, entry.dtype, weight.data(), n, cols, q);
         if (!qs.ok()) {
           return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
                                                entry.name, r0, r0 + n - 1, qs.message()));
@@ -313,7 +319,8 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
 
   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
                        AtomicOutputDir::Create(options.destination, options.force));
-  WriteContext ctx{&src, &qp, ResolveThreadCount(options.threads), progress, cancel};
+  const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
+  WriteContext ctx{&src, &qp, workers, progress, cancel};
   progress->Start("quantize", summary.source_tensor_bytes);
   for (const OutputShard& shard : shards) {
     SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));

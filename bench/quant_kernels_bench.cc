@@ -1,0 +1,178 @@
+// Microbenchmarks of the RTN quantizer kernels: each SIMD kernel (quant/simd/rtn_simd.h, best
+// target of this CPU) beside its scalar reference, in bytes of BF16 weight processed per second on
+// one core. Run: build/bench/quant_kernels_bench [--benchmark_filter=...].
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "quant/rtn.h"
+#include "quant/simd/rtn_simd.h"
+#include "tensor/float_convert.h"
+
+namespace spk {
+namespace {
+
+constexpr int64_t kCols = 4096;  // one row of a 4096-wide projection
+constexpr int64_t kRows = 64;    // 512 KiB of BF16: stays in L2 like one pipeline block slice
+
+std::vector<float> RandomFloats(size_t n) {
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 0.02f);
+  std::vector<float> v(n);
+  for (float& x : v) x = RoundToDType(normal(rng), DType::kBF16);
+  return v;
+}
+
+std::vector<uint8_t> RandomBF16(size_t n) {
+  const std::vector<float> v = RandomFloats(n);
+  std::vector<uint8_t> bytes(2 * n);
+  ConvertFromFloat(DType::kBF16, v.data(), bytes.data(), n);
+  return bytes;
+}
+
+// bytes/s of BF16 input: 2 bytes per weight.
+void SetWeights(benchmark::State& state, int64_t weights) {
+  state.SetBytesProcessed(state.iterations() * weights * 2);
+}
+
+template <bool kSimd>
+void BM_ConvertBF16ToFloat(benchmark::State& state) {
+  const std::vector<uint8_t> in = RandomBF16(kCols);
+  std::vector<float> out(kCols);
+  for (auto _ : state) {
+    if (kSimd) {
+      simd::ConvertToFloat(DType::kBF16, in.data(), out.data(), kCols);
+    } else {
+      ConvertToFloat(DType::kBF16, in.data(), out.data(), kCols);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetWeights(state, kCols);
+}
+
+template <bool kSimd>
+void BM_ConvertF16ToFloat(benchmark::State& state) {
+  const std::vector<float> v = RandomFloats(kCols);
+  std::vector<uint8_t> in(2 * kCols);
+  ConvertFromFloat(DType::kF16, v.data(), in.data(), kCols);
+  std::vector<float> out(kCols);
+  for (auto _ : state) {
+    if (kSimd) {
+      simd::ConvertToFloat(DType::kF16, in.data(), out.data(), kCols);
+    } else {
+      ConvertToFloat(DType::kF16, in.data(), out.data(), kCols);
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  SetWeights(state, kCols);
+}
+
+template <bool kSimd>
+void BM_GroupMinMax(benchmark::State& state) {
+  const std::vector<float> v = RandomFloats(kCols);
+  for (auto _ : state) {
+    for (int64_t g = 0; g < kCols; g += 128) {
+      const std::span<const float> group(v.data() + g, 128);
+      benchmark::DoNotOptimize(kSimd ? simd::GroupMinMax(group) : GroupMinMax(group));
+    }
+  }
+  SetWeights(state, kCols);
+}
+
+template <bool kSimd>
+void BM_GroupScales(benchmark::State& state) {
+  const QuantParams p{4, false, 128};
+  const std::vector<float> v = RandomFloats(2 * kCols);
+  std::vector<float> mins(v.begin(), v.begin() + kCols), maxs(v.begin() + kCols, v.end());
+  for (size_t i = 0; i < mins.size(); ++i) {
+    if (mins[i] > maxs[i]) std::swap(mins[i], maxs[i]);
+  }
+  std::vector<float> scales(kCols);
+  std::vector<int32_t> zps(kCols);
+  for (auto _ : state) {
+    if (kSimd) {
+      simd::ComputeGroupScales(p, DType::kBF16, mins.data(), maxs.data(), kCols, scales.data(),
+                               zps.data());
+    } else {
+      for (int64_t i = 0; i < kCols; ++i) {
+        const GroupQuantParams gq = ComputeGroupScale(p, DType::kBF16, {mins[i], maxs[i]});
+        scales[i] = gq.scale;
+        zps[i] = gq.zero_point;
+      }
+    }
+    benchmark::DoNotOptimize(scales.data());
+  }
+  // One scale per 128 weights: report the weights those scales cover.
+  SetWeights(state, kCols * 128);
+}
+
+template <bool kSimd>
+void BM_QuantizeGroup(benchmark::State& state) {
+  const QuantParams p{4, true, 128};
+  const std::vector<float> v = RandomFloats(kCols);
+  std::vector<int8_t> q(kCols);
+  const GroupQuantParams gq{RoundToDType(0.01f, DType::kBF16), 0};
+  for (auto _ : state) {
+    if (kSimd) {
+      simd::QuantizeGroupWithScale(p, DType::kBF16, v, gq, q);
+    } else {
+      QuantizeGroupWithScale(p, DType::kBF16, v, gq, q);
+    }
+    benchmark::DoNotOptimize(q.data());
+  }
+  SetWeights(state, kCols);
+}
+
+template <bool kSimd>
+void BM_PackRow4(benchmark::State& state) {
+  std::vector<int8_t> q(kCols);
+  for (int64_t i = 0; i < kCols; ++i) q[i] = static_cast<int8_t>(i % 16 - 8);
+  std::vector<int32_t> words(PackedWords(kCols, 4));
+  for (auto _ : state) {
+    if (kSimd) {
+      simd::PackRow(4, q, words);
+    } else {
+      PackRow(4, q, words);
+    }
+    benchmark::DoNotOptimize(words.data());
+  }
+  SetWeights(state, kCols);
+}
+
+template <bool kSimd>
+void BM_QuantizeRows(benchmark::State& state) {
+  const QuantParams p{4, state.range(0) != 0, 128};
+  const std::vector<uint8_t> in = RandomBF16(kRows * kCols);
+  std::vector<int32_t> packed(kRows * PackedWords(kCols, 4));
+  std::vector<uint8_t> scales(kRows * kCols / 128 * 2);
+  std::vector<int32_t> zps(kRows * kCols / 128);
+  const RowBlockQuantOutput out{packed.data(), scales.data(), p.symmetric ? nullptr : zps.data()};
+  for (auto _ : state) {
+    const Status s = kSimd ? QuantizeRowsRtnFast(p, DType::kBF16, in.data(), kRows, kCols, out)
+                           : QuantizeRowsRtn(p, DType::kBF16, in.data(), kRows, kCols, out);
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+    benchmark::DoNotOptimize(packed.data());
+  }
+  SetWeights(state, kRows * kCols);
+  state.SetLabel(std::string(kSimd ? simd::ActiveTargetName() : "scalar") +
+                 (p.symmetric ? " w4a16" : " w4a16-asym"));
+}
+
+BENCHMARK(BM_ConvertBF16ToFloat<false>);
+BENCHMARK(BM_ConvertBF16ToFloat<true>);
+BENCHMARK(BM_ConvertF16ToFloat<false>);
+BENCHMARK(BM_ConvertF16ToFloat<true>);
+BENCHMARK(BM_GroupMinMax<false>);
+BENCHMARK(BM_GroupMinMax<true>);
+BENCHMARK(BM_GroupScales<false>);
+BENCHMARK(BM_GroupScales<true>);
+BENCHMARK(BM_QuantizeGroup<false>);
+BENCHMARK(BM_QuantizeGroup<true>);
+BENCHMARK(BM_PackRow4<false>);
+BENCHMARK(BM_PackRow4<true>);
+BENCHMARK(BM_QuantizeRows<false>)->Arg(1)->Arg(0);
+BENCHMARK(BM_QuantizeRows<true>)->Arg(1)->Arg(0);
+
+}  // namespace
+}  // namespace spk

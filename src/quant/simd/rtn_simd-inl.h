@@ -1,0 +1,381 @@
+// Per-target Highway kernels of the fast RTN quantizer (see rtn_simd.h for the contract). This file
+// is included once per CPU target by rtn_simd.cc through hwy/foreach_target.h, hence the toggled
+// include guard. Each kernel mirrors one scalar function of quant/rtn.cc or
+// tensor/float_convert.cc step for step; the comments name the step they mirror.
+//
+// Kernels work on caller-owned buffers, keep no state and are thread-safe. They never report
+// errors themselves: the row kernel returns false when the data is not finite or a scale
+// overflows, and the caller reruns the reference to get its exact Status.
+
+#if defined(SPK_QUANT_SIMD_RTN_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SPK_QUANT_SIMD_RTN_SIMD_INL_H_
+#undef SPK_QUANT_SIMD_RTN_SIMD_INL_H_
+#else
+#define SPK_QUANT_SIMD_RTN_SIMD_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "quant/rtn.h"
+#include "quant/scheme.h"
+#include "tensor/dtype.h"
+#include "tensor/float_convert.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace spk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+static_assert(std::endian::native == std::endian::little,
+              "the packed words and scales are written in host order");
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+using DI = hn::RebindToSigned<DF>;
+
+// RoundToDType for BF16 (float_convert.cc FloatToBF16 then back): add 0x7FFF plus the lowest kept
+// bit and drop the low half; a carry into the exponent is the correct result. NaN stays NaN.
+HWY_INLINE VF RoundToBF16(VF x) {
+  const DF df;
+  const DU du;
+  const auto bits = hn::BitCast(du, x);
+  const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
+  const auto biased = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb));
+  const auto rounded = hn::BitCast(df, hn::And(biased, hn::Set(du, 0xFFFF0000u)));
+  return hn::IfThenElse(hn::IsNaN(x), x, rounded);
+}
+
+// RoundToDType for F16 (FloatToF16 then F16ToFloat). Normal range: round the mantissa to 10 bits
+// on the integer bits (ties to even), past 65504 + half an ulp the result is Inf. Below 2^-14 the
+// F16 result is a multiple of 2^-24: adding and subtracting 0.5 (whose float32 ulp is 2^-24) makes
+// the FPU round to exactly that grid, ties to even, with subnormal inputs kept (no DAZ/FTZ).
+HWY_INLINE VF RoundToF16(VF x) {
+  const DF df;
+  const DI di;
+  const auto sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
+  const auto bits = hn::BitCast(di, x);
+  const auto magnitude = hn::AndNot(sign_mask, bits);  // < 2^31: signed compares are safe
+  const auto lsb = hn::And(hn::ShiftRight<13>(magnitude), hn::Set(di, 1));
+  auto normal = hn::And(hn::Add(magnitude, hn::Add(hn::Set(di, 0xFFF), lsb)),
+                        hn::Set(di, static_cast<int32_t>(~0x1FFFu)));
+  // normal is a multiple of 0x2000, so > 0x477FFFFF means >= 65536 (1.0.3 has no signed Ge).
+  normal = hn::IfThenElse(hn::Gt(normal, hn::Set(di, 0x477FFFFF)), hn::Set(di, 0x7F800000), normal);
+  const VF abs = hn::BitCast(df, magnitude);
+  const VF half = hn::Set(df, 0.5f);
+  const VF subnormal = hn::Sub(hn::Add(abs, half), half);
+  const VF rounded =
+      hn::IfThenElse(hn::Lt(abs, hn::Set(df, 0x1p-14f)), subnormal, hn::BitCast(df, normal));
+  const VF with_sign = hn::Or(rounded, hn::BitCast(df, hn::And(bits, sign_mask)));
+  return hn::IfThenElse(hn::IsNaN(x), x, with_sign);
+}
+
+template <DType kType>
+HWY_INLINE VF RoundTo(VF x) {
+  if constexpr (kType == DType::kBF16) return RoundToBF16(x);
+  if constexpr (kType == DType::kF16) return RoundToF16(x);
+  return x;
+}
+
+// F16ToFloat on u32 lanes that hold F16 bits: normals rebias the exponent, subnormals are
+// mantissa * 2^-24 (exact), exponent 31 is Inf/NaN.
+HWY_INLINE VF F16BitsToFloat(hn::Vec<DU> h) {
+  const DF df;
+  const DU du;
+  const DI di;
+  const auto sign = hn::ShiftLeft<16>(hn::And(h, hn::Set(du, 0x8000u)));
+  const auto exponent = hn::And(hn::ShiftRight<10>(h), hn::Set(du, 0x1Fu));
+  const auto mantissa = hn::And(h, hn::Set(du, 0x3FFu));
+  const auto normal =
+      hn::Or(hn::ShiftLeft<23>(hn::Add(exponent, hn::Set(du, 112u))), hn::ShiftLeft<13>(mantissa));
+  const auto inf_nan = hn::Or(hn::Set(du, 0x7F800000u), hn::ShiftLeft<13>(mantissa));
+  const auto subnormal =
+      hn::BitCast(du, hn::Mul(hn::ConvertTo(df, hn::BitCast(di, mantissa)), hn::Set(df, 0x1p-24f)));
+  const auto magnitude =
+      hn::IfThenElse(hn::Eq(exponent, hn::Zero(du)), subnormal,
+                     hn::IfThenElse(hn::Eq(exponent, hn::Set(du, 0x1Fu)), inf_nan, normal));
+  return hn::BitCast(df, hn::Or(magnitude, sign));
+}
+
+// ConvertToFloat: little-endian BF16/F16/F32 elements to float32.
+template <DType kType>
+HWY_INLINE void ToFloat(const uint8_t* src, float* out, size_t n) {
+  if constexpr (kType == DType::kF32) {
+    if (n != 0) std::memcpy(out, src, n * sizeof(float));
+    return;
+  } else {
+    const DF df;
+    const DU du;
+    const hn::Rebind<uint16_t, DF> d16;
+    const size_t lanes = hn::Lanes(df);
+    size_t i = 0;
+    for (; i + lanes <= n; i += lanes) {
+      uint16_t chunk[hn::MaxLanes(d16)];
+      std::memcpy(chunk, src + 2 * i, lanes * 2);  // alignment- and aliasing-safe load
+      const auto h = hn::PromoteTo(du, hn::LoadU(d16, chunk));
+      if constexpr (kType == DType::kBF16) {
+        hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(h)), df, out + i);
+      } else {
+        hn::StoreU(F16BitsToFloat(h), df, out + i);
+      }
+    }
+    if (i < n) spk::ConvertToFloat(kType, src + 2 * i, out + i, n - i);
+  }
+}
+
+// GroupMinMax, plus whether every value is finite (largest |bits| below the Inf pattern).
+HWY_INLINE GroupRange MinMaxAndFinite(const float* v, size_t n, bool* finite) {
+  const DF df;
+  const DI di;
+  const size_t lanes = hn::Lanes(df);
+  GroupRange range{v[0], v[0]};
+  int32_t max_magnitude = 0;
+  size_t i = 0;
+  if (n >= lanes) {
+    const auto abs_mask = hn::Set(di, 0x7FFFFFFF);
+    VF lo = hn::LoadU(df, v);
+    VF hi = lo;
+    auto magnitude = hn::And(hn::BitCast(di, lo), abs_mask);
+    for (i = lanes; i + lanes <= n; i += lanes) {
+      const VF x = hn::LoadU(df, v + i);
+      lo = hn::Min(lo, x);
+      hi = hn::Max(hi, x);
+      magnitude = hn::Max(magnitude, hn::And(hn::BitCast(di, x), abs_mask));
+    }
+    range.min = hn::GetLane(hn::MinOfLanes(df, lo));
+    range.max = hn::GetLane(hn::MaxOfLanes(df, hi));
+    max_magnitude = hn::GetLane(hn::MaxOfLanes(di, magnitude));
+  }
+  for (; i < n; ++i) {
+    range.min = std::min(range.min, v[i]);
+    range.max = std::max(range.max, v[i]);
+    max_magnitude =
+        std::max(max_magnitude, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
+  }
+  *finite = max_magnitude < 0x7F800000;
+  return range;
+}
+
+// torch.finfo(dtype).eps, as quant/rtn.cc.
+template <DType kType>
+constexpr float Eps() {
+  if constexpr (kType == DType::kBF16) return 0x1p-7f;
+  if constexpr (kType == DType::kF16) return 0x1p-10f;
+  return 0x1p-23f;
+}
+
+// ComputeGroupScale on `lanes` groups at a time; the tail uses the reference itself.
+template <DType kType>
+HWY_INLINE void Scales(const QuantParams& p, const float* mins, const float* maxs, size_t n,
+                       float* scales, int32_t* zero_points) {
+  const DF df;
+  const DI di;
+  const size_t lanes = hn::Lanes(df);
+  const float qmin = static_cast<float>(QMin(p.bits));
+  const float qmax = static_cast<float>(QMax(p.bits));
+  const float bit_range = RoundToDType(qmax - qmin, kType);
+  const float half_range = RoundToDType(bit_range / 2.0f, kType);
+  const VF zero = hn::Zero(df);
+  const VF eps = hn::Set(df, Eps<kType>());
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const VF mn = hn::Min(hn::LoadU(df, mins + i), zero);
+    const VF mx = hn::Max(hn::LoadU(df, maxs + i), zero);
+    VF scale;
+    auto zp = hn::Zero(di);
+    if (p.symmetric) {
+      const VF absmax = hn::Max(hn::Abs(mn), hn::Abs(mx));
+      scale = RoundTo<kType>(hn::Div(absmax, hn::Set(df, half_range)));
+    } else {
+      scale = RoundTo<kType>(hn::Div(RoundTo<kType>(hn::Sub(mx, mn)), hn::Set(df, bit_range)));
+      // Before the eps fix, like the reference: 0/0 = NaN becomes zero point 0.
+      const VF shifted =
+          RoundTo<kType>(hn::Sub(hn::Set(df, qmin), RoundTo<kType>(hn::Div(mn, scale))));
+      const auto is_nan = hn::RebindMask(di, hn::IsNaN(shifted));
+      const VF clamped = hn::Min(hn::Max(shifted, hn::Set(df, qmin)), hn::Set(df, qmax));
+      zp = hn::IfThenZeroElse(is_nan, hn::ConvertTo(di, hn::Round(clamped)));
+    }
+    scale = hn::IfThenElse(hn::Eq(scale, zero), eps, scale);
+    hn::StoreU(scale, df, scales + i);
+    hn::StoreU(zp, di, zero_points + i);
+  }
+  for (; i < n; ++i) {
+    const GroupQuantParams gq = ComputeGroupScale(p, kType, GroupRange{mins[i], maxs[i]});
+    scales[i] = gq.scale;
+    zero_points[i] = gq.zero_point;
+  }
+}
+
+// QuantizeGroupWithScale: q = RNE(clamp(R(R(w / s) + zp), qmin, qmax)), with IEEE division.
+template <DType kType>
+HWY_INLINE void QuantizeGroup(const QuantParams& p, const float* w, size_t n, float scale,
+                              int32_t zero_point, int8_t* q) {
+  const DF df;
+  const DI di;
+  const hn::Rebind<int8_t, DF> d8;
+  const size_t lanes = hn::Lanes(df);
+  const VF vscale = hn::Set(df, scale);
+  const VF vzp = hn::Set(df, static_cast<float>(zero_point));
+  const VF qmin = hn::Set(df, static_cast<float>(QMin(p.bits)));
+  const VF qmax = hn::Set(df, static_cast<float>(QMax(p.bits)));
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    VF x = RoundTo<kType>(hn::Div(hn::LoadU(df, w + i), vscale));
+    // Symmetric schemes add zero point 0, which changes at most the sign of a zero.
+    if (!p.symmetric) x = RoundTo<kType>(hn::Add(x, vzp));
+    const VF clamped = hn::Min(hn::Max(x, qmin), qmax);
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, hn::Round(clamped))), d8, q + i);
+  }
+  if (i < n) {
+    spk::QuantizeGroupWithScale(p, kType, std::span(w + i, n - i), {scale, zero_point},
+                                std::span(q + i, n - i));
+  }
+}
+
+// PackRow for 8 bits (4 values per word, u = q + 128 = q ^ 0x80 byte by byte) and 4 bits (8 values
+// per word; byte k of the little-endian word stream is u[2k] | u[2k+1] << 4). Rows whose values do
+// not fill whole words go to the reference.
+HWY_INLINE void Pack(int bits, const int8_t* q, size_t n, int32_t* words) {
+  const size_t per_word = 32 / static_cast<size_t>(bits);
+  if ((bits != 4 && bits != 8) || n % per_word != 0) {
+    spk::PackRow(bits, std::span(q, n),
+                 std::span(words, static_cast<size_t>(PackedWords(static_cast<int64_t>(n), bits))));
+    return;
+  }
+  uint8_t* out = reinterpret_cast<uint8_t*>(words);
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t lanes = hn::Lanes(d8);
+  size_t i = 0;
+  if (bits == 8) {
+    const auto flip = hn::Set(d8, 0x80);
+    for (; i + lanes <= n; i += lanes) {
+      const auto u = hn::Xor(hn::LoadU(d8, reinterpret_cast<const uint8_t*>(q) + i), flip);
+      hn::StoreU(u, d8, out + i);
+    }
+    for (; i < n; ++i) out[i] = static_cast<uint8_t>(q[i]) ^ 0x80u;
+    return;
+  }
+#if HWY_TARGET != HWY_SCALAR  // one-lane vectors cannot pair bytes
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Rebind<uint8_t, decltype(d16)> d8_half;
+  const auto offset = hn::Set(d8, 8);
+  for (; i + lanes <= n; i += lanes) {
+    const auto u = hn::Add(hn::LoadU(d8, reinterpret_cast<const uint8_t*>(q) + i), offset);
+    const auto pairs = hn::BitCast(d16, u);  // u[2k] | u[2k+1] << 8, both below 16
+    const auto nibbles = hn::Or(hn::And(pairs, hn::Set(d16, 0x0F)), hn::ShiftRight<4>(pairs));
+    hn::StoreU(hn::DemoteTo(d8_half, nibbles), d8_half, out + i / 2);
+  }
+#endif
+  for (; i < n; i += 2) {
+    out[i / 2] = static_cast<uint8_t>((q[i] + 8) | ((q[i + 1] + 8) << 4));
+  }
+}
+
+// QuantizeRowsRtn for one dtype, after the caller checked dtype, params and shape. Returns false
+// (outputs partly written) when a weight is not finite or a scale overflows; the caller then asks
+// the reference for the error.
+template <DType kType>
+HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, int64_t rows,
+                                  int64_t cols, const RowBlockQuantOutput& out) {
+  const size_t width = static_cast<size_t>(GroupWidth(cols, p.group_size));
+  const size_t groups = static_cast<size_t>(GroupsPerRow(cols, p.group_size));
+  const int64_t words = PackedWords(cols, p.bits);
+  const size_t elem = DTypeBits(kType) / 8;
+  const size_t n = static_cast<size_t>(cols);
+  std::vector<float> row(n);
+  std::vector<int8_t> q(n);
+  std::vector<float> mins(groups), maxs(groups), scales(groups);
+  std::vector<int32_t> zero_points(groups);
+  for (int64_t r = 0; r < rows; ++r) {
+    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
+    for (size_t j = 0; j < groups; ++j) {
+      bool finite = true;
+      const GroupRange range = MinMaxAndFinite(row.data() + j * width, width, &finite);
+      if (!finite) return false;
+      mins[j] = range.min;
+      maxs[j] = range.max;
+    }
+    Scales<kType>(p, mins.data(), maxs.data(), groups, scales.data(), zero_points.data());
+    for (size_t j = 0; j < groups; ++j) {
+      if (!std::isfinite(scales[j])) return false;
+      QuantizeGroup<kType>(p, row.data() + j * width, width, scales[j], zero_points[j],
+                           q.data() + j * width);
+    }
+    Pack(p.bits, q.data(), n, out.packed + r * words);
+    spk::ConvertFromFloat(kType, scales.data(), out.scales + static_cast<size_t>(r) * groups * elem,
+                          groups);
+    if (out.zero_points != nullptr) {
+      std::copy(zero_points.begin(), zero_points.end(), out.zero_points + r * groups);
+    }
+  }
+  return true;
+}
+
+// ---- The per-target entry points exported to rtn_simd.cc (identical signatures on every target).
+
+bool QuantizeRowsKernel(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,
+                        int64_t cols, const RowBlockQuantOutput& out) {
+  switch (dtype) {
+    case DType::kBF16:
+      return QuantizeRowsTyped<DType::kBF16>(p, weight, rows, cols, out);
+    case DType::kF16:
+      return QuantizeRowsTyped<DType::kF16>(p, weight, rows, cols, out);
+    default:
+      return QuantizeRowsTyped<DType::kF32>(p, weight, rows, cols, out);
+  }
+}
+
+void ConvertToFloatKernel(DType src, const uint8_t* src_bytes, float* out, size_t n) {
+  switch (src) {
+    case DType::kBF16:
+      return ToFloat<DType::kBF16>(src_bytes, out, n);
+    case DType::kF16:
+      return ToFloat<DType::kF16>(src_bytes, out, n);
+    default:
+      return ToFloat<DType::kF32>(src_bytes, out, n);
+  }
+}
+
+GroupRange GroupMinMaxKernel(const float* values, size_t n) {
+  bool finite = true;
+  return MinMaxAndFinite(values, n, &finite);
+}
+
+void ComputeGroupScalesKernel(const QuantParams& p, DType dtype, const float* mins,
+                              const float* maxs, size_t n, float* scales, int32_t* zero_points) {
+  switch (dtype) {
+    case DType::kBF16:
+      return Scales<DType::kBF16>(p, mins, maxs, n, scales, zero_points);
+    case DType::kF16:
+      return Scales<DType::kF16>(p, mins, maxs, n, scales, zero_points);
+    default:
+      return Scales<DType::kF32>(p, mins, maxs, n, scales, zero_points);
+  }
+}
+
+void QuantizeGroupKernel(const QuantParams& p, DType dtype, const float* w, size_t n, float scale,
+                         int32_t zero_point, int8_t* q) {
+  switch (dtype) {
+    case DType::kBF16:
+      return QuantizeGroup<DType::kBF16>(p, w, n, scale, zero_point, q);
+    case DType::kF16:
+      return QuantizeGroup<DType::kF16>(p, w, n, scale, zero_point, q);
+    default:
+      return QuantizeGroup<DType::kF32>(p, w, n, scale, zero_point, q);
+  }
+}
+
+void PackRowKernel(int bits, const int8_t* q, size_t n, int32_t* words) { Pack(bits, q, n, words); }
+
+const char* TargetNameKernel() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace spk
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

@@ -1,0 +1,191 @@
+// The streaming quantize job under failure and under different thread counts: a disk that fills
+// up, a read error, a source truncated while it is read (real truncation of the file on disk), and
+// a real small tmpfs when the test may mount one. Every failure must be an IoError with a message
+// that names the file, and must leave neither the destination nor the temporary folder behind.
+// The output bytes must not depend on the thread count.
+#include "quantize/quantize.h"
+
+#include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checkpoint/example.h"
+#include "io/fault_injection.h"
+#include "io/file.h"
+#include "io/test_util.h"
+
+namespace spk {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A small DFlash checkpoint: several tensors, row blocks and copied tensors.
+std::string MakeSource(const spk::testing::ScopedTempDir& dir) {
+  ExampleOptions options;
+  options.dir = dir / "src";
+  options.hidden = 256;
+  options.intermediate = 768;
+  options.layers = 2;
+  const Status s = WriteExampleCheckpoint(options, FileSystem::Default());
+  EXPECT_TRUE(s.ok()) << s.message();
+  return options.dir;
+}
+
+QuantizeOptions Options(const std::string& src, const std::string& dst, int threads) {
+  QuantizeOptions options;
+  options.source = src;
+  options.destination = dst;
+  options.threads = threads;
+  return options;
+}
+
+// Names in `parent` other than `keep`: what a failed run left behind.
+std::vector<std::string> Leftovers(const std::string& parent, const std::string& keep) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(parent)) {
+    const std::string name = entry.path().filename().string();
+    if (name != keep) names.push_back(name);
+  }
+  return names;
+}
+
+std::map<std::string, std::string> ReadFolder(const std::string& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    std::ifstream in(entry.path(), std::ios::binary);
+    files[entry.path().filename().string()] =
+        std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  return files;
+}
+
+void ExpectFailedCleanly(const Result<QuantizeSummary>& result, const std::string& parent,
+                         const std::string& needle) {
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kIoError) << result.status().message();
+  EXPECT_NE(result.status().message().find(needle), std::string::npos) << result.status().message();
+  EXPECT_TRUE(Leftovers(parent, "src").empty());
+}
+
+TEST(QuantizeTest, OutputBytesDoNotDependOnThreadCount) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir);
+  std::map<std::string, std::string> first;
+  for (int threads : {1, 2, 3, 8}) {
+    const std::string dst = dir / ("out" + std::to_string(threads));
+    auto result = QuantizeCheckpoint(Options(src, dst, threads), FileSystem::Default(), nullptr);
+    ASSERT_TRUE(result.ok()) << result.status().message();
+    std::map<std::string, std::string> files = ReadFolder(dst);
+    ASSERT_TRUE(files.count("model.safetensors")) << threads;
+    EXPECT_GT(files["model.safetensors"].size(), 100000u);
+    if (first.empty()) {
+      first = files;
+    } else {
+      EXPECT_TRUE(files == first) << "threads " << threads << " wrote different bytes";
+    }
+  }
+}
+
+TEST(QuantizeTest, DiskFullMidWayIsAnIoErrorAndLeavesNothing) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir);
+  FaultInjectingFileSystem faulty(FileSystem::Default());
+  faulty.SetWriteLimit(200000);  // the output is about 1 MB
+  auto result = QuantizeCheckpoint(Options(src, dir / "dst", 2), &faulty, nullptr);
+  ExpectFailedCleanly(result, dir.path(), "disk full while writing");
+  EXPECT_GT(faulty.bytes_written(), 0u);
+}
+
+TEST(QuantizeTest, ReadErrorIsAnIoErrorAndLeavesNothing) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir);
+  const std::string shard = src + "/model.safetensors";
+  FaultInjectingFileSystem faulty(FileSystem::Default());
+  faulty.FailReadsFrom(shard, fs::file_size(shard) / 2);
+  auto result = QuantizeCheckpoint(Options(src, dir / "dst", 2), &faulty, nullptr);
+  ExpectFailedCleanly(result, dir.path(), "cannot read " + shard);
+}
+
+// Truncates the real file on disk to half its size once a few reads have gone through, as
+// another process truncating the source while we read it would.
+class TruncatingFileSystem final : public FileSystem {
+ public:
+  TruncatingFileSystem(std::string victim, int reads_before)
+      : victim_(std::move(victim)), reads_left_(reads_before) {}
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
+    SPK_ASSIGN_OR_RETURN(auto file, FileSystem::Default()->OpenForRead(path));
+    if (path != victim_) return file;
+    return std::unique_ptr<RandomAccessFile>(new File(std::move(file), this));
+  }
+  Result<std::unique_ptr<WritableFile>> CreateForWrite(const std::string& path) override {
+    return FileSystem::Default()->CreateForWrite(path);
+  }
+
+ private:
+  class File final : public RandomAccessFile {
+   public:
+    File(std::unique_ptr<RandomAccessFile> base, TruncatingFileSystem* owner)
+        : base_(std::move(base)), owner_(owner) {}
+    const std::string& path() const override { return base_->path(); }
+    uint64_t size() const override { return base_->size(); }
+    Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
+      if (owner_->reads_left_.fetch_sub(1) == 0) {
+        EXPECT_EQ(::truncate(path().c_str(), static_cast<off_t>(size() / 2)), 0);
+      }
+      return base_->ReadAt(offset, out);
+    }
+
+   private:
+    std::unique_ptr<RandomAccessFile> base_;
+    TruncatingFileSystem* owner_;
+  };
+
+  std::string victim_;
+  std::atomic<int> reads_left_;
+};
+
+TEST(QuantizeTest, SourceTruncatedWhileReadIsAnIoErrorAndLeavesNothing) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir);
+  TruncatingFileSystem truncating(src + "/model.safetensors", 3);
+  auto result = QuantizeCheckpoint(Options(src, dir / "dst", 1), &truncating, nullptr);
+  ExpectFailedCleanly(result, dir.path(), "unexpected end of file in " + src);
+}
+
+// A real file system that fills up: a 256 KiB tmpfs. Needs the right to mount (root in a
+// container that allows it); skipped otherwise.
+TEST(QuantizeTest, RealSmallTmpfsFillsUpCleanly) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir);
+  const std::string mount_point = dir / "tmpfs";
+  fs::create_directories(mount_point);
+  if (::mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=256k") != 0) {
+    GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
+  }
+  auto result =
+      QuantizeCheckpoint(Options(src, mount_point + "/dst", 2), FileSystem::Default(), nullptr);
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(mount_point)) {
+    left.push_back(entry.path().filename().string());
+  }
+  ::umount2(mount_point.c_str(), MNT_DETACH);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), StatusCode::kIoError);
+  EXPECT_NE(result.status().message().find("disk full while writing " + mount_point),
+            std::string::npos)
+      << result.status().message();
+  EXPECT_TRUE(left.empty()) << left.front();
+}
+
+}  // namespace
+}  // namespace spk
