@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# Installs, builds and runs every test: the C++ unit and end-to-end suites (ctest), the interop suites
-# against the real Python libraries (pytest), and the unit tests again under ASan+UBSan.
-# Usage: scripts/test.sh [--quick]   (--quick skips the sanitizer build)
+# Installs, builds and runs every test:
+#   1. the C++ unit and end-to-end suites (ctest),
+#   2. the interop and end-to-end suites against the real Python libraries (pytest),
+#   3. the C++ suites again under AddressSanitizer + UndefinedBehaviorSanitizer (clang),
+#   4. every libFuzzer target for a bounded time (scripts/fuzz.sh).
+# Usage: scripts/test.sh [--quick]   (--quick stops after step 2)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 jobs=$(nproc)
 
+echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$jobs"
+echo "== C++ tests"
 (cd build && ctest --output-on-failure -j"$jobs")
+echo "== Python interop and end-to-end tests"
+SPK_BUILD_DIR="$PWD/build" python3 -m pytest -q tests/python
 
-SPK_BIN="$PWD/build/sparkulator" python3 -m pytest -q tests/python
-
-if [ "${1:-}" != "--quick" ]; then
-  CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPK_SANITIZE=ON \
-    -DSPK_BENCH=OFF >/dev/null
-  cmake --build build-asan -j"$jobs"
-  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    ctest --output-on-failure -j"$jobs")
-fi
+if [ "${1:-}" = "--quick" ]; then exit 0; fi
+echo "== C++ tests under ASan + UBSan"
+CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPK_SANITIZE=ON \
+  -DSPK_BENCH=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --output-on-failure -j"$jobs")
+echo "== fuzzing every parser"
+scripts/fuzz.sh "${SPK_FUZZ_SECONDS:-15}"
