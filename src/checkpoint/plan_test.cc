@@ -139,5 +139,45 @@ TEST(PlanTest, MixedLayersInADraftNeedTheTargetLayerCount) {
   EXPECT_TRUE(has_layer_entry);
 }
 
+TEST(PlanTest, LagunaDFlashKeepsFusedQkvAndGateDenseWithoutOffset) {
+  // Laguna-style: fused qkv_proj and a per-head g_proj stored, layer keys already offset (40 = T).
+  std::vector<TensorMeta> tensors = {
+      {"model.layers.40.self_attn.qkv_proj.weight", DType::kBF16, {768, 512}},
+      {"model.layers.40.self_attn.g_proj.weight", DType::kBF16, {8, 512}},
+      {"model.layers.40.self_attn.o_proj.weight", DType::kBF16, {512, 512}},
+      {"model.layers.40.mlp.gate_proj.weight", DType::kBF16, {1536, 512}},
+      {"model.layers.40.mlp.up_proj.weight", DType::kBF16, {1536, 512}},
+      {"model.layers.40.mlp.down_proj.weight", DType::kBF16, {512, 1536}},
+      {"model.fc.weight", DType::kBF16, {512, 2560}},
+      {"model.aux_hidden_norms.0.weight", DType::kBF16, {512}},
+  };
+  ModelConfig config = Config(R"({"architectures":["LagunaDFlashDraftModel"],"dflash_config":{}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_TRUE(plan->family.laguna_style);
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["model.layers.40.self_attn.qkv_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.40.self_attn.g_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.40.self_attn.o_proj.weight"], TensorAction::kQuantize);
+  EXPECT_EQ(a["model.fc.weight"], TensorAction::kQuantize);
+  EXPECT_EQ(plan->tensors[0].vllm_module, "model.layers.40.self_attn.qkv_proj");
+  EXPECT_EQ(plan->quantized_count(), 5u);
+  std::vector<std::string> want = {"re:.*self_attn\\.(q|k|v|qkv)_proj$", "re:.*self_attn\\.g_proj$"};
+  EXPECT_EQ(plan->ignore_entries, want);
+}
+
+TEST(PlanTest, MtpKeepsEhProjAndSharedHead) {
+  std::vector<TensorMeta> tensors = QwenLayer("model.layers.61.", 256, 768, 256, 128);
+  tensors.push_back({"model.layers.61.eh_proj.weight", DType::kBF16, {256, 512}});
+  tensors.push_back({"model.layers.61.shared_head.head.weight", DType::kBF16, {1000, 256}});
+  auto plan = BuildPlan(tensors, Config(R"({"num_nextn_predict_layers":1})"), PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->family.family, ModelFamily::kMtp);
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["model.layers.61.eh_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.61.shared_head.head.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.61.mlp.up_proj.weight"], TensorAction::kQuantize);
+}
+
 }  // namespace
 }  // namespace spk
