@@ -12,15 +12,17 @@
 namespace spk {
 namespace {
 
-// The scale grid of symmetric schemes, as multiples of absmax / 2^(bits-1): 0.85, 0.875, ...,
+// The scale grid of symmetric schemes, as multiples of absmax / 2^(bits-1): 0.85, 0.90, ...,
 // 1.325. At 4 bits 1.0 maps the largest magnitude onto -8 exactly, 1.0667 is RTN's absmax/7.5,
 // 1.143 maps it onto +7 (absmax/7), and the factors below 1 clip it (the mse observer's shrink).
-constexpr int kSymmetricCandidates = 20;
+constexpr int kSymmetricCandidates = 10;
 constexpr float kSymmetricFirst = 0.85f;
-constexpr float kSymmetricStep = 0.025f;
+constexpr float kSymmetricStep = 0.05f;
 // The asymmetric grid: llm-compressor's mse observer shrinks min and max by p = 1.00, 0.99, ...
 constexpr int kAsymmetricCandidates = 20;
 constexpr float kAsymmetricShrinkStep = 0.01f;
+// Passes of coordinate descent over the codes of the best candidate.
+constexpr int kDescentPasses = 1;
 
 // Rounding of float32 values to the weight dtype, inlined so the candidate loops vectorize. Every
 // value rounded here is finite or +-Inf (never NaN), which is what lets BF16 use the plain
@@ -63,30 +65,38 @@ class GroupSearch {
   GroupSearch(const QuantParams& p, std::span<const float> w, Round round)
       : w_(w), qmin_(QMin(p.bits)), qmax_(QMax(p.bits)), round_(round), codes_(w.size()) {}
 
-  // The float32 error of `c` when every code is the nearest level to w / scale (the best codes for
-  // a fixed scale, up to ties). Eight partial sums so the loop vectorizes without reassociation.
-  float RoundedError(Candidate c) const {
+  // How well the nearest levels for `c` fit w with their own least-squares scale:
+  // (sum c w)^2 / sum c c, the amount that scale removes from sum w^2 (larger is better; -1 when
+  // no code is nonzero). The refit scale is returned in `fit` (before rounding). This is how
+  // llama.cpp's make_qx_quants scores its candidates; it ignores the dtype rounding of the
+  // dequantized values, which the exact error (CodesError) then accounts for. Eight partial sums
+  // so the loop vectorizes without reassociation.
+  float FitScore(Candidate c, float* fit) const {
     const float inv = 1.0f / c.scale;
     const float lo = static_cast<float>(qmin_ - c.zero_point);
     const float hi = static_cast<float>(qmax_ - c.zero_point);
-    float acc[8] = {};
+    float cw[8] = {}, cc[8] = {};
     size_t i = 0;
     for (; i + 8 <= w_.size(); i += 8) {
       for (size_t j = 0; j < 8; ++j) {
         const float code = RoundToInteger(std::min(std::max(w_[i + j] * inv, lo), hi));
-        const float e = w_[i + j] - round_(code * c.scale);
-        acc[j] += e * e;
+        cw[j] += code * w_[i + j];
+        cc[j] += code * code;
       }
     }
     for (; i < w_.size(); ++i) {
       const float code = RoundToInteger(std::min(std::max(w_[i] * inv, lo), hi));
-      const float e = w_[i] - round_(code * c.scale);
-      acc[i % 8] += e * e;
+      cw[i % 8] += code * w_[i];
+      cc[i % 8] += code * code;
     }
-    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    const float sum_cw = ((cw[0] + cw[1]) + (cw[2] + cw[3])) + ((cw[4] + cw[5]) + (cw[6] + cw[7]));
+    const float sum_cc = ((cc[0] + cc[1]) + (cc[2] + cc[3])) + ((cc[4] + cc[5]) + (cc[6] + cc[7]));
+    if (!(sum_cc > 0) || !(sum_cw > 0)) return -1.0f;
+    *fit = sum_cw / sum_cc;
+    return sum_cw * sum_cw / sum_cc;
   }
 
-  // Fills codes_ with the nearest levels for `c` (the codes RoundedError scores).
+  // Fills codes_ with the nearest levels for `c` (the codes FitScore scores).
   void SetRoundedCodes(Candidate c) {
     const float inv = 1.0f / c.scale;
     const float lo = static_cast<float>(qmin_ - c.zero_point);
@@ -121,21 +131,23 @@ class GroupSearch {
   // when that raises (sum c w)^2 / sum c c, i.e. lowers the least-squares error with the scale
   // refit; the moves keep the codes in range.
   void CoordinateDescentPass(Candidate c) {
-    const double lo = qmin_ - c.zero_point, hi = qmax_ - c.zero_point;
+    const float lo = static_cast<float>(qmin_ - c.zero_point);
+    const float hi = static_cast<float>(qmax_ - c.zero_point);
+    const float inv = 1.0f / c.scale;
     double cw = 0, cc = 0;
     for (size_t i = 0; i < w_.size(); ++i) {
       cw += static_cast<double>(codes_[i]) * w_[i];
       cc += static_cast<double>(codes_[i]) * codes_[i];
     }
     for (size_t i = 0; i < w_.size(); ++i) {
-      const double x = w_[i] / c.scale, code = codes_[i];
+      const float x = w_[i] * inv, code = codes_[i];
       if (x == code) continue;
-      const double step = x > code ? 1.0 : -1.0;
+      const float step = x > code ? 1.0f : -1.0f;
       if (code + step < lo || code + step > hi) continue;
       const double new_cw = cw + step * w_[i];
       const double new_cc = cc + 2.0 * step * code + 1.0;
       if (new_cc > 0 && new_cw > 0 && new_cw * new_cw * cc > cw * cw * new_cc) {
-        codes_[i] = static_cast<float>(code + step);
+        codes_[i] = code + step;
         cw = new_cw;
         cc = new_cc;
       }
@@ -160,21 +172,24 @@ class GroupSearch {
   std::vector<float> codes_;
 };
 
-// The best of the grid candidates by RoundedError; the input params start as the incumbent.
+// The grid candidate whose nearest-level codes fit the group best (FitScore), returned with the
+// least-squares scale of those codes in place of the grid scale.
 template <typename Round>
-Candidate BestGridCandidate(const QuantParams& p, DType dtype, std::span<const float> w,
+Candidate BestGridCandidate(const QuantParams& p, DType dtype, GroupRange range,
                             const GroupSearch<Round>& search, GroupQuantParams current) {
   Candidate best{current.scale, current.zero_point};
-  float best_error = search.RoundedError(best);
+  float fit = current.scale;
+  float best_score = search.FitScore(best, &fit);
+  float best_fit = fit;
   auto consider = [&](Candidate c) {
-    if (!(c.scale > 0) || !std::isfinite(c.scale) || c.scale == best.scale) return;
-    const float e = search.RoundedError(c);
-    if (e < best_error) {
-      best_error = e;
+    if (!(c.scale > 0) || !std::isfinite(c.scale)) return;
+    const float score = search.FitScore(c, &fit);
+    if (score > best_score) {
+      best_score = score;
       best = c;
+      best_fit = fit;
     }
   };
-  const GroupRange range = GroupMinMax(w);
   if (p.symmetric) {
     const float absmax = std::max(std::fabs(range.min), std::fabs(range.max));
     const float unit = absmax / static_cast<float>(-QMin(p.bits));
@@ -188,18 +203,14 @@ Candidate BestGridCandidate(const QuantParams& p, DType dtype, std::span<const f
           ComputeGroupScale(p, dtype, {range.min * shrink, range.max * shrink});
       consider({gq.scale, gq.zero_point});
     }
-    for (int32_t delta : {-1, 1}) {  // the zero point next to the best one, same scale
-      const int32_t zp = best.zero_point + delta;
-      if (zp < QMin(p.bits) || zp > QMax(p.bits)) continue;
-      const Candidate c{best.scale, zp};
-      const float e = search.RoundedError(c);
-      if (e < best_error) {
-        best_error = e;
-        best = c;
-      }
+    const Candidate center = best;
+    for (int32_t delta : {-1, 1}) {  // the zero points next to the best one, same scale
+      const int32_t zp = center.zero_point + delta;
+      if (zp >= QMin(p.bits) && zp <= QMax(p.bits)) consider({center.scale, zp});
     }
   }
-  return best;
+  const float refit = search.UsableScale(best_fit);
+  return {refit > 0 ? refit : best.scale, best.zero_point};
 }
 
 template <typename Round>
@@ -223,24 +234,19 @@ GroupQuantParams SearchGroupWith(const QuantParams& p, DType dtype, std::span<co
     }
   };
 
-  const Candidate grid = BestGridCandidate(p, dtype, w, search, current);
-  search.SetRoundedCodes(grid);
-  keep_if_better(grid.scale, grid.zero_point);
+  // The best grid point's refit scale, with the nearest levels for it.
+  const Candidate fitted = BestGridCandidate(p, dtype, range, search, current);
+  search.SetRoundedCodes(fitted);
+  keep_if_better(fitted.scale, fitted.zero_point);
 
-  const float refit = search.RefitScale();
-  if (refit > 0) {
-    search.SetRoundedCodes({refit, grid.zero_point});
-    keep_if_better(refit, grid.zero_point);
-  }
-
-  const Candidate start{best.scale, best.zero_point};
-  search.SetRoundedCodes(start);
-  search.CoordinateDescentPass(start);
+  // Coordinate descent from there, then the refit of the moved codes, stored as they are and
+  // with the nearest levels for the new scale.
+  for (int pass = 0; pass < kDescentPasses; ++pass) search.CoordinateDescentPass(fitted);
   const float descended = search.RefitScale();
-  keep_if_better(descended, start.zero_point);  // the descended codes, stored as they are
+  keep_if_better(descended, fitted.zero_point);
   if (descended > 0) {
-    search.SetRoundedCodes({descended, start.zero_point});
-    keep_if_better(descended, start.zero_point);
+    search.SetRoundedCodes({descended, fitted.zero_point});
+    keep_if_better(descended, fitted.zero_point);
   }
 
   if (best_codes.empty()) return current;
