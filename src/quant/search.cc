@@ -13,7 +13,7 @@ namespace spk {
 namespace {
 
 // The scale grid of symmetric schemes, as multiples of absmax / 2^(bits-1): 0.85, 0.90, ...,
-// 1.325. At 4 bits 1.0 maps the largest magnitude onto -8 exactly, 1.0667 is RTN's absmax/7.5,
+// 1.30. At 4 bits 1.0 maps the largest magnitude onto -8 exactly, 1.0667 is RTN's absmax/7.5,
 // 1.143 maps it onto +7 (absmax/7), and the factors below 1 clip it (the mse observer's shrink).
 constexpr int kSymmetricCandidates = 10;
 constexpr float kSymmetricFirst = 0.85f;
