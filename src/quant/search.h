@@ -7,10 +7,11 @@
 // [QMin(bits), QMax(bits)] is a valid checkpoint. The search picks, per group, the scale (and q)
 // that minimise the squared error sum (w - w')^2 with w' computed exactly that way. Candidates:
 //   - the RTN result itself (so a group never gets worse than RTN),
-//   - a grid of scales around absmax / 2^(bits-1) (the 4-bit grid of 0.85x .. 1.325x spans
-//     llm-compressor's `mse` observer shrink grid p = 1.00 .. 0.80 of absmax/7.5, and llama.cpp's
-//     make_qx_quants candidates (nmax +/- 0.1k); it uses the level -8 that RTN's absmax/7.5 leaves
-//     nearly empty), for asymmetric schemes the mse observer's shrunk min/max ranges,
+//   - a grid of 10 scales, 0.85x .. 1.30x absmax / 2^(bits-1) (it spans llm-compressor's `mse`
+//     observer shrink grid p = 1.00 .. 0.80 of absmax/7.5 and llama.cpp's make_qx_quants
+//     candidates nmax +/- 0.1k, and uses the level -8 that RTN's absmax/7.5 leaves nearly empty),
+//     each scored by the least-squares fit of its nearest-level codes as make_qx_quants does; for
+//     asymmetric schemes the mse observer's shrunk min/max ranges and the next zero points,
 //   - the least-squares refit s = sum(c w) / sum(c c) of the best candidate's codes c = q - zp,
 //   - one pass of coordinate descent over the codes (each code moved one level towards its weight
 //     when that raises the least-squares fit, as llama.cpp's make_q3_quants does), then the refit.
