@@ -12,8 +12,9 @@
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
 #include "quant/rtn.h"
-#include "quant/simd/rtn_simd.h"
 #include "quant/scheme.h"
+#include "quant/search.h"
+#include "quant/simd/rtn_simd.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 
@@ -106,6 +107,7 @@ struct WriteContext {
   int threads;
   Progress* progress;
   const std::atomic<bool>* cancel;
+  bool search = false;  // --method search: QuantizeRowsSearch instead of RTN
 };
 
 Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
@@ -154,7 +156,8 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
         std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
         RowBlockQuantOutput q{packed.data(), scales.data(),
                               qp.symmetric ? nullptr : zero_points.data() + r0 * groups};
-        Status qs = QuantizeRowsRtnFast(qp, entry.dtype, weight.data(), n, cols, q);
+        Status qs = ctx.search ? QuantizeRowsSearch(qp, entry.dtype, weight.data(), n, cols, q)
+                               : QuantizeRowsRtnFast(qp, entry.dtype, weight.data(), n, cols, q);
         if (!qs.ok()) {
           return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
                                                entry.name, r0, r0 + n - 1, qs.message()));
@@ -219,7 +222,7 @@ Status WriteIndex(const std::vector<OutputShard>& shards, const std::string& dir
 }
 
 Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const QuantParams& qp,
-                   const std::string& dir) {
+                   const std::string& method, const std::string& dir) {
   nlohmann::ordered_json config = src.config.json;
   WeightQuantArgs args;
   args.num_bits = qp.bits;
@@ -234,6 +237,8 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Qua
       layer_config->is_object()) {
     (*layer_config)["quantization_config"] = config["quantization_config"];
   }
+  // Outside quantization_config: older compressed-tensors releases reject unknown QuantizationArgs.
+  config["sparkulator"] = {{"method", method}};
   return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
 }
 
@@ -271,6 +276,9 @@ Result<QuantParams> ParamsFromOptions(const QuantizeOptions& options) {
   if (g != kChannelWise && g != 32 && g != 64 && g != 128) {
     return Status::Usage(
         fmt::format("--group-size {} is not supported: use 32, 64, 128 or -1 (channel-wise)", g));
+  }
+  if (options.method != "rtn" && options.method != "search") {
+    return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
   }
   return ParamsFor(*scheme, g);
 }
@@ -320,14 +328,14 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
                        AtomicOutputDir::Create(options.destination, options.force));
   const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
-  WriteContext ctx{&src, &qp, workers, progress, cancel};
+  WriteContext ctx{&src, &qp, workers, progress, cancel, options.method == "search"};
   progress->Start("quantize", summary.source_tensor_bytes);
   for (const OutputShard& shard : shards) {
     SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));
   }
   progress->Finish();
   if (src.files.sharded()) SPK_RETURN_IF_ERROR(WriteIndex(shards, out_dir.temp_path()));
-  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, qp, out_dir.temp_path()));
+  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, qp, options.method, out_dir.temp_path()));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
   SPK_RETURN_IF_ERROR(out_dir.Commit());

@@ -30,7 +30,8 @@ struct QuantizeOptions {
   std::string source;       // folder or "org/name" in the local Hugging Face cache
   std::string destination;  // must not exist, or be empty, unless force
   std::string scheme = "w4a16";
-  PlanOptions plan;  // bits/group_size are filled from scheme and group size
+  std::string method = "rtn";  // "rtn" (bit-exact min-max) or "search" (quant/search.h)
+  PlanOptions plan;            // bits/group_size are filled from scheme and group size
   int64_t group_size = 128;
   bool force = false;
   int threads = 0;       // 0: all cores
