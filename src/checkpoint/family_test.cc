@@ -2,14 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/test_util.h"
+
 namespace spk {
 namespace {
 
-ModelConfig Config(std::string_view json) {
-  auto c = ParseModelConfig("config.json", json);
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  return std::move(c).value();
-}
+ModelConfig Config(std::string_view json) { return testing::ConfigFromJson(json); }
 
 TEST(FamilyTest, DetectsEachFamily) {
   std::vector<std::string> qwen = {"layers.0.self_attn.q_proj.weight", "fc.weight"};

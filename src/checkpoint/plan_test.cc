@@ -2,16 +2,14 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/test_util.h"
+
 #include <map>
 
 namespace spk {
 namespace {
 
-ModelConfig Config(std::string_view json) {
-  auto c = ParseModelConfig("config.json", json);
-  EXPECT_TRUE(c.ok()) << c.status().message();
-  return std::move(c).value();
-}
+ModelConfig Config(std::string_view json) { return testing::ConfigFromJson(json); }
 
 std::vector<TensorMeta> QwenLayer(std::string prefix, int64_t hidden, int64_t inter, int64_t q,
                                   int64_t kv) {
@@ -162,7 +160,8 @@ TEST(PlanTest, LagunaDFlashKeepsFusedQkvAndGateDenseWithoutOffset) {
   EXPECT_EQ(a["model.fc.weight"], TensorAction::kQuantize);
   EXPECT_EQ(plan->tensors[0].vllm_module, "model.layers.40.self_attn.qkv_proj");
   EXPECT_EQ(plan->quantized_count(), 5u);
-  std::vector<std::string> want = {"re:.*self_attn\\.(q|k|v|qkv)_proj$", "re:.*self_attn\\.g_proj$"};
+  std::vector<std::string> want = {"re:.*self_attn\\.(q|k|v|qkv)_proj$",
+                                   "re:.*self_attn\\.g_proj$"};
   EXPECT_EQ(plan->ignore_entries, want);
 }
 
