@@ -194,9 +194,11 @@ void Checker::OpenShard(const std::string& file, bool listed) {
   const auto& metadata = reader->header().metadata;
   auto format = std::find_if(metadata.begin(), metadata.end(),
                              [](const auto& kv) { return kv.first == "format"; });
-  if (format == metadata.end() || format->second != "pt") {
+  // No __metadata__ at all is accepted by every loader; one without format "pt" is not
+  // (transformers 4.x raises "does not contain the valid metadata").
+  if (!metadata.empty() && (format == metadata.end() || format->second != "pt")) {
     Add(Severity::kWarning, "safetensors-metadata-format", "", file,
-        "__metadata__ lacks \"format\": \"pt\"; transformers refuses to load the file",
+        "__metadata__ lacks \"format\": \"pt\"; transformers 4.x refuses to load the file",
         "write __metadata__ {\"format\": \"pt\"}");
   }
   if (!listed) {
@@ -349,10 +351,20 @@ void Checker::CheckQuantConfig() {
     }
   }
   for (const std::string& key : qc_->unknown_weight_keys) {
-    Add(Severity::kError, "quant-args-key", key, "config.json",
-        fmt::format("QuantizationArgs key '{}' is rejected by older compressed-tensors releases "
-                    "(\"extra fields not permitted\"), so older vLLM installs fail to load",
-                    key),
+    // A key set to a value changes what newer releases do and fails older ones: an error. Set to
+    // null (llm-compressor 0.13+ writes "scale_dtype": null) it only fails the old releases.
+    bool set = false;
+    for (const auto& [name, group] : config_.json["quantization_config"]["config_groups"].items()) {
+      if (group.contains("weights") && group["weights"].is_object() &&
+          group["weights"].contains(key) && !group["weights"][key].is_null()) {
+        set = true;
+      }
+    }
+    Add(set ? Severity::kError : Severity::kWarning, "quant-args-key", key, "config.json",
+        fmt::format("QuantizationArgs key '{}'{} is rejected by older compressed-tensors "
+                    "releases (\"extra fields not permitted\"), so vLLM installs with them fail "
+                    "to load the checkpoint",
+                    key, set ? "" : " (null)"),
         fmt::format("remove '{}' from config_groups.*.weights (FORMAT.md 2.2)", key));
   }
   auto ignore = ParsePatterns(qc_->ignore, "ignore");

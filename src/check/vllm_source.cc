@@ -172,10 +172,10 @@ std::string UnifiedDiff(const std::string& path, const std::vector<std::string>&
     if (i < n && j < m && before[prefix + i] == after[prefix + j]) {
       ops.push_back({' ', &before[prefix + i]});
       ++i, ++j;
-    } else if (j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j])) {
-      ops.push_back({'+', &after[prefix + j++]});
+    } else if (i < n && (j == m || lcs[i + 1][j] >= lcs[i][j + 1])) {
+      ops.push_back({'-', &before[prefix + i++]});  // deletions before insertions, as diff -u
     } else {
-      ops.push_back({'-', &before[prefix + i++]});
+      ops.push_back({'+', &after[prefix + j++]});
     }
   }
   for (size_t k = before.size() - suffix; k < before.size(); ++k) ops.push_back({' ', &before[k]});
