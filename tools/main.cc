@@ -17,6 +17,9 @@ int main(int argc, char** argv) {
   spk::cli::CommandBody run;
   spk::cli::AddQuantizeCommand(app, &run);
   spk::cli::AddInspectCommand(app, &run);
+  spk::cli::AddCheckCommand(app, &run);
+  spk::cli::AddCompareCommand(app, &run);
+  spk::cli::AddDequantizeCommand(app, &run);
   spk::cli::AddExampleCommand(app, &run);
   spk::cli::AddVersionCommand(app, &run);
   spk::cli::AddBenchCommand(app, &run);

@@ -25,45 +25,6 @@ bool Contains(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
-// Rules that hold for every family: what vLLM never builds as a quantizable Linear.
-std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module) {
-  if (!IsQuantizableFloat(t.dtype)) {
-    return fmt::format("{} tensor: only BF16/F16/F32 weights are quantized", DTypeName(t.dtype));
-  }
-  if (t.shape.size() != 2) return fmt::format("{}-D tensor (norm, bias or buffer)", t.shape.size());
-  if (Contains(module, "embed") || Leaf(module) == "wte") {
-    return "embedding: vLLM builds VocabParallelEmbedding, not a Linear";
-  }
-  if (Contains(module, "lm_head") || Contains(module, "shared_head.head")) {
-    return "lm_head: vLLM builds ParallelLMHead, not a Linear";
-  }
-  if (Contains(Leaf(module), "norm")) return "norm weight";
-  if (Leaf(module) == "gate" || Leaf(module) == "shared_expert_gate") {
-    return "MoE router: vLLM builds it unquantized";
-  }
-  return std::nullopt;
-}
-
-std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
-                                            std::string_view module) {
-  if (!family.family_rules) return std::nullopt;
-  std::string_view leaf = Leaf(module);
-  switch (family.family) {
-    case ModelFamily::kDFlash:
-      if (leaf == "q_proj" || leaf == "k_proj" || leaf == "v_proj" || leaf == "qkv_proj") {
-        return "DFlash: vLLM builds the context K/V from qkv_proj.weight directly, with no dequant "
-               "path (vllm#51581); q/k/v stay dense";
-      }
-      if (leaf == "g_proj") return "DFlash (Laguna): per-head gate, out = heads, not Marlin-legal";
-      return std::nullopt;
-    case ModelFamily::kMtp:
-      if (leaf == "eh_proj" || module == "mtp.fc") return "MTP: eh_proj stays dense (VLLM.md)";
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
-}
-
 bool IsRowParallel(std::string_view module) {
   std::string_view leaf = Leaf(module);
   return leaf == "o_proj" || leaf == "down_proj" || leaf == "out_proj" || leaf == "dense_4h_to_h";
@@ -175,6 +136,45 @@ Status CheckFusedGroups(std::vector<TensorPlan>* tensors) {
 }
 
 }  // namespace
+
+// Rules that hold for every family: what vLLM never builds as a quantizable Linear.
+std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module) {
+  if (!IsQuantizableFloat(t.dtype)) {
+    return fmt::format("{} tensor: only BF16/F16/F32 weights are quantized", DTypeName(t.dtype));
+  }
+  if (t.shape.size() != 2) return fmt::format("{}-D tensor (norm, bias or buffer)", t.shape.size());
+  if (Contains(module, "embed") || Leaf(module) == "wte") {
+    return "embedding: vLLM builds VocabParallelEmbedding, not a Linear";
+  }
+  if (Contains(module, "lm_head") || Contains(module, "shared_head.head")) {
+    return "lm_head: vLLM builds ParallelLMHead, not a Linear";
+  }
+  if (Contains(Leaf(module), "norm")) return "norm weight";
+  if (Leaf(module) == "gate" || Leaf(module) == "shared_expert_gate") {
+    return "MoE router: vLLM builds it unquantized";
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
+                                            std::string_view module) {
+  if (!family.family_rules) return std::nullopt;
+  std::string_view leaf = Leaf(module);
+  switch (family.family) {
+    case ModelFamily::kDFlash:
+      if (leaf == "q_proj" || leaf == "k_proj" || leaf == "v_proj" || leaf == "qkv_proj") {
+        return "DFlash: vLLM builds the context K/V from qkv_proj.weight directly, with no dequant "
+               "path (vllm#51581); q/k/v stay dense";
+      }
+      if (leaf == "g_proj") return "DFlash (Laguna): per-head gate, out = heads, not Marlin-legal";
+      return std::nullopt;
+    case ModelFamily::kMtp:
+      if (leaf == "eh_proj" || module == "mtp.fc") return "MTP: eh_proj stays dense (VLLM.md)";
+      return std::nullopt;
+    default:
+      return std::nullopt;
+  }
+}
 
 size_t QuantPlan::quantized_count() const {
   return std::count_if(tensors.begin(), tensors.end(),

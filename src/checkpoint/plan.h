@@ -68,6 +68,15 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
 // names the first module that vLLM would get wrong and what it would do.
 Status VerifyIgnoreList(const QuantPlan& plan, const std::vector<std::string>& ignore);
 
+// Why vLLM never builds the tensor `t` of checkpoint module `module` (its name without ".weight")
+// as a quantizable Linear (embedding, lm_head, norm, router, non-float or non-2-D), or nullopt for
+// a Linear weight. Shared by the plan and by `check`.
+std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module);
+
+// Why the draft family keeps the Linear `module` dense (DFlash q/k/v and g_proj, MTP eh_proj), or
+// nullopt. Always nullopt when the family rules are off (--preset none).
+std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
+
 // The Marlin rules of VLLM.md for one Linear; returns the broken rule, or nullopt if it may run
 // there.
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,

@@ -242,6 +242,27 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Qua
   return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
 }
 
+Result<QuantParams> ParamsFromOptions(const QuantizeOptions& options) {
+  const QuantScheme* scheme = FindScheme(options.scheme);
+  if (scheme == nullptr) {
+    std::vector<std::string> names;
+    for (const QuantScheme& s : AllSchemes()) names.emplace_back(s.name);
+    return Status::Usage(
+        fmt::format("unknown scheme '{}': use one of {}", options.scheme, fmt::join(names, ", ")));
+  }
+  int64_t g = options.group_size;
+  if (g != kChannelWise && g != 32 && g != 64 && g != 128) {
+    return Status::Usage(
+        fmt::format("--group-size {} is not supported: use 32, 64, 128 or -1 (channel-wise)", g));
+  }
+  if (options.method != "rtn" && options.method != "search") {
+    return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
+  }
+  return ParamsFor(*scheme, g);
+}
+
+}  // namespace
+
 // Copies every other file of the source (tokenizer, generation config, chat template, remote code,
 // README) as it is; sub-folders are reported, not copied.
 Result<std::vector<std::string>> CopyOtherFiles(const std::string& src_dir,
@@ -263,27 +284,6 @@ Result<std::vector<std::string>> CopyOtherFiles(const std::string& src_dir,
   }
   return copied;
 }
-
-Result<QuantParams> ParamsFromOptions(const QuantizeOptions& options) {
-  const QuantScheme* scheme = FindScheme(options.scheme);
-  if (scheme == nullptr) {
-    std::vector<std::string> names;
-    for (const QuantScheme& s : AllSchemes()) names.emplace_back(s.name);
-    return Status::Usage(
-        fmt::format("unknown scheme '{}': use one of {}", options.scheme, fmt::join(names, ", ")));
-  }
-  int64_t g = options.group_size;
-  if (g != kChannelWise && g != 32 && g != 64 && g != 128) {
-    return Status::Usage(
-        fmt::format("--group-size {} is not supported: use 32, 64, 128 or -1 (channel-wise)", g));
-  }
-  if (options.method != "rtn" && options.method != "search") {
-    return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
-  }
-  return ParamsFor(*scheme, g);
-}
-
-}  // namespace
 
 Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
                                            Progress* progress, const std::atomic<bool>* cancel) {

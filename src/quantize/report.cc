@@ -33,30 +33,6 @@ std::string TargetOf(const ModelConfig& config) {
   return "<target>";
 }
 
-// The serving recipe of VLLM.md for the checkpoint at `path`.
-std::string ServeLine(ModelFamily family, const std::string& path, const std::string& target) {
-  switch (family) {
-    case ModelFamily::kDFlash:
-      return fmt::format(
-          "vllm serve {} --max-num-seqs 4 --max-num-batched-tokens 8192 --speculative-config "
-          "'{{\"method\":\"dflash\",\"model\":\"{}\",\"num_speculative_tokens\":6}}'",
-          target, path);
-    case ModelFamily::kEagle3:
-      return fmt::format(
-          "vllm serve {} --speculative-config "
-          "'{{\"method\":\"eagle3\",\"model\":\"{}\",\"num_speculative_tokens\":3}}'",
-          target, path);
-    case ModelFamily::kMtp:
-      return fmt::format(
-          "vllm serve {} --speculative-config "
-          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}'",
-          path);
-    case ModelFamily::kLlm:
-      return fmt::format("vllm serve {}", path);
-  }
-  return "";
-}
-
 Json SizeJson(uint64_t before, uint64_t after) {
   return Json{{"bytes_before", before},
               {"bytes_after", after},
@@ -107,6 +83,30 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
 }
 
 }  // namespace
+
+// The serving recipe of VLLM.md for the checkpoint at `path`.
+std::string ServeLine(ModelFamily family, const std::string& path, const std::string& target) {
+  switch (family) {
+    case ModelFamily::kDFlash:
+      return fmt::format(
+          "vllm serve {} --max-num-seqs 4 --max-num-batched-tokens 8192 --speculative-config "
+          "'{{\"method\":\"dflash\",\"model\":\"{}\",\"num_speculative_tokens\":6}}'",
+          target, path);
+    case ModelFamily::kEagle3:
+      return fmt::format(
+          "vllm serve {} --speculative-config "
+          "'{{\"method\":\"eagle3\",\"model\":\"{}\",\"num_speculative_tokens\":3}}'",
+          target, path);
+    case ModelFamily::kMtp:
+      return fmt::format(
+          "vllm serve {} --speculative-config "
+          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}'",
+          path);
+    case ModelFamily::kLlm:
+      return fmt::format("vllm serve {}", path);
+  }
+  return "";
+}
 
 Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
   const QuantPlan& plan = s.plan;

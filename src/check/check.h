@@ -1,0 +1,55 @@
+// `sparkulator check`: will vLLM load this checkpoint, and load it right?
+//
+// CheckCheckpoint reads a checkpoint folder the way vLLM does (only the shards the index names;
+// module names with the `model.` prefix, fused q/k/v and gate/up, the draft's layer offset;
+// `ignore` and `targets` matched with Python re.match semantics, with and without fused-name
+// expansion; VLLM.md) and returns every problem it finds as a Finding (check/findings.h): loading
+// errors, silent misses, broken tensors and scales, kernel-rule violations, config keys old
+// compressed-tensors releases reject, and, with a target, the draft/target pairing. It never stops
+// at the first problem: a malformed shard is a finding and the rest is still checked.
+//
+// The rules reuse the library's own: checkpoint/family.h naming, checkpoint/module_pattern.h
+// DecideIgnore, checkpoint/plan.h NotALinearReason/FamilyKeepReason/KernelRuleViolation,
+// checkpoint/quant_config.h, quant/scheme.h shapes. Reads headers, weight_shape and weight_scale
+// tensors only (bounded memory). Thread safety: call from one thread; no shared state.
+// Errors: the Result fails only when the checkpoint (or the target) cannot be found or the options
+// are bad (NotFound, Usage); everything wrong inside the folder is a Finding.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "check/findings.h"
+#include "io/file.h"
+
+namespace spk {
+
+struct CheckOptions {
+  std::string checkpoint;  // folder or "org/name" in the local Hugging Face cache
+  std::string target;      // empty: no pairing checks; else the target model (folder or repo id)
+  int tp = 1;              // tensor-parallel size the kernel rules are checked for
+  std::optional<int64_t> target_layers;  // the target's layer count, if config.json lacks it
+};
+
+struct CheckReport {
+  std::string path;
+  std::string family;               // "dflash", "eagle3", "mtp", "llm"
+  std::string naming;               // VllmNaming::ToString()
+  std::string scheme;               // "w4a16 (group 128)", or "dense" without quantization_config
+  std::vector<std::string> shards;  // the shard files vLLM loads
+  size_t quantized_modules = 0;     // Linear modules stored as weight_packed
+  size_t dense_linear_modules = 0;  // Linear modules stored as .weight
+  std::string serve;                // the `vllm serve` line that fits
+  std::vector<Finding> findings;
+  bool ok() const { return CountSeverity(findings, Severity::kError) == 0; }
+};
+
+Result<CheckReport> CheckCheckpoint(FileSystem* fs, const CheckOptions& options);
+
+nlohmann::ordered_json CheckReportToJson(const CheckReport& report);
+std::string RenderCheckReport(const CheckReport& report);
+
+}  // namespace spk

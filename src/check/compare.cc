@@ -1,0 +1,439 @@
+#include "check/compare.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "check/dequantize.h"
+#include "checkpoint/family.h"
+#include "checkpoint/quant_config.h"
+#include "checkpoint/source.h"
+#include "quant/rtn.h"
+#include "tensor/float_convert.h"
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::ordered_json;
+constexpr std::string_view kPacked = ".weight_packed";
+
+// splitmix64: a tiny, portable generator, so the random inputs are the same everywhere.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t Next() {
+    uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  double Uniform() { return static_cast<double>((Next() >> 11) + 1) * 0x1.0p-53; }  // (0, 1]
+};
+
+// N(0, 1) samples by Box-Muller.
+std::vector<float> RandomNormal(uint64_t seed, size_t n) {
+  SplitMix64 rng{seed};
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; i += 2) {
+    double r = std::sqrt(-2.0 * std::log(rng.Uniform()));
+    double theta = 2.0 * M_PI * rng.Uniform();
+    out[i] = static_cast<float>(r * std::cos(theta));
+    if (i + 1 < n) out[i + 1] = static_cast<float>(r * std::sin(theta));
+  }
+  return out;
+}
+
+uint64_t Fnv1a(std::string_view s) {
+  uint64_t h = 0xCBF29CE484222325ull;
+  for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
+  return h;
+}
+
+std::string Leaf(const std::string& module) {
+  size_t dot = module.rfind('.');
+  return dot == std::string::npos ? module : module.substr(dot + 1);
+}
+
+struct Sums {
+  double w2 = 0, e2 = 0, q2 = 0, wq = 0, max_abs = 0, y2 = 0, ye2 = 0;
+  uint64_t clipped = 0, count = 0;
+};
+
+Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckpoint& quantized,
+                                 const std::string& module, const QuantParams& qp,
+                                 const CompareOptions& options, Sums* total) {
+  SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(quantized, module, qp));
+  auto located = src.files.Find(module + ".weight");
+  if (!located) {
+    return Status::InvalidInput(fmt::format(
+        "{}: no tensor '{}.weight' to compare with the quantized module; pass the checkpoint "
+        "that was quantized",
+        src.dir, module));
+  }
+  const TensorEntry& w_entry = *located->entry;
+  if (w_entry.shape != std::vector<int64_t>{reader.rows(), reader.cols()} ||
+      !IsQuantizableFloat(w_entry.dtype)) {
+    return Status::InvalidInput(fmt::format(
+        "{}: '{}.weight' is {} {}, the quantized module is [{}, {}]", src.dir, module,
+        DTypeName(w_entry.dtype), ShapeToString(w_entry.shape), reader.rows(), reader.cols()));
+  }
+  const SafetensorsReader& w_reader = src.files.shard(located->shard);
+  const int64_t rows = reader.rows(), cols = reader.cols();
+  const int64_t gw = GroupWidth(cols, qp.group_size);
+  const size_t samples = static_cast<size_t>(std::max(options.samples, 0));
+  std::vector<float> x = RandomNormal(options.seed ^ Fnv1a(module), samples * cols);
+  const uint64_t w_row_bytes = static_cast<uint64_t>(cols) * DTypeBits(w_entry.dtype) / 8;
+  const float qmax = static_cast<float>(QMax(qp.bits)), qmin = static_cast<float>(QMin(qp.bits));
+
+  Sums s;
+  PackedModuleReader::RowBlock block;
+  std::vector<uint8_t> w_bytes;
+  std::vector<float> w, q;
+  const int64_t step = RowsPerBlock(cols);
+  for (int64_t r0 = 0; r0 < rows; r0 += step) {
+    int64_t n = std::min(step, rows - r0);
+    SPK_RETURN_IF_ERROR(reader.ReadRows(r0, n, &block));
+    w_bytes.resize(static_cast<size_t>(n) * w_row_bytes);
+    SPK_RETURN_IF_ERROR(w_reader.ReadTensorBytes(w_entry, r0 * w_row_bytes, w_bytes));
+    w.resize(static_cast<size_t>(n * cols));
+    q.resize(w.size());
+    ConvertToFloat(w_entry.dtype, w_bytes.data(), w.data(), w.size());
+    ConvertToFloat(reader.dtype(), block.bytes.data(), q.data(), q.size());
+    for (int64_t r = 0; r < n; ++r) {
+      const float* wr = &w[r * cols];
+      const float* qr = &q[r * cols];
+      for (int64_t c = 0; c < cols; ++c) {
+        double a = wr[c], b = qr[c], e = a - b;
+        s.w2 += a * a;
+        s.e2 += e * e;
+        s.q2 += b * b;
+        s.wq += a * b;
+        s.max_abs = std::max(s.max_abs, std::abs(e));
+        size_t g = static_cast<size_t>(r * reader.groups() + c / gw);
+        float scale = block.scales[g];
+        float zp = block.zero_points.empty() ? 0.0f : static_cast<float>(block.zero_points[g]);
+        float t = wr[c] / scale + zp;
+        s.clipped += t > qmax + 0.5f || t < qmin - 0.5f;
+      }
+      for (size_t k = 0; k < samples; ++k) {
+        const float* xk = &x[k * cols];
+        double y = 0, yq = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          y += static_cast<double>(xk[c]) * wr[c];
+          yq += static_cast<double>(xk[c]) * qr[c];
+        }
+        s.y2 += y * y;
+        s.ye2 += (y - yq) * (y - yq);
+      }
+    }
+    s.count += static_cast<uint64_t>(n * cols);
+  }
+  LayerError l;
+  l.module = module;
+  l.kind = Leaf(module);
+  l.out = rows;
+  l.in = cols;
+  l.rel_fro = s.w2 > 0 ? std::sqrt(s.e2 / s.w2) : 0.0;
+  l.snr_db = s.e2 > 0 ? 10.0 * std::log10(s.w2 / s.e2) : std::numeric_limits<double>::infinity();
+  l.cosine = s.w2 > 0 && s.q2 > 0 ? s.wq / std::sqrt(s.w2 * s.q2) : 1.0;
+  l.max_abs = s.max_abs;
+  l.clipped_fraction = s.count ? static_cast<double>(s.clipped) / s.count : 0.0;
+  l.output_rel_error = s.y2 > 0 ? std::sqrt(s.ye2 / s.y2) : 0.0;
+  total->w2 += s.w2;
+  total->e2 += s.e2;
+  return l;
+}
+
+void Summarize(CompareReport* r, const Sums& total) {
+  std::stable_sort(r->layers.begin(), r->layers.end(),
+                   [](const LayerError& a, const LayerError& b) {
+                     return a.rel_fro != b.rel_fro ? a.rel_fro > b.rel_fro : a.module < b.module;
+                   });
+  r->overall_rel_fro = total.w2 > 0 ? std::sqrt(total.e2 / total.w2) : 0.0;
+  std::map<std::string, KindSummary> kinds;
+  size_t finite_snr = 0;
+  for (const LayerError& l : r->layers) {
+    KindSummary& k = kinds[l.kind];
+    k.kind = l.kind;
+    k.layers++;
+    k.mean_rel_fro += l.rel_fro;
+    k.mean_output_rel_error += l.output_rel_error;
+    if (std::isfinite(l.snr_db)) {
+      k.mean_snr_db += l.snr_db;
+      r->mean_snr_db += l.snr_db;
+      ++finite_snr;
+    }
+    r->min_cosine = std::min(r->min_cosine, l.cosine);
+    r->mean_output_rel_error += l.output_rel_error;
+  }
+  if (!r->layers.empty()) r->mean_output_rel_error /= r->layers.size();
+  if (finite_snr) r->mean_snr_db /= finite_snr;
+  for (auto& [name, k] : kinds) {
+    k.mean_rel_fro /= k.layers;
+    k.mean_snr_db /= k.layers;
+    k.mean_output_rel_error /= k.layers;
+    r->kinds.push_back(k);
+  }
+  std::stable_sort(
+      r->kinds.begin(), r->kinds.end(), [](const KindSummary& a, const KindSummary& b) {
+        return a.mean_rel_fro != b.mean_rel_fro ? a.mean_rel_fro > b.mean_rel_fro : a.kind < b.kind;
+      });
+}
+
+// JSON has no infinity: an exact layer's SNR is written as null.
+Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
+
+std::string Escape(std::string_view s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+// A fixed palette, one color per layer kind, in order of first appearance.
+std::string KindColor(const std::vector<KindSummary>& kinds, const std::string& kind) {
+  static const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                         "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    if (kinds[i].kind == kind) return kPalette[i % std::size(kPalette)];
+  }
+  return "#888888";
+}
+
+// Horizontal bar chart: one labelled bar per item, scaled to the largest value.
+struct Bar {
+  std::string label, color, tooltip;
+  double value;
+};
+
+std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
+                     const std::string& axis_label) {
+  constexpr int kLabelWidth = 300, kPlotWidth = 420, kRow = 16, kTop = 30, kBottom = 30;
+  int height = kTop + kRow * static_cast<int>(bars.size()) + kBottom;
+  double vmax = 0;
+  for (const Bar& b : bars) vmax = std::max(vmax, b.value);
+  if (vmax <= 0) vmax = 1;
+  std::string svg = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" "
+      "aria-label=\"{}\">\n<text x=\"4\" y=\"18\" class=\"title\">{}</text>\n",
+      kLabelWidth + kPlotWidth + 80, height, Escape(title), Escape(title));
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const Bar& b = bars[i];
+    int y = kTop + static_cast<int>(i) * kRow;
+    double w = std::max(1.0, b.value / vmax * kPlotWidth);
+    svg += fmt::format(
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\">{}</text>"
+        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" "
+        "fill=\"{}\"><title>{}</title></rect>"
+        "<text x=\"{:.1f}\" y=\"{}\" class=\"value\">{:.4g}</text>\n",
+        kLabelWidth - 6, y + kRow - 4, Escape(b.label), kLabelWidth, y + 2, w, kRow - 4, b.color,
+        Escape(b.tooltip), kLabelWidth + w + 4, y + kRow - 4, b.value);
+  }
+  int axis_y = kTop + kRow * static_cast<int>(bars.size()) + 4;
+  svg += fmt::format(
+      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>"
+      "<text x=\"{}\" y=\"{}\" class=\"label\">0</text>"
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\">{:.4g} ({})</text>\n</svg>\n",
+      kLabelWidth, axis_y, kLabelWidth + kPlotWidth, axis_y, kLabelWidth, axis_y + 16,
+      kLabelWidth + kPlotWidth, axis_y + 16, vmax, Escape(axis_label));
+  return svg;
+}
+
+// Layers in model order (layer index, then name), for the per-layer chart.
+std::vector<const LayerError*> ModelOrder(const std::vector<LayerError>& layers) {
+  std::vector<const LayerError*> out;
+  for (const LayerError& l : layers) out.push_back(&l);
+  std::stable_sort(out.begin(), out.end(), [](const LayerError* a, const LayerError* b) {
+    auto ia = LayerIndex(a->module).value_or(-1), ib = LayerIndex(b->module).value_or(-1);
+    return ia != ib ? ia < ib : a->module < b->module;
+  });
+  return out;
+}
+
+}  // namespace
+
+Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options) {
+  if (options.samples < 0) return Status::Usage("--samples must not be negative");
+  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
+  SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
+  if (!quantized.config.has_quantization_config) {
+    return Status::InvalidInput(fmt::format(
+        "{}/config.json has no quantization_config: pass the quantized checkpoint second",
+        quantized.dir));
+  }
+  SPK_ASSIGN_OR_RETURN(QuantParams qp,
+                       QuantParamsFromConfig(quantized.dir + "/config.json", quantized.config));
+  CompareReport report;
+  report.source = src.dir;
+  report.quantized = quantized.dir;
+  WeightQuantArgs args;
+  args.num_bits = qp.bits;
+  args.symmetric = qp.symmetric;
+  if (qp.group_size != kChannelWise) args.group_size = qp.group_size;
+  report.scheme = SchemeLabel(args);
+  Sums total;
+  for (const TensorMeta& t : quantized.tensors) {
+    if (!t.name.ends_with(kPacked)) {
+      bool aux = t.name.ends_with(".weight_scale") || t.name.ends_with(".weight_shape") ||
+                 t.name.ends_with(".weight_zero_point");
+      report.dense_tensors += !aux;
+      continue;
+    }
+    std::string module = t.name.substr(0, t.name.size() - kPacked.size());
+    SPK_ASSIGN_OR_RETURN(LayerError l, CompareModule(src, quantized, module, qp, options, &total));
+    report.layers.push_back(std::move(l));
+  }
+  Summarize(&report, total);
+  return report;
+}
+
+Json CompareReportToJson(const CompareReport& r, bool with_paths) {
+  Json layers = Json::array();
+  for (const LayerError& l : r.layers) {
+    layers.push_back({{"module", l.module},
+                      {"kind", l.kind},
+                      {"shape", {l.out, l.in}},
+                      {"rel_fro", l.rel_fro},
+                      {"snr_db", Number(l.snr_db)},
+                      {"cosine", l.cosine},
+                      {"max_abs", l.max_abs},
+                      {"clipped_fraction", l.clipped_fraction},
+                      {"output_rel_error", l.output_rel_error}});
+  }
+  Json kinds = Json::array();
+  for (const KindSummary& k : r.kinds) {
+    kinds.push_back({{"kind", k.kind},
+                     {"layers", k.layers},
+                     {"mean_rel_fro", k.mean_rel_fro},
+                     {"mean_snr_db", Number(k.mean_snr_db)},
+                     {"mean_output_rel_error", k.mean_output_rel_error}});
+  }
+  Json out;
+  if (with_paths) {
+    out["source"] = r.source;
+    out["quantized"] = r.quantized;
+  }
+  out["scheme"] = r.scheme;
+  out["summary"] = {{"layers", r.layers.size()},
+                    {"dense_tensors", r.dense_tensors},
+                    {"overall_rel_fro", r.overall_rel_fro},
+                    {"mean_snr_db", Number(r.mean_snr_db)},
+                    {"min_cosine", r.min_cosine},
+                    {"mean_output_rel_error", r.mean_output_rel_error},
+                    {"worst_layer", r.layers.empty() ? "" : r.layers.front().module}};
+  out["by_kind"] = kinds;
+  out["layers"] = layers;
+  return out;
+}
+
+std::string RenderCompareReport(const CompareReport& r, size_t top) {
+  std::string out = fmt::format(
+      "{} vs {} ({})\n{} quantized layers; overall relative error {:.4f}, mean SNR {:.2f} dB, "
+      "min cosine {:.6f}, mean output error {:.4f}\n\nworst layers:\n",
+      r.quantized, r.source, r.scheme, r.layers.size(), r.overall_rel_fro, r.mean_snr_db,
+      r.min_cosine, r.mean_output_rel_error);
+  out += fmt::format("  {:<48} {:>9} {:>8} {:>9} {:>9} {:>8} {:>9}\n", "module", "rel_err",
+                     "snr_db", "cosine", "max_abs", "clipped", "out_err");
+  for (size_t i = 0; i < r.layers.size() && i < top; ++i) {
+    const LayerError& l = r.layers[i];
+    out += fmt::format("  {:<48} {:>9.5f} {:>8.2f} {:>9.6f} {:>9.5f} {:>8.5f} {:>9.5f}\n", l.module,
+                       l.rel_fro, l.snr_db, l.cosine, l.max_abs, l.clipped_fraction,
+                       l.output_rel_error);
+  }
+  out += "\nby layer type:\n";
+  for (const KindSummary& k : r.kinds) {
+    out += fmt::format("  {:<16} {:>4} layers  rel_err {:.5f}  snr {:.2f} dB  out_err {:.5f}\n",
+                       k.kind, k.layers, k.mean_rel_fro, k.mean_snr_db, k.mean_output_rel_error);
+  }
+  return out;
+}
+
+std::string CompareReportHtml(const CompareReport& r) {
+  std::vector<Bar> layer_bars;
+  for (const LayerError* l : ModelOrder(r.layers)) {
+    layer_bars.push_back({l->module, KindColor(r.kinds, l->kind),
+                          fmt::format("{}: rel err {:.5f}, SNR {:.2f} dB, output err {:.5f}",
+                                      l->module, l->rel_fro, l->snr_db, l->output_rel_error),
+                          l->rel_fro});
+  }
+  std::vector<Bar> kind_bars;
+  for (const KindSummary& k : r.kinds) {
+    kind_bars.push_back(
+        {k.kind, KindColor(r.kinds, k.kind),
+         fmt::format("{}: {} layers, mean rel err {:.5f}", k.kind, k.layers, k.mean_rel_fro),
+         k.mean_rel_fro});
+  }
+  std::string rows;
+  for (const LayerError& l : r.layers) {
+    rows += fmt::format(
+        "<tr><td>{}</td><td>{}&times;{}</td><td>{:.5f}</td><td>{:.2f}</td><td>{:.6f}</td>"
+        "<td>{:.5f}</td><td>{:.5f}</td><td>{:.5f}</td></tr>\n",
+        Escape(l.module), l.out, l.in, l.rel_fro, l.snr_db, l.cosine, l.max_abs, l.clipped_fraction,
+        l.output_rel_error);
+  }
+  return fmt::format(
+      R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>sparkulator compare: {title}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; font-size: 13px; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+svg .title {{ font-weight: bold; font-size: 14px; }}
+svg .label, svg .value {{ font-size: 11px; }}
+.summary td {{ text-align: left; }}
+</style></head><body>
+<h1>Quantization error: {title}</h1>
+<table class="summary">
+<tr><td>source</td><td>{source}</td></tr>
+<tr><td>quantized</td><td>{quantized}</td></tr>
+<tr><td>scheme</td><td>{scheme}</td></tr>
+<tr><td>quantized layers</td><td>{layers}</td></tr>
+<tr><td>overall relative error</td><td>{overall:.5f}</td></tr>
+<tr><td>mean SNR</td><td>{snr:.2f} dB</td></tr>
+<tr><td>min cosine similarity</td><td>{cosine:.6f}</td></tr>
+<tr><td>mean output error (Y = X W<sup>T</sup>)</td><td>{out_err:.5f}</td></tr>
+<tr><td>worst layer</td><td>{worst}</td></tr>
+</table>
+<h2>Error per layer</h2>
+<figure id="per-layer">{layer_chart}</figure>
+<h2>Error by layer type</h2>
+<figure id="by-kind">{kind_chart}</figure>
+<h2>Layers, worst first</h2>
+<table><tr><th>module</th><th>shape</th><th>rel. error</th><th>SNR dB</th><th>cosine</th>
+<th>max abs</th><th>clipped</th><th>output error</th></tr>
+{rows}</table>
+</body></html>
+)",
+      fmt::arg("title", Escape(r.quantized)), fmt::arg("source", Escape(r.source)),
+      fmt::arg("quantized", Escape(r.quantized)), fmt::arg("scheme", Escape(r.scheme)),
+      fmt::arg("layers", r.layers.size()), fmt::arg("overall", r.overall_rel_fro),
+      fmt::arg("snr", r.mean_snr_db), fmt::arg("cosine", r.min_cosine),
+      fmt::arg("out_err", r.mean_output_rel_error),
+      fmt::arg("worst", Escape(r.layers.empty() ? "" : r.layers.front().module)),
+      fmt::arg("layer_chart", BarChart("relative Frobenius error per layer (model order)",
+                                       layer_bars, "relative error")),
+      fmt::arg("kind_chart",
+               BarChart("mean relative error by layer type", kind_bars, "relative error")),
+      fmt::arg("rows", rows));
+}
+
+}  // namespace spk

@@ -1,0 +1,68 @@
+// `sparkulator compare SRC QUANTIZED`: how far a quantized checkpoint is from its source, layer by
+// layer, and what that does to each layer's output.
+//
+// For every module stored as weight_packed in QUANTIZED, its source weight W (SRC's
+// <module>.weight) and the dequantized weight W' (check/dequantize.h, exactly compressed-tensors'
+// decompress) are streamed in row blocks (memory bounded by the block size) to give: relative
+// Frobenius error
+// ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error, the fraction of weights the
+// quantizer clipped (|w/s + zp| beyond the integer range by more than half a step), and the
+// relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from a fixed seed
+// (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers come worst
+// first. Reports: JSON, text, and a self-contained HTML page with inline SVG charts (no script).
+// Thread safety: call from one thread. Errors: the errors of opening either checkpoint; a module
+// whose source weight is missing or shaped differently is InvalidInput naming it.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "io/file.h"
+
+namespace spk {
+
+struct CompareOptions {
+  std::string source;     // the dense checkpoint quantize read
+  std::string quantized;  // the pack-quantized checkpoint
+  int samples = 8;        // rows of X for the output error
+  uint64_t seed = 1;
+};
+
+struct LayerError {
+  std::string module;  // checkpoint module name
+  std::string kind;    // its last name part: q_proj, down_proj, fc, ...
+  int64_t out = 0, in = 0;
+  double rel_fro = 0;  // ||W - W'||_F / ||W||_F
+  double snr_db = 0;   // 10 log10(||W||^2 / ||W - W'||^2); +inf when exact
+  double cosine = 0;
+  double max_abs = 0;
+  double clipped_fraction = 0;
+  double output_rel_error = 0;  // ||X W^T - X W'^T||_F / ||X W^T||_F
+};
+
+struct KindSummary {
+  std::string kind;
+  size_t layers = 0;
+  double mean_rel_fro = 0, mean_snr_db = 0, mean_output_rel_error = 0;
+};
+
+struct CompareReport {
+  std::string source, quantized, scheme;
+  std::vector<LayerError> layers;  // worst (largest rel_fro) first
+  std::vector<KindSummary> kinds;  // worst mean first
+  double overall_rel_fro = 0;      // over all quantized weights together
+  double mean_snr_db = 0, min_cosine = 1, mean_output_rel_error = 0;
+  size_t dense_tensors = 0;  // tensors stored dense in QUANTIZED (not compared)
+};
+
+Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options);
+
+// `with_paths` false leaves out the two folder paths (golden files).
+nlohmann::ordered_json CompareReportToJson(const CompareReport& report, bool with_paths = true);
+std::string RenderCompareReport(const CompareReport& report, size_t top = 20);
+std::string CompareReportHtml(const CompareReport& report);
+
+}  // namespace spk

@@ -1,0 +1,326 @@
+"""`sparkulator check` against real checkpoints: written by llm-compressor's model_free_ptq and by our own
+`quantize`. Clean ones pass (exit 0); then each fault of the issue is planted and must be caught, named
+by its stable code and module, with exit 1.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+MFP_SCRIPT = textwrap.dedent("""
+    import sys
+    from llmcompressor import model_free_ptq
+    for src, dst, ignore in [(sys.argv[1], sys.argv[2], ["lm_head", "re:.*embed_tokens", "re:.*norm"]),
+                             (sys.argv[3], sys.argv[4], ["re:.*norm"])]:
+        model_free_ptq(model_stub=src, save_directory=dst, scheme="W4A16", ignore=ignore,
+                       max_workers=1, device="cpu")
+""")
+
+
+@pytest.fixture(scope="module")
+def ckpts(tmp_path_factory, spk):
+    root = tmp_path_factory.mktemp("check")
+    out = {}
+    for family in ("llm", "dflash", "eagle3"):
+        spk("example", root / family, "--family", family)
+        spk("quantize", root / family, root / f"q_{family}")
+        out[family], out[f"q_{family}"] = root / family, root / f"q_{family}"
+    spk("example", root / "llm2", "--family", "llm", "--shards", "2")
+    spk("quantize", root / "llm2", root / "q_llm2")
+    out["q_llm2"] = root / "q_llm2"
+    pytest.importorskip("llmcompressor")
+    # model_free_ptq: a small LLM with embeddings/norms/lm_head ignored, and a DFlash draft with
+    # q/k/v quantized (which vLLM cannot load).
+    subprocess.run([sys.executable, "-c", MFP_SCRIPT, root / "llm", root / "mfp_llm",
+                    root / "dflash", root / "mfp_dflash"], check=True, capture_output=True,
+                   timeout=600)
+    out["mfp_llm"], out["mfp_dflash"] = root / "mfp_llm", root / "mfp_dflash"
+    return out
+
+
+def check(spk, ckpt, *flags, expect):
+    proc = spk("check", ckpt, "--json", *flags, expect=expect)
+    report = json.loads(proc.stdout)
+    assert report["ok"] == (expect == 0)
+    return report
+
+
+def codes(report, severity="error"):
+    return {(f["code"], f["module"] or f["file"]) for f in report["findings"]
+            if f["severity"] == severity}
+
+
+def copy(ckpts, name, tmp_path) -> Path:
+    dst = tmp_path / name
+    shutil.copytree(ckpts[name], dst)
+    return dst
+
+
+def edit_config(d: Path, fn):
+    cfg = json.loads((d / "config.json").read_text())
+    fn(cfg)
+    (d / "config.json").write_text(json.dumps(cfg, indent=2))
+
+
+def edit_tensors(d: Path, fn, shard="model.safetensors"):
+    """Rewrites one shard through safetensors and keeps the index (if any) in step."""
+    tensors = load_file(str(d / shard))
+    fn(tensors)
+    save_file(tensors, str(d / shard), metadata={"format": "pt"})
+    index = d / "model.safetensors.index.json"
+    if index.exists():
+        idx = json.loads(index.read_text())
+        wm = {k: v for k, v in idx["weight_map"].items() if v != shard}
+        wm.update({k: shard for k in tensors})
+        idx["weight_map"] = dict(sorted(wm.items()))
+        index.write_text(json.dumps(idx, indent=2))
+
+
+# --- clean checkpoints pass ---------------------------------------------------------------------
+
+def test_model_free_ptq_llm_passes(ckpts, spk):
+    report = check(spk, ckpts["mfp_llm"], expect=0)
+    assert report["quantized_modules"] == 14 and report["scheme"].startswith("w4a16")
+    # llm-compressor 0.14 writes "scale_dtype": null / "zp_dtype": null: only old releases mind.
+    assert ("quant-args-key", "scale_dtype") in codes(report, "warning")
+
+
+@pytest.mark.parametrize("family", ["llm", "dflash", "eagle3", "llm2"])
+def test_our_quantize_outputs_pass(ckpts, spk, family):
+    report = check(spk, ckpts[f"q_{family}"], expect=0)
+    assert report["quantized_modules"] > 0
+    assert not codes(report)
+
+
+def test_dense_source_passes_and_text_output(ckpts, spk):
+    proc = spk("check", ckpts["llm"], expect=0)
+    assert "OK: vLLM loads it right" in proc.stdout and "scheme dense" in proc.stdout
+
+
+# --- planted faults are caught and named --------------------------------------------------------
+
+def test_ignore_with_literal_checkpoint_names_is_the_silent_miss(ckpts, spk, tmp_path):
+    d = copy(ckpts, "q_dflash", tmp_path)
+    literal = [f"layers.{i}.self_attn.{p}_proj" for i in (0, 1) for p in "qkv"]
+    edit_config(d, lambda c: c["quantization_config"].update(ignore=literal))
+    report = check(spk, d, expect=1)
+    found = codes(report)
+    assert ("ignore-matches-nothing", "layers.0.self_attn.q_proj") in found
+    # vLLM's name carries the prefix and the 8-layer offset.
+    msg = next(f for f in report["findings"] if f["module"] == "layers.0.self_attn.q_proj"
+               and f["code"] == "ignore-matches-nothing")
+    assert "model.layers.8.self_attn.qkv_proj" in msg["fix"]
+    assert ("vllm-expects-quantized", "layers.1.self_attn.k_proj") in found
+
+
+def test_missing_weight_scale(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+    edit_tensors(d, lambda t: t.pop("model.layers.0.mlp.down_proj.weight_scale"))
+    report = check(spk, d, expect=1)
+    assert ("missing-weight-scale", "model.layers.0.mlp.down_proj") in codes(report)
+
+
+def test_zero_point_in_symmetric_checkpoint(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+    edit_tensors(d, lambda t: t.update({"model.layers.1.mlp.up_proj.weight_zero_point":
+                                        torch.zeros(96, 2, dtype=torch.int32)}))
+    report = check(spk, d, expect=1)
+    assert ("zero-point-in-symmetric", "model.layers.1.mlp.up_proj") in codes(report)
+
+
+def test_zero_nan_and_negative_scales(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+
+    def plant(t):
+        t["model.layers.0.self_attn.o_proj.weight_scale"][3, 1] = 0.0
+        t["model.layers.1.self_attn.o_proj.weight_scale"][0, 0] = float("nan")
+        t["model.layers.1.mlp.gate_proj.weight_scale"][5, 0] *= -1
+    edit_tensors(d, plant)
+    found = codes(check(spk, d, expect=1))
+    assert ("scale-zero", "model.layers.0.self_attn.o_proj") in found
+    assert ("scale-not-finite", "model.layers.1.self_attn.o_proj") in found
+    assert ("scale-negative", "model.layers.1.mlp.gate_proj") in found
+
+
+def test_mis_shaped_and_missing_tensors(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+
+    def plant(t):
+        m = "model.layers.0.self_attn.k_proj"
+        t[f"{m}.weight_scale"] = t[f"{m}.weight_scale"][:, :1].contiguous()
+        t.pop("model.layers.0.self_attn.v_proj.weight_shape")
+        t["model.layers.1.self_attn.q_proj.weight_packed"] = \
+            t["model.layers.1.self_attn.q_proj.weight_packed"][:, :16].contiguous()
+    edit_tensors(d, plant)
+    found = codes(check(spk, d, expect=1))
+    assert ("weight-scale-shape", "model.layers.0.self_attn.k_proj") in found
+    assert ("missing-weight-shape", "model.layers.0.self_attn.v_proj") in found
+    assert ("weight-packed-shape", "model.layers.1.self_attn.q_proj") in found
+
+
+def test_quantized_vs_dense_mismatch_both_ways(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+    edit_config(d, lambda c: c["quantization_config"]["ignore"].append(
+        "model.layers.1.mlp.down_proj"))
+    assert ("vllm-expects-dense", "model.layers.1.mlp.down_proj") in codes(check(spk, d, expect=1))
+    d2 = copy(ckpts, "q_dflash", tmp_path)
+    edit_config(d2, lambda c: c["quantization_config"].update(ignore=[]))
+    found = codes(check(spk, d2, expect=1))
+    assert ("vllm-expects-quantized", "layers.0.self_attn.q_proj") in found
+
+
+def test_fused_shards_disagree(ckpts, spk, tmp_path):
+    d = copy(ckpts, "q_llm", tmp_path)
+    edit_config(d, lambda c: c["quantization_config"]["ignore"].append(
+        "model.layers.0.self_attn.q_proj"))
+    assert ("fused-shards-disagree", "model.layers.0.self_attn.qkv_proj") in codes(
+        check(spk, d, expect=1))
+
+
+def test_quantized_embedding(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+
+    def plant(t):
+        src = "model.layers.0.mlp.up_proj"
+        for s in ("weight_packed", "weight_scale", "weight_shape"):
+            t[f"model.embed_tokens.{s}"] = t[f"{src}.{s}"].clone()
+        t.pop("model.embed_tokens.weight")
+    edit_tensors(d, plant)
+    assert ("quantized-embedding", "model.embed_tokens") in codes(check(spk, d, expect=1))
+
+
+def test_dflash_draft_with_quantized_qkv(ckpts, spk):
+    found = codes(check(spk, ckpts["mfp_dflash"], expect=1))
+    assert ("dflash-qkv-quantized", "layers.0.self_attn.q_proj") in found
+    assert ("dflash-qkv-quantized", "layers.1.self_attn.v_proj") in found
+
+
+def test_kernel_rules_per_tp(ckpts, spk):
+    # o_proj is row-parallel: in = 256 splits into 64 per GPU at --tp 4, below Marlin's 128.
+    found = codes(check(spk, ckpts["q_llm"], "--tp", "4", expect=1))
+    assert ("kernel-rule", "model.layers.0.self_attn.o_proj") in found
+    assert ("kernel-rule", "model.layers.0.self_attn.q_proj") not in found
+
+
+def test_unsupported_group_size_unknown_format_and_new_args_key(ckpts, spk, tmp_path):
+    d = copy(ckpts, "mfp_llm", tmp_path)
+
+    def plant(c):
+        g = c["quantization_config"]["config_groups"]["W4A16"]
+        g["weights"]["group_size"] = 96
+        g["weights"]["scale_dtype"] = "bfloat16"
+        c["quantization_config"]["format"] = "fancy-quantized"
+    edit_config(d, plant)
+    found = codes(check(spk, d, expect=1))
+    assert ("group-size-unsupported", "W4A16") in found
+    assert ("quant-args-key", "scale_dtype") in found
+    assert ("unknown-format", "config.json") in found
+    d2 = copy(ckpts, "mfp_llm", tmp_path / "b")
+    edit_config(d2, lambda c: c["quantization_config"]["config_groups"]["W4A16"]["weights"].update(
+        type="float"))
+    assert ("unknown-scheme", "W4A16") in codes(check(spk, d2, expect=1))
+
+
+def test_index_faults(ckpts, spk, tmp_path):
+    d = copy(ckpts, "q_llm2", tmp_path)
+    index = d / "model.safetensors.index.json"
+    idx = json.loads(index.read_text())
+    second = sorted(set(idx["weight_map"].values()))[1]
+    idx["weight_map"] = {k: v for k, v in idx["weight_map"].items() if v != second}
+    idx["weight_map"]["model.ghost.weight"] = "model-00009-of-00009.safetensors"
+    index.write_text(json.dumps(idx, indent=2))
+    found = codes(check(spk, d, expect=1))
+    assert ("shard-not-in-index", second) in found
+    assert ("index-file-missing", "model-00009-of-00009.safetensors") in found
+
+
+def test_index_entry_for_a_tensor_the_shard_lacks(ckpts, spk, tmp_path):
+    d = copy(ckpts, "q_llm2", tmp_path)
+    index = d / "model.safetensors.index.json"
+    idx = json.loads(index.read_text())
+    first = sorted(set(idx["weight_map"].values()))[0]
+    idx["weight_map"]["model.layers.0.extra.weight"] = first
+    index.write_text(json.dumps(idx, indent=2))
+    assert ("index-tensor-missing", "model.layers.0.extra.weight") in codes(check(spk, d, expect=1))
+
+
+def test_safetensors_rules_for_every_shard(ckpts, spk, tmp_path):
+    d = copy(ckpts, "q_llm2", tmp_path)
+    shards = sorted(p.name for p in d.glob("*.safetensors"))
+    with open(d / shards[1], "ab") as f:
+        f.write(b"trailing")  # bytes after the last tensor
+    report = check(spk, d, expect=1)
+    bad = [f for f in report["findings"] if f["code"] == "safetensors-invalid"]
+    assert bad and bad[0]["file"] == shards[1]
+
+
+def test_target_pairing(ckpts, spk, tmp_path):
+    target = tmp_path / "target"
+    target.mkdir()
+    cfg = json.loads((ckpts["llm"] / "config.json").read_text())
+    cfg["num_hidden_layers"] = 8
+    (target / "config.json").write_text(json.dumps(cfg))
+    report = check(spk, ckpts["q_dflash"], "--target", target, expect=0)
+    assert f"vllm serve {target}" in report["serve"] and '"method":"dflash"' in report["serve"]
+    # Another target: other hidden size, fewer layers than target_layer_ids needs, and quantized.
+    cfg.update(hidden_size=512, num_hidden_layers=4,
+               quantization_config={"quant_method": "fp8", "weight_block_size": [128, 128]})
+    (target / "config.json").write_text(json.dumps(cfg))
+    report = check(spk, ckpts["q_dflash"], "--target", target, expect=1)
+    found = codes(report)
+    assert ("target-hidden-size", "config.json") in found
+    assert ("target-layer-ids", "config.json") in found
+    assert ("target-layer-count", "config.json") in found
+    assert ("target-precision-mismatch", "config.json") in codes(report, "warning")
+
+
+def test_draft_without_mapping_disagreement(ckpts, spk, tmp_path):
+    # Only the fused name is ignored: with packed_modules_mapping vLLM checks the shard names and
+    # quantizes; without it (drafts, vllm#53116) it ignores. vLLM may go either way: an error.
+    d = copy(ckpts, "q_dflash", tmp_path)
+    edit_config(d, lambda c: c["quantization_config"].update(ignore=["re:.*qkv_proj$"]))
+    found = codes(check(spk, d, expect=1))
+    assert ("ignore-needs-fused-mapping", "model.layers.8.self_attn.qkv_proj") in found
+
+
+def test_vllm_source_blockers_and_patch_applies(spk, tmp_path):
+    models = tmp_path / "site" / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (models / "qwen3_dflash.py").write_text(
+        "import torch\nfrom torch import nn\n\n\nclass DFlashQwen3Model(nn.Module):\n"
+        "    def _build_context_kv_buffers(self, layers_attn, has_bias):\n"
+        "        kv_weights = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]\n"
+        "        self._fused_kv_weight = torch.cat(kv_weights, dim=0)\n")
+    (models / "laguna_dflash.py").write_text(
+        "import torch\n\n\nclass M:\n    def load_weights(self, weights):\n"
+        "        for name, w in weights:\n"
+        "            if self.quant_config is not None and (\n"
+        "                scale_name := self.quant_config.get_cache_scale(name)\n"
+        "            ):\n                continue\n")
+    proc = spk("check", "--vllm", tmp_path / "site", "--json", expect=1)
+    findings = json.loads(proc.stdout)["findings"]
+    assert {f["code"] for f in findings} == {"vllm-dflash-context-kv", "vllm-laguna-get-cache-scale"}
+    for f in findings:
+        subprocess.run(["patch", "-p1", "-s"], input=f["fix"], text=True, check=True,
+                       cwd=tmp_path / "site")
+    # The patched DFlash code now builds the context K/V from a packed int4 layer.
+    ns = {}
+    exec((models / "qwen3_dflash.py").read_text(), ns)
+    from test_quant_interop import reference
+    w = torch.randn(8, 128, dtype=torch.bfloat16)
+    _, scale, _, compressed, decompressed, _ = reference(w, 4, True, 128)
+    layer = type("L", (), {})()
+    layer.weight_packed = torch.nn.Parameter(compressed["weight_packed"], requires_grad=False)
+    layer.weight_scale = torch.nn.Parameter(compressed["weight_scale"], requires_grad=False)
+    layer.input_size_per_partition = 128
+    assert torch.equal(ns["_spk_dense_weight"](layer), decompressed)
+    # Already patched: nothing left to report.
+    proc = spk("check", "--vllm", tmp_path / "site", expect=0)
+    assert "no known blocker" in proc.stdout

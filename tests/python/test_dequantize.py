@@ -1,0 +1,64 @@
+"""`sparkulator dequantize`: quantize then dequantize gives back, bit for bit, what compressed-tensors'
+own decompression gives from the source weights, in the source dtype; config.json loses only its
+quantization_config; every other tensor and file is carried over unchanged; check passes on the result.
+"""
+
+import json
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from test_quant_interop import reference
+
+CASES = [("w4a16", 128, "BF16"), ("w4a16-asym", 64, "BF16"), ("w8a16", -1, "F16"),
+         ("w8a16-asym", 32, "F32")]
+
+
+def load_dir(d):
+    tensors = {}
+    for f in sorted(d.glob("*.safetensors")):
+        tensors.update(load_file(str(f)))
+    return tensors
+
+
+@pytest.mark.parametrize("scheme,group,dtype", CASES, ids=lambda c: str(c))
+def test_dequantize_reproduces_reference_dequantization(spk, tmp_path, scheme, group, dtype):
+    src, q, dq = tmp_path / "src", tmp_path / "q", tmp_path / "dq"
+    spk("example", src, "--family", "dflash", "--dtype", dtype, "--shards", "2")
+    spk("quantize", src, q, "--scheme", scheme, "--group-size", group)
+    summary = json.loads(spk("dequantize", q, dq, "--json").stdout)
+    assert summary["dequantized_modules"] == 9 and summary["shards"] == 2
+    source, ours, packed = load_dir(src), load_dir(dq), load_dir(q)
+    assert sorted(ours) == sorted(source)  # same tensor names as the dense source
+    bits, symmetric = int(scheme[1]), not scheme.endswith("-asym")
+    for name, w in source.items():
+        module = name[: -len(".weight")]
+        if f"{module}.weight_packed" not in packed:
+            assert torch.equal(ours[name], w), name  # copied as it was
+            continue
+        *_, decompressed, _ = reference(w, bits, symmetric, group)
+        assert ours[name].dtype == w.dtype
+        assert torch.equal(ours[name], decompressed), name
+    cfg_src = json.loads((src / "config.json").read_text())
+    cfg_dq = json.loads((dq / "config.json").read_text())
+    assert "quantization_config" not in cfg_dq and cfg_dq == cfg_src
+    idx = json.loads((dq / "model.safetensors.index.json").read_text())
+    assert set(idx["weight_map"]) == set(source)
+    assert (dq / "README.md").read_bytes() == (src / "README.md").read_bytes()
+    report = json.loads(spk("check", dq, "--json").stdout)
+    assert report["ok"] and report["scheme"] == "dense"
+
+
+def test_dequantize_refuses_dense_input_and_existing_output(spk, tmp_path):
+    src = tmp_path / "src"
+    spk("example", src, "--family", "llm")
+    proc = spk("dequantize", src, tmp_path / "out", expect=2)
+    assert "already dense" in proc.stderr
+    q = tmp_path / "q"
+    spk("quantize", src, q)
+    spk("dequantize", q, tmp_path / "out")
+    before = (tmp_path / "out" / "model.safetensors").read_bytes()
+    proc = spk("dequantize", q, tmp_path / "out", expect=2)
+    assert "out" in proc.stderr
+    assert (tmp_path / "out" / "model.safetensors").read_bytes() == before

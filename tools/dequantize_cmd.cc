@@ -1,0 +1,45 @@
+// `sparkulator dequantize SRC DST [--force] [--json]`: a pack-quantized checkpoint back to a dense
+// one in the source's dtype, config.json without quantization_config.
+#include <cstdio>
+
+#include "check/dequantize.h"
+#include "commands.h"
+
+namespace spk::cli {
+
+void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
+  auto* options = new DequantizeOptions();
+  auto* json = new bool(false);
+  CLI::App* sub = app.add_subcommand(
+      "dequantize",
+      "Write a dense copy of a compressed-tensors pack-quantized checkpoint (weights in the "
+      "dtype of their scales), exactly as compressed-tensors decompresses them.");
+  sub->add_option("SRC", options->source, "The quantized checkpoint")->required();
+  sub->add_option("DST", options->destination, "Output folder (must not exist)")->required();
+  sub->add_flag("--force", options->force, "Replace DST if it exists");
+  sub->add_flag("--json", *json, "Print a summary as JSON");
+  sub->callback([=] {
+    *run = [=] {
+      auto summary = DequantizeCheckpoint(*options, FileSystem::Default());
+      if (!summary.ok()) return ReportError(summary.status());
+      if (*json) {
+        nlohmann::ordered_json out = {{"source", summary->source_dir},
+                                      {"destination", summary->destination},
+                                      {"dequantized_modules", summary->dequantized_modules},
+                                      {"copied_tensors", summary->copied_tensors},
+                                      {"shards", summary->shards},
+                                      {"copied_files", summary->copied_files},
+                                      {"warnings", summary->warnings}};
+        std::printf("%s\n", out.dump(2).c_str());
+      } else {
+        std::printf("%s -> %s: %zu module(s) dequantized, %zu tensor(s) copied, %zu shard(s)\n",
+                    summary->source_dir.c_str(), summary->destination.c_str(),
+                    summary->dequantized_modules, summary->copied_tensors, summary->shards);
+        for (const std::string& w : summary->warnings) std::printf("warning: %s\n", w.c_str());
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace spk::cli
