@@ -539,8 +539,9 @@ if [ "$SMOKE" = 0 ]; then
     H compare "$WORK/greedy-ref.json" "$WORK/greedy-w8a16.json" "$WORK/compare-w8a16.json"
   fi
   stop w8a16
-  W8_LINE="$(grep -m1 -E 'Using .* for CompressedTensorsW|(Error|Exception): ' "$LOGS/w8a16.log" |
-    sed -E 's/^.*\] //' | cut -c1-300 || true)"
+  W8_LINE="$(grep -E 'Using .* for CompressedTensorsW|CPUWNA16LinearKernel cannot implement' \
+    "$LOGS/w8a16.log" |
+    head -1 | sed -E 's/^.*\] //' | sed -E 's/^ +//' | cut -c1-300 || true)"
   echo "  w8a16: ${W8_LINE:-no kernel line and no error}"
   printf '%s\n' "$W8_LINE" >"$WORK/w8a16-line.txt"
 fi
