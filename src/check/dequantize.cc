@@ -251,7 +251,14 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
                                        SerializeShardIndex(index)));
   }
   nlohmann::ordered_json config = src.config.json;
+  // Everything quantize added: the scheme (also inside a speculators draft's
+  // transformer_layer_config) and its own provenance record.
   config.erase("quantization_config");
+  config.erase("sparkulator");
+  if (auto layer = config.find("transformer_layer_config");
+      layer != config.end() && layer->is_object()) {
+    layer->erase("quantization_config");
+  }
   SPK_RETURN_IF_ERROR(WriteWholeFile(out_dir.temp_path() + "/config.json", config.dump(2) + "\n"));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));

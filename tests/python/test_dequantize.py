@@ -62,3 +62,12 @@ def test_dequantize_refuses_dense_input_and_existing_output(spk, tmp_path):
     proc = spk("dequantize", q, tmp_path / "out", expect=2)
     assert "out" in proc.stderr
     assert (tmp_path / "out" / "model.safetensors").read_bytes() == before
+
+
+def test_dequantize_restores_a_speculators_config(spk, tmp_path):
+    src, q, dq = tmp_path / "src", tmp_path / "q", tmp_path / "dq"
+    spk("example", src, "--family", "eagle3")
+    spk("quantize", src, q)
+    spk("dequantize", q, dq)
+    assert json.loads((dq / "config.json").read_text()) == json.loads(
+        (src / "config.json").read_text())
