@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git
-  libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev libcpp-httplib-dev libpcre2-dev
+  libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev
   chromium)  # headless Chromium renders the compare HTML report in tests/python/test_compare.py
 missing=()
