@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "checkpoint/plan.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
 #include "safetensors/index.h"
@@ -200,6 +201,15 @@ const char* TorchDTypeName(DType d) {
 
 Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
   if (o.shards < 1) return Status::Usage("--shards must be at least 1");
+  // Bounds that keep every shape product far from overflow (an example is small by design).
+  constexpr int64_t kMaxDim = 1 << 20;
+  if (o.intermediate <= 0 || o.intermediate > kMaxDim || o.vocab < 2 || o.vocab > kMaxDim ||
+      o.hidden > kMaxDim || o.layers < 1 || o.layers > 1024 || o.kv_heads > 1024 ||
+      o.fc_inputs > 64) {
+    return Status::Usage(fmt::format(
+        "example sizes out of range: --hidden/--intermediate/--vocab up to {}, --layers 1..1024",
+        kMaxDim));
+  }
   if (o.hidden % kHeadDim != 0 || o.hidden <= 0) {
     return Status::Usage(fmt::format("--hidden must be a positive multiple of {}", kHeadDim));
   }
@@ -220,9 +230,7 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
     SPK_RETURN_IF_ERROR(WriteShardFile(fs, out.temp_path() + "/" + file, part, dtype, rng));
     for (const ExampleTensor& e : part) {
       index.weight_map[e.name] = file;
-      uint64_t n = 1;
-      for (int64_t d : e.shape) n *= static_cast<uint64_t>(d);
-      index.total_size += n * DTypeBits(DTypeOf(e, dtype)) / 8;
+      index.total_size += TensorMeta{e.name, DTypeOf(e, dtype), e.shape}.nbytes();
     }
   }
   if (o.shards > 1) {

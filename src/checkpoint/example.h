@@ -22,8 +22,8 @@ struct ExampleOptions {
   int64_t hidden = 256;
   int64_t intermediate = 768;
   int layers = 2;
-  int64_t kv_heads = 0;           // key/value heads of 64 dims; 0: half the attention heads
-  int64_t fc_inputs = 0;          // DFlash: target layers fed to fc (fc is hidden x fc_inputs*hidden); 0: 3
+  int64_t kv_heads = 0;   // key/value heads of 64 dims; 0: half the attention heads
+  int64_t fc_inputs = 0;  // DFlash: target layers fed to fc (fc is hidden x fc_inputs*hidden); 0: 3
   int64_t vocab = 1024;
   uint64_t seed = 1;
   std::string dtype = "BF16";  // BF16, F16 or F32

@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cassert>
 #include <map>
 #include <set>
 
+#include "base/checked_math.h"
 #include "checkpoint/module_pattern.h"
 
 namespace spk {
@@ -174,6 +176,15 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
     default:
       return std::nullopt;
   }
+}
+
+uint64_t TensorMeta::nbytes() const {
+  uint64_t elements = 0, bytes = 0;
+  bool ok =
+      CheckedElementCount(shape, &elements) && CheckedByteSize(elements, DTypeBits(dtype), &bytes);
+  assert(ok && "TensorMeta with an unvalidated shape");
+  (void)ok;
+  return bytes;
 }
 
 size_t QuantPlan::quantized_count() const {

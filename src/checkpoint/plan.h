@@ -28,6 +28,9 @@ struct TensorMeta {
   std::string name;
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;
+  // Bytes of the tensor's data. REQUIRES: a shape the safetensors parser (or the plan) validated,
+  // so the product cannot overflow.
+  uint64_t nbytes() const;
 };
 
 struct PlanOptions {

@@ -311,12 +311,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   summary.tensors = src.tensors;
   summary.scheme = options.scheme;
   summary.warnings = src.files.warnings();
-  for (const TensorMeta& t : src.tensors) {
-    uint64_t n = 0;
-    for (int64_t d : t.shape) n = (n == 0 ? 1 : n) * static_cast<uint64_t>(d);
-    if (t.shape.empty()) n = 1;
-    summary.source_tensor_bytes += n * DTypeBits(t.dtype) / 8;
-  }
+  for (const TensorMeta& t : src.tensors) summary.source_tensor_bytes += t.nbytes();
   for (const OutputShard& shard : shards) {
     summary.output_tensor_bytes += shard.layout.file_size() - shard.layout.data_start();
   }

@@ -14,12 +14,6 @@ using Json = nlohmann::ordered_json;
 
 double Gib(uint64_t bytes) { return static_cast<double>(bytes) / (1ull << 30); }
 
-uint64_t BytesOf(const TensorMeta& t) {
-  uint64_t n = 1;
-  for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
-  return n * DTypeBits(t.dtype) / 8;
-}
-
 // The target a draft names in its config (EAGLE-3 speculators: verifier.name_or_path).
 std::string TargetOf(const ModelConfig& config) {
   const Json& j = config.json;
@@ -57,13 +51,13 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
   uint64_t total = 0;
   size_t packed_modules = 0;
   for (const TensorMeta& t : src.tensors) {
-    total += BytesOf(t);
+    total += t.nbytes();
     bool packed = t.name.ends_with(".weight_packed");
     packed_modules += packed;
     tensors.push_back({{"name", t.name},
                        {"dtype", DTypeName(t.dtype)},
                        {"shape", t.shape},
-                       {"bytes", BytesOf(t)},
+                       {"bytes", t.nbytes()},
                        {"action", packed ? "quantized" : "as stored"},
                        {"reason", ""}});
   }
@@ -118,7 +112,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
       Json jt = {{"name", t.name},
                  {"dtype", DTypeName(t.dtype)},
                  {"shape", t.shape},
-                 {"bytes", BytesOf(t)},
+                 {"bytes", t.nbytes()},
                  {"action", p.action == TensorAction::kQuantize ? "quantize" : "keep"},
                  {"reason", p.reason}};
       if (p.is_linear) jt["vllm_module"] = p.vllm_module;
