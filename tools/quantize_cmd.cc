@@ -49,6 +49,10 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("DST", options->destination, "Output folder (must not exist unless --force)")
       ->required();
   AddPlanFlags(sub, options, flags);
+  sub->add_option("--target-precision", options->target_precision,
+                  "For drafts: the precision of the target the draft was trained against (e.g. "
+                  "unquantized, fp8, w4a16), recorded in config.json for `check --target`")
+      ->capture_default_str();
   sub->add_option("--method", options->method,
                   "Scale choice: rtn (min-max round-to-nearest, bit-exact with llm-compressor) or "
                   "search (per-group scale search for a lower reconstruction error, same format)")

@@ -1,6 +1,7 @@
 // `sparkulator version`: prints the tool's version (and the formats it writes).
 #include <cstdio>
 
+#include "checkpoint/quant_config.h"
 #include "commands.h"
 
 namespace spk::cli {
@@ -9,7 +10,7 @@ void AddVersionCommand(CLI::App& app, CommandBody* run) {
   CLI::App* sub = app.add_subcommand("version", "Print the version of sparkulator");
   sub->callback([run] {
     *run = [] {
-      std::printf("sparkulator 0.1.0\n");
+      std::printf("sparkulator %s\n", kSparkulatorVersion);
       return 0;
     };
   });

@@ -16,6 +16,8 @@ namespace spk {
 
 // The compressed-tensors release whose format we write and test against.
 inline constexpr const char* kCompressedTensorsVersion = "0.20.0";
+// This tool's version, recorded with what it writes.
+inline constexpr const char* kSparkulatorVersion = "0.1.0";
 
 struct WeightQuantArgs {
   int num_bits = 4;

@@ -222,7 +222,7 @@ Status WriteIndex(const std::vector<OutputShard>& shards, const std::string& dir
 }
 
 Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const QuantParams& qp,
-                   const std::string& method, const std::string& dir) {
+                   const QuantizeOptions& options, const std::string& dir) {
   nlohmann::ordered_json config = src.config.json;
   WeightQuantArgs args;
   args.num_bits = qp.bits;
@@ -238,7 +238,10 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Qua
     (*layer_config)["quantization_config"] = config["quantization_config"];
   }
   // Outside quantization_config: older compressed-tensors releases reject unknown QuantizationArgs.
-  config["sparkulator"] = {{"method", method}};
+  config["sparkulator"] = {
+      {"version", kSparkulatorVersion}, {"scheme", options.scheme}, {"method", options.method}};
+  if (IsDraft(plan.family.family))
+    config["sparkulator"]["target_precision"] = options.target_precision;
   return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
 }
 
@@ -330,7 +333,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   }
   progress->Finish();
   if (src.files.sharded()) SPK_RETURN_IF_ERROR(WriteIndex(shards, out_dir.temp_path()));
-  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, qp, options.method, out_dir.temp_path()));
+  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, qp, options, out_dir.temp_path()));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
   SPK_RETURN_IF_ERROR(out_dir.Commit());

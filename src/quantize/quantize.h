@@ -31,7 +31,10 @@ struct QuantizeOptions {
   std::string destination;  // must not exist, or be empty, unless force
   std::string scheme = "w4a16";
   std::string method = "rtn";  // "rtn" (bit-exact min-max) or "search" (quant/search.h)
-  PlanOptions plan;            // bits/group_size are filled from scheme and group size
+  // For drafts: the target precision the draft was trained against ("unquantized", "fp8", ...),
+  // recorded in config.json so that `check --target` can catch a mismatched pairing.
+  std::string target_precision = "unquantized";
+  PlanOptions plan;  // bits/group_size are filled from scheme and group size
   int64_t group_size = 128;
   bool force = false;
   int threads = 0;       // 0: all cores

@@ -222,3 +222,19 @@ def test_hf_cache_repo_id(spk, examples, tmp_path, monkeypatch):
     assert report["path"].endswith("snapshots/abc123")
     proc = spk("quantize", "acme/missing", tmp_path / "q2", expect=2)
     assert "models--acme--missing" in proc.stderr
+
+
+def test_draft_records_its_target_precision_for_check(spk, examples, tmp_path):
+    target = tmp_path / "target"
+    spk("example", target, "--family", "llm", "--layers", "8")  # 8 = the draft's num_target_layers
+    dst = tmp_path / "q"
+    quantize(spk, examples["dflash"], dst, "--target-precision", "fp8")
+    record = json.loads((dst / "config.json").read_text())["sparkulator"]
+    assert record["target_precision"] == "fp8" and record["scheme"] == "w4a16"
+    report = json.loads(spk("check", dst, "--target", target, "--json").stdout)
+    codes = [f["code"] for f in report["findings"]]
+    assert "target-precision-mismatch" in codes  # an fp8-trained draft on a BF16 target
+    same = tmp_path / "q2"
+    quantize(spk, examples["dflash"], same)  # default: trained against the unquantized target
+    report = json.loads(spk("check", same, "--target", target, "--json").stdout)
+    assert report["ok"] and "target-precision-mismatch" not in [f["code"] for f in report["findings"]]
