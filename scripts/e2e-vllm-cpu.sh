@@ -56,9 +56,11 @@ LOGS="$WORK/logs"
 
 if [ "$SMOKE" = 1 ]; then
   TRAIN_STEPS=150; PROMPTS=4; TOKENS=24; SPEC_REQUESTS=4; SPEC_TOKENS=48; BROKEN="zero_point"
+  BENCH_REPEATS=4
 else
   TRAIN_STEPS=400; PROMPTS=12; TOKENS=48; SPEC_REQUESTS=12; SPEC_TOKENS=128
   BROKEN="zero_point dense_leftover missing_scale"
+  BENCH_REPEATS=12
 fi
 
 # ---- servers: started here, killed on exit ----------------------------------------------------
@@ -562,8 +564,11 @@ if [ "$SPEC_OK" = 1 ]; then
   if has_subcommand bench; then
     BENCH_TOOL="sparkulator bench"
     # shellcheck disable=SC2086
+    # The servers run with --max-model-len 1024: prompts + output must fit.
+    BENCH_SHAPE="--prompt-lengths 128,512 --max-tokens $SPEC_TOKENS --repeats $BENCH_REPEATS --warmup 2"
     "$SPARKULATOR" bench --arm "bf16=http://127.0.0.1:$((PORT + 1))" \
-      --arm "w4a16=http://127.0.0.1:$((PORT + 2))" ${SPK_BENCH_ARGS:-} | tee "$WORK/bench.txt" ||
+      --arm "w4a16=http://127.0.0.1:$((PORT + 2))" $BENCH_SHAPE --json "$WORK/bench.json" \
+      --svg "$WORK/bench.svg" ${SPK_BENCH_ARGS:-} | tee "$WORK/bench.txt" ||
       fail "sparkulator bench failed"
   fi
   H spec "http://127.0.0.1:$((PORT + 1))" spec-bf16 "$WORK/spec-bf16.json" \
