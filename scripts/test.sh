@@ -2,7 +2,7 @@
 # Installs, builds and runs every test:
 #   1. the C++ unit and end-to-end suites (ctest),
 #   2. the interop and end-to-end suites against the real Python libraries (pytest),
-#   3. the C++ suites again under AddressSanitizer + UndefinedBehaviorSanitizer (clang),
+#   3. both again against AddressSanitizer + UndefinedBehaviorSanitizer builds (clang),
 #   4. every libFuzzer target for a bounded time (scripts/fuzz.sh).
 # Usage: scripts/test.sh [--quick]   (--quick stops after step 2)
 set -euo pipefail
@@ -23,7 +23,9 @@ echo "== C++ tests under ASan + UBSan"
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPK_SANITIZE=ON \
   -DSPK_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  ctest --output-on-failure -j"$jobs")
+export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
+(cd build-asan && ctest --output-on-failure -j"$jobs")
+echo "== Python suites against the ASan + UBSan binaries"
+SPK_BUILD_DIR="$PWD/build-asan" python3 -m pytest -q tests/python
 echo "== fuzzing every parser"
 scripts/fuzz.sh "${SPK_FUZZ_SECONDS:-15}"

@@ -2,6 +2,7 @@
 // the checkpoint right (exit 0) or not (exit 1, findings printed); does an installed vLLM carry the
 // known blockers of quantized drafts (exit 1, with the patches).
 #include <cstdio>
+#include <memory>
 
 #include "check/check.h"
 #include "check/vllm_source.h"
@@ -30,9 +31,9 @@ int RunVllmInspection(const std::string& dir, bool json) {
 }  // namespace
 
 void AddCheckCommand(CLI::App& app, CommandBody* run) {
-  auto* options = new CheckOptions();
-  auto* json = new bool(false);
-  auto* vllm_dir = new std::string();
+  auto options = std::make_shared<CheckOptions>();
+  auto json = std::make_shared<bool>(false);
+  auto vllm_dir = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "check",
       "Check that vLLM loads a checkpoint, and loads it right: module naming and the ignore list, "

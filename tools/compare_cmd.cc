@@ -1,6 +1,7 @@
 // `sparkulator compare SRC QUANTIZED [--html FILE] [--json]`: per-layer error of a quantized
 // checkpoint against its source, worst layers first, with an optional self-contained HTML report.
 #include <cstdio>
+#include <memory>
 
 #include "check/compare.h"
 #include "commands.h"
@@ -9,10 +10,10 @@
 namespace spk::cli {
 
 void AddCompareCommand(CLI::App& app, CommandBody* run) {
-  auto* options = new CompareOptions();
-  auto* html = new std::string();
-  auto* json = new bool(false);
-  auto* top = new size_t(20);
+  auto options = std::make_shared<CompareOptions>();
+  auto html = std::make_shared<std::string>();
+  auto json = std::make_shared<bool>(false);
+  auto top = std::make_shared<size_t>(20);
   CLI::App* sub = app.add_subcommand(
       "compare",
       "Per-layer error of QUANTIZED against SRC: relative Frobenius error, SNR, cosine, max "

@@ -1,6 +1,7 @@
 // `sparkulator dequantize SRC DST [--force] [--json]`: a pack-quantized checkpoint back to a dense
 // one in the source's dtype, config.json without quantization_config.
 #include <cstdio>
+#include <memory>
 
 #include "check/dequantize.h"
 #include "commands.h"
@@ -8,8 +9,8 @@
 namespace spk::cli {
 
 void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
-  auto* options = new DequantizeOptions();
-  auto* json = new bool(false);
+  auto options = std::make_shared<DequantizeOptions>();
+  auto json = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "dequantize",
       "Write a dense copy of a compressed-tensors pack-quantized checkpoint (weights in the "

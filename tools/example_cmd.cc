@@ -1,6 +1,7 @@
 // `sparkulator example DIR`: writes a small checkpoint shaped like a draft family, for trying the
 // tool.
 #include <cstdio>
+#include <memory>
 
 #include "checkpoint/example.h"
 #include "commands.h"
@@ -8,7 +9,7 @@
 namespace spk::cli {
 
 void AddExampleCommand(CLI::App& app, CommandBody* run) {
-  auto* options = new ExampleOptions();
+  auto options = std::make_shared<ExampleOptions>();
   CLI::App* sub = app.add_subcommand(
       "example",
       "Write a small checkpoint shaped like a DFlash draft, an EAGLE-3 head or a Qwen3-style LLM "

@@ -1,6 +1,7 @@
 // `sparkulator inspect CKPT`: what is in a checkpoint and what quantize (or vLLM) does with each
 // tensor.
 #include <cstdio>
+#include <memory>
 
 #include "commands.h"
 #include "plan_flags.h"
@@ -9,16 +10,16 @@
 namespace spk::cli {
 
 void AddInspectCommand(CLI::App& app, CommandBody* run) {
-  auto* options = new QuantizeOptions();
-  auto* flags = new PlanFlags();
-  auto* json = new bool(false);
+  auto options = std::make_shared<QuantizeOptions>();
+  auto flags = std::make_shared<PlanFlags>();
+  auto json = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "inspect",
       "Show a checkpoint's tensors, the detected draft family, the quantization plan with its "
       "reasons, the size before and after, and the vllm serve line. Writes nothing. On a "
       "compressed-tensors checkpoint, shows its scheme and quantized modules.");
   sub->add_option("CKPT", options->source, "Model folder or org/name")->required();
-  AddPlanFlags(sub, options, flags);
+  AddPlanFlags(sub, options.get(), flags.get());
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {

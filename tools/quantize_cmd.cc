@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <memory>
 
 #include "commands.h"
 #include "plan_flags.h"
@@ -36,9 +37,9 @@ int RunQuantize(QuantizeOptions options, const PlanFlags& flags, bool json) {
 }  // namespace
 
 void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
-  auto* options = new QuantizeOptions();  // lives as long as the process, like the CLI11 app
-  auto* flags = new PlanFlags();
-  auto* json = new bool(false);
+  auto options = std::make_shared<QuantizeOptions>();
+  auto flags = std::make_shared<PlanFlags>();
+  auto json = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "quantize",
       "Quantize a safetensors checkpoint (folder or Hugging Face repo id in the local cache) into "
@@ -48,7 +49,7 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("SRC", options->source, "Source model folder or org/name")->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist unless --force)")
       ->required();
-  AddPlanFlags(sub, options, flags);
+  AddPlanFlags(sub, options.get(), flags.get());
   sub->add_option("--target-precision", options->target_precision,
                   "For drafts: the precision of the target the draft was trained against (e.g. "
                   "unquantized, fp8, w4a16), recorded in config.json for `check --target`")
