@@ -184,6 +184,8 @@ def make_handler(state):
             self.end_headers()
             time.sleep(args.prefill_delay * prompt_tokens)
             pending = b": stand-in keep-alive\n\n"
+            burst = args.burst_every and index % args.burst_every == 0
+            held = b""
             for n, size in enumerate(chunks):
                 if n > 0:
                     time.sleep(args.step_delay)
@@ -200,9 +202,14 @@ def make_handler(state):
                 # Write each frame in two pieces cut at an odd byte (often inside a UTF-8 character).
                 data = pending + frame
                 pending = b""
+                if burst:  # a stalled server (or client): everything lands in one read
+                    held += data
+                    continue
                 cut = len(data) // 2 + 1
                 self.chunk(data[:cut])
                 self.chunk(data[cut:])
+            if held:
+                self.chunk(held)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
                      "total_tokens": prompt_tokens + max_tokens}
             self.chunk(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n: done soon\n")
@@ -252,6 +259,8 @@ def parse_args(argv=None):
     p.add_argument("--fail-every", type=int, default=0, help="answer 503 to every Nth completion")
     p.add_argument("--malformed-every", type=int, default=0, help="send a malformed event in every Nth")
     p.add_argument("--hang-after", type=int, default=0, help="completions after the Nth hang mid-stream")
+    p.add_argument("--burst-every", type=int, default=0,
+                   help="every Nth completion holds its token chunks back and sends them at once")
     return p.parse_args(argv)
 
 

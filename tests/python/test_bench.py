@@ -166,6 +166,22 @@ def test_failures_are_counted(standin, tmp_path):
     assert "[3 failed]" in r.stdout
 
 
+def test_stream_delivered_in_a_burst_is_counted_not_timed(standin, tmp_path):
+    a = standin("--burst-every", "2")
+    out = tmp_path / "r.json"
+    r = bench("--arm", "a=" + a, "--prompt-lengths", "16", "--repeats", "4", "--warmup", "1",
+              "--max-tokens", "21", "--json", str(out))
+    assert r.returncode == 1, r.stderr
+    res = json.loads(out.read_text())
+    measured = [q for q in res["requests"] if not q["warmup"]]
+    bursts = [q for q in measured if q["error"] and "burst" in q["error"]]
+    assert len(bursts) == 2 and all(q["decode_tok_s"] is None for q in bursts)
+    cell = arm(res, "a")["cells"][0]
+    assert cell["failures"] == 2 and cell["n"] == 2
+    # The timed requests are plausible: no absurd rate leaks into the mean.
+    assert cell["mean_tok_s"] < 10_000
+
+
 def test_hang_times_out_and_dead_server_fails(standin, tmp_path):
     hang = standin("--hang-after", "2")
     out = tmp_path / "r.json"
