@@ -170,7 +170,7 @@ class GroupSearch {
 // with the least-squares scale of those codes in place of the grid scale.
 template <typename Round>
 Candidate BestAsymmetricCandidate(const QuantParams& p, DType dtype, GroupRange range,
-                            const GroupSearch<Round>& search, GroupQuantParams current) {
+                                  const GroupSearch<Round>& search, GroupQuantParams current) {
   Candidate best{current.scale, current.zero_point};
   float fit = current.scale;
   float best_score = search.FitScore(best, &fit);
@@ -184,11 +184,11 @@ Candidate BestAsymmetricCandidate(const QuantParams& p, DType dtype, GroupRange 
       best_fit = fit;
     }
   };
-    for (int k = 0; k < kAsymmetricCandidates; ++k) {
-      const float shrink = 1.0f - kAsymmetricShrinkStep * k;
-      const GroupQuantParams gq =
-          ComputeGroupScale(p, dtype, {range.min * shrink, range.max * shrink});
-      consider({gq.scale, gq.zero_point});
+  for (int k = 0; k < kAsymmetricCandidates; ++k) {
+    const float shrink = 1.0f - kAsymmetricShrinkStep * k;
+    const GroupQuantParams gq =
+        ComputeGroupScale(p, dtype, {range.min * shrink, range.max * shrink});
+    consider({gq.scale, gq.zero_point});
   }
   const Candidate center = best;
   for (int32_t delta : {-1, 1}) {  // the zero points next to the best one, same scale
@@ -200,8 +200,9 @@ Candidate BestAsymmetricCandidate(const QuantParams& p, DType dtype, GroupRange 
 }
 
 template <typename Round>
-GroupQuantParams SearchAsymmetricGroupWith(const QuantParams& p, DType dtype, std::span<const float> w,
-                                 GroupQuantParams current, std::span<int8_t> q, Round round) {
+GroupQuantParams SearchAsymmetricGroupWith(const QuantParams& p, DType dtype,
+                                           std::span<const float> w, GroupQuantParams current,
+                                           std::span<int8_t> q, Round round) {
   const GroupRange range = GroupMinMax(w);
   if (range.min == 0.0f && range.max == 0.0f) return current;  // all zero: RTN is exact
 

@@ -8,7 +8,8 @@
 // with a smaller squared error sum (w - w')^2, w' computed exactly that way.
 //
 // Symmetric schemes (the W4A16/W8A16 presets), SearchSymmetricGroup:
-//   - the sign: the level range [-8, 7] is lopsided, so the scale maps the group's largest-magnitude
+//   - the sign: the level range [-8, 7] is lopsided, so the scale maps the group's
+//   largest-magnitude
 //     value onto QMin (-8 at 4 bits). When that value is positive the scale is NEGATIVE (q * s
 //     with s < 0 and q = -8 gives the positive peak); this alone is most of the gain over RTN's
 //     absmax / 7.5, which leaves the level -8 nearly unused;
@@ -67,8 +68,9 @@ inline constexpr int kSearchGridSize = 4;
 inline constexpr float kSearchGrid[kSearchGridSize] = {0.90f, 0.95f, 1.00f, 1.05f};
 
 // Sums over a group are accumulated in kSearchStripes partial sums (element i goes to stripe
-// i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k += stripe
-// k + h for h = 8, 4, 2, 1. Any vector width that divides 16 computes exactly the same float.
+// i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k +=
+// stripe k + h for h = 8, 4, 2, 1. Any vector width that divides 16 computes exactly the same
+// float.
 inline constexpr int kSearchStripes = 16;
 float SumStripes(float (&stripes)[kSearchStripes]);  // adds in the tree, destroys the stripes
 
