@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """Quality benchmark: `sparkulator quantize --method search` against `--method rtn`, same format.
 
 Every figure compares the two sparkulator outputs, read back with safetensors and dequantized by
