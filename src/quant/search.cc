@@ -285,25 +285,30 @@ namespace {
 
 // ---- The scalar kernels (the reference of quant/simd/search_simd-inl.h).
 
-void ScalarFitSums(const float* w, size_t n, float inv, float lo, float hi, float* cw, float* cc) {
-  float sum_cw[kSearchStripes] = {}, sum_cc[kSearchStripes] = {};
-  for (size_t i = 0; i < n; ++i) {
-    const float c = NearestCode(w[i], inv, lo, hi);
-    sum_cw[i % kSearchStripes] += c * w[i];
-    sum_cc[i % kSearchStripes] += c * c;
+void ScalarFitSums(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
+                   float* cw, float* cc) {
+  for (size_t k = 0; k < count; ++k) {
+    float sum_cw[kSearchStripes] = {}, sum_cc[kSearchStripes] = {};
+    for (size_t i = 0; i < n; ++i) {
+      const float c = NearestCode(w[i], inv[k], lo, hi);
+      sum_cw[i % kSearchStripes] += c * w[i];
+      sum_cc[i % kSearchStripes] += c * c;
+    }
+    cw[k] = SumStripes(sum_cw);
+    cc[k] = SumStripes(sum_cc);
   }
-  *cw = SumStripes(sum_cw);
-  *cc = SumStripes(sum_cc);
 }
 
-float ScalarNearestError(DType dtype, const float* w, size_t n, float inv, float scale, float lo,
-                         float hi) {
-  float err[kSearchStripes] = {};
-  for (size_t i = 0; i < n; ++i) {
-    const float e = w[i] - RoundToDType(NearestCode(w[i], inv, lo, hi) * scale, dtype);
-    err[i % kSearchStripes] += e * e;
+void ScalarNearestErrors(DType dtype, const float* w, size_t n, const float* inv,
+                         const float* scale, size_t count, float lo, float hi, float* err) {
+  for (size_t k = 0; k < count; ++k) {
+    float sum[kSearchStripes] = {};
+    for (size_t i = 0; i < n; ++i) {
+      const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], dtype);
+      sum[i % kSearchStripes] += e * e;
+    }
+    err[k] = SumStripes(sum);
   }
-  return SumStripes(err);
 }
 
 float ScalarCodesError(DType dtype, const float* w, const int8_t* q, size_t n, float scale) {
@@ -329,7 +334,7 @@ float UsableSignedScale(float s, DType dtype) {
 }  // namespace
 
 const SearchKernels& ScalarSearchKernels() {
-  static constexpr SearchKernels kKernels{ScalarFitSums, ScalarNearestError, ScalarCodesError,
+  static constexpr SearchKernels kKernels{ScalarFitSums, ScalarNearestErrors, ScalarCodesError,
                                           ScalarNearestCodes};
   return kKernels;
 }
@@ -347,27 +352,39 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
   const float unit = peak / lo;
 
   // The grid, scored by s^2 sum(c c) - 2 s sum(c w): the error of the codes with s, plus sum(w w).
-  float best_scale = 0, best_score = 0, best_cw = 0, best_cc = 0;
+  float scales[kSearchGridSize], invs[kSearchGridSize];
+  size_t count = 0;
   for (float factor : kSearchGrid) {
     const float s = UsableSignedScale(unit * factor, dtype);
-    if (s == 0.0f) continue;
-    float cw, cc;
-    kernels.fit_sums(w.data(), n, 1.0f / s, lo, hi, &cw, &cc);
-    const float score = s * (s * cc - 2.0f * cw);
-    if (best_scale == 0.0f || score < best_score) {
-      best_scale = s, best_score = score, best_cw = cw, best_cc = cc;
-    }
+    if (s != 0.0f) scales[count] = s, invs[count] = 1.0f / s, ++count;
   }
-  if (best_scale == 0.0f) return rtn;
-  const float refit = best_cc > 0 ? UsableSignedScale(best_cw / best_cc, dtype) : 0.0f;
+  if (count == 0) return rtn;
+  float cw[kSearchGridSize], cc[kSearchGridSize];
+  kernels.fit_sums(w.data(), n, invs, count, lo, hi, cw, cc);
+  size_t grid_best = 0;
+  float best_score = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const float score = scales[k] * (scales[k] * cc[k] - 2.0f * cw[k]);
+    if (k == 0 || score < best_score) grid_best = k, best_score = score;
+  }
+
+  // The finalists: the best grid scale and the least-squares refit of its codes.
+  float finalists[2] = {scales[grid_best]}, finalist_invs[2] = {invs[grid_best]};
+  size_t finalist_count = 1;
+  const float refit =
+      cc[grid_best] > 0 ? UsableSignedScale(cw[grid_best] / cc[grid_best], dtype) : 0.0f;
+  if (refit != 0.0f) {
+    finalists[1] = refit, finalist_invs[1] = 1.0f / refit, finalist_count = 2;
+  }
+  float errors[2];
+  kernels.nearest_errors(dtype, w.data(), n, finalist_invs, finalists, finalist_count, lo, hi,
+                         errors);
 
   // The exact errors decide; ties keep the earlier candidate (RTN first).
   const float rtn_error = kernels.codes_error(dtype, w.data(), q.data(), n, rtn.scale);
   float best_error = rtn_error, best = 0;
-  for (float s : {best_scale, refit}) {
-    if (s == 0.0f) continue;
-    const float e = kernels.nearest_error(dtype, w.data(), n, 1.0f / s, s, lo, hi);
-    if (e < best_error) best_error = e, best = s;
+  for (size_t k = 0; k < finalist_count; ++k) {
+    if (errors[k] < best_error) best_error = errors[k], best = finalists[k];
   }
   if (best == 0.0f) return rtn;
   const GroupQuantParams found{best, 0};

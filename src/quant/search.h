@@ -83,14 +83,22 @@ inline float NearestCode(float w, float inv, float lo, float hi) {
   return (clamped + kMagic) - kMagic;
 }
 
-// The per-element loops of the symmetric search. n is any size; every sum is striped as above.
-// All are pure functions of their inputs. REQUIRES: inv finite and nonzero, w finite.
+// The per-element loops of the symmetric search. n is any size; every sum is striped as above. The
+// kernels that score candidates take up to kMaxSearchBatch of them at once (one pass over w, and
+// independent sums the CPU can overlap); candidate k's results are those it would get alone. All
+// are pure functions of their inputs. REQUIRES: every inv finite and nonzero, w finite,
+// 1 <= count <= kMaxSearchBatch.
+inline constexpr size_t kMaxSearchBatch = 4;
+static_assert(kSearchGridSize <= static_cast<int>(kMaxSearchBatch));
 struct SearchKernels {
-  // sum(c w) and sum(c c) over the nearest codes c = NearestCode(w[i], inv, lo, hi).
-  void (*fit_sums)(const float* w, size_t n, float inv, float lo, float hi, float* cw, float* cc);
-  // sum (w[i] - R(c scale))^2 over the nearest codes, R = RoundToDType(., dtype).
-  float (*nearest_error)(DType dtype, const float* w, size_t n, float inv, float scale, float lo,
-                         float hi);
+  // cw[k] = sum(c w), cc[k] = sum(c c) over the nearest codes c = NearestCode(w[i], inv[k], lo,
+  // hi).
+  void (*fit_sums)(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
+                   float* cw, float* cc);
+  // err[k] = sum (w[i] - R(c scale[k]))^2 over the nearest codes c for inv[k] = 1 / scale[k],
+  // R = RoundToDType(., dtype).
+  void (*nearest_errors)(DType dtype, const float* w, size_t n, const float* inv,
+                         const float* scale, size_t count, float lo, float hi, float* err);
   // sum (w[i] - R(q[i] scale))^2 for given codes (zero point 0).
   float (*codes_error)(DType dtype, const float* w, const int8_t* q, size_t n, float scale);
   // q[i] = NearestCode(w[i], inv, lo, hi).

@@ -47,6 +47,12 @@ namespace spk {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// Fully unrolls a loop with a compile-time trip count, so that arrays of accumulator vectors
+// indexed by it live in registers.
+#ifndef SPK_UNROLL_ALL
+#define SPK_UNROLL_ALL _Pragma("GCC unroll 16")
+#endif
+
 // The 16 stripes of a sum live in kStripeVecs vectors: stripe v * lanes + l is lane l of vector v.
 constexpr size_t kLanes = hn::MaxLanes(DF());
 static_assert(kSearchStripes % kLanes == 0, "the stripes must fill whole vectors");
@@ -94,47 +100,95 @@ HWY_INLINE VF Codes(VF x, VF inv, VF lo, VF hi) {  // NearestCode
   return hn::Round(hn::Min(hn::Max(hn::Mul(x, inv), lo), hi));
 }
 
-// ScalarFitSums.
-void FitSumsKernel(const float* w, size_t n, float inv, float lo, float hi, float* cw, float* cc) {
+// ScalarFitSums for K candidates in one pass.
+template <size_t K>
+HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, float lo, float hi, float* cw,
+                        float* cc) {
   const DF df;
-  const VF vinv = hn::Set(df, inv), vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
-  Stripes scw, scc;
+  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  VF vinv[K];
+  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]);
+  Stripes scw[K], scc[K];
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
-    for (size_t k = 0; k < kStripeVecs; ++k) {
-      const VF x = hn::LoadU(df, w + i + k * kLanes);
-      const VF c = Codes(x, vinv, vlo, vhi);
-      scw.v[k] = hn::Add(scw.v[k], hn::Mul(c, x));
-      scc.v[k] = hn::Add(scc.v[k], hn::Mul(c, c));
+    SPK_UNROLL_ALL
+    for (size_t v = 0; v < kStripeVecs; ++v) {
+      const VF x = hn::LoadU(df, w + i + v * kLanes);
+      SPK_UNROLL_ALL
+      for (size_t k = 0; k < K; ++k) {
+        const VF c = Codes(x, vinv[k], vlo, vhi);
+        scw[k].v[v] = hn::Add(scw[k].v[v], hn::Mul(c, x));
+        scc[k].v[v] = hn::Add(scc[k].v[v], hn::Mul(c, c));
+      }
     }
   }
-  *cw = Total(scw, full, n, [&](size_t i) { return NearestCode(w[i], inv, lo, hi) * w[i]; });
-  *cc = Total(scc, full, n, [&](size_t i) {
-    const float c = NearestCode(w[i], inv, lo, hi);
-    return c * c;
-  });
+  for (size_t k = 0; k < K; ++k) {
+    cw[k] =
+        Total(scw[k], full, n, [&](size_t i) { return NearestCode(w[i], inv[k], lo, hi) * w[i]; });
+    cc[k] = Total(scc[k], full, n, [&](size_t i) {
+      const float c = NearestCode(w[i], inv[k], lo, hi);
+      return c * c;
+    });
+  }
 }
 
-// ScalarNearestError.
-template <DType kType>
-HWY_INLINE float NearestError(const float* w, size_t n, float inv, float scale, float lo,
-                              float hi) {
+void FitSumsKernel(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
+                   float* cw, float* cc) {
+  static_assert(kMaxSearchBatch == 4);
+  switch (count) {
+    case 1:
+      return FitSums<1>(w, n, inv, lo, hi, cw, cc);
+    case 2:
+      return FitSums<2>(w, n, inv, lo, hi, cw, cc);
+    case 3:
+      return FitSums<3>(w, n, inv, lo, hi, cw, cc);
+    default:
+      return FitSums<4>(w, n, inv, lo, hi, cw, cc);
+  }
+}
+
+// ScalarNearestErrors for K candidates in one pass.
+template <DType kType, size_t K>
+HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const float* scale,
+                              float lo, float hi, float* err) {
   const DF df;
-  const VF vinv = hn::Set(df, inv), vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
-  const VF vscale = hn::Set(df, scale);
-  Stripes err;
+  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  VF vinv[K], vscale[K];
+  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]), vscale[k] = hn::Set(df, scale[k]);
+  Stripes sums[K];
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
-    for (size_t k = 0; k < kStripeVecs; ++k) {
-      const VF x = hn::LoadU(df, w + i + k * kLanes);
-      const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(Codes(x, vinv, vlo, vhi), vscale)));
-      err.v[k] = hn::Add(err.v[k], hn::Mul(e, e));
+    SPK_UNROLL_ALL
+    for (size_t v = 0; v < kStripeVecs; ++v) {
+      const VF x = hn::LoadU(df, w + i + v * kLanes);
+      SPK_UNROLL_ALL
+      for (size_t k = 0; k < K; ++k) {
+        const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(Codes(x, vinv[k], vlo, vhi), vscale[k])));
+        sums[k].v[v] = hn::Add(sums[k].v[v], hn::Mul(e, e));
+      }
     }
   }
-  return Total(err, full, n, [&](size_t i) {
-    const float e = w[i] - RoundToDType(NearestCode(w[i], inv, lo, hi) * scale, kType);
-    return e * e;
-  });
+  for (size_t k = 0; k < K; ++k) {
+    err[k] = Total(sums[k], full, n, [&](size_t i) {
+      const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], kType);
+      return e * e;
+    });
+  }
+}
+
+template <DType kType>
+HWY_INLINE void NearestErrorsTyped(const float* w, size_t n, const float* inv, const float* scale,
+                                   size_t count, float lo, float hi, float* err) {
+  switch (count) {
+    case 1:
+      return NearestErrors<kType, 1>(w, n, inv, scale, lo, hi, err);
+    case 2:
+      return NearestErrors<kType, 2>(w, n, inv, scale, lo, hi, err);
+    case 3:
+      return NearestErrors<kType, 3>(w, n, inv, scale, lo, hi, err);
+    default:
+      return NearestErrors<kType, 4>(w, n, inv, scale, lo, hi, err);
+  }
 }
 
 // ScalarCodesError.
@@ -147,6 +201,7 @@ HWY_INLINE float CodesError(const float* w, const int8_t* q, size_t n, float sca
   Stripes err;
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
+    SPK_UNROLL_ALL
     for (size_t k = 0; k < kStripeVecs; ++k) {
       const VF c = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)));
       const VF e = hn::Sub(hn::LoadU(df, w + i + k * kLanes), RoundTo<kType>(hn::Mul(c, vscale)));
@@ -173,15 +228,15 @@ void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi,
   for (; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
 }
 
-float NearestErrorKernel(DType dtype, const float* w, size_t n, float inv, float scale, float lo,
-                         float hi) {
+void NearestErrorsKernel(DType dtype, const float* w, size_t n, const float* inv,
+                         const float* scale, size_t count, float lo, float hi, float* err) {
   switch (dtype) {
     case DType::kBF16:
-      return NearestError<DType::kBF16>(w, n, inv, scale, lo, hi);
+      return NearestErrorsTyped<DType::kBF16>(w, n, inv, scale, count, lo, hi, err);
     case DType::kF16:
-      return NearestError<DType::kF16>(w, n, inv, scale, lo, hi);
+      return NearestErrorsTyped<DType::kF16>(w, n, inv, scale, count, lo, hi, err);
     default:
-      return NearestError<DType::kF32>(w, n, inv, scale, lo, hi);
+      return NearestErrorsTyped<DType::kF32>(w, n, inv, scale, count, lo, hi, err);
   }
 }
 
@@ -196,7 +251,7 @@ float CodesErrorKernel(DType dtype, const float* w, const int8_t* q, size_t n, f
   }
 }
 
-constexpr SearchKernels kTargetKernels{FitSumsKernel, NearestErrorKernel, CodesErrorKernel,
+constexpr SearchKernels kTargetKernels{FitSumsKernel, NearestErrorsKernel, CodesErrorKernel,
                                        NearestCodesKernel};
 
 // QuantizeRowsSearch for one dtype in one pass (after the caller checked dtype, params and shape):

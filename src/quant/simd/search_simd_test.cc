@@ -62,19 +62,30 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
     for (size_t n : {1u, 7u, 15u, 16u, 17u, 32u, 100u, 128u, 131u, 4096u}) {
       for (int bits : {4, 8}) {
         const float lo = static_cast<float>(QMin(bits)), hi = static_cast<float>(QMax(bits));
-        for (float scale : {0.005f, -0.005f, 0.0031f, -0.0123f, 3e-4f}) {
-          scale = RoundToDType(scale, dtype);
-          const float inv = 1.0f / scale;
-          const std::vector<float> w = Values(rng, dtype, n, scale);
-          SCOPED_TRACE(testing::Message()
-                       << DTypeName(dtype) << " n " << n << " bits " << bits << " scale " << scale);
-          float cw_ref, cc_ref, cw, cc;
-          ref.fit_sums(w.data(), n, inv, lo, hi, &cw_ref, &cc_ref);
-          fast.fit_sums(w.data(), n, inv, lo, hi, &cw, &cc);
-          EXPECT_EQ(Bits(cw), Bits(cw_ref));
-          EXPECT_EQ(Bits(cc), Bits(cc_ref));
-          EXPECT_EQ(Bits(fast.nearest_error(dtype, w.data(), n, inv, scale, lo, hi)),
-                    Bits(ref.nearest_error(dtype, w.data(), n, inv, scale, lo, hi)));
+        std::vector<float> scales = {0.005f, -0.005f, 0.0031f, -0.0123f, 3e-4f};
+        std::vector<float> invs;
+        for (float& s : scales) s = RoundToDType(s, dtype), invs.push_back(1.0f / s);
+        const std::vector<float> w = Values(rng, dtype, n, scales[0]);
+        SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " n " << n << " bits " << bits);
+        // Every batch size, each candidate at every position of a batch.
+        for (size_t count = 1; count <= kMaxSearchBatch; ++count) {
+          for (size_t first = 0; first + count <= scales.size(); ++first) {
+            float cw_ref[kMaxSearchBatch], cc_ref[kMaxSearchBatch], cw[kMaxSearchBatch],
+                cc[kMaxSearchBatch], e_ref[kMaxSearchBatch], e[kMaxSearchBatch];
+            ref.fit_sums(w.data(), n, &invs[first], count, lo, hi, cw_ref, cc_ref);
+            fast.fit_sums(w.data(), n, &invs[first], count, lo, hi, cw, cc);
+            ref.nearest_errors(dtype, w.data(), n, &invs[first], &scales[first], count, lo, hi,
+                               e_ref);
+            fast.nearest_errors(dtype, w.data(), n, &invs[first], &scales[first], count, lo, hi, e);
+            for (size_t k = 0; k < count; ++k) {
+              EXPECT_EQ(Bits(cw[k]), Bits(cw_ref[k])) << count << " " << first + k;
+              EXPECT_EQ(Bits(cc[k]), Bits(cc_ref[k])) << count << " " << first + k;
+              EXPECT_EQ(Bits(e[k]), Bits(e_ref[k])) << count << " " << first + k;
+            }
+          }
+        }
+        for (size_t k = 0; k < scales.size(); ++k) {
+          const float scale = scales[k], inv = invs[k];
           std::vector<int8_t> q_ref(n), q(n);
           ref.nearest_codes(w.data(), n, inv, lo, hi, q_ref.data());
           fast.nearest_codes(w.data(), n, inv, lo, hi, q.data());
