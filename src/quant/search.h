@@ -3,25 +3,38 @@
 // RTN (quant/rtn.h) derives each group's scale from its min/max and rounds every weight to the
 // nearest level. The format only stores integers q and a scale (and a zero point for asymmetric
 // schemes), and vLLM/compressed-tensors reconstructs w' = R(R(q - zp) * scale) (R = rounding to the
-// weight dtype), so any scale that is a positive finite value of the dtype and any q in
-// [QMin(bits), QMax(bits)] is a valid checkpoint. The search picks, per group, the scale (and q)
-// that minimise the squared error sum (w - w')^2 with w' computed exactly that way. Candidates:
-//   - the RTN result itself (so a group never gets worse than RTN),
-//   - a grid of 10 scales, 0.85x .. 1.30x absmax / 2^(bits-1) (it spans llm-compressor's `mse`
-//     observer shrink grid p = 1.00 .. 0.80 of absmax/7.5 and llama.cpp's make_qx_quants
-//     candidates nmax +/- 0.1k, and uses the level -8 that RTN's absmax/7.5 leaves nearly empty),
-//     each scored by the least-squares fit of its nearest-level codes as make_qx_quants does; for
-//     asymmetric schemes the mse observer's shrunk min/max ranges and the next zero points,
-//   - the least-squares refit s = sum(c w) / sum(c c) of the best candidate's codes c = q - zp,
-//   - one pass of coordinate descent over the codes (each code moved one level towards its weight
-//     when that raises the least-squares fit, as llama.cpp's make_q3_quants does), then the refit.
-// Every candidate scale is rounded to the dtype before it is used, exactly as stored.
-// The result is deterministic (no randomness, no dependence on threads).
+// weight dtype), so any scale that is a nonzero finite value of the dtype and any q in
+// [QMin(bits), QMax(bits)] is a valid checkpoint. The search picks, per group, a scale (and q)
+// with a smaller squared error sum (w - w')^2, w' computed exactly that way.
+//
+// Symmetric schemes (the W4A16/W8A16 presets), SearchSymmetricGroup:
+//   - the sign: the level range [-8, 7] is lopsided, so the scale maps the group's
+//   largest-magnitude
+//     value onto QMin (-8 at 4 bits). When that value is positive the scale is NEGATIVE (q * s
+//     with s < 0 and q = -8 gives the positive peak); this alone is most of the gain over RTN's
+//     absmax / 7.5, which leaves the level -8 nearly unused;
+//   - a grid of kSearchGridSize scales, kSearchGrid[k] x peak / QMin(bits), each rounded to the
+//     dtype, scored by the squared error of its nearest-level codes c with the scale s itself,
+//     computed from two sums: s^2 sum(c c) - 2 s sum(c w) (the dtype rounding of c s is ignored
+//     here; the finalists' errors below are exact);
+//   - the least-squares refit s = sum(c w) / sum(c c) of the best grid point's codes, rounded;
+//   - the exact errors of RTN, the best grid scale and the refit scale (nearest-level codes, the
+//     dequantization rounded to the dtype as vLLM does) decide; ties keep the earlier one, so a
+//     group never gets worse than RTN.
+//   Every per-element loop is one of four SearchKernels (sums over kSearchStripes fixed stripes
+//   i % 16, added up in a fixed tree), so the Highway kernels (quant/simd/search_simd.h) compute
+//   the very same floats in any vector width and the search logic is shared, not duplicated.
+// Asymmetric schemes, SearchGroup: a grid over the mse observer's shrunk min/max ranges (p = 1.00,
+//   0.99, ...) and the next zero points, scored by the least-squares fit of the nearest-level
+//   codes (llama.cpp's make_qx_quants), the refit of the best, one pass of coordinate descent over
+//   the codes (make_q3_quants), the refit of the moved codes; the exact error decides, as above.
+// The result is deterministic (no randomness, no dependence on threads or row blocks).
 //
 // Buffers are caller-owned; nothing is retained. Functions are thread-safe for distinct outputs.
 // Errors follow quant/rtn.h: InvalidInput for bad data, naming the row and column.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -39,15 +52,72 @@ double GroupSquaredError(DType dtype, std::span<const float> w, std::span<const 
 
 // Searches a better quantization of one group, starting from a valid one (`current` with codes `q`,
 // e.g. RTN's). On return `q` and the returned params hold the best quantization found; its
-// GroupSquaredError is never larger than that of the input. The returned scale is a positive finite
-// value of `dtype`; for symmetric schemes the zero point stays 0, for asymmetric ones it is in
-// [QMin(bits), QMax(bits)]. REQUIRES: w finite, q.size() == w.size(), q within the bit range,
-// current.scale positive and finite, ValidateParams(p).ok(), IsQuantizableFloat(dtype).
+// GroupSquaredError is never larger than that of the input. The returned scale is a nonzero finite
+// value of `dtype`: positive for asymmetric schemes (zero point in [QMin(bits), QMax(bits)]), of
+// either sign for symmetric ones (zero point 0). Symmetric schemes run SearchSymmetricGroup with
+// the scalar kernels. REQUIRES: w finite, q.size() == w.size(), q within the bit range,
+// current.scale nonzero and finite, ValidateParams(p).ok(), IsQuantizableFloat(dtype).
 GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const float> w,
                              GroupQuantParams current, std::span<int8_t> q);
 
+// ---- The symmetric search, split into per-group logic and per-element kernels.
+
+// The grid of the symmetric search, as multiples of peak / QMin(bits) (peak: the signed value of
+// largest magnitude). 1.0 maps the peak onto QMin exactly; factors below 1 clip it.
+inline constexpr int kSearchGridSize = 4;
+inline constexpr float kSearchGrid[kSearchGridSize] = {0.90f, 0.95f, 1.00f, 1.05f};
+
+// Sums over a group are accumulated in kSearchStripes partial sums (element i goes to stripe
+// i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k +=
+// stripe k + h for h = 8, 4, 2, 1. Any vector width that divides 16 computes exactly the same
+// float.
+inline constexpr int kSearchStripes = 16;
+float SumStripes(float (&stripes)[kSearchStripes]);  // adds in the tree, destroys the stripes
+
+// The per-element steps the kernels share (the SIMD kernels apply the same operations to lanes and
+// use these for tails). `inv` is 1 / scale; lo, hi the code range QMin, QMax as floats.
+inline float NearestCode(float w, float inv, float lo, float hi) {
+  const float x = w * inv;
+  const float clamped = x < lo ? lo : (x > hi ? hi : x);
+  constexpr float kMagic = 0x1.8p23f;  // round half to even for |x| < 2^22
+  return (clamped + kMagic) - kMagic;
+}
+
+// The per-element loops of the symmetric search. n is any size; every sum is striped as above. The
+// kernels that score candidates take up to kMaxSearchBatch of them at once (one pass over w, and
+// independent sums the CPU can overlap); candidate k's results are those it would get alone. All
+// are pure functions of their inputs. REQUIRES: every inv finite and nonzero, w finite,
+// 1 <= count <= kMaxSearchBatch.
+inline constexpr size_t kMaxSearchBatch = 4;
+static_assert(kSearchGridSize <= static_cast<int>(kMaxSearchBatch));
+struct SearchKernels {
+  // cw[k] = sum(c w), cc[k] = sum(c c) over the nearest codes c = NearestCode(w[i], inv[k], lo,
+  // hi).
+  void (*fit_sums)(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
+                   float* cw, float* cc);
+  // err[k] = sum (w[i] - R(c scale[k]))^2 over the nearest codes c for inv[k] = 1 / scale[k],
+  // R = RoundToDType(., dtype).
+  void (*nearest_errors)(DType dtype, const float* w, size_t n, const float* inv,
+                         const float* scale, size_t count, float lo, float hi, float* err);
+  // sum (w[i] - R(q[i] scale))^2 for given codes (zero point 0).
+  float (*codes_error)(DType dtype, const float* w, const int8_t* q, size_t n, float scale);
+  // q[i] = NearestCode(w[i], inv, lo, hi).
+  void (*nearest_codes)(const float* w, size_t n, float inv, float lo, float hi, int8_t* q);
+};
+
+// The plain scalar kernels: the reference the SIMD ones are tested against.
+const SearchKernels& ScalarSearchKernels();
+
+// The symmetric search of one group with the given kernels (see the top of this file). `range` is
+// GroupMinMax(w); `rtn` and `q` the RTN result (zero point 0), replaced when something is better.
+// REQUIRES: p.symmetric, the REQUIRES of SearchGroup.
+GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantParams& p,
+                                      DType dtype, std::span<const float> w, GroupRange range,
+                                      GroupQuantParams rtn, std::span<int8_t> q);
+
 // QuantizeRowsRtn with the search: the same inputs, outputs and errors (it validates and quantizes
 // with RTN first, then improves every group with SearchGroup). Rows are independent, as for RTN.
+// This is the plain reference; quant/simd/search_simd.h has the fast one (same bytes).
 Status QuantizeRowsSearch(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,
                           int64_t cols, const RowBlockQuantOutput& out);
 

@@ -83,7 +83,10 @@ GroupResult QuantizeBoth(const Case& c, const std::vector<float>& w) {
 }
 
 void ExpectValidFormat(const Case& c, const GroupResult& r) {
-  EXPECT_TRUE(std::isfinite(r.search.scale) && r.search.scale > 0) << r.search.scale;
+  EXPECT_TRUE(std::isfinite(r.search.scale) && r.search.scale != 0) << r.search.scale;
+  if (!c.params.symmetric) {
+    EXPECT_GT(r.search.scale, 0);
+  }
   EXPECT_EQ(RoundToDType(r.search.scale, c.dtype), r.search.scale) << "scale not in the dtype";
   if (c.params.symmetric) {
     EXPECT_EQ(r.search.zero_point, 0);
@@ -112,7 +115,7 @@ TEST(SearchGroup, NeverWorseThanRtnAndValidOnManyRandomGroups) {
   }
 }
 
-// The gain the issue asks for, on Gaussian groups: 4-bit symmetric search error <= 0.85 x RTN.
+// The gain the issue asks for, on Gaussian groups: 4-bit symmetric search error <= 0.80 x RTN.
 TEST(SearchGroup, CutsFourBitErrorOnGaussianGroups) {
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
     const Case c{{4, true, 128}, dtype};
@@ -123,7 +126,7 @@ TEST(SearchGroup, CutsFourBitErrorOnGaussianGroups) {
       rtn += r.rtn_error;
       search += r.search_error;
     }
-    EXPECT_LT(search / rtn, 0.85) << DTypeName(dtype);
+    EXPECT_LT(search / rtn, 0.80) << DTypeName(dtype);
   }
 }
 

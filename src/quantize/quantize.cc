@@ -15,6 +15,7 @@
 #include "quant/scheme.h"
 #include "quant/search.h"
 #include "quant/simd/rtn_simd.h"
+#include "quant/simd/search_simd.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 
@@ -107,7 +108,7 @@ struct WriteContext {
   int threads;
   Progress* progress;
   const std::atomic<bool>* cancel;
-  bool search = false;  // --method search: QuantizeRowsSearch instead of RTN
+  bool search = false;  // --method search: QuantizeRowsSearchFast instead of RTN
 };
 
 Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
@@ -156,7 +157,7 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
         std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
         RowBlockQuantOutput q{packed.data(), scales.data(),
                               qp.symmetric ? nullptr : zero_points.data() + r0 * groups};
-        Status qs = ctx.search ? QuantizeRowsSearch(qp, entry.dtype, weight.data(), n, cols, q)
+        Status qs = ctx.search ? QuantizeRowsSearchFast(qp, entry.dtype, weight.data(), n, cols, q)
                                : QuantizeRowsRtnFast(qp, entry.dtype, weight.data(), n, cols, q);
         if (!qs.ok()) {
           return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),

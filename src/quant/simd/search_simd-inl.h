@@ -1,0 +1,327 @@
+// Per-target Highway kernels of the fast scale search (see search_simd.h for the contract). This
+// file is included once per CPU target by search_simd.cc through hwy/foreach_target.h, hence the
+// toggled include guard. Each kernel mirrors one scalar kernel of quant/search.cc (the comments
+// name it); the RTN steps of the row pass are rtn_simd-inl.h's own helpers.
+//
+// Kernels work on caller-owned buffers, keep no state and are thread-safe. The row kernel returns
+// false when the data is not finite or a scale overflows; the caller then asks the reference.
+
+#if defined(SPK_QUANT_SIMD_SEARCH_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SPK_QUANT_SIMD_SEARCH_SIMD_INL_H_
+#undef SPK_QUANT_SIMD_SEARCH_SIMD_INL_H_
+#else
+#define SPK_QUANT_SIMD_SEARCH_SIMD_INL_H_
+#endif
+
+#include <cmath>
+#include <span>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "quant/rtn.h"
+#include "quant/search.h"
+#include "tensor/dtype.h"
+#include "tensor/float_convert.h"
+
+// rtn_simd-inl.h defines its exported entry points with external linkage; rtn_simd.cc owns them.
+// Renamed here so that this translation unit's copies (unused) do not collide at link time; only
+// its inline helpers (ToFloat, MinMaxAndFinite, Scales, QuantizeGroup, Pack, RoundTo) are used.
+#define QuantizeRowsKernel SearchUnit_QuantizeRowsKernel
+#define ConvertToFloatKernel SearchUnit_ConvertToFloatKernel
+#define GroupMinMaxKernel SearchUnit_GroupMinMaxKernel
+#define ComputeGroupScalesKernel SearchUnit_ComputeGroupScalesKernel
+#define QuantizeGroupKernel SearchUnit_QuantizeGroupKernel
+#define PackRowKernel SearchUnit_PackRowKernel
+#define TargetNameKernel SearchUnit_TargetNameKernel
+#include "quant/simd/rtn_simd-inl.h"
+#undef QuantizeRowsKernel
+#undef ConvertToFloatKernel
+#undef GroupMinMaxKernel
+#undef ComputeGroupScalesKernel
+#undef QuantizeGroupKernel
+#undef PackRowKernel
+#undef TargetNameKernel
+
+HWY_BEFORE_NAMESPACE();
+namespace spk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Fully unrolls a loop with a compile-time trip count, so that arrays of accumulator vectors
+// indexed by it live in registers.
+#ifndef SPK_UNROLL_ALL
+#define SPK_UNROLL_ALL _Pragma("GCC unroll 16")
+#endif
+
+// The 16 stripes of a sum live in kStripeVecs vectors: stripe v * lanes + l is lane l of vector v.
+constexpr size_t kLanes = hn::MaxLanes(DF());
+static_assert(kSearchStripes % kLanes == 0, "the stripes must fill whole vectors");
+constexpr size_t kStripeVecs = kSearchStripes / kLanes;
+
+struct Stripes {
+  VF v[kStripeVecs];
+  Stripes() {
+    for (VF& x : v) x = hn::Zero(DF());
+  }
+};
+
+// Lane k += lane k + lanes/2 down to one lane: the last steps of SumStripes' tree.
+template <class D>
+HWY_INLINE float HalvingSum(D d, hn::Vec<D> v) {
+#if HWY_TARGET == HWY_SCALAR  // one lane: nothing to halve
+  return hn::GetLane(v);
+#else
+  if constexpr (hn::MaxLanes(D()) == 1) {
+    return hn::GetLane(v);
+  } else {
+    const hn::Half<D> dh;
+    return HalvingSum(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)));
+  }
+#endif
+}
+
+// SumStripes of the stripes plus the scalar tail terms of elements [full, n) (full is a multiple
+// of 16): the same tree, first across vectors, then inside the last one.
+template <typename Term>
+HWY_INLINE float Total(Stripes& s, size_t full, size_t n, Term term) {
+  if (full == n) {
+    for (size_t h = kStripeVecs / 2; h >= 1; h /= 2) {
+      for (size_t k = 0; k < h; ++k) s.v[k] = hn::Add(s.v[k], s.v[k + h]);
+    }
+    return HalvingSum(DF(), s.v[0]);
+  }
+  float stripes[kSearchStripes];
+  for (size_t k = 0; k < kStripeVecs; ++k) hn::StoreU(s.v[k], DF(), stripes + k * kLanes);
+  for (size_t i = full; i < n; ++i) stripes[i - full] += term(i);
+  return SumStripes(stripes);
+}
+
+HWY_INLINE VF Codes(VF x, VF inv, VF lo, VF hi) {  // NearestCode
+  return hn::Round(hn::Min(hn::Max(hn::Mul(x, inv), lo), hi));
+}
+
+// ScalarFitSums for K candidates in one pass.
+template <size_t K>
+HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, float lo, float hi, float* cw,
+                        float* cc) {
+  const DF df;
+  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  VF vinv[K];
+  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]);
+  Stripes scw[K], scc[K];
+  const size_t full = n / kSearchStripes * kSearchStripes;
+  for (size_t i = 0; i < full; i += kSearchStripes) {
+    SPK_UNROLL_ALL
+    for (size_t v = 0; v < kStripeVecs; ++v) {
+      const VF x = hn::LoadU(df, w + i + v * kLanes);
+      SPK_UNROLL_ALL
+      for (size_t k = 0; k < K; ++k) {
+        const VF c = Codes(x, vinv[k], vlo, vhi);
+        scw[k].v[v] = hn::Add(scw[k].v[v], hn::Mul(c, x));
+        scc[k].v[v] = hn::Add(scc[k].v[v], hn::Mul(c, c));
+      }
+    }
+  }
+  for (size_t k = 0; k < K; ++k) {
+    cw[k] =
+        Total(scw[k], full, n, [&](size_t i) { return NearestCode(w[i], inv[k], lo, hi) * w[i]; });
+    cc[k] = Total(scc[k], full, n, [&](size_t i) {
+      const float c = NearestCode(w[i], inv[k], lo, hi);
+      return c * c;
+    });
+  }
+}
+
+void FitSumsKernel(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
+                   float* cw, float* cc) {
+  static_assert(kMaxSearchBatch == 4);
+  switch (count) {
+    case 1:
+      return FitSums<1>(w, n, inv, lo, hi, cw, cc);
+    case 2:
+      return FitSums<2>(w, n, inv, lo, hi, cw, cc);
+    case 3:
+      return FitSums<3>(w, n, inv, lo, hi, cw, cc);
+    default:
+      return FitSums<4>(w, n, inv, lo, hi, cw, cc);
+  }
+}
+
+// ScalarNearestErrors for K candidates in one pass.
+template <DType kType, size_t K>
+HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const float* scale,
+                              float lo, float hi, float* err) {
+  const DF df;
+  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  VF vinv[K], vscale[K];
+  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]), vscale[k] = hn::Set(df, scale[k]);
+  Stripes sums[K];
+  const size_t full = n / kSearchStripes * kSearchStripes;
+  for (size_t i = 0; i < full; i += kSearchStripes) {
+    SPK_UNROLL_ALL
+    for (size_t v = 0; v < kStripeVecs; ++v) {
+      const VF x = hn::LoadU(df, w + i + v * kLanes);
+      SPK_UNROLL_ALL
+      for (size_t k = 0; k < K; ++k) {
+        const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(Codes(x, vinv[k], vlo, vhi), vscale[k])));
+        sums[k].v[v] = hn::Add(sums[k].v[v], hn::Mul(e, e));
+      }
+    }
+  }
+  for (size_t k = 0; k < K; ++k) {
+    err[k] = Total(sums[k], full, n, [&](size_t i) {
+      const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], kType);
+      return e * e;
+    });
+  }
+}
+
+template <DType kType>
+HWY_INLINE void NearestErrorsTyped(const float* w, size_t n, const float* inv, const float* scale,
+                                   size_t count, float lo, float hi, float* err) {
+  switch (count) {
+    case 1:
+      return NearestErrors<kType, 1>(w, n, inv, scale, lo, hi, err);
+    case 2:
+      return NearestErrors<kType, 2>(w, n, inv, scale, lo, hi, err);
+    case 3:
+      return NearestErrors<kType, 3>(w, n, inv, scale, lo, hi, err);
+    default:
+      return NearestErrors<kType, 4>(w, n, inv, scale, lo, hi, err);
+  }
+}
+
+// ScalarCodesError.
+template <DType kType>
+HWY_INLINE float CodesError(const float* w, const int8_t* q, size_t n, float scale) {
+  const DF df;
+  const DI di;
+  const hn::Rebind<int8_t, DF> d8;
+  const VF vscale = hn::Set(df, scale);
+  Stripes err;
+  const size_t full = n / kSearchStripes * kSearchStripes;
+  for (size_t i = 0; i < full; i += kSearchStripes) {
+    SPK_UNROLL_ALL
+    for (size_t k = 0; k < kStripeVecs; ++k) {
+      const VF c = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)));
+      const VF e = hn::Sub(hn::LoadU(df, w + i + k * kLanes), RoundTo<kType>(hn::Mul(c, vscale)));
+      err.v[k] = hn::Add(err.v[k], hn::Mul(e, e));
+    }
+  }
+  return Total(err, full, n, [&](size_t i) {
+    const float e = w[i] - RoundToDType(static_cast<float>(q[i]) * scale, kType);
+    return e * e;
+  });
+}
+
+// ScalarNearestCodes.
+void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi, int8_t* q) {
+  const DF df;
+  const DI di;
+  const hn::Rebind<int8_t, DF> d8;
+  const VF vinv = hn::Set(df, inv), vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const VF c = Codes(hn::LoadU(df, w + i), vinv, vlo, vhi);
+    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, q + i);
+  }
+  for (; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
+}
+
+void NearestErrorsKernel(DType dtype, const float* w, size_t n, const float* inv,
+                         const float* scale, size_t count, float lo, float hi, float* err) {
+  switch (dtype) {
+    case DType::kBF16:
+      return NearestErrorsTyped<DType::kBF16>(w, n, inv, scale, count, lo, hi, err);
+    case DType::kF16:
+      return NearestErrorsTyped<DType::kF16>(w, n, inv, scale, count, lo, hi, err);
+    default:
+      return NearestErrorsTyped<DType::kF32>(w, n, inv, scale, count, lo, hi, err);
+  }
+}
+
+float CodesErrorKernel(DType dtype, const float* w, const int8_t* q, size_t n, float scale) {
+  switch (dtype) {
+    case DType::kBF16:
+      return CodesError<DType::kBF16>(w, q, n, scale);
+    case DType::kF16:
+      return CodesError<DType::kF16>(w, q, n, scale);
+    default:
+      return CodesError<DType::kF32>(w, q, n, scale);
+  }
+}
+
+constexpr SearchKernels kTargetKernels{FitSumsKernel, NearestErrorsKernel, CodesErrorKernel,
+                                       NearestCodesKernel};
+
+// QuantizeRowsSearch for one dtype in one pass (after the caller checked dtype, params and shape):
+// per row, RTN as rtn_simd-inl.h's QuantizeRowsTyped does it, then the search of every group on
+// the RTN codes still in memory, then one pack. Returns false (outputs partly written) when a
+// weight is not finite or a scale overflows.
+template <DType kType>
+HWY_INLINE bool SearchRowsTyped(const QuantParams& p, const uint8_t* weight, int64_t rows,
+                                int64_t cols, const RowBlockQuantOutput& out) {
+  const size_t width = static_cast<size_t>(GroupWidth(cols, p.group_size));
+  const size_t groups = static_cast<size_t>(GroupsPerRow(cols, p.group_size));
+  const int64_t words = PackedWords(cols, p.bits);
+  const size_t elem = DTypeBits(kType) / 8;
+  const size_t n = static_cast<size_t>(cols);
+  std::vector<float> row(n);
+  std::vector<int8_t> q(n);
+  std::vector<float> mins(groups), maxs(groups), scales(groups);
+  std::vector<int32_t> zero_points(groups);
+  for (int64_t r = 0; r < rows; ++r) {
+    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
+    for (size_t j = 0; j < groups; ++j) {
+      bool finite = true;
+      const GroupRange range = MinMaxAndFinite(row.data() + j * width, width, &finite);
+      if (!finite) return false;
+      mins[j] = range.min;
+      maxs[j] = range.max;
+    }
+    Scales<kType>(p, mins.data(), maxs.data(), groups, scales.data(), zero_points.data());
+    for (size_t j = 0; j < groups; ++j) {
+      if (!std::isfinite(scales[j])) return false;
+      const std::span<const float> w(row.data() + j * width, width);
+      const std::span<int8_t> gq(q.data() + j * width, width);
+      QuantizeGroup<kType>(p, w.data(), width, scales[j], zero_points[j], gq.data());
+      const GroupQuantParams found =
+          p.symmetric ? SearchSymmetricGroup(kTargetKernels, p, kType, w, {mins[j], maxs[j]},
+                                             {scales[j], 0}, gq)
+                      : SearchGroup(p, kType, w, {scales[j], zero_points[j]}, gq);
+      scales[j] = found.scale;
+      zero_points[j] = found.zero_point;
+    }
+    Pack(p.bits, q.data(), n, out.packed + r * words);
+    spk::ConvertFromFloat(kType, scales.data(), out.scales + static_cast<size_t>(r) * groups * elem,
+                          groups);
+    if (out.zero_points != nullptr) {
+      std::copy(zero_points.begin(), zero_points.end(), out.zero_points + r * groups);
+    }
+  }
+  return true;
+}
+
+// ---- The per-target entry points exported to search_simd.cc.
+
+bool SearchRowsKernel(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,
+                      int64_t cols, const RowBlockQuantOutput& out) {
+  switch (dtype) {
+    case DType::kBF16:
+      return SearchRowsTyped<DType::kBF16>(p, weight, rows, cols, out);
+    case DType::kF16:
+      return SearchRowsTyped<DType::kF16>(p, weight, rows, cols, out);
+    default:
+      return SearchRowsTyped<DType::kF32>(p, weight, rows, cols, out);
+  }
+}
+
+const SearchKernels* SearchKernelsKernel() { return &kTargetKernels; }
+
+const char* SearchTargetNameKernel() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace spk
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
