@@ -324,11 +324,11 @@ void ScalarNearestCodes(const float* w, size_t n, float inv, float lo, float hi,
   for (size_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
 }
 
-// `s` rounded to the dtype when it is a usable scale: nonzero, finite, with a finite reciprocal
+// `s` rounded to the dtype when it is a usable scale: positive, finite, with a finite reciprocal
 // (so that w * inv is never 0 * Inf); else 0.
-float UsableSignedScale(float s, DType dtype) {
+float UsablePositiveScale(float s, DType dtype) {
   const float r = RoundToDType(s, dtype);
-  return std::isfinite(r) && r != 0.0f && std::isfinite(1.0f / r) ? r : 0.0f;
+  return std::isfinite(r) && r > 0.0f && std::isfinite(1.0f / r) ? r : 0.0f;
 }
 
 }  // namespace
@@ -346,16 +346,17 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
   if (range.min == 0.0f && range.max == 0.0f) return rtn;  // all zero: RTN is exact
   const size_t n = w.size();
   const float lo = static_cast<float>(QMin(p.bits)), hi = static_cast<float>(QMax(p.bits));
-  // The peak (signed value of largest magnitude) goes onto the level QMin, so the unit scale
-  // peak / QMin is negative when the peak is positive.
-  const float peak = range.max > -range.min ? range.max : range.min;
-  const float unit = peak / lo;
+  // The format stores a positive weight_scale (the contract of the issue and of `check`; vLLM's GPU
+  // kernels were never validated with negative ones). The candidates lie around absmax / 8 (-QMin),
+  // below RTN's absmax / 7.5: a negative peak can then use the level -8 that RTN leaves almost
+  // unused, and a positive one is clipped a little, which lowers the error of the rest.
+  const float unit = std::max(range.max, -range.min) / -lo;
 
   // The grid, scored by s^2 sum(c c) - 2 s sum(c w): the error of the codes with s, plus sum(w w).
   float scales[kSearchGridSize], invs[kSearchGridSize];
   size_t count = 0;
   for (float factor : kSearchGrid) {
-    const float s = UsableSignedScale(unit * factor, dtype);
+    const float s = UsablePositiveScale(unit * factor, dtype);
     if (s != 0.0f) scales[count] = s, invs[count] = 1.0f / s, ++count;
   }
   if (count == 0) return rtn;
@@ -372,7 +373,7 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
   float finalists[2] = {scales[grid_best]}, finalist_invs[2] = {invs[grid_best]};
   size_t finalist_count = 1;
   const float refit =
-      cc[grid_best] > 0 ? UsableSignedScale(cw[grid_best] / cc[grid_best], dtype) : 0.0f;
+      cc[grid_best] > 0 ? UsablePositiveScale(cw[grid_best] / cc[grid_best], dtype) : 0.0f;
   if (refit != 0.0f) {
     finalists[1] = refit, finalist_invs[1] = 1.0f / refit, finalist_count = 2;
   }

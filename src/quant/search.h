@@ -8,12 +8,11 @@
 // with a smaller squared error sum (w - w')^2, w' computed exactly that way.
 //
 // Symmetric schemes (the W4A16/W8A16 presets), SearchSymmetricGroup:
-//   - the sign: the level range [-8, 7] is lopsided, so the scale maps the group's
-//   largest-magnitude
-//     value onto QMin (-8 at 4 bits). When that value is positive the scale is NEGATIVE (q * s
-//     with s < 0 and q = -8 gives the positive peak); this alone is most of the gain over RTN's
-//     absmax / 7.5, which leaves the level -8 nearly unused;
-//   - a grid of kSearchGridSize scales, kSearchGrid[k] x peak / QMin(bits), each rounded to the
+//   - the unit scale absmax / 8 (-QMin at 4 bits): the level range [-8, 7] is lopsided, and RTN's
+//     absmax / 7.5 leaves the level -8 nearly unused; scales stay positive (the format's contract:
+//     `check` rejects negative scales and vLLM's GPU kernels were not validated with them, though
+//     they would lower the error further: bench/quality/bound.py);
+//   - a grid of kSearchGridSize scales, kSearchGrid[k] x the unit scale, each rounded to the
 //     dtype, scored by the squared error of its nearest-level codes c with the scale s itself,
 //     computed from two sums: s^2 sum(c c) - 2 s sum(c w) (the dtype rounding of c s is ignored
 //     here; the finalists' errors below are exact);
@@ -62,10 +61,11 @@ GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const 
 
 // ---- The symmetric search, split into per-group logic and per-element kernels.
 
-// The grid of the symmetric search, as multiples of peak / QMin(bits) (peak: the signed value of
-// largest magnitude). 1.0 maps the peak onto QMin exactly; factors below 1 clip it.
+// The grid of the symmetric search, as multiples of absmax / -QMin(bits). 1.0 maps a negative peak
+// onto QMin exactly; factors below 1 clip the peak (chosen on Gaussian, Laplace and outlier-column
+// groups: docs/quality.md).
 inline constexpr int kSearchGridSize = 4;
-inline constexpr float kSearchGrid[kSearchGridSize] = {0.90f, 0.95f, 1.00f, 1.05f};
+inline constexpr float kSearchGrid[kSearchGridSize] = {0.86f, 0.91f, 0.96f, 1.01f};
 
 // Sums over a group are accumulated in kSearchStripes partial sums (element i goes to stripe
 // i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k +=

@@ -1,7 +1,6 @@
 """`sparkulator quantize --method search` end to end: the checkpoint is the same pack-quantized
 format (compressed-tensors validates the config and decompresses every tensor), the codes are in
-range and the scales nonzero (negative ones only for symmetric schemes, where the search maps a
-positive peak onto the level -8), every tensor's reconstruction error is at most RTN's and the total
+range and the scales positive and finite (the format's contract), every tensor's reconstruction error is at most RTN's and the total
 is clearly lower, the method is recorded outside quantization_config, and RTN stays the default."""
 
 import json
@@ -29,9 +28,8 @@ def quantize(spk, src: Path, dst: Path, *flags):
     return config, qc.config_groups["group_0"], load_dir(dst)
 
 
-def errors(source: dict, scheme, tensors: dict, signs: dict | None = None) -> dict:
-    """{module: sum of squared error of compressed-tensors' decompressed weight}; counts the
-    negative scales in signs["negative"] when given."""
+def errors(source: dict, scheme, tensors: dict) -> dict:
+    """{module: sum of squared error of compressed-tensors' decompressed weight}."""
     out = {}
     bits = scheme.weights.num_bits
     for name in tensors:
@@ -41,11 +39,7 @@ def errors(source: dict, scheme, tensors: dict, signs: dict | None = None) -> di
         state = {k[len(module) + 1:]: v for k, v in tensors.items()
                  if k.startswith(module + ".weight_")}
         scale = state["weight_scale"]
-        assert torch.isfinite(scale.float()).all() and (scale.float() != 0).all(), module
-        if not scheme.weights.symmetric:
-            assert (scale.float() > 0).all(), module
-        if signs is not None:
-            signs["negative"] = signs.get("negative", 0) + int((scale.float() < 0).sum())
+        assert torch.isfinite(scale.float()).all() and (scale.float() > 0).all(), module
         q = unpack_from_int32(state["weight_packed"], bits, torch.Size(state["weight_shape"]))
         assert int(q.min()) >= -(1 << (bits - 1)) and int(q.max()) <= (1 << (bits - 1)) - 1
         weight = PackedQuantizationCompressor.decompress(state, scheme)["weight"]
@@ -62,7 +56,7 @@ def example(tmp_path_factory, spk):
     return src
 
 
-@pytest.mark.parametrize("scheme,bound", [("w4a16", 0.80), ("w4a16-asym", 1.0),
+@pytest.mark.parametrize("scheme,bound", [("w4a16", 0.85), ("w4a16-asym", 1.0),
                                           ("w8a16", 1.0), ("w8a16-asym", 1.0)])
 def test_search_decompresses_and_beats_rtn(spk, example, tmp_path, scheme, bound):
     source = load_dir(example)
@@ -76,10 +70,7 @@ def test_search_decompresses_and_beats_rtn(spk, example, tmp_path, scheme, bound
     assert sorted(t_s) == sorted(t_rtn)  # same tensors, same format
     for name in t_s:
         assert t_s[name].dtype == t_rtn[name].dtype and t_s[name].shape == t_rtn[name].shape
-    signs = {}
-    e_rtn, e_s = errors(source, sch_rtn, t_rtn), errors(source, sch_s, t_s, signs)
-    if sch_s.weights.symmetric:  # about half of the groups have a positive peak
-        assert signs["negative"] > 0
+    e_rtn, e_s = errors(source, sch_rtn, t_rtn), errors(source, sch_s, t_s)
     assert e_rtn and e_rtn.keys() == e_s.keys()
     for module in e_rtn:
         assert e_s[module] <= e_rtn[module], module
