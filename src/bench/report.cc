@@ -97,6 +97,7 @@ json RatioJson(const RatioEstimate& e) {
           {"bootstrap_ci_low", Opt(e.bootstrap_low)},
           {"bootstrap_ci_high", Opt(e.bootstrap_high)},
           {"log_ratio", e.n_pairs ? json(e.log_ratio) : json(nullptr)},
+          {"paired_ratio", e.n_pairs ? json(std::exp(e.log_ratio)) : json(nullptr)},
           {"log_ratio_se", Opt(e.log_ratio_se)}};
 }
 
@@ -177,16 +178,17 @@ std::string XmlEscape(const std::string& s) {
   return out;
 }
 
+// The delta of an arm: the geometric mean of its paired per-block ratios with their 95% t interval,
+// so that the point and its interval come from the same estimator (the ratio of means, which one
+// outlier can move outside that interval, is in the JSON and the decomposition table with its
+// bootstrap interval).
 std::string DeltaCell(const json& cmp) {
   if (!cmp.is_object() || !cmp["ratio"].is_number()) return "-";
-  std::string text = Percent(cmp["ratio"].get<double>());
-  if (cmp["ci_low"].is_number()) {
-    text += fmt::format(" (95% CI {} .. {})", Percent(cmp["ci_low"].get<double>()),
-                        Percent(cmp["ci_high"].get<double>()));
-  } else {
-    text += " (no CI: fewer than 2 paired blocks)";
+  if (!cmp["ci_low"].is_number()) {
+    return Percent(cmp["ratio"].get<double>()) + " (no CI: fewer than 2 paired blocks)";
   }
-  return text;
+  return fmt::format("{} (95% CI {} .. {})", Percent(std::exp(cmp["log_ratio"].get<double>())),
+                     Percent(cmp["ci_low"].get<double>()), Percent(cmp["ci_high"].get<double>()));
 }
 
 }  // namespace
@@ -256,7 +258,7 @@ std::string RenderMarkdown(const json& results) {
     out += "| all |";
     for (size_t i = 0; i < arms.size(); ++i) out += " |";
     for (const json& cmp : comparisons) out += " " + DeltaCell(cmp) + " |";
-    out += "\n";
+    out += "\n\ndelta: geometric mean of the paired per-block ratios, with its 95% t interval.\n";
   }
 
   out +=

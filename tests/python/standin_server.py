@@ -202,7 +202,7 @@ def make_handler(state):
                 # Write each frame in two pieces cut at an odd byte (often inside a UTF-8 character).
                 data = pending + frame
                 pending = b""
-                if burst:  # a stalled server (or client): everything lands in one read
+                if burst and n >= 2:  # a server (or client) stalled mid-stream: the rest lands at once
                     held += data
                     continue
                 cut = len(data) // 2 + 1
@@ -260,7 +260,8 @@ def parse_args(argv=None):
     p.add_argument("--malformed-every", type=int, default=0, help="send a malformed event in every Nth")
     p.add_argument("--hang-after", type=int, default=0, help="completions after the Nth hang mid-stream")
     p.add_argument("--burst-every", type=int, default=0,
-                   help="every Nth completion holds its token chunks back and sends them at once")
+                   help="every Nth completion holds its token chunks back after the second and sends "
+                        "them at once")
     return p.parse_args(argv)
 
 
