@@ -12,7 +12,7 @@ scripts/install-deps.sh
 jobs=$(nproc)
 
 echo "== build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPK_TESTS=ON -DSPK_BENCH=ON >/dev/null
 cmake --build build -j"$jobs"
 echo "== C++ tests"
 (cd build && ctest --output-on-failure -j"$jobs")
