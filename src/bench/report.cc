@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "base/xml_escape.h"
 #include "bench/stats.h"
 
 namespace spk::bench {
@@ -153,29 +154,6 @@ std::string Percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1) *
 
 std::string NumOr(const json& v, const char* format, const char* missing = "-") {
   return v.is_number() ? fmt::format(fmt::runtime(format), v.get<double>()) : missing;
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
 }
 
 // The delta of an arm: the geometric mean of its paired per-block ratios with their 95% t interval,
@@ -403,7 +381,7 @@ std::string RenderSvg(const json& results) {
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
         kLeft + plot_w + 15, ly - 10, color, kLeft + plot_w + 32, ly,
-        XmlEscape(arms[a]["name"].get<std::string>()));
+        EscapeXml(arms[a]["name"].get<std::string>()));
   }
   svg += "</svg>\n";
   return svg;

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "base/xml_escape.h"
 #include "check/dequantize.h"
 #include "checkpoint/family.h"
 #include "checkpoint/quant_config.h"
@@ -185,29 +186,6 @@ void Summarize(CompareReport* r, const Sums& total) {
 // JSON has no infinity: an exact layer's SNR is written as null.
 Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
-std::string Escape(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 // A fixed palette, one color per layer kind, in order of first appearance.
 std::string KindColor(const std::vector<KindSummary>& kinds, const std::string& kind) {
   static const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -234,7 +212,7 @@ std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" "
       "aria-label=\"{}\">\n<text x=\"4\" y=\"18\" class=\"title\">{}</text>\n",
-      kLabelWidth + kPlotWidth + 80, height, Escape(title), Escape(title));
+      kLabelWidth + kPlotWidth + 80, height, EscapeXml(title), EscapeXml(title));
   for (size_t i = 0; i < bars.size(); ++i) {
     const Bar& b = bars[i];
     int y = kTop + static_cast<int>(i) * kRow;
@@ -244,8 +222,8 @@ std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
         "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" "
         "fill=\"{}\"><title>{}</title></rect>"
         "<text x=\"{:.1f}\" y=\"{}\" class=\"value\">{:.4g}</text>\n",
-        kLabelWidth - 6, y + kRow - 4, Escape(b.label), kLabelWidth, y + 2, w, kRow - 4, b.color,
-        Escape(b.tooltip), kLabelWidth + w + 4, y + kRow - 4, b.value);
+        kLabelWidth - 6, y + kRow - 4, EscapeXml(b.label), kLabelWidth, y + 2, w, kRow - 4, b.color,
+        EscapeXml(b.tooltip), kLabelWidth + w + 4, y + kRow - 4, b.value);
   }
   int axis_y = kTop + kRow * static_cast<int>(bars.size()) + 4;
   svg += fmt::format(
@@ -253,7 +231,7 @@ std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
       "<text x=\"{}\" y=\"{}\" class=\"label\">0</text>"
       "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\">{:.4g} ({})</text>\n</svg>\n",
       kLabelWidth, axis_y, kLabelWidth + kPlotWidth, axis_y, kLabelWidth, axis_y + 16,
-      kLabelWidth + kPlotWidth, axis_y + 16, vmax, Escape(axis_label));
+      kLabelWidth + kPlotWidth, axis_y + 16, vmax, EscapeXml(axis_label));
   return svg;
 }
 
@@ -386,8 +364,8 @@ std::string CompareReportHtml(const CompareReport& r) {
     rows += fmt::format(
         "<tr><td>{}</td><td>{}&times;{}</td><td>{:.5f}</td><td>{:.2f}</td><td>{:.6f}</td>"
         "<td>{:.5f}</td><td>{:.5f}</td><td>{:.5f}</td></tr>\n",
-        Escape(l.module), l.out, l.in, l.rel_fro, l.snr_db, l.cosine, l.max_abs, l.clipped_fraction,
-        l.output_rel_error);
+        EscapeXml(l.module), l.out, l.in, l.rel_fro, l.snr_db, l.cosine, l.max_abs,
+        l.clipped_fraction, l.output_rel_error);
   }
   return fmt::format(
       R"(<!DOCTYPE html>
@@ -423,12 +401,12 @@ svg .label, svg .value {{ font-size: 11px; }}
 {rows}</table>
 </body></html>
 )",
-      fmt::arg("title", Escape(r.quantized)), fmt::arg("source", Escape(r.source)),
-      fmt::arg("quantized", Escape(r.quantized)), fmt::arg("scheme", Escape(r.scheme)),
+      fmt::arg("title", EscapeXml(r.quantized)), fmt::arg("source", EscapeXml(r.source)),
+      fmt::arg("quantized", EscapeXml(r.quantized)), fmt::arg("scheme", EscapeXml(r.scheme)),
       fmt::arg("layers", r.layers.size()), fmt::arg("overall", r.overall_rel_fro),
       fmt::arg("snr", r.mean_snr_db), fmt::arg("cosine", r.min_cosine),
       fmt::arg("out_err", r.mean_output_rel_error),
-      fmt::arg("worst", Escape(r.layers.empty() ? "" : r.layers.front().module)),
+      fmt::arg("worst", EscapeXml(r.layers.empty() ? "" : r.layers.front().module)),
       fmt::arg("layer_chart", BarChart("relative Frobenius error per layer (model order)",
                                        layer_bars, "relative error")),
       fmt::arg("kind_chart",
