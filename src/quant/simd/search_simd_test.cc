@@ -111,7 +111,8 @@ using QuantizeFn = Status (*)(const QuantParams&, DType, const uint8_t*, int64_t
 Output RunQuantizer(QuantizeFn fn, const QuantParams& p, DType dtype,
                     const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
   Output out;
-  const int64_t groups = GroupsPerRow(cols, p.group_size);
+  // Room for a group size that does not divide the row too (the quantizer must refuse it unread).
+  const int64_t groups = GroupFits(cols, p.group_size) ? GroupsPerRow(cols, p.group_size) : cols;
   out.packed.assign(rows * PackedWords(cols, p.bits), 0x5A5A5A5A);
   out.scales.assign(rows * groups * DTypeBits(dtype) / 8, 0xA5);
   out.zero_points.assign(rows * groups, 12345);
