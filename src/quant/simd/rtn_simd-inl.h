@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -276,12 +277,19 @@ HWY_INLINE void Pack(int bits, const int8_t* q, size_t n, int32_t* words) {
   }
 }
 
-// QuantizeRowsRtn for one dtype, after the caller checked dtype, params and shape. Returns false
-// (outputs partly written) when a weight is not finite or a scale overflows; the caller then asks
-// the reference for the error.
-template <DType kType>
+// The per-group hook of plain RTN: keeps RTN's codes, scale and zero point.
+struct KeepRtnGroup {
+  void operator()(std::span<const float>, std::span<int8_t>, GroupRange, float&, int32_t&) const {}
+};
+
+// QuantizeRowsRtn for one dtype, after the caller checked dtype, params and shape. After RTN has
+// quantized a group, `after_group(weights, codes, range, scale, zero_point)` may improve it in
+// place (the scale search of search_simd-inl.h does). Returns false (outputs partly written) when a
+// weight is not finite or a scale overflows; the caller then asks the reference for the error.
+template <DType kType, class GroupHook = KeepRtnGroup>
 HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, int64_t rows,
-                                  int64_t cols, const RowBlockQuantOutput& out) {
+                                  int64_t cols, const RowBlockQuantOutput& out,
+                                  GroupHook after_group = {}) {
   const size_t width = static_cast<size_t>(GroupWidth(cols, p.group_size));
   const size_t groups = static_cast<size_t>(GroupsPerRow(cols, p.group_size));
   const int64_t words = PackedWords(cols, p.bits);
@@ -303,8 +311,10 @@ HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, i
     Scales<kType>(p, mins.data(), maxs.data(), groups, scales.data(), zero_points.data());
     for (size_t j = 0; j < groups; ++j) {
       if (!std::isfinite(scales[j])) return false;
-      QuantizeGroup<kType>(p, row.data() + j * width, width, scales[j], zero_points[j],
-                           q.data() + j * width);
+      const std::span<const float> w(row.data() + j * width, width);
+      const std::span<int8_t> gq(q.data() + j * width, width);
+      QuantizeGroup<kType>(p, w.data(), width, scales[j], zero_points[j], gq.data());
+      after_group(w, gq, GroupRange{mins[j], maxs[j]}, scales[j], zero_points[j]);
     }
     Pack(p.bits, q.data(), n, out.packed + r * words);
     spk::ConvertFromFloat(kType, scales.data(), out.scales + static_cast<size_t>(r) * groups * elem,

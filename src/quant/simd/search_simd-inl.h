@@ -255,51 +255,21 @@ constexpr SearchKernels kTargetKernels{FitSumsKernel, NearestErrorsKernel, Codes
                                        NearestCodesKernel};
 
 // QuantizeRowsSearch for one dtype in one pass (after the caller checked dtype, params and shape):
-// per row, RTN as rtn_simd-inl.h's QuantizeRowsTyped does it, then the search of every group on
-// the RTN codes still in memory, then one pack. Returns false (outputs partly written) when a
-// weight is not finite or a scale overflows.
+// rtn_simd-inl.h's row pass, with the search of every group run on its RTN codes still in memory,
+// then one pack. Returns false (outputs partly written) when a weight is not finite or a scale
+// overflows.
 template <DType kType>
 HWY_INLINE bool SearchRowsTyped(const QuantParams& p, const uint8_t* weight, int64_t rows,
                                 int64_t cols, const RowBlockQuantOutput& out) {
-  const size_t width = static_cast<size_t>(GroupWidth(cols, p.group_size));
-  const size_t groups = static_cast<size_t>(GroupsPerRow(cols, p.group_size));
-  const int64_t words = PackedWords(cols, p.bits);
-  const size_t elem = DTypeBits(kType) / 8;
-  const size_t n = static_cast<size_t>(cols);
-  std::vector<float> row(n);
-  std::vector<int8_t> q(n);
-  std::vector<float> mins(groups), maxs(groups), scales(groups);
-  std::vector<int32_t> zero_points(groups);
-  for (int64_t r = 0; r < rows; ++r) {
-    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
-    for (size_t j = 0; j < groups; ++j) {
-      bool finite = true;
-      const GroupRange range = MinMaxAndFinite(row.data() + j * width, width, &finite);
-      if (!finite) return false;
-      mins[j] = range.min;
-      maxs[j] = range.max;
-    }
-    Scales<kType>(p, mins.data(), maxs.data(), groups, scales.data(), zero_points.data());
-    for (size_t j = 0; j < groups; ++j) {
-      if (!std::isfinite(scales[j])) return false;
-      const std::span<const float> w(row.data() + j * width, width);
-      const std::span<int8_t> gq(q.data() + j * width, width);
-      QuantizeGroup<kType>(p, w.data(), width, scales[j], zero_points[j], gq.data());
-      const GroupQuantParams found =
-          p.symmetric ? SearchSymmetricGroup(kTargetKernels, p, kType, w, {mins[j], maxs[j]},
-                                             {scales[j], 0}, gq)
-                      : SearchGroup(p, kType, w, {scales[j], zero_points[j]}, gq);
-      scales[j] = found.scale;
-      zero_points[j] = found.zero_point;
-    }
-    Pack(p.bits, q.data(), n, out.packed + r * words);
-    spk::ConvertFromFloat(kType, scales.data(), out.scales + static_cast<size_t>(r) * groups * elem,
-                          groups);
-    if (out.zero_points != nullptr) {
-      std::copy(zero_points.begin(), zero_points.end(), out.zero_points + r * groups);
-    }
-  }
-  return true;
+  auto search_group = [&p](std::span<const float> w, std::span<int8_t> q, GroupRange range,
+                           float& scale, int32_t& zero_point) {
+    const GroupQuantParams found =
+        p.symmetric ? SearchSymmetricGroup(kTargetKernels, p, kType, w, range, {scale, 0}, q)
+                    : SearchGroup(p, kType, w, {scale, zero_point}, q);
+    scale = found.scale;
+    zero_point = found.zero_point;
+  };
+  return QuantizeRowsTyped<kType>(p, weight, rows, cols, out, search_group);
 }
 
 // ---- The per-target entry points exported to search_simd.cc.
