@@ -7,7 +7,7 @@
 namespace spk {
 namespace {
 
-ModelConfig Config(std::string_view json) { return testing::ConfigFromJson(json); }
+ModelConfig Config(std::string_view json) { return test_util::ConfigFromJson(json); }
 
 TEST(FamilyTest, DetectsEachFamily) {
   std::vector<std::string> qwen = {"layers.0.self_attn.q_proj.weight", "fc.weight"};

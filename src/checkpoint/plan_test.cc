@@ -9,7 +9,7 @@
 namespace spk {
 namespace {
 
-ModelConfig Config(std::string_view json) { return testing::ConfigFromJson(json); }
+ModelConfig Config(std::string_view json) { return test_util::ConfigFromJson(json); }
 
 std::vector<TensorMeta> QwenLayer(std::string prefix, int64_t hidden, int64_t inter, int64_t q,
                                   int64_t kv) {

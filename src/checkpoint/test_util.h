@@ -7,7 +7,7 @@
 
 #include "checkpoint/model_config.h"
 
-namespace spk::testing {
+namespace spk::test_util {
 
 // Parses config.json text that the test knows to be valid; a parse error fails the test.
 inline ModelConfig ConfigFromJson(std::string_view json) {
@@ -16,4 +16,4 @@ inline ModelConfig ConfigFromJson(std::string_view json) {
   return std::move(c).value();
 }
 
-}  // namespace spk::testing
+}  // namespace spk::test_util

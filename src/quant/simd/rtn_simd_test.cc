@@ -3,6 +3,7 @@
 // (hwy::TestWithParamTarget sets the target mask, so HWY_DYNAMIC_DISPATCH picks that target).
 // Equality is bit for bit: packed words, scale bytes, zero points, error Status.
 #include "quant/simd/rtn_simd.h"
+#include "quant/simd/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -22,38 +23,13 @@
 namespace spk {
 namespace {
 
+using test_util::Encode;
+using test_util::RunQuantizer;
+using Output = test_util::QuantizerOutput;
+
 constexpr DType kFloatTypes[] = {DType::kBF16, DType::kF16, DType::kF32};
 
-std::vector<uint8_t> Encode(DType dtype, const std::vector<float>& values) {
-  std::vector<uint8_t> bytes(values.size() * DTypeBits(dtype) / 8);
-  ConvertFromFloat(dtype, values.data(), bytes.data(), values.size());
-  return bytes;
-}
-
 uint32_t Bits(float x) { return std::bit_cast<uint32_t>(x); }
-
-struct Output {
-  std::vector<int32_t> packed;
-  std::vector<uint8_t> scales;
-  std::vector<int32_t> zero_points;
-  Status status;
-};
-
-using QuantizeFn = Status (*)(const QuantParams&, DType, const uint8_t*, int64_t, int64_t,
-                              const RowBlockQuantOutput&);
-
-Output RunQuantizer(QuantizeFn fn, const QuantParams& p, DType dtype,
-                    const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
-  Output out;
-  const int64_t groups = GroupsPerRow(cols, p.group_size);
-  out.packed.assign(rows * PackedWords(cols, p.bits), 0x5A5A5A5A);
-  out.scales.assign(rows * groups * DTypeBits(dtype) / 8, 0xA5);
-  out.zero_points.assign(rows * groups, 12345);
-  out.status =
-      fn(p, dtype, bytes.data(), rows, cols,
-         {out.packed.data(), out.scales.data(), p.symmetric ? nullptr : out.zero_points.data()});
-  return out;
-}
 
 // Weights that exercise the awkward cases: typical scales, outlier columns, subnormals, all-zero
 // and signed-zero groups, and groups whose quotients land exactly on .5 (ties).

@@ -3,6 +3,7 @@
 // HWY_DYNAMIC_DISPATCH picks that target). Equality is bit for bit: each kernel's floats and codes,
 // and the whole row quantizer's packed words, scale bytes, zero points and error Status.
 #include "quant/simd/search_simd.h"
+#include "quant/simd/test_util.h"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +19,10 @@
 
 namespace spk {
 namespace {
+
+using test_util::Encode;
+using test_util::RunQuantizer;
+using Output = test_util::QuantizerOutput;
 
 constexpr DType kFloatTypes[] = {DType::kBF16, DType::kF16, DType::kF32};
 
@@ -96,36 +101,6 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
       }
     }
   }
-}
-
-struct Output {
-  std::vector<int32_t> packed;
-  std::vector<uint8_t> scales;
-  std::vector<int32_t> zero_points;
-  Status status;
-};
-
-using QuantizeFn = Status (*)(const QuantParams&, DType, const uint8_t*, int64_t, int64_t,
-                              const RowBlockQuantOutput&);
-
-Output RunQuantizer(QuantizeFn fn, const QuantParams& p, DType dtype,
-                    const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
-  Output out;
-  // Room for a group size that does not divide the row too (the quantizer must refuse it unread).
-  const int64_t groups = GroupFits(cols, p.group_size) ? GroupsPerRow(cols, p.group_size) : cols;
-  out.packed.assign(rows * PackedWords(cols, p.bits), 0x5A5A5A5A);
-  out.scales.assign(rows * groups * DTypeBits(dtype) / 8, 0xA5);
-  out.zero_points.assign(rows * groups, 12345);
-  out.status =
-      fn(p, dtype, bytes.data(), rows, cols,
-         {out.packed.data(), out.scales.data(), p.symmetric ? nullptr : out.zero_points.data()});
-  return out;
-}
-
-std::vector<uint8_t> Encode(DType dtype, const std::vector<float>& values) {
-  std::vector<uint8_t> bytes(values.size() * DTypeBits(dtype) / 8);
-  ConvertFromFloat(dtype, values.data(), bytes.data(), values.size());
-  return bytes;
 }
 
 TEST_P(SearchSimdTest, QuantizeRowsMatchesReferenceForEveryScheme) {

@@ -1,0 +1,48 @@
+// Test-only helpers shared by the SIMD kernel tests (not compiled into any library): encode weights
+// in a dtype, and run a row quantizer into freshly poisoned output buffers.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "quant/rtn.h"
+#include "quant/scheme.h"
+#include "tensor/dtype.h"
+#include "tensor/float_convert.h"
+
+namespace spk::test_util {
+
+inline std::vector<uint8_t> Encode(DType dtype, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * DTypeBits(dtype) / 8);
+  ConvertFromFloat(dtype, values.data(), bytes.data(), values.size());
+  return bytes;
+}
+
+struct QuantizerOutput {
+  std::vector<int32_t> packed;
+  std::vector<uint8_t> scales;
+  std::vector<int32_t> zero_points;
+  Status status;
+};
+
+using QuantizeFn = Status (*)(const QuantParams&, DType, const uint8_t*, int64_t, int64_t,
+                              const RowBlockQuantOutput&);
+
+// Runs `fn` on `rows` x `cols` weights into buffers filled with a recognizable pattern, so that a
+// kernel that skips a write differs from the reference.
+inline QuantizerOutput RunQuantizer(QuantizeFn fn, const QuantParams& p, DType dtype,
+                                    const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  QuantizerOutput out;
+  // Room for a group size that does not divide the row too (the quantizer must refuse it unread).
+  const int64_t groups = GroupFits(cols, p.group_size) ? GroupsPerRow(cols, p.group_size) : cols;
+  out.packed.assign(rows * PackedWords(cols, p.bits), 0x5A5A5A5A);
+  out.scales.assign(rows * groups * DTypeBits(dtype) / 8, 0xA5);
+  out.zero_points.assign(rows * groups, 12345);
+  out.status =
+      fn(p, dtype, bytes.data(), rows, cols,
+         {out.packed.data(), out.scales.data(), p.symmetric ? nullptr : out.zero_points.data()});
+  return out;
+}
+
+}  // namespace spk::test_util
