@@ -19,6 +19,15 @@ def spk_bin() -> str:
     return os.environ.get("SPK_BIN", str(build_dir() / "sparkulator"))
 
 
+def load_dir(d: Path) -> dict:
+    """Every tensor of a checkpoint folder, read with the safetensors library."""
+    from safetensors.torch import load_file
+    tensors = {}
+    for f in sorted(Path(d).glob("*.safetensors")):
+        tensors.update(load_file(str(f)))
+    return tensors
+
+
 def run_spk(*args, expect=0, timeout=300):
     proc = subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout)

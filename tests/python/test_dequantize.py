@@ -7,19 +7,13 @@ import json
 
 import pytest
 import torch
-from safetensors.torch import load_file
 
 from test_quant_interop import reference
+from conftest import load_dir
 
 CASES = [("w4a16", 128, "BF16"), ("w4a16-asym", 64, "BF16"), ("w8a16", -1, "F16"),
          ("w8a16-asym", 32, "F32")]
 
-
-def load_dir(d):
-    tensors = {}
-    for f in sorted(d.glob("*.safetensors")):
-        tensors.update(load_file(str(f)))
-    return tensors
 
 
 @pytest.mark.parametrize("scheme,group,dtype", CASES, ids=lambda c: str(c))

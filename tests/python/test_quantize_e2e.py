@@ -17,18 +17,12 @@ import pytest
 import torch
 from compressed_tensors.quantization import QuantizationConfig
 from safetensors import safe_open
-from safetensors.torch import load_file
 
 from test_quant_interop import reference
+from conftest import load_dir
 
 DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 
-
-def load_dir(d: Path) -> dict:
-    tensors = {}
-    for f in sorted(d.glob("*.safetensors")):
-        tensors.update(load_file(str(f)))
-    return tensors
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,8 @@ import torch
 from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
 from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
 from compressed_tensors.quantization import QuantizationConfig
-from safetensors.torch import load_file
+from conftest import load_dir
 
-
-def load_dir(d: Path) -> dict:
-    tensors = {}
-    for f in sorted(d.glob("*.safetensors")):
-        tensors.update(load_file(str(f)))
-    return tensors
 
 
 def quantize(spk, src: Path, dst: Path, *flags):
