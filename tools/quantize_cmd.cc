@@ -40,6 +40,7 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   auto options = std::make_shared<QuantizeOptions>();
   auto flags = std::make_shared<PlanFlags>();
   auto json = std::make_shared<bool>(false);
+  auto no_fsync = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "quantize",
       "Quantize a safetensors checkpoint (folder or Hugging Face repo id in the local cache) into "
@@ -62,8 +63,15 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       ->capture_default_str();
   sub->add_flag("--force", options->force, "Replace DST if it exists");
   sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
+  sub->add_flag("--no-fsync", *no_fsync,
+                "Do not wait for the output to reach the disk (as cp does): faster when the "
+                "output fits in free memory, but a power loss soon after can leave DST with "
+                "missing data. By default every file is fsynced before the final rename");
   sub->add_flag("--json", *json, "Print a machine-readable summary on stdout");
-  sub->callback([=] { *run = [=] { return RunQuantize(*options, *flags, *json); }; });
+  sub->callback([=] {
+    options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;
+    *run = [=] { return RunQuantize(*options, *flags, *json); };
+  });
 }
 
 }  // namespace spk::cli

@@ -127,10 +127,11 @@ void AtomicOutputDir::RemoveTemp() {
   temp_path_.clear();
 }
 
-Status AtomicOutputDir::Commit() {
+Status AtomicOutputDir::Commit(Durability durability) {
   if (temp_path_.empty())
     return Status::Internal("AtomicOutputDir::Commit called twice for " + dst_);
-  SPK_RETURN_IF_ERROR(FsyncTree(temp_path_));
+  const bool synced = durability == Durability::kSynced;
+  if (synced) SPK_RETURN_IF_ERROR(FsyncTree(temp_path_));
 
   fs::path dst_path(dst_);
   fs::path parent = dst_path.parent_path();
@@ -160,7 +161,7 @@ Status AtomicOutputDir::Commit() {
       return Status::IoError("cannot remove the replaced folder " + old_aside + ": " +
                              ec.message());
   }
-  return FsyncPath(parent.string(), /*directory=*/true);
+  return synced ? FsyncPath(parent.string(), /*directory=*/true) : Status::Ok();
 }
 
 }  // namespace spk

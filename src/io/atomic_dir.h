@@ -16,6 +16,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "io/file.h"
 
 namespace spk {
 
@@ -35,10 +36,10 @@ class AtomicOutputDir {
   const std::string& temp_path() const { return temp_path_; }
   const std::string& dst() const { return dst_; }
 
-  // Fsyncs every file under the temporary folder and the folder itself, replaces an existing DST
-  // (when created with force), renames the temporary folder to DST and fsyncs the parent. REQUIRES:
-  // not committed yet.
-  Status Commit();
+  // With kSynced, fsyncs every file under the temporary folder and the folder itself; then replaces
+  // an existing DST (when created with force), renames the temporary folder to DST and, with
+  // kSynced, fsyncs the parent. REQUIRES: not committed yet.
+  Status Commit(Durability durability = Durability::kSynced);
 
  private:
   AtomicOutputDir(std::string dst, std::string temp_path, bool force)

@@ -8,6 +8,8 @@ struct FaultInjectingFileSystem::Faults {
   mutable std::mutex mu;
   std::optional<uint64_t> write_limit;
   uint64_t bytes_written = 0;
+  uint64_t syncs = 0;            // Sync calls that reached the base file
+  uint64_t writeback_hints = 0;  // StartWriteback calls passed on
   std::map<std::string, uint64_t> fail_reads_from;
   std::map<std::string, uint64_t> apparent_size;
 
@@ -78,7 +80,20 @@ class FaultyWritableFile final : public WritableFile {
     return status;
   }
 
-  Status Sync() override { return base_->Sync(); }
+  Status Sync() override {
+    {
+      std::lock_guard<std::mutex> lock(faults_->mu);
+      ++faults_->syncs;
+    }
+    return base_->Sync();
+  }
+  void StartWriteback(uint64_t offset, uint64_t length) override {
+    {
+      std::lock_guard<std::mutex> lock(faults_->mu);
+      ++faults_->writeback_hints;
+    }
+    base_->StartWriteback(offset, length);
+  }
   Status Close() override { return base_->Close(); }
 
  private:
@@ -130,6 +145,16 @@ void FaultInjectingFileSystem::ClearFaults() {
 uint64_t FaultInjectingFileSystem::bytes_written() const {
   std::lock_guard<std::mutex> lock(faults_->mu);
   return faults_->bytes_written;
+}
+
+uint64_t FaultInjectingFileSystem::syncs() const {
+  std::lock_guard<std::mutex> lock(faults_->mu);
+  return faults_->syncs;
+}
+
+uint64_t FaultInjectingFileSystem::writeback_hints() const {
+  std::lock_guard<std::mutex> lock(faults_->mu);
+  return faults_->writeback_hints;
 }
 
 }  // namespace spk

@@ -43,6 +43,9 @@ class FaultInjectingFileSystem final : public FileSystem {
 
   // Bytes written successfully through this file system so far.
   uint64_t bytes_written() const;
+  // Sync and StartWriteback calls made on files this file system created.
+  uint64_t syncs() const;
+  uint64_t writeback_hints() const;
 
   struct Faults;  // shared with the files it opens
 

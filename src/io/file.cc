@@ -11,6 +11,7 @@ namespace spk {
 
 RandomAccessFile::~RandomAccessFile() = default;
 WritableFile::~WritableFile() = default;
+void WritableFile::StartWriteback(uint64_t /*offset*/, uint64_t /*length*/) {}
 FileSystem::~FileSystem() = default;
 
 Status IoErrorFromErrno(const std::string& what, const std::string& path, int err) {
@@ -90,6 +91,18 @@ class PosixWritableFile final : public WritableFile {
     if (fd_ < 0) return Status::Internal("sync of closed file " + path_);
     if (::fsync(fd_) != 0) return IoErrorFromErrno("cannot sync", path_, errno);
     return Status::Ok();
+  }
+
+  void StartWriteback(uint64_t offset, uint64_t length) override {
+#if defined(__linux__)
+    if (fd_ >= 0) {
+      (void)::sync_file_range(fd_, static_cast<off64_t>(offset), static_cast<off64_t>(length),
+                              SYNC_FILE_RANGE_WRITE);
+    }
+#else
+    (void)offset;
+    (void)length;
+#endif
   }
 
   Status Close() override {

@@ -37,9 +37,20 @@ class WritableFile {
   virtual Status WriteAt(uint64_t offset, std::span<const uint8_t> data) = 0;
   // Flushes written data to stable storage (fsync).
   virtual Status Sync() = 0;
+  // A hint: start writing [offset, offset + length) to the disk now, without waiting for it
+  // (sync_file_range(SYNC_FILE_RANGE_WRITE) on Linux), so that writeback overlaps the work still
+  // to come and the final Sync has little left to wait for. Errors are not reported here; Sync
+  // reports them. The default does nothing.
+  virtual void StartWriteback(uint64_t offset, uint64_t length);
   // Closes the file; later writes fail. Closing twice is OK.
   virtual Status Close() = 0;
 };
+
+// Whether a finished output must be on stable storage before it is reported done. kSynced (the
+// default everywhere) fsyncs files and folders before the atomic rename, so a power loss never
+// leaves a complete-looking checkpoint with missing data; kPageCache leaves writeback to the
+// kernel, as cp does: the rename is still atomic against a crash of sparkulator itself.
+enum class Durability { kSynced, kPageCache };
 
 class FileSystem {
  public:

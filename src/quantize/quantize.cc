@@ -109,7 +109,17 @@ struct WriteContext {
   Progress* progress;
   const std::atomic<bool>* cancel;
   bool search = false;  // --method search: QuantizeRowsSearchFast instead of RTN
+  Durability durability = Durability::kSynced;
 };
+
+// Writes one block at its offset and, when the output must end up on disk, starts its writeback
+// at once: the disk then works while later blocks are computed, instead of all at the final fsync.
+Status WriteBlock(const WriteContext& ctx, WritableFile& out, uint64_t offset,
+                  std::span<const uint8_t> bytes) {
+  SPK_RETURN_IF_ERROR(out.WriteAt(offset, bytes));
+  if (ctx.durability == Durability::kSynced) out.StartWriteback(offset, bytes.size());
+  return Status::Ok();
+}
 
 Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
                   const SafetensorsReader& reader, WritableFile& out, uint64_t offset) {
@@ -121,7 +131,7 @@ Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
         uint64_t begin = b * kBlockBytes;
         std::vector<uint8_t> buf(std::min(kBlockBytes, total - begin));
         SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
-        SPK_RETURN_IF_ERROR(out.WriteAt(offset + begin, buf));
+        SPK_RETURN_IF_ERROR(WriteBlock(ctx, out, offset + begin, buf));
         ctx.progress->Advance(buf.size());
         return Status::Ok();
       },
@@ -164,9 +174,9 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
                                                entry.name, r0, r0 + n - 1, qs.message()));
         }
         SPK_RETURN_IF_ERROR(
-            out.WriteAt(at.packed + r0 * words * 4,
-                        {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
-        SPK_RETURN_IF_ERROR(out.WriteAt(at.scale + r0 * groups * elem, scales));
+            WriteBlock(ctx, out, at.packed + r0 * words * 4,
+                       {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
+        SPK_RETURN_IF_ERROR(WriteBlock(ctx, out, at.scale + r0 * groups * elem, scales));
         ctx.progress->Advance(weight.size());
         return Status::Ok();
       },
@@ -207,7 +217,7 @@ Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem*
     }
     SPK_RETURN_IF_ERROR(QuantizeTensor(ctx, *entry, reader, *out, at));
   }
-  SPK_RETURN_IF_ERROR(out->Sync());
+  if (ctx.durability == Durability::kSynced) SPK_RETURN_IF_ERROR(out->Sync());
   return out->Close();
 }
 
@@ -327,7 +337,8 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
                        AtomicOutputDir::Create(options.destination, options.force));
   const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
-  WriteContext ctx{&src, &qp, workers, progress, cancel, options.method == "search"};
+  WriteContext ctx{
+      &src, &qp, workers, progress, cancel, options.method == "search", options.durability};
   progress->Start("quantize", summary.source_tensor_bytes);
   for (const OutputShard& shard : shards) {
     SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));
@@ -337,7 +348,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_RETURN_IF_ERROR(WriteConfig(src, plan, qp, options, out_dir.temp_path()));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
-  SPK_RETURN_IF_ERROR(out_dir.Commit());
+  SPK_RETURN_IF_ERROR(out_dir.Commit(options.durability));
   summary.plan = std::move(plan);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -39,6 +39,9 @@ struct QuantizeOptions {
   bool force = false;
   int threads = 0;       // 0: all cores
   bool dry_run = false;  // plan and report, write nothing
+  // kPageCache (--no-fsync) skips every fsync: as fast as cp, durable only once the kernel has
+  // written the pages back. The rename stays atomic either way.
+  Durability durability = Durability::kSynced;
 };
 
 struct QuantizeSummary {

@@ -95,6 +95,27 @@ TEST(QuantizeTest, OutputBytesDoNotDependOnThreadCount) {
   }
 }
 
+// By default every shard is fsynced and its blocks' writeback started as they are written;
+// --no-fsync (kPageCache) does neither, and the two write the same bytes.
+TEST(QuantizeTest, DurabilityDecidesSyncsButNotBytes) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir);
+  FaultInjectingFileSystem synced_fs(FileSystem::Default());
+  auto synced = QuantizeCheckpoint(Options(src, dir / "synced", 2), &synced_fs, nullptr);
+  ASSERT_TRUE(synced.ok()) << synced.status().message();
+  EXPECT_EQ(synced_fs.syncs(), synced->shards);
+  EXPECT_GT(synced_fs.writeback_hints(), synced->shards);
+
+  FaultInjectingFileSystem cached_fs(FileSystem::Default());
+  QuantizeOptions options = Options(src, dir / "cached", 2);
+  options.durability = Durability::kPageCache;
+  auto cached = QuantizeCheckpoint(options, &cached_fs, nullptr);
+  ASSERT_TRUE(cached.ok()) << cached.status().message();
+  EXPECT_EQ(cached_fs.syncs(), 0u);
+  EXPECT_EQ(cached_fs.writeback_hints(), 0u);
+  EXPECT_TRUE(ReadFolder(dir / "synced") == ReadFolder(dir / "cached"));
+}
+
 TEST(QuantizeTest, DiskFullMidWayIsAnIoErrorAndLeavesNothing) {
   spk::testing::ScopedTempDir dir;
   const std::string src = MakeSource(dir);
