@@ -1,34 +1,49 @@
 #!/usr/bin/env bash
-# End-to-end speed and memory of `sparkulator quantize` against `cp -r` of the same checkpoint on
-# the same disk, warm page cache, interleaved runs (the order alternates every round), medians.
+# End-to-end speed and memory of `sparkulator quantize` against copying the same checkpoint on the
+# same disk, warm page cache, interleaved runs (the order reverses every round), medians.
 #   run.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS]
 # Environment: WORK (scratch folder on the same disk, default: beside the checkpoint),
-#   SCHEME (default w4a16). Prints one line per run and a summary with the ratios:
-#   quantize/cp wall time (all threads), peak RSS (MiB, /usr/bin/time -v), 1 vs 2 threads.
+#   SCHEME (default w4a16), METHOD (default rtn), ARMS (default: all of them, see below).
+# Arms, each compared with the copy that has the same durability:
+#   cp     cp -r                         (returns with the data in the page cache)
+#   cps    cp -r, then sync of the copy  (returns with the data on disk)
+#   q      quantize, all cores           (default: fsync before the rename, like cps)
+#   qn     quantize --no-fsync           (like cp)
+#   qn1    quantize --no-fsync --threads 1
+#   qn2    quantize --no-fsync --threads 2
+# Prints one line per run and a summary with the ratios, peak RSS (MiB, /usr/bin/time -v), and the
+# thread speedup (measured without fsync, so that it shows the compute, not the disk).
 set -euo pipefail
 spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-5}
 work=${WORK:-$(dirname "$ckpt")/bench-work.$$}
-scheme=${SCHEME:-w4a16}
+scheme=${SCHEME:-w4a16} method=${METHOD:-rtn}
+arms=${ARMS:-cp cps q qn qn1 qn2}
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 command -v /usr/bin/time >/dev/null || { echo "install GNU time (apt-get install time)" >&2; exit 2; }
 
-cat "$ckpt"/* > /dev/null  # warm the page cache
+cat "$ckpt"/* >/dev/null # warm the page cache
 
 now() { date +%s.%N; }
-# run_cp: prints seconds
-run_cp() {
+# run_copy SYNC: prints seconds
+run_copy() {
   local t0 t1
-  t0=$(now); cp -r "$ckpt" "$work/cp_out"; t1=$(now)
+  sync # nothing of an earlier run left to write back
+  t0=$(now)
+  cp -r "$ckpt" "$work/cp_out"
+  if (($1)); then sync "$work/cp_out"/* "$work/cp_out"; fi
+  t1=$(now)
   rm -rf "$work/cp_out"
   echo "$t1 - $t0" | bc -l
 }
-# run_q THREADS: prints "seconds rss_mib"
+# run_q THREADS EXTRA_FLAGS...: prints "seconds rss_mib"
 run_q() {
-  local t0 t1 rss
+  local t0 t1 rss threads=$1
+  shift
+  sync
   t0=$(now)
   /usr/bin/time -v -o "$work/time.txt" "$spk" quantize "$ckpt" "$work/q_out" --scheme "$scheme" \
-    --threads "$1" > /dev/null
+    --method "$method" --threads "$threads" "$@" >/dev/null
   t1=$(now)
   rss=$(awk -F: '/Maximum resident set size/ {print $2}' "$work/time.txt")
   rm -rf "$work/q_out"
@@ -36,25 +51,35 @@ run_q() {
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
-: > "$work/cp" ; : > "$work/q0" ; : > "$work/q1" ; : > "$work/q2" ; : > "$work/rss"
+: >"$work/rss"
+for arm in $arms; do : >"$work/$arm"; done
 for ((i = 1; i <= rounds; ++i)); do
-  if ((i % 2)); then order="cp q0 q1 q2"; else order="q2 q1 q0 cp"; fi
-  for what in $order; do
-    case $what in
-      cp) t=$(run_cp); echo "$t" >> "$work/cp"; echo "round $i cp -r: $t s" ;;
-      q0) read -r t rss < <(run_q 0); echo "$t" >> "$work/q0"; echo "$rss" >> "$work/rss"
-          echo "round $i quantize (all cores): $t s, peak RSS $rss MiB" ;;
-      q1) read -r t rss < <(run_q 1); echo "$t" >> "$work/q1"; echo "round $i quantize --threads 1: $t s, $rss MiB" ;;
-      q2) read -r t rss < <(run_q 2); echo "$t" >> "$work/q2"; echo "round $i quantize --threads 2: $t s, $rss MiB" ;;
+  order=$arms
+  if ((i % 2 == 0)); then order=$(echo "$arms" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+  for arm in $order; do
+    case $arm in
+      cp) t=$(run_copy 0) ;;
+      cps) t=$(run_copy 1) ;;
+      q) read -r t rss < <(run_q 0) ;;
+      qn) read -r t rss < <(run_q 0 --no-fsync) ;;
+      qn1) read -r t rss < <(run_q 1 --no-fsync) ;;
+      qn2) read -r t rss < <(run_q 2 --no-fsync) ;;
+      *) echo "unknown arm $arm" >&2; exit 2 ;;
     esac
+    echo "$t" >>"$work/$arm"
+    case $arm in q*) echo "$rss" >>"$work/rss"; echo "round $i $arm: $t s, peak RSS $rss MiB" ;;
+      *) echo "round $i $arm: $t s" ;; esac
   done
 done
-cp_m=$(median < "$work/cp"); q0_m=$(median < "$work/q0"); q1_m=$(median < "$work/q1")
-q2_m=$(median < "$work/q2"); rss_max=$(sort -g "$work/rss" | tail -1)
+declare -A m
+for arm in $arms; do m[$arm]=$(median <"$work/$arm"); done
+ratio() { [[ -n ${m[$1]:-} && -n ${m[$2]:-} ]] && printf "%.2f" "$(echo "${m[$1]} / ${m[$2]}" | bc -l)"; }
 echo "---"
-echo "checkpoint: $ckpt ($(du -sb "$ckpt" | cut -f1) bytes), $(nproc) cores, scheme $scheme, $rounds rounds"
-printf "median cp -r %.3f s, quantize %.3f s (all cores), %.3f s (1 thread), %.3f s (2 threads)\n" \
-  "$cp_m" "$q0_m" "$q1_m" "$q2_m"
-printf "ratio quantize/cp -r: %.2f\n" "$(echo "$q0_m / $cp_m" | bc -l)"
-printf "speedup 2 threads vs 1: %.2f\n" "$(echo "$q1_m / $q2_m" | bc -l)"
-echo "peak RSS (max over all-core runs): $rss_max MiB"
+echo "checkpoint: $ckpt ($(du -sb "$ckpt" | cut -f1) bytes), $(nproc) cores," \
+  "scheme $scheme, method $method, $rounds rounds"
+for arm in $arms; do printf "median %-4s %.3f s\n" "$arm" "${m[$arm]}"; done
+r=$(ratio q cps) && echo "ratio quantize / (cp -r + sync), both on disk: $r"
+r=$(ratio qn cp) && echo "ratio quantize --no-fsync / cp -r, both in page cache: $r"
+r=$(ratio q cp) && echo "ratio quantize (fsync) / cp -r (no sync): $r"
+r=$(ratio qn1 qn2) && echo "speedup 2 threads vs 1 (--no-fsync): $r"
+echo "peak RSS (max over all quantize runs): $(sort -g "$work/rss" | tail -1) MiB"
