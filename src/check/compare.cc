@@ -142,6 +142,7 @@ Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckp
   l.max_abs = s.max_abs;
   l.clipped_fraction = s.count ? static_cast<double>(s.clipped) / s.count : 0.0;
   l.output_rel_error = s.y2 > 0 ? std::sqrt(s.ye2 / s.y2) : 0.0;
+  l.sse = s.e2;
   total->w2 += s.w2;
   total->e2 += s.e2;
   return l;
@@ -153,6 +154,7 @@ void Summarize(CompareReport* r, const Sums& total) {
                      return a.rel_fro != b.rel_fro ? a.rel_fro > b.rel_fro : a.module < b.module;
                    });
   r->overall_rel_fro = total.w2 > 0 ? std::sqrt(total.e2 / total.w2) : 0.0;
+  r->total_sse = total.e2;
   std::map<std::string, KindSummary> kinds;
   size_t finite_snr = 0;
   for (const LayerError& l : r->layers) {
@@ -187,7 +189,8 @@ void Summarize(CompareReport* r, const Sums& total) {
 Json Number(double v) { return std::isfinite(v) ? Json(v) : Json(nullptr); }
 
 // A fixed palette, one color per layer kind, in order of first appearance.
-std::string KindColor(const std::vector<KindSummary>& kinds, const std::string& kind) {
+template <typename Kind>  // KindSummary or KindGain
+std::string KindColor(const std::vector<Kind>& kinds, const std::string& kind) {
   static const char* const kPalette[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
   for (size_t i = 0; i < kinds.size(); ++i) {
@@ -202,11 +205,12 @@ struct Bar {
   double value;
 };
 
+// `mark` > 0 draws a dashed reference line at that value (1 = no gain, for ratios).
 std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
-                     const std::string& axis_label) {
+                     const std::string& axis_label, double mark = 0) {
   constexpr int kLabelWidth = 300, kPlotWidth = 420, kRow = 16, kTop = 30, kBottom = 30;
   int height = kTop + kRow * static_cast<int>(bars.size()) + kBottom;
-  double vmax = 0;
+  double vmax = mark;
   for (const Bar& b : bars) vmax = std::max(vmax, b.value);
   if (vmax <= 0) vmax = 1;
   std::string svg = fmt::format(
@@ -226,6 +230,13 @@ std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
         EscapeXml(b.tooltip), kLabelWidth + w + 4, y + kRow - 4, b.value);
   }
   int axis_y = kTop + kRow * static_cast<int>(bars.size()) + 4;
+  if (mark > 0) {
+    double x = kLabelWidth + mark / vmax * kPlotWidth;
+    svg += fmt::format(
+        "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\" "
+        "stroke-dasharray=\"4 3\"/><text x=\"{:.1f}\" y=\"{}\" class=\"label\">{:.4g}</text>\n",
+        x, kTop - 4, x, axis_y, x + 3, kTop - 4, mark);
+  }
   svg += fmt::format(
       "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>"
       "<text x=\"{}\" y=\"{}\" class=\"label\">0</text>"
@@ -235,16 +246,107 @@ std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
   return svg;
 }
 
-// Layers in model order (layer index, then name), for the per-layer chart.
-std::vector<const LayerError*> ModelOrder(const std::vector<LayerError>& layers) {
-  std::vector<const LayerError*> out;
-  for (const LayerError& l : layers) out.push_back(&l);
-  std::stable_sort(out.begin(), out.end(), [](const LayerError* a, const LayerError* b) {
-    auto ia = LayerIndex(a->module).value_or(-1), ib = LayerIndex(b->module).value_or(-1);
-    return ia != ib ? ia < ib : a->module < b->module;
+// Layers in model order (layer index, then name), for the per-layer chart. `module_of` gives an
+// item's LayerError (LayerError itself, or one side of a LayerGain).
+template <typename T, typename ModuleOf>
+std::vector<const T*> ModelOrder(const std::vector<T>& layers, ModuleOf module_of) {
+  std::vector<const T*> out;
+  for (const T& l : layers) out.push_back(&l);
+  std::stable_sort(out.begin(), out.end(), [&](const T* a, const T* b) {
+    const std::string &ma = module_of(*a).module, &mb = module_of(*b).module;
+    auto ia = LayerIndex(ma).value_or(-1), ib = LayerIndex(mb).value_or(-1);
+    return ia != ib ? ia < ib : ma < mb;
   });
   return out;
 }
+
+// The page around the reports' bodies: one stylesheet for both, no script.
+std::string HtmlPage(const std::string& title, const std::string& body) {
+  return fmt::format(R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>sparkulator compare: {}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; color: #222; }}
+table {{ border-collapse: collapse; font-size: 13px; }}
+td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
+td:first-child, th:first-child {{ text-align: left; }}
+svg .title {{ font-weight: bold; font-size: 14px; }}
+svg .label, svg .value {{ font-size: 11px; }}
+.summary td {{ text-align: left; }}
+</style></head><body>
+{}</body></html>
+)",
+                     EscapeXml(title), body);
+}
+
+// A ratio of squared errors b / a: 1 when both are exact, +inf when only a is.
+double SquaredErrorRatio(double b, double a) {
+  if (a > 0) return b / a;
+  return b > 0 ? std::numeric_limits<double>::infinity() : 1.0;
+}
+
+Status ModuleOnlyIn(const std::string& module, const std::string& in, const std::string& not_in,
+                    size_t count) {
+  return Status::InvalidInput(fmt::format(
+      "{}: module '{}' is quantized there but not in {}{}; compare two outputs of the same "
+      "source quantized with the same ignore list",
+      in, module, not_in, count > 1 ? fmt::format(" (and {} more)", count - 1) : ""));
+}
+
+using ByModule = std::map<std::string, const LayerError*>;
+
+ByModule IndexByModule(const CompareReport& r) {
+  ByModule out;
+  for (const LayerError& l : r.layers) out[l.module] = &l;
+  return out;
+}
+
+// The first module (by name) of `from` that `in` lacks, and how many it lacks.
+std::pair<std::string, size_t> FirstMissing(const ByModule& from, const ByModule& in) {
+  std::pair<std::string, size_t> out;
+  for (const auto& [module, l] : from) {
+    if (in.contains(module)) continue;
+    if (!out.second++) out.first = module;
+  }
+  return out;
+}
+
+bool LargerGain(double ratio_a, const std::string& name_a, double ratio_b,
+                const std::string& name_b) {
+  return ratio_a != ratio_b ? ratio_a < ratio_b : name_a < name_b;
+}
+
+// One side of a layer in the two-output JSON.
+Json SideJson(const LayerError& l) {
+  return {{"rel_fro", l.rel_fro},
+          {"snr_db", Number(l.snr_db)},
+          {"output_rel_error", l.output_rel_error},
+          {"sse", l.sse}};
+}
+
+// One output's totals in the two-output JSON.
+Json TotalsJson(const CompareReport& r, bool with_paths) {
+  Json j;
+  if (with_paths) j["quantized"] = r.quantized;
+  j["scheme"] = r.scheme;
+  j["dense_tensors"] = r.dense_tensors;
+  j["sse"] = r.total_sse;
+  j["overall_rel_fro"] = r.overall_rel_fro;
+  j["mean_snr_db"] = Number(r.mean_snr_db);
+  j["min_cosine"] = r.min_cosine;
+  j["mean_output_rel_error"] = r.mean_output_rel_error;
+  return j;
+}
+
+std::string TotalsLine(const char* label, const CompareReport& r) {
+  return fmt::format(
+      "  {}: {} ({})\n      weight SSE {:.6g}, overall relative error {:.4f}, mean SNR {:.2f} dB, "
+      "mean output error {:.4f}\n",
+      label, r.quantized, r.scheme, r.total_sse, r.overall_rel_fro, r.mean_snr_db,
+      r.mean_output_rel_error);
+}
+
+// Charts cannot draw +inf (Q exact, Q2 not): such a bar is drawn at 0 and its tooltip says inf.
+double Drawable(double v) { return std::isfinite(v) ? v : 0.0; }
 
 }  // namespace
 
@@ -254,7 +356,8 @@ Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& o
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
   if (!quantized.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
-        "{}/config.json has no quantization_config: pass the quantized checkpoint second",
+        "{}/config.json has no quantization_config: pass the source first, then the quantized "
+        "checkpoint(s)",
         quantized.dir));
   }
   SPK_ASSIGN_OR_RETURN(QuantParams qp,
@@ -346,7 +449,8 @@ std::string RenderCompareReport(const CompareReport& r, size_t top) {
 
 std::string CompareReportHtml(const CompareReport& r) {
   std::vector<Bar> layer_bars;
-  for (const LayerError* l : ModelOrder(r.layers)) {
+  for (const LayerError* l : ModelOrder(
+           r.layers, [](const LayerError& l) -> auto& { return l; })) {
     layer_bars.push_back({l->module, KindColor(r.kinds, l->kind),
                           fmt::format("{}: rel err {:.5f}, SNR {:.2f} dB, output err {:.5f}",
                                       l->module, l->rel_fro, l->snr_db, l->output_rel_error),
@@ -367,19 +471,10 @@ std::string CompareReportHtml(const CompareReport& r) {
         EscapeXml(l.module), l.out, l.in, l.rel_fro, l.snr_db, l.cosine, l.max_abs,
         l.clipped_fraction, l.output_rel_error);
   }
-  return fmt::format(
-      R"(<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>sparkulator compare: {title}</title>
-<style>
-body {{ font-family: sans-serif; margin: 2em; color: #222; }}
-table {{ border-collapse: collapse; font-size: 13px; }}
-td, th {{ border: 1px solid #ccc; padding: 2px 6px; text-align: right; }}
-td:first-child, th:first-child {{ text-align: left; }}
-svg .title {{ font-weight: bold; font-size: 14px; }}
-svg .label, svg .value {{ font-size: 11px; }}
-.summary td {{ text-align: left; }}
-</style></head><body>
-<h1>Quantization error: {title}</h1>
+  return HtmlPage(
+      r.quantized,
+      fmt::format(
+          R"(<h1>Quantization error: {title}</h1>
 <table class="summary">
 <tr><td>source</td><td>{source}</td></tr>
 <tr><td>quantized</td><td>{quantized}</td></tr>
@@ -399,19 +494,188 @@ svg .label, svg .value {{ font-size: 11px; }}
 <table><tr><th>module</th><th>shape</th><th>rel. error</th><th>SNR dB</th><th>cosine</th>
 <th>max abs</th><th>clipped</th><th>output error</th></tr>
 {rows}</table>
-</body></html>
 )",
-      fmt::arg("title", EscapeXml(r.quantized)), fmt::arg("source", EscapeXml(r.source)),
-      fmt::arg("quantized", EscapeXml(r.quantized)), fmt::arg("scheme", EscapeXml(r.scheme)),
-      fmt::arg("layers", r.layers.size()), fmt::arg("overall", r.overall_rel_fro),
-      fmt::arg("snr", r.mean_snr_db), fmt::arg("cosine", r.min_cosine),
-      fmt::arg("out_err", r.mean_output_rel_error),
-      fmt::arg("worst", EscapeXml(r.layers.empty() ? "" : r.layers.front().module)),
-      fmt::arg("layer_chart", BarChart("relative Frobenius error per layer (model order)",
-                                       layer_bars, "relative error")),
-      fmt::arg("kind_chart",
-               BarChart("mean relative error by layer type", kind_bars, "relative error")),
-      fmt::arg("rows", rows));
+          fmt::arg("title", EscapeXml(r.quantized)), fmt::arg("source", EscapeXml(r.source)),
+          fmt::arg("quantized", EscapeXml(r.quantized)), fmt::arg("scheme", EscapeXml(r.scheme)),
+          fmt::arg("layers", r.layers.size()), fmt::arg("overall", r.overall_rel_fro),
+          fmt::arg("snr", r.mean_snr_db), fmt::arg("cosine", r.min_cosine),
+          fmt::arg("out_err", r.mean_output_rel_error),
+          fmt::arg("worst", EscapeXml(r.layers.empty() ? "" : r.layers.front().module)),
+          fmt::arg("layer_chart", BarChart("relative Frobenius error per layer (model order)",
+                                           layer_bars, "relative error")),
+          fmt::arg("kind_chart",
+                   BarChart("mean relative error by layer type", kind_bars, "relative error")),
+          fmt::arg("rows", rows)));
+}
+
+Result<GainReport> JoinCompareReports(CompareReport q, CompareReport q2) {
+  ByModule first = IndexByModule(q), second = IndexByModule(q2);
+  if (auto [module, count] = FirstMissing(first, second); count) {
+    return ModuleOnlyIn(module, q.quantized, q2.quantized, count);
+  }
+  if (auto [module, count] = FirstMissing(second, first); count) {
+    return ModuleOnlyIn(module, q2.quantized, q.quantized, count);
+  }
+  GainReport g;
+  std::map<std::string, KindGain> kinds;
+  for (const LayerError& l : q.layers) {
+    const LayerError& l2 = *second.at(l.module);
+    double out = l.output_rel_error, out2 = l2.output_rel_error;
+    g.layers.push_back(
+        {l, l2, SquaredErrorRatio(l2.sse, l.sse), SquaredErrorRatio(out2 * out2, out * out)});
+    g.layers_better += g.layers.back().sse_ratio < 1;
+    g.layers_worse += g.layers.back().sse_ratio > 1;
+    KindGain& k = kinds[l.kind];
+    k.kind = l.kind;
+    k.layers++;
+    k.sse += l.sse;
+    k.sse2 += l2.sse;
+  }
+  std::stable_sort(g.layers.begin(), g.layers.end(), [](const LayerGain& a, const LayerGain& b) {
+    return LargerGain(a.sse_ratio, a.q.module, b.sse_ratio, b.q.module);
+  });
+  for (auto& [name, k] : kinds) {
+    k.sse_ratio = SquaredErrorRatio(k.sse2, k.sse);
+    g.kinds.push_back(k);
+  }
+  std::stable_sort(g.kinds.begin(), g.kinds.end(), [](const KindGain& a, const KindGain& b) {
+    return LargerGain(a.sse_ratio, a.kind, b.sse_ratio, b.kind);
+  });
+  g.sse_ratio = SquaredErrorRatio(q2.total_sse, q.total_sse);
+  g.q = std::move(q);
+  g.q2 = std::move(q2);
+  return g;
+}
+
+Result<GainReport> CompareGain(FileSystem* fs, const CompareOptions& options,
+                               const std::string& quantized2) {
+  SPK_ASSIGN_OR_RETURN(CompareReport q, CompareCheckpoints(fs, options));
+  CompareOptions second = options;
+  second.quantized = quantized2;
+  SPK_ASSIGN_OR_RETURN(CompareReport q2, CompareCheckpoints(fs, second));
+  return JoinCompareReports(std::move(q), std::move(q2));
+}
+
+Json GainReportToJson(const GainReport& g, bool with_paths) {
+  Json layers = Json::array();
+  for (const LayerGain& l : g.layers) {
+    layers.push_back({{"module", l.q.module},
+                      {"kind", l.q.kind},
+                      {"shape", {l.q.out, l.q.in}},
+                      {"q", SideJson(l.q)},
+                      {"q2", SideJson(l.q2)},
+                      {"sse_ratio", Number(l.sse_ratio)},
+                      {"output_se_ratio", Number(l.output_se_ratio)}});
+  }
+  Json kinds = Json::array();
+  for (const KindGain& k : g.kinds) {
+    kinds.push_back({{"kind", k.kind},
+                     {"layers", k.layers},
+                     {"sse", k.sse},
+                     {"sse2", k.sse2},
+                     {"sse_ratio", Number(k.sse_ratio)}});
+  }
+  Json out;
+  if (with_paths) out["source"] = g.q.source;
+  out["q"] = TotalsJson(g.q, with_paths);
+  out["q2"] = TotalsJson(g.q2, with_paths);
+  out["summary"] = {{"layers", g.layers.size()},
+                    {"sse_ratio", Number(g.sse_ratio)},
+                    {"layers_better", g.layers_better},
+                    {"layers_worse", g.layers_worse},
+                    {"largest_gain_layer", g.layers.empty() ? "" : g.layers.front().q.module},
+                    {"least_gain_layer", g.layers.empty() ? "" : g.layers.back().q.module}};
+  out["by_kind"] = kinds;
+  out["layers"] = layers;
+  return out;
+}
+
+std::string RenderGainReport(const GainReport& g, size_t top) {
+  std::string out = fmt::format("two quantized outputs of {}\n", g.q.source);
+  out += TotalsLine("Q ", g.q);
+  out += TotalsLine("Q2", g.q2);
+  out += fmt::format(
+      "weight SSE Q2 / Q: {:.4f} ({} layers; Q2 closer on {}, further on {})\n\n"
+      "layers, largest gain (smallest Q2/Q) first:\n",
+      g.sse_ratio, g.layers.size(), g.layers_better, g.layers_worse);
+  out +=
+      fmt::format("  {:<48} {:>9} {:>9} {:>7} {:>7} {:>9} {:>9} {:>9} {:>9}\n", "module", "rel_err",
+                  "rel_err2", "snr_db", "snr_db2", "out_err", "out_err2", "sse_Q2/Q", "out_Q2/Q");
+  for (size_t i = 0; i < g.layers.size() && i < top; ++i) {
+    const LayerGain& l = g.layers[i];
+    out += fmt::format(
+        "  {:<48} {:>9.5f} {:>9.5f} {:>7.2f} {:>7.2f} {:>9.5f} {:>9.5f} {:>9.4f} {:>9.4f}\n",
+        l.q.module, l.q.rel_fro, l.q2.rel_fro, l.q.snr_db, l.q2.snr_db, l.q.output_rel_error,
+        l.q2.output_rel_error, l.sse_ratio, l.output_se_ratio);
+  }
+  out += "\nby layer type (weight SSE Q2 / Q):\n";
+  for (const KindGain& k : g.kinds) {
+    out += fmt::format("  {:<16} {:>4} layers  {:.4f}\n", k.kind, k.layers, k.sse_ratio);
+  }
+  return out;
+}
+
+std::string GainReportHtml(const GainReport& g) {
+  std::vector<Bar> layer_bars;
+  for (const LayerGain* l : ModelOrder(
+           g.layers, [](const LayerGain& l) -> auto& { return l.q; })) {
+    layer_bars.push_back(
+        {l->q.module, KindColor(g.kinds, l->q.kind),
+         fmt::format("{}: weight SSE Q2/Q {:.4f}, output error squared Q2/Q {:.4f}", l->q.module,
+                     l->sse_ratio, l->output_se_ratio),
+         Drawable(l->sse_ratio)});
+  }
+  std::vector<Bar> kind_bars;
+  for (const KindGain& k : g.kinds) {
+    kind_bars.push_back(
+        {k.kind, KindColor(g.kinds, k.kind),
+         fmt::format("{}: {} layers, weight SSE Q2/Q {:.4f}", k.kind, k.layers, k.sse_ratio),
+         Drawable(k.sse_ratio)});
+  }
+  std::string rows;
+  for (const LayerGain& l : g.layers) {
+    rows += fmt::format(
+        "<tr><td>{}</td><td>{}&times;{}</td><td>{:.5f}</td><td>{:.5f}</td><td>{:.2f}</td>"
+        "<td>{:.2f}</td><td>{:.5f}</td><td>{:.5f}</td><td>{:.4f}</td><td>{:.4f}</td></tr>\n",
+        EscapeXml(l.q.module), l.q.out, l.q.in, l.q.rel_fro, l.q2.rel_fro, l.q.snr_db, l.q2.snr_db,
+        l.q.output_rel_error, l.q2.output_rel_error, l.sse_ratio, l.output_se_ratio);
+  }
+  auto totals_row = [](const char* label, const CompareReport& r) {
+    return fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{:.6g}</td><td>{:.5f}</td><td>{:.2f} dB</td>"
+        "<td>{:.5f}</td></tr>\n",
+        label, EscapeXml(r.quantized), EscapeXml(r.scheme), r.total_sse, r.overall_rel_fro,
+        r.mean_snr_db, r.mean_output_rel_error);
+  };
+  return HtmlPage(g.q2.quantized + " vs " + g.q.quantized,
+                  fmt::format(
+                      R"(<h1>Gain of Q2 over Q</h1>
+<p>source: {source}</p>
+<table class="summary">
+<tr><th></th><th>checkpoint</th><th>scheme</th><th>weight SSE</th><th>overall rel. error</th>
+<th>mean SNR</th><th>mean output error</th></tr>
+{q}{q2}</table>
+<p>weight SSE Q2 / Q: <b>{ratio:.4f}</b> over {layers} layers; Q2 closer on {better}, further on
+{worse}. Below 1 (the dashed line) Q2 is closer to the source.</p>
+<h2>Weight SSE Q2 / Q per layer</h2>
+<figure id="gain-per-layer">{layer_chart}</figure>
+<h2>Weight SSE Q2 / Q by layer type</h2>
+<figure id="gain-by-kind">{kind_chart}</figure>
+<h2>Layers, largest gain first</h2>
+<table><tr><th>module</th><th>shape</th><th>rel. error Q</th><th>rel. error Q2</th>
+<th>SNR dB Q</th><th>SNR dB Q2</th><th>output error Q</th><th>output error Q2</th>
+<th>weight SSE Q2/Q</th><th>output error&sup2; Q2/Q</th></tr>
+{rows}</table>
+)",
+                      fmt::arg("source", EscapeXml(g.q.source)),
+                      fmt::arg("q", totals_row("Q", g.q)), fmt::arg("q2", totals_row("Q2", g.q2)),
+                      fmt::arg("ratio", g.sse_ratio), fmt::arg("layers", g.layers.size()),
+                      fmt::arg("better", g.layers_better), fmt::arg("worse", g.layers_worse),
+                      fmt::arg("layer_chart", BarChart("weight SSE Q2 / Q per layer (model order)",
+                                                       layer_bars, "ratio", 1.0)),
+                      fmt::arg("kind_chart", BarChart("weight SSE Q2 / Q by layer type", kind_bars,
+                                                      "ratio", 1.0)),
+                      fmt::arg("rows", rows)));
 }
 
 }  // namespace spk

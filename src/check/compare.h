@@ -10,6 +10,17 @@
 // relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from a fixed seed
 // (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers come worst
 // first. Reports: JSON, text, and a self-contained HTML page with inline SVG charts (no script).
+//
+// With a second quantized checkpoint Q2 of the same source (e.g. `--method rtn` and `--method
+// search`), CompareGain runs CompareCheckpoints on each and joins the two reports by module: every
+// layer gets both errors and the gain, the ratio of squared errors Q2/Q (weight SSE and output
+// error squared; below 1 means Q2 is closer to the source), and the totals give the weight SSE of
+// each over all quantized tensors and their ratio. Layers come largest gain (smallest SSE ratio)
+// first. Q and Q2 must quantize the same set of modules (otherwise InvalidInput naming a module
+// missing from one side: a total over different sets would not be a like-for-like ratio); their
+// schemes and group sizes may differ, since both are measured against the same source weights, and
+// "what does w8 or group 32 buy per layer" is a fair question. Both scheme labels are reported.
+//
 // Thread safety: call from one thread. Errors: the errors of opening either checkpoint; a module
 // whose source weight is missing or shaped differently is InvalidInput naming it.
 #pragma once
@@ -41,6 +52,7 @@ struct LayerError {
   double max_abs = 0;
   double clipped_fraction = 0;
   double output_rel_error = 0;  // ||X W^T - X W'^T||_F / ||X W^T||_F
+  double sse = 0;               // ||W - W'||_F^2 (not in the one-checkpoint JSON)
 };
 
 struct KindSummary {
@@ -56,6 +68,7 @@ struct CompareReport {
   double overall_rel_fro = 0;      // over all quantized weights together
   double mean_snr_db = 0, min_cosine = 1, mean_output_rel_error = 0;
   size_t dense_tensors = 0;  // tensors stored dense in QUANTIZED (not compared)
+  double total_sse = 0;      // sum of every layer's sse (not in the one-checkpoint JSON)
 };
 
 Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options);
@@ -64,5 +77,36 @@ Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& o
 nlohmann::ordered_json CompareReportToJson(const CompareReport& report, bool with_paths = true);
 std::string RenderCompareReport(const CompareReport& report, size_t top = 20);
 std::string CompareReportHtml(const CompareReport& report);
+
+// One module of two quantized outputs Q and Q2 of the same source.
+struct LayerGain {
+  LayerError q, q2;
+  double sse_ratio = 1;        // q2.sse / q.sse; +inf when only Q is exact, 1 when both are
+  double output_se_ratio = 1;  // (q2.output_rel_error / q.output_rel_error)^2, the same way
+};
+
+struct KindGain {
+  std::string kind;
+  size_t layers = 0;
+  double sse = 0, sse2 = 0, sse_ratio = 1;
+};
+
+struct GainReport {
+  CompareReport q, q2;            // as CompareCheckpoints returned them
+  std::vector<LayerGain> layers;  // largest gain (smallest sse_ratio) first, then by module
+  std::vector<KindGain> kinds;    // largest gain first
+  double sse_ratio = 1;           // q2.total_sse / q.total_sse: "weight SSE Q2 / Q"
+  size_t layers_better = 0, layers_worse = 0;  // sse_ratio < 1, > 1
+};
+
+// Compares `options.quantized` (Q) and `quantized2` (Q2) each against `options.source`.
+Result<GainReport> CompareGain(FileSystem* fs, const CompareOptions& options,
+                               const std::string& quantized2);
+// The join itself (consumes both reports); InvalidInput when the module sets differ.
+Result<GainReport> JoinCompareReports(CompareReport q, CompareReport q2);
+
+nlohmann::ordered_json GainReportToJson(const GainReport& report, bool with_paths = true);
+std::string RenderGainReport(const GainReport& report, size_t top = 20);
+std::string GainReportHtml(const GainReport& report);
 
 }  // namespace spk

@@ -6,7 +6,10 @@
 - the metrics agree with an independent computation in torch from compressed-tensors' own
   decompression;
 - every scheme quantize writes works, and 8 bits beat 4 bits;
-- the HTML report renders in headless Chromium with its SVG charts.
+- the HTML report renders in headless Chromium with its SVG charts;
+- with two outputs of one source (`compare SRC RTN SEARCH`): the per-layer, per-kind and total weight
+  SSE ratios agree with compressed-tensors' decompression, each side equals the one-output report,
+  different schemes are reported side by side and different module sets are refused.
 """
 
 import json
@@ -20,6 +23,8 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+
+from conftest import load_dir
 
 from test_quant_interop import reference
 
@@ -189,3 +194,127 @@ def test_html_report_renders_in_headless_chromium(llm, spk, tmp_path):
                 colored += 1
         prev = row
     assert colored > 2000, f"only {colored} colored pixels: the charts did not render"
+
+
+# --- two outputs of the same source: `compare SRC Q Q2` -------------------------------------------
+
+@pytest.fixture(scope="module")
+def dflash(tmp_path_factory, spk):
+    """A DFlash draft quantized with RTN and with the scale search."""
+    root = tmp_path_factory.mktemp("gain")
+    spk("example", root / "src", "--family", "dflash")
+    for method in ("rtn", "search"):
+        spk("quantize", root / "src", root / method, "--method", method)
+    return root
+
+
+def sse_per_module(src: Path, dst: Path) -> dict:
+    """{module: sum of squared error} of compressed-tensors' decompression against the source."""
+    from compressed_tensors.quantization import QuantizationConfig
+    from test_search import errors
+    config = json.loads((dst / "config.json").read_text())
+    scheme = QuantizationConfig.model_validate(config["quantization_config"]).config_groups["group_0"]
+    return errors(load_dir(src), scheme, load_dir(dst))
+
+
+def test_gain_ratios_match_an_independent_computation(dflash, spk):
+    src, rtn, search = dflash / "src", dflash / "rtn", dflash / "search"
+    report = json.loads(spk("compare", src, rtn, search, "--json").stdout)
+    e_rtn, e_search = sse_per_module(src, rtn), sse_per_module(src, search)
+    assert e_rtn and e_rtn.keys() == e_search.keys()
+    layers = {l["module"]: l for l in report["layers"]}
+    assert layers.keys() == e_rtn.keys()
+    for module, l in layers.items():
+        assert l["q"]["sse"] == pytest.approx(e_rtn[module], rel=1e-6), module
+        assert l["q2"]["sse"] == pytest.approx(e_search[module], rel=1e-6), module
+        assert l["sse_ratio"] == pytest.approx(e_search[module] / e_rtn[module], rel=1e-6), module
+        assert l["sse_ratio"] <= 1 + 1e-12, module  # the search never loses to RTN
+    total_rtn, total_search = sum(e_rtn.values()), sum(e_search.values())
+    assert report["q"]["sse"] == pytest.approx(total_rtn, rel=1e-6)
+    assert report["q2"]["sse"] == pytest.approx(total_search, rel=1e-6)
+    ratio = report["summary"]["sse_ratio"]
+    assert ratio == pytest.approx(total_search / total_rtn, rel=1e-6)
+    assert ratio < 1, f"search / RTN = {ratio}"
+    # Largest gain first; the summary counts and names agree with the rows.
+    ratios = [l["sse_ratio"] for l in report["layers"]]
+    assert ratios == sorted(ratios)
+    s = report["summary"]
+    assert s["layers"] == len(layers)
+    assert s["largest_gain_layer"] == report["layers"][0]["module"]
+    assert s["least_gain_layer"] == report["layers"][-1]["module"]
+    assert s["layers_better"] == sum(r < 1 for r in ratios)
+    assert s["layers_worse"] == 0
+    # Per kind: sums over its layers, then the ratio.
+    for k in report["by_kind"]:
+        mods = [m for m, l in layers.items() if l["kind"] == k["kind"]]
+        assert k["layers"] == len(mods)
+        assert k["sse_ratio"] == pytest.approx(
+            sum(e_search[m] for m in mods) / sum(e_rtn[m] for m in mods), rel=1e-6)
+    assert report["source"] == str(src) and report["q"]["quantized"] == str(rtn)
+    assert report["q2"]["quantized"] == str(search)
+
+
+def test_gain_sides_are_the_one_output_reports(dflash, spk):
+    """Each side is exactly what `compare SRC Q` reports for that output (same inputs X), and the
+    output ratio is the ratio of the squared output errors."""
+    src = dflash / "src"
+    report = json.loads(spk("compare", src, dflash / "rtn", dflash / "search", "--json").stdout)
+    singles = {side: {l["module"]: l for l in compare_json(spk, src, dflash / name)["layers"]}
+               for side, name in (("q", "rtn"), ("q2", "search"))}
+    for l in report["layers"]:
+        for side in ("q", "q2"):
+            one = singles[side][l["module"]]
+            for key in ("rel_fro", "snr_db", "output_rel_error"):
+                assert l[side][key] == one[key], (l["module"], side, key)
+        out, out2 = l["q"]["output_rel_error"], l["q2"]["output_rel_error"]
+        assert l["output_se_ratio"] == pytest.approx((out2 / out) ** 2, rel=1e-12)
+    single = compare_json(spk, src, dflash / "rtn")["summary"]
+    assert report["q"]["overall_rel_fro"] == single["overall_rel_fro"]
+    assert report["q"]["mean_output_rel_error"] == single["mean_output_rel_error"]
+
+
+def test_gain_text_and_html(dflash, spk, tmp_path):
+    html = tmp_path / "gain.html"
+    out = spk("compare", dflash / "src", dflash / "rtn", dflash / "search", "--top", "2",
+              "--html", html).stdout
+    report = json.loads(spk("compare", dflash / "src", dflash / "rtn", dflash / "search",
+                            "--json").stdout)
+    assert f"weight SSE Q2 / Q: {report['summary']['sse_ratio']:.4f}" in out
+    assert "largest gain" in out and "by layer type" in out
+    rows = [l for l in out.splitlines() if l.startswith("  layers.") or l.startswith("  model.")]
+    assert [r.split()[0] for r in rows] == [l["module"] for l in report["layers"][:2]]
+    text = html.read_text()
+    assert "<script" not in text and "http://" not in text.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")  # self-contained
+    parsed = SvgCounter()
+    parsed.feed(text)
+    n = report["summary"]["layers"]
+    assert parsed.counts["svg"] == 2
+    assert parsed.counts["rect"] == n + len(report["by_kind"])  # one gain bar per layer and kind
+    assert parsed.counts["tr"] == 3 + 1 + n  # totals table (header, Q, Q2) + layer header + rows
+    assert f"<b>{report['summary']['sse_ratio']:.4f}</b>" in text
+
+
+def test_gain_different_schemes_are_reported(dflash, spk, tmp_path):
+    w8 = tmp_path / "w8"
+    spk("quantize", dflash / "src", w8, "--scheme", "w8a16", "--group-size", "32")
+    report = json.loads(spk("compare", dflash / "src", dflash / "rtn", w8, "--json").stdout)
+    assert report["q"]["scheme"] != report["q2"]["scheme"]
+    assert "w8a16" in report["q2"]["scheme"]
+    assert report["summary"]["sse_ratio"] < 0.02  # 8 bits: ~1/256 of the 4-bit squared error
+    assert report["summary"]["layers_worse"] == 0
+
+
+def test_gain_module_sets_must_match(dflash, spk, tmp_path):
+    fewer = tmp_path / "fewer"
+    spk("quantize", dflash / "src", fewer, "--ignore", "re:.*down_proj")
+    proc = spk("compare", dflash / "src", dflash / "rtn", fewer, expect=2)
+    assert "down_proj' is quantized there but not in" in proc.stderr
+    assert str(dflash / "rtn") in proc.stderr and str(fewer) in proc.stderr
+    assert "same ignore list" in proc.stderr
+    # The other way round names Q2 as the side with the extra module.
+    proc = spk("compare", dflash / "src", fewer, dflash / "rtn", expect=2)
+    assert f"{dflash / 'rtn'}: module '" in proc.stderr and "down_proj" in proc.stderr
+    # A dense second argument is refused like a dense first one.
+    proc = spk("compare", dflash / "src", dflash / "rtn", dflash / "src", expect=2)
+    assert "quantization_config" in proc.stderr
