@@ -15,7 +15,10 @@ the CPU with transformers. Then:
   3. over held-out text (the stdlib files after the first 100, never seen by the tokenizer or the
      training), in windows: the mean KL(P_bf16 || P_quant) of the next-token distribution per
      token, each model's perplexity, and the top-1 agreement with the BF16 model; the search / RTN
-     ratios, with a bootstrap interval over windows.
+     ratios, with a bootstrap interval over windows;
+  4. per Linear, with the real inputs of 8 held-out windows: weight SSE and output SSE, search /
+     RTN, and how much of the activation-weighted error sits on each group's peak weight (the
+     search clips peaks; on input channels with outlier activations that costs more than it saves).
 
 The trained model is cached in --work (keyed by its sizes, steps and seed) and reused.
 Weights stay BF16 values; the forward passes run in float32 so that the figures measure the
@@ -258,6 +261,57 @@ def evaluate(models, ids, window, windows):
     return per_window
 
 
+def layer_errors(models, ids, window, windows):
+    """Why the end-to-end figure goes the way it goes, per Linear: weight SSE and output SSE with
+    the real inputs (captured from the BF16 model on `windows` held-out windows), search / RTN;
+    and, per method, the share of the activation-weighted error sum_ij r_j^2 d_ij^2 (r_j the RMS
+    of input channel j) that sits on each group's largest-magnitude weight."""
+    import torch
+    captured = {}
+    linears = {n: m for n, m in models["bf16"].named_modules()
+               if isinstance(m, torch.nn.Linear) and n != "lm_head"}
+    hooks = [m.register_forward_hook(
+        lambda mod, inp, out, n=n: captured.setdefault(n, []).append(
+            inp[0].reshape(-1, inp[0].shape[-1])))
+             for n, m in linears.items()]
+    with torch.no_grad():
+        for w in range(windows):
+            models["bf16"](input_ids=ids[w * window:(w + 1) * window].unsqueeze(0))
+    for h in hooks:
+        h.remove()
+    params = {name: dict(model.named_parameters()) for name, model in models.items()}
+    rows, totals = {}, {m: [0.0, 0.0] for m in METHODS}
+    for n in linears:
+        x = torch.cat(captured[n]).double()
+        r2 = x.pow(2).mean(0)
+        w = params["bf16"][n + ".weight"].double()
+        g = w.abs().reshape(w.shape[0], -1, 128)
+        peak = (g == g.amax(-1, keepdim=True)).reshape(w.shape)
+        row = {}
+        for m in METHODS:
+            d = params[m][n + ".weight"].double() - w
+            weight_sse, output_sse = d.pow(2).sum().item(), (x @ d.T).pow(2).sum().item()
+            weighted = d.pow(2) * r2
+            row[m] = {"weight_sse": weight_sse, "output_sse": output_sse,
+                      "peak_share": (weighted[peak].sum() / weighted.sum()).item()}
+            totals[m][0] += weight_sse
+            totals[m][1] += output_sse
+        row["weight_sse_ratio"] = row["search"]["weight_sse"] / row["rtn"]["weight_sse"]
+        row["output_sse_ratio"] = row["search"]["output_sse"] / row["rtn"]["output_sse"]
+        rows[n] = row
+    return rows, {"weight_sse": totals["search"][0] / totals["rtn"][0],
+                  "output_sse_real_inputs": totals["search"][1] / totals["rtn"][1]}
+
+
+def print_layer_errors(rows, totals):
+    print(f"\n{'Linear':<34} {'weight SSE s/r':>14} {'output SSE s/r':>14} "
+          f"{'peak share rtn':>14} {'search':>7}")
+    for n, r in rows.items():
+        print(f"{n:<34} {r['weight_sse_ratio']:>14.3f} {r['output_sse_ratio']:>14.3f} "
+              f"{r['rtn']['peak_share']:>14.3f} {r['search']['peak_share']:>7.3f}")
+    print(f"{'all':<34} {totals['weight_sse']:>14.3f} {totals['output_sse_real_inputs']:>14.3f}")
+
+
 def summarize(per_window, tokens_per_window, seed, resamples=2000):
     import torch
     n = len(per_window) * tokens_per_window
@@ -361,6 +415,8 @@ def main():
     per_window = evaluate(models, ids, a.window, a.windows)
     res, ratio = summarize(per_window, a.window - 1, a.seed)
     tokens = a.windows * (a.window - 1)
+    rows, totals = layer_errors(models, ids, a.window, 8)
+    print_layer_errors(rows, totals)
     print_table(info, res, ratio, tokens)
     print(f"evaluation {time.time() - eval_start:.0f}s, total {time.time() - total_start:.0f}s")
     if a.json:
@@ -369,7 +425,8 @@ def main():
         Path(a.json).write_text(json.dumps(
             {"model": dict(info, **config), "scored_tokens": tokens, "commands": commands,
              "quantize_seconds": quantize_seconds, "load_checks": checks, "results": res,
-             "search_over_rtn": ratio}, indent=1))
+             "search_over_rtn": ratio, "layer_errors_search_over_rtn": totals,
+             "layers": rows}, indent=1))
 
 
 if __name__ == "__main__":
