@@ -246,14 +246,14 @@ GroupQuantParams SearchAsymmetricGroupWith(const QuantParams& p, DType dtype,
 }  // namespace
 
 double GroupSquaredError(DType dtype, std::span<const float> w, std::span<const int8_t> q,
-                         GroupQuantParams gq) {
-  assert(q.size() == w.size());
+                         GroupQuantParams gq, std::span<const float> importance) {
+  assert(q.size() == w.size() && (importance.empty() || importance.size() == w.size()));
   std::vector<float> dequantized(w.size());
   DequantizeGroup(dtype, q, gq, dequantized);
   double err = 0;
   for (size_t i = 0; i < w.size(); ++i) {
     const double e = static_cast<double>(w[i]) - dequantized[i];
-    err += e * e;
+    err += (importance.empty() ? 1.0 : importance[i]) * e * e;
   }
   return err;
 }
@@ -274,6 +274,23 @@ GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const 
   }
 }
 
+namespace {
+
+// 1 / absmax of a group, or 0 (every importance 1) when that is not finite: an all-zero group, or
+// one whose peak is so small (subnormal) that the reciprocal overflows.
+float InversePeak(GroupRange range) {
+  const float inv = 1.0f / std::max(range.max, -range.min);
+  return std::isfinite(inv) ? inv : 0.0f;
+}
+
+}  // namespace
+
+void GroupImportance(std::span<const float> w, std::span<float> imp) {
+  assert(imp.size() == w.size());
+  const float inv_peak = InversePeak(GroupMinMax(w));
+  for (size_t i = 0; i < w.size(); ++i) imp[i] = PeakImportance(w[i], inv_peak);
+}
+
 float SumStripes(float (&stripes)[kSearchStripes]) {
   for (int h = kSearchStripes / 2; h >= 1; h /= 2) {
     for (int k = 0; k < h; ++k) stripes[k] += stripes[k + h];
@@ -285,37 +302,43 @@ namespace {
 
 // ---- The scalar kernels (the reference of quant/simd/search_simd-inl.h).
 
-void ScalarFitSums(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
-                   float* cw, float* cc) {
+void ScalarImportance(const float* w, size_t n, float inv_peak, float* imp) {
+  for (size_t i = 0; i < n; ++i) imp[i] = PeakImportance(w[i], inv_peak);
+}
+
+void ScalarFitSums(const float* w, const float* imp, size_t n, const float* inv, size_t count,
+                   float lo, float hi, float* cw, float* cc) {
   for (size_t k = 0; k < count; ++k) {
     float sum_cw[kSearchStripes] = {}, sum_cc[kSearchStripes] = {};
     for (size_t i = 0; i < n; ++i) {
       const float c = NearestCode(w[i], inv[k], lo, hi);
-      sum_cw[i % kSearchStripes] += c * w[i];
-      sum_cc[i % kSearchStripes] += c * c;
+      const float t = c * imp[i];
+      sum_cw[i % kSearchStripes] += t * w[i];
+      sum_cc[i % kSearchStripes] += t * c;
     }
     cw[k] = SumStripes(sum_cw);
     cc[k] = SumStripes(sum_cc);
   }
 }
 
-void ScalarNearestErrors(DType dtype, const float* w, size_t n, const float* inv,
+void ScalarNearestErrors(DType dtype, const float* w, const float* imp, size_t n, const float* inv,
                          const float* scale, size_t count, float lo, float hi, float* err) {
   for (size_t k = 0; k < count; ++k) {
     float sum[kSearchStripes] = {};
     for (size_t i = 0; i < n; ++i) {
       const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], dtype);
-      sum[i % kSearchStripes] += e * e;
+      sum[i % kSearchStripes] += (e * e) * imp[i];
     }
     err[k] = SumStripes(sum);
   }
 }
 
-float ScalarCodesError(DType dtype, const float* w, const int8_t* q, size_t n, float scale) {
+float ScalarCodesError(DType dtype, const float* w, const float* imp, const int8_t* q, size_t n,
+                       float scale) {
   float err[kSearchStripes] = {};
   for (size_t i = 0; i < n; ++i) {
     const float e = w[i] - RoundToDType(static_cast<float>(q[i]) * scale, dtype);
-    err[i % kSearchStripes] += e * e;
+    err[i % kSearchStripes] += (e * e) * imp[i];
   }
   return SumStripes(err);
 }
@@ -334,8 +357,8 @@ float UsablePositiveScale(float s, DType dtype) {
 }  // namespace
 
 const SearchKernels& ScalarSearchKernels() {
-  static constexpr SearchKernels kKernels{ScalarFitSums, ScalarNearestErrors, ScalarCodesError,
-                                          ScalarNearestCodes};
+  static constexpr SearchKernels kKernels{ScalarImportance, ScalarFitSums, ScalarNearestErrors,
+                                          ScalarCodesError, ScalarNearestCodes};
   return kKernels;
 }
 
@@ -351,8 +374,15 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
   // below RTN's absmax / 7.5: a negative peak can then use the level -8 that RTN leaves almost
   // unused, and a positive one is clipped a little, which lowers the error of the rest.
   const float unit = std::max(range.max, -range.min) / -lo;
+  // Per-thread scratch for the importance of each element: a group can be a whole row (channel-wise
+  // schemes), and allocating per group would cost more than the search.
+  thread_local std::vector<float> importance;
+  importance.resize(n);
+  kernels.importance(w.data(), n, InversePeak(range), importance.data());
+  const float* imp = importance.data();
 
-  // The grid, scored by s^2 sum(c c) - 2 s sum(c w): the error of the codes with s, plus sum(w w).
+  // The grid, scored by s^2 sum(t c) - 2 s sum(t w): the weighted error of the codes with s, minus
+  // sum(imp w w), in batches of kMaxSearchBatch candidates per pass.
   float scales[kSearchGridSize], invs[kSearchGridSize];
   size_t count = 0;
   for (float factor : kSearchGrid) {
@@ -361,7 +391,10 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
   }
   if (count == 0) return rtn;
   float cw[kSearchGridSize], cc[kSearchGridSize];
-  kernels.fit_sums(w.data(), n, invs, count, lo, hi, cw, cc);
+  for (size_t first = 0; first < count; first += kMaxSearchBatch) {
+    kernels.fit_sums(w.data(), imp, n, invs + first, std::min(kMaxSearchBatch, count - first), lo,
+                     hi, cw + first, cc + first);
+  }
   size_t grid_best = 0;
   float best_score = 0;
   for (size_t k = 0; k < count; ++k) {
@@ -369,7 +402,7 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
     if (k == 0 || score < best_score) grid_best = k, best_score = score;
   }
 
-  // The finalists: the best grid scale and the least-squares refit of its codes.
+  // The finalists: the best grid scale and the weighted least-squares refit of its codes.
   float finalists[2] = {scales[grid_best]}, finalist_invs[2] = {invs[grid_best]};
   size_t finalist_count = 1;
   const float refit =
@@ -378,11 +411,11 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
     finalists[1] = refit, finalist_invs[1] = 1.0f / refit, finalist_count = 2;
   }
   float errors[2];
-  kernels.nearest_errors(dtype, w.data(), n, finalist_invs, finalists, finalist_count, lo, hi,
+  kernels.nearest_errors(dtype, w.data(), imp, n, finalist_invs, finalists, finalist_count, lo, hi,
                          errors);
 
   // The exact errors decide; ties keep the earlier candidate (RTN first).
-  const float rtn_error = kernels.codes_error(dtype, w.data(), q.data(), n, rtn.scale);
+  const float rtn_error = kernels.codes_error(dtype, w.data(), imp, q.data(), n, rtn.scale);
   float best_error = rtn_error, best = 0;
   for (size_t k = 0; k < finalist_count; ++k) {
     if (errors[k] < best_error) best_error = errors[k], best = finalists[k];
@@ -393,7 +426,9 @@ GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantP
     // A float near-tie with RTN is settled in double, so that no group is ever worse than RTN.
     std::vector<int8_t> codes(n);
     kernels.nearest_codes(w.data(), n, 1.0f / best, lo, hi, codes.data());
-    if (GroupSquaredError(dtype, w, codes, found) >= GroupSquaredError(dtype, w, q, rtn)) {
+    const std::span<const float> weights(imp, n);
+    if (GroupSquaredError(dtype, w, codes, found, weights) >=
+        GroupSquaredError(dtype, w, q, rtn, weights)) {
       return rtn;
     }
   }

@@ -5,22 +5,23 @@
 // schemes), and vLLM/compressed-tensors reconstructs w' = R(R(q - zp) * scale) (R = rounding to the
 // weight dtype), so any scale that is a nonzero finite value of the dtype and any q in
 // [QMin(bits), QMax(bits)] is a valid checkpoint. The search picks, per group, a scale (and q)
-// with a smaller squared error sum (w - w')^2, w' computed exactly that way.
+// with a smaller error than RTN's, w' computed exactly that way.
 //
-// Symmetric schemes (the W4A16/W8A16 presets), SearchSymmetricGroup:
+// Symmetric schemes (the W4A16/W8A16 presets), SearchSymmetricGroup, minimise the weighted error
+// sum importance(w) (w - w')^2 that puts more weight on a group's largest weights (kPeakWeight
+// below says why):
 //   - the unit scale absmax / 8 (-QMin at 4 bits): the level range [-8, 7] is lopsided, and RTN's
 //     absmax / 7.5 leaves the level -8 nearly unused; scales stay positive (the format's contract:
-//     `check` rejects negative scales and vLLM's GPU kernels were not validated with them, though
-//     they would lower the error further: bench/quality/bound.py);
+//     `check` rejects negative scales and vLLM's GPU kernels were not validated with them);
 //   - a grid of kSearchGridSize scales, kSearchGrid[k] x the unit scale, each rounded to the
-//     dtype, scored by the squared error of its nearest-level codes c with the scale s itself,
-//     computed from two sums: s^2 sum(c c) - 2 s sum(c w) (the dtype rounding of c s is ignored
-//     here; the finalists' errors below are exact);
-//   - the least-squares refit s = sum(c w) / sum(c c) of the best grid point's codes, rounded;
-//   - the exact errors of RTN, the best grid scale and the refit scale (nearest-level codes, the
-//     dequantization rounded to the dtype as vLLM does) decide; ties keep the earlier one, so a
-//     group never gets worse than RTN.
-//   Every per-element loop is one of four SearchKernels (sums over kSearchStripes fixed stripes
+//     dtype, scored by the weighted error of its nearest-level codes c with the scale s itself,
+//     computed from two sums: s^2 sum(t c) - 2 s sum(t w), t = importance c (the dtype rounding of
+//     c s is ignored here; the finalists' errors below are exact);
+//   - the weighted least-squares refit s = sum(t w) / sum(t c) of the best grid point's codes;
+//   - the exact weighted errors of RTN, the best grid scale and the refit scale (nearest-level
+//     codes, the dequantization rounded to the dtype as vLLM does) decide; ties keep the earlier
+//     one, so a group never gets worse than RTN in that objective.
+//   Every per-element loop is one of five SearchKernels (sums over kSearchStripes fixed stripes
 //   i % 16, added up in a fixed tree), so the Highway kernels (quant/simd/search_simd.h) compute
 //   the very same floats in any vector width and the search logic is shared, not duplicated.
 // Asymmetric schemes, SearchGroup: a grid over the mse observer's shrunk min/max ranges (p = 1.00,
@@ -44,28 +45,39 @@
 
 namespace spk {
 
-// The exact reconstruction error of a group: sum over i of (w[i] - R(R(q[i] - zp) * scale))^2, in
-// double, with the dequantization of DequantizeGroup. REQUIRES: q.size() == w.size().
+// The exact reconstruction error of a group: sum over i of importance[i] (w[i] - R(R(q[i] - zp) *
+// scale))^2, in double, with the dequantization of DequantizeGroup; an empty `importance` weighs
+// every element 1. REQUIRES: q.size() == w.size(), importance empty or of the same size.
 double GroupSquaredError(DType dtype, std::span<const float> w, std::span<const int8_t> q,
-                         GroupQuantParams gq);
+                         GroupQuantParams gq, std::span<const float> importance = {});
 
 // Searches a better quantization of one group, starting from a valid one (`current` with codes `q`,
-// e.g. RTN's). On return `q` and the returned params hold the best quantization found; its
-// GroupSquaredError is never larger than that of the input. The returned scale is a nonzero finite
-// value of `dtype`: positive for asymmetric schemes (zero point in [QMin(bits), QMax(bits)]), of
-// either sign for symmetric ones (zero point 0). Symmetric schemes run SearchSymmetricGroup with
-// the scalar kernels. REQUIRES: w finite, q.size() == w.size(), q within the bit range,
-// current.scale nonzero and finite, ValidateParams(p).ok(), IsQuantizableFloat(dtype).
+// e.g. RTN's). On return `q` and the returned params hold the best quantization found; its error
+// is never larger than that of the input (for symmetric schemes, the weighted GroupSquaredError
+// with GroupImportance's weights; for asymmetric ones the plain one). The returned scale is a
+// positive finite value of `dtype` (asymmetric schemes: zero point in [QMin(bits), QMax(bits)];
+// symmetric ones: 0). Symmetric schemes run SearchSymmetricGroup with the scalar kernels. REQUIRES:
+// w finite, q.size() == w.size(), q within the bit range, current.scale nonzero and finite,
+// ValidateParams(p).ok(), IsQuantizableFloat(dtype).
 GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const float> w,
                              GroupQuantParams current, std::span<int8_t> q);
 
 // ---- The symmetric search, split into per-group logic and per-element kernels.
 
 // The grid of the symmetric search, as multiples of absmax / -QMin(bits). 1.0 maps a negative peak
-// onto QMin exactly; factors below 1 clip the peak (chosen on Gaussian, Laplace and outlier-column
-// groups: docs/quality.md).
-inline constexpr int kSearchGridSize = 4;
-inline constexpr float kSearchGrid[kSearchGridSize] = {0.86f, 0.91f, 0.96f, 1.01f};
+// onto QMin exactly; factors below 1 clip the peak, factors above 1 spend resolution to reconstruct
+// the large weights better (chosen with the weighted objective below on a causal LM's real layer
+// inputs and on synthetic groups: docs/quality.md).
+inline constexpr int kSearchGridSize = 6;
+inline constexpr float kSearchGrid[kSearchGridSize] = {0.90f, 0.94f, 0.98f, 1.02f, 1.06f, 1.10f};
+
+// The objective: sum over the group of importance(w) (w - w')^2 with importance(w) = 1 +
+// kPeakWeight (w / absmax)^4. Plain squared error lowers the weight error most by clipping a
+// group's largest weights, but in trained LLMs the largest weights of a group sit on the input
+// channels that carry most of the activation energy far more often than chance, so the layer's
+// output error and the model's KL divergence got worse than RTN's (docs/quality.md). Weighting the
+// large weights keeps them close and still lowers the error of the rest.
+inline constexpr float kPeakWeight = 16.0f;
 
 // Sums over a group are accumulated in kSearchStripes partial sums (element i goes to stripe
 // i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k +=
@@ -83,24 +95,39 @@ inline float NearestCode(float w, float inv, float lo, float hi) {
   return (clamped + kMagic) - kMagic;
 }
 
-// The per-element loops of the symmetric search. n is any size; every sum is striped as above. The
-// kernels that score candidates take up to kMaxSearchBatch of them at once (one pass over w, and
-// independent sums the CPU can overlap); candidate k's results are those it would get alone. All
-// are pure functions of their inputs. REQUIRES: every inv finite and nonzero, w finite,
-// 1 <= count <= kMaxSearchBatch.
+// importance(w) of the objective above, with inv_peak = 1 / absmax: r = w inv_peak, r2 = r r,
+// 1 + kPeakWeight (r2 r2), in that order of float operations.
+inline float PeakImportance(float w, float inv_peak) {
+  const float r = w * inv_peak;
+  const float r2 = r * r;
+  return 1.0f + kPeakWeight * (r2 * r2);
+}
+
+// The weights of the symmetric search's objective for a group: PeakImportance of each element with
+// 1 / absmax (all ones when that reciprocal is not finite: an all-zero or subnormal group).
+// REQUIRES: imp.size() == w.size().
+void GroupImportance(std::span<const float> w, std::span<float> imp);
+
+// The per-element loops of the symmetric search. n is any size; every sum is striped as above;
+// `imp` holds each element's importance (the `importance` kernel's output). The kernels that score
+// candidates take up to kMaxSearchBatch of them at once (one pass over w, and independent sums the
+// CPU can overlap); candidate k's results are those it would get alone. All are pure functions of
+// their inputs. REQUIRES: every inv finite and nonzero, w finite, 1 <= count <= kMaxSearchBatch.
 inline constexpr size_t kMaxSearchBatch = 4;
-static_assert(kSearchGridSize <= static_cast<int>(kMaxSearchBatch));
 struct SearchKernels {
-  // cw[k] = sum(c w), cc[k] = sum(c c) over the nearest codes c = NearestCode(w[i], inv[k], lo,
-  // hi).
-  void (*fit_sums)(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
-                   float* cw, float* cc);
-  // err[k] = sum (w[i] - R(c scale[k]))^2 over the nearest codes c for inv[k] = 1 / scale[k],
-  // R = RoundToDType(., dtype).
-  void (*nearest_errors)(DType dtype, const float* w, size_t n, const float* inv,
+  // imp[i] = PeakImportance(w[i], inv_peak).
+  void (*importance)(const float* w, size_t n, float inv_peak, float* imp);
+  // cw[k] = sum(t w), cc[k] = sum(t c) with t = c imp over the nearest codes c = NearestCode(w[i],
+  // inv[k], lo, hi): the weighted least-squares sums.
+  void (*fit_sums)(const float* w, const float* imp, size_t n, const float* inv, size_t count,
+                   float lo, float hi, float* cw, float* cc);
+  // err[k] = sum (e e) imp with e = w[i] - R(c scale[k]) over the nearest codes c for inv[k] =
+  // 1 / scale[k], R = RoundToDType(., dtype).
+  void (*nearest_errors)(DType dtype, const float* w, const float* imp, size_t n, const float* inv,
                          const float* scale, size_t count, float lo, float hi, float* err);
-  // sum (w[i] - R(q[i] scale))^2 for given codes (zero point 0).
-  float (*codes_error)(DType dtype, const float* w, const int8_t* q, size_t n, float scale);
+  // sum (e e) imp with e = w[i] - R(q[i] scale) for given codes (zero point 0).
+  float (*codes_error)(DType dtype, const float* w, const float* imp, const int8_t* q, size_t n,
+                       float scale);
   // q[i] = NearestCode(w[i], inv, lo, hi).
   void (*nearest_codes)(const float* w, size_t n, float inv, float lo, float hi, int8_t* q);
 };

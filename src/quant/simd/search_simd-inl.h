@@ -100,10 +100,23 @@ HWY_INLINE VF Codes(VF x, VF inv, VF lo, VF hi) {  // NearestCode
   return hn::Round(hn::Min(hn::Max(hn::Mul(x, inv), lo), hi));
 }
 
+// ScalarImportance.
+void ImportanceKernel(const float* w, size_t n, float inv_peak, float* imp) {
+  const DF df;
+  const VF vinv = hn::Set(df, inv_peak), one = hn::Set(df, 1.0f), weight = hn::Set(df, kPeakWeight);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const VF r = hn::Mul(hn::LoadU(df, w + i), vinv);
+    const VF r2 = hn::Mul(r, r);
+    hn::StoreU(hn::Add(one, hn::Mul(weight, hn::Mul(r2, r2))), df, imp + i);
+  }
+  for (; i < n; ++i) imp[i] = PeakImportance(w[i], inv_peak);
+}
+
 // ScalarFitSums for K candidates in one pass.
 template <size_t K>
-HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, float lo, float hi, float* cw,
-                        float* cc) {
+HWY_INLINE void FitSums(const float* w, const float* imp, size_t n, const float* inv, float lo,
+                        float hi, float* cw, float* cc) {
   const DF df;
   const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
   VF vinv[K];
@@ -114,43 +127,45 @@ HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, float lo, fl
     SPK_UNROLL_ALL
     for (size_t v = 0; v < kStripeVecs; ++v) {
       const VF x = hn::LoadU(df, w + i + v * kLanes);
+      const VF importance = hn::LoadU(df, imp + i + v * kLanes);
       SPK_UNROLL_ALL
       for (size_t k = 0; k < K; ++k) {
         const VF c = Codes(x, vinv[k], vlo, vhi);
-        scw[k].v[v] = hn::Add(scw[k].v[v], hn::Mul(c, x));
-        scc[k].v[v] = hn::Add(scc[k].v[v], hn::Mul(c, c));
+        const VF t = hn::Mul(c, importance);
+        scw[k].v[v] = hn::Add(scw[k].v[v], hn::Mul(t, x));
+        scc[k].v[v] = hn::Add(scc[k].v[v], hn::Mul(t, c));
       }
     }
   }
   for (size_t k = 0; k < K; ++k) {
-    cw[k] =
-        Total(scw[k], full, n, [&](size_t i) { return NearestCode(w[i], inv[k], lo, hi) * w[i]; });
+    cw[k] = Total(scw[k], full, n,
+                  [&](size_t i) { return (NearestCode(w[i], inv[k], lo, hi) * imp[i]) * w[i]; });
     cc[k] = Total(scc[k], full, n, [&](size_t i) {
       const float c = NearestCode(w[i], inv[k], lo, hi);
-      return c * c;
+      return (c * imp[i]) * c;
     });
   }
 }
 
-void FitSumsKernel(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
-                   float* cw, float* cc) {
+void FitSumsKernel(const float* w, const float* imp, size_t n, const float* inv, size_t count,
+                   float lo, float hi, float* cw, float* cc) {
   static_assert(kMaxSearchBatch == 4);
   switch (count) {
     case 1:
-      return FitSums<1>(w, n, inv, lo, hi, cw, cc);
+      return FitSums<1>(w, imp, n, inv, lo, hi, cw, cc);
     case 2:
-      return FitSums<2>(w, n, inv, lo, hi, cw, cc);
+      return FitSums<2>(w, imp, n, inv, lo, hi, cw, cc);
     case 3:
-      return FitSums<3>(w, n, inv, lo, hi, cw, cc);
+      return FitSums<3>(w, imp, n, inv, lo, hi, cw, cc);
     default:
-      return FitSums<4>(w, n, inv, lo, hi, cw, cc);
+      return FitSums<4>(w, imp, n, inv, lo, hi, cw, cc);
   }
 }
 
 // ScalarNearestErrors for K candidates in one pass.
 template <DType kType, size_t K>
-HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const float* scale,
-                              float lo, float hi, float* err) {
+HWY_INLINE void NearestErrors(const float* w, const float* imp, size_t n, const float* inv,
+                              const float* scale, float lo, float hi, float* err) {
   const DF df;
   const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
   VF vinv[K], vscale[K];
@@ -161,39 +176,42 @@ HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const 
     SPK_UNROLL_ALL
     for (size_t v = 0; v < kStripeVecs; ++v) {
       const VF x = hn::LoadU(df, w + i + v * kLanes);
+      const VF importance = hn::LoadU(df, imp + i + v * kLanes);
       SPK_UNROLL_ALL
       for (size_t k = 0; k < K; ++k) {
         const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(Codes(x, vinv[k], vlo, vhi), vscale[k])));
-        sums[k].v[v] = hn::Add(sums[k].v[v], hn::Mul(e, e));
+        sums[k].v[v] = hn::Add(sums[k].v[v], hn::Mul(hn::Mul(e, e), importance));
       }
     }
   }
   for (size_t k = 0; k < K; ++k) {
     err[k] = Total(sums[k], full, n, [&](size_t i) {
       const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], kType);
-      return e * e;
+      return (e * e) * imp[i];
     });
   }
 }
 
 template <DType kType>
-HWY_INLINE void NearestErrorsTyped(const float* w, size_t n, const float* inv, const float* scale,
-                                   size_t count, float lo, float hi, float* err) {
+HWY_INLINE void NearestErrorsTyped(const float* w, const float* imp, size_t n, const float* inv,
+                                   const float* scale, size_t count, float lo, float hi,
+                                   float* err) {
   switch (count) {
     case 1:
-      return NearestErrors<kType, 1>(w, n, inv, scale, lo, hi, err);
+      return NearestErrors<kType, 1>(w, imp, n, inv, scale, lo, hi, err);
     case 2:
-      return NearestErrors<kType, 2>(w, n, inv, scale, lo, hi, err);
+      return NearestErrors<kType, 2>(w, imp, n, inv, scale, lo, hi, err);
     case 3:
-      return NearestErrors<kType, 3>(w, n, inv, scale, lo, hi, err);
+      return NearestErrors<kType, 3>(w, imp, n, inv, scale, lo, hi, err);
     default:
-      return NearestErrors<kType, 4>(w, n, inv, scale, lo, hi, err);
+      return NearestErrors<kType, 4>(w, imp, n, inv, scale, lo, hi, err);
   }
 }
 
 // ScalarCodesError.
 template <DType kType>
-HWY_INLINE float CodesError(const float* w, const int8_t* q, size_t n, float scale) {
+HWY_INLINE float CodesError(const float* w, const float* imp, const int8_t* q, size_t n,
+                            float scale) {
   const DF df;
   const DI di;
   const hn::Rebind<int8_t, DF> d8;
@@ -205,12 +223,12 @@ HWY_INLINE float CodesError(const float* w, const int8_t* q, size_t n, float sca
     for (size_t k = 0; k < kStripeVecs; ++k) {
       const VF c = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)));
       const VF e = hn::Sub(hn::LoadU(df, w + i + k * kLanes), RoundTo<kType>(hn::Mul(c, vscale)));
-      err.v[k] = hn::Add(err.v[k], hn::Mul(e, e));
+      err.v[k] = hn::Add(err.v[k], hn::Mul(hn::Mul(e, e), hn::LoadU(df, imp + i + k * kLanes)));
     }
   }
   return Total(err, full, n, [&](size_t i) {
     const float e = w[i] - RoundToDType(static_cast<float>(q[i]) * scale, kType);
-    return e * e;
+    return (e * e) * imp[i];
   });
 }
 
@@ -228,31 +246,32 @@ void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi,
   for (; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
 }
 
-void NearestErrorsKernel(DType dtype, const float* w, size_t n, const float* inv,
+void NearestErrorsKernel(DType dtype, const float* w, const float* imp, size_t n, const float* inv,
                          const float* scale, size_t count, float lo, float hi, float* err) {
   switch (dtype) {
     case DType::kBF16:
-      return NearestErrorsTyped<DType::kBF16>(w, n, inv, scale, count, lo, hi, err);
+      return NearestErrorsTyped<DType::kBF16>(w, imp, n, inv, scale, count, lo, hi, err);
     case DType::kF16:
-      return NearestErrorsTyped<DType::kF16>(w, n, inv, scale, count, lo, hi, err);
+      return NearestErrorsTyped<DType::kF16>(w, imp, n, inv, scale, count, lo, hi, err);
     default:
-      return NearestErrorsTyped<DType::kF32>(w, n, inv, scale, count, lo, hi, err);
+      return NearestErrorsTyped<DType::kF32>(w, imp, n, inv, scale, count, lo, hi, err);
   }
 }
 
-float CodesErrorKernel(DType dtype, const float* w, const int8_t* q, size_t n, float scale) {
+float CodesErrorKernel(DType dtype, const float* w, const float* imp, const int8_t* q, size_t n,
+                       float scale) {
   switch (dtype) {
     case DType::kBF16:
-      return CodesError<DType::kBF16>(w, q, n, scale);
+      return CodesError<DType::kBF16>(w, imp, q, n, scale);
     case DType::kF16:
-      return CodesError<DType::kF16>(w, q, n, scale);
+      return CodesError<DType::kF16>(w, imp, q, n, scale);
     default:
-      return CodesError<DType::kF32>(w, q, n, scale);
+      return CodesError<DType::kF32>(w, imp, q, n, scale);
   }
 }
 
-constexpr SearchKernels kTargetKernels{FitSumsKernel, NearestErrorsKernel, CodesErrorKernel,
-                                       NearestCodesKernel};
+constexpr SearchKernels kTargetKernels{ImportanceKernel, FitSumsKernel, NearestErrorsKernel,
+                                       CodesErrorKernel, NearestCodesKernel};
 
 // QuantizeRowsSearch for one dtype in one pass (after the caller checked dtype, params and shape):
 // rtn_simd-inl.h's row pass, with the search of every group run on its RTN codes still in memory,

@@ -6,6 +6,7 @@
 #include "quant/simd/test_util.h"
 
 #include <gtest/gtest.h>
+#include <algorithm>
 
 #include <bit>
 #include <cmath>
@@ -72,16 +73,25 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
         for (float& s : scales) s = RoundToDType(s, dtype), invs.push_back(1.0f / s);
         const std::vector<float> w = Values(rng, dtype, n, scales[0]);
         SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " n " << n << " bits " << bits);
+        // The importance of every element, for a peak like the group's and for none (0: all 1).
+        std::vector<float> imp(n), imp_ref(n);
+        for (float inv_peak : {0.0f, 1.0f / (8 * scales[0]), 1.0f / (5 * scales[2])}) {
+          ref.importance(w.data(), n, inv_peak, imp_ref.data());
+          fast.importance(w.data(), n, inv_peak, imp.data());
+          for (size_t i = 0; i < n; ++i) ASSERT_EQ(Bits(imp[i]), Bits(imp_ref[i])) << i;
+        }
+        EXPECT_GT(*std::max_element(imp.begin(), imp.end()), 1.0f);
         // Every batch size, each candidate at every position of a batch.
         for (size_t count = 1; count <= kMaxSearchBatch; ++count) {
           for (size_t first = 0; first + count <= scales.size(); ++first) {
             float cw_ref[kMaxSearchBatch], cc_ref[kMaxSearchBatch], cw[kMaxSearchBatch],
                 cc[kMaxSearchBatch], e_ref[kMaxSearchBatch], e[kMaxSearchBatch];
-            ref.fit_sums(w.data(), n, &invs[first], count, lo, hi, cw_ref, cc_ref);
-            fast.fit_sums(w.data(), n, &invs[first], count, lo, hi, cw, cc);
-            ref.nearest_errors(dtype, w.data(), n, &invs[first], &scales[first], count, lo, hi,
-                               e_ref);
-            fast.nearest_errors(dtype, w.data(), n, &invs[first], &scales[first], count, lo, hi, e);
+            ref.fit_sums(w.data(), imp.data(), n, &invs[first], count, lo, hi, cw_ref, cc_ref);
+            fast.fit_sums(w.data(), imp.data(), n, &invs[first], count, lo, hi, cw, cc);
+            ref.nearest_errors(dtype, w.data(), imp.data(), n, &invs[first], &scales[first], count,
+                               lo, hi, e_ref);
+            fast.nearest_errors(dtype, w.data(), imp.data(), n, &invs[first], &scales[first], count,
+                                lo, hi, e);
             for (size_t k = 0; k < count; ++k) {
               EXPECT_EQ(Bits(cw[k]), Bits(cw_ref[k])) << count << " " << first + k;
               EXPECT_EQ(Bits(cc[k]), Bits(cc_ref[k])) << count << " " << first + k;
@@ -95,8 +105,8 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
           ref.nearest_codes(w.data(), n, inv, lo, hi, q_ref.data());
           fast.nearest_codes(w.data(), n, inv, lo, hi, q.data());
           EXPECT_EQ(q, q_ref);
-          EXPECT_EQ(Bits(fast.codes_error(dtype, w.data(), q.data(), n, scale)),
-                    Bits(ref.codes_error(dtype, w.data(), q.data(), n, scale)));
+          EXPECT_EQ(Bits(fast.codes_error(dtype, w.data(), imp.data(), q.data(), n, scale)),
+                    Bits(ref.codes_error(dtype, w.data(), imp.data(), q.data(), n, scale)));
         }
       }
     }
