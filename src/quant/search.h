@@ -7,7 +7,10 @@
 // [QMin(bits), QMax(bits)] is a valid checkpoint. The search picks, per group, a scale (and q)
 // with a smaller squared error sum (w - w')^2, w' computed exactly that way.
 //
-// Symmetric schemes (the W4A16/W8A16 presets), SearchSymmetricGroup:
+// Both kinds of scheme share one structure (SearchGroupWith): a few candidates (scale, zero point),
+// scored in one fused pass over the group, then the exact errors of a few finalists against RTN's.
+//
+// Symmetric schemes (the W4A16/W8A16 presets):
 //   - the unit scale absmax / 8 (-QMin at 4 bits): the level range [-8, 7] is lopsided, and RTN's
 //     absmax / 7.5 leaves the level -8 nearly unused; scales stay positive (the format's contract:
 //     `check` rejects negative scales and vLLM's GPU kernels were not validated with them, though
@@ -16,17 +19,24 @@
 //     dtype, scored by the squared error of its nearest-level codes c with the scale s itself,
 //     computed from two sums: s^2 sum(c c) - 2 s sum(c w) (the dtype rounding of c s is ignored
 //     here; the finalists' errors below are exact);
-//   - the least-squares refit s = sum(c w) / sum(c c) of the best grid point's codes, rounded;
-//   - the exact errors of RTN, the best grid scale and the refit scale (nearest-level codes, the
-//     dequantization rounded to the dtype as vLLM does) decide; ties keep the earlier one, so a
-//     group never gets worse than RTN.
-//   Every per-element loop is one of four SearchKernels (sums over kSearchStripes fixed stripes
-//   i % 16, added up in a fixed tree), so the Highway kernels (quant/simd/search_simd.h) compute
-//   the very same floats in any vector width and the search logic is shared, not duplicated.
-// Asymmetric schemes, SearchGroup: a grid over the mse observer's shrunk min/max ranges (p = 1.00,
-//   0.99, ...) and the next zero points, scored by the least-squares fit of the nearest-level
-//   codes (llama.cpp's make_qx_quants), the refit of the best, one pass of coordinate descent over
-//   the codes (make_q3_quants), the refit of the moved codes; the exact error decides, as above.
+//   - the finalists: the best grid scale and the least-squares refit s = sum(c w) / sum(c c) of its
+//     codes, rounded.
+// Asymmetric schemes (w4a16-asym, w8a16-asym):
+//   - a grid of kAsymmetricGridSize ranges, the group's min and max shrunk by kAsymmetricGrid[k]
+//     (as llm-compressor's mse observer does), each turned into a scale and zero point by RTN's own
+//     ComputeGroupScale, scored by how well the nearest-level codes c = q - zp fit the group with
+//     their least-squares scale: (sum c w)^2 / sum c c (llama.cpp's make_qx_quants);
+//   - the finalists: the refit s = sum(c w) / sum(c c) of the best grid point's codes, rounded to
+//     the dtype, its neighbours one and two dtype steps away (at 8 bits in BF16 the dequantized
+//     value c s is rounded to 8 significant bits, and which way each c s rounds depends on the last
+//     bits of s: the neighbours often fit much better), and the refit with the zero points next to
+//     the grid point's.
+// For both, the exact errors of RTN and of the finalists (nearest-level codes, the dequantization
+// rounded to the dtype as vLLM does) decide; ties keep the earlier one (RTN first), so a group
+// never gets worse than RTN.
+// Every per-element loop is one of four SearchKernels (sums over kSearchStripes fixed stripes
+// i % 16, added up in a fixed tree), so the Highway kernels (quant/simd/search_simd.h) compute the
+// very same floats in any vector width and the search logic is shared, not duplicated.
 // The result is deterministic (no randomness, no dependence on threads or row blocks).
 //
 // Buffers are caller-owned; nothing is retained. Functions are thread-safe for distinct outputs.
@@ -51,21 +61,27 @@ double GroupSquaredError(DType dtype, std::span<const float> w, std::span<const 
 
 // Searches a better quantization of one group, starting from a valid one (`current` with codes `q`,
 // e.g. RTN's). On return `q` and the returned params hold the best quantization found; its
-// GroupSquaredError is never larger than that of the input. The returned scale is a nonzero finite
-// value of `dtype`: positive for asymmetric schemes (zero point in [QMin(bits), QMax(bits)]), of
-// either sign for symmetric ones (zero point 0). Symmetric schemes run SearchSymmetricGroup with
-// the scalar kernels. REQUIRES: w finite, q.size() == w.size(), q within the bit range,
+// GroupSquaredError is never larger than that of the input. The returned scale is a positive finite
+// value of `dtype` (when the input's is), with zero point 0 for symmetric schemes and in
+// [QMin(bits), QMax(bits)] for asymmetric ones. It is SearchGroupWith with the scalar kernels.
+// REQUIRES: w finite, q.size() == w.size(), q within the bit range,
 // current.scale nonzero and finite, ValidateParams(p).ok(), IsQuantizableFloat(dtype).
 GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const float> w,
                              GroupQuantParams current, std::span<int8_t> q);
 
-// ---- The symmetric search, split into per-group logic and per-element kernels.
+// ---- The search, split into per-group logic and per-element kernels.
 
 // The grid of the symmetric search, as multiples of absmax / -QMin(bits). 1.0 maps a negative peak
 // onto QMin exactly; factors below 1 clip the peak (chosen on Gaussian, Laplace and outlier-column
 // groups: docs/quality.md).
 inline constexpr int kSearchGridSize = 4;
 inline constexpr float kSearchGrid[kSearchGridSize] = {0.86f, 0.91f, 0.96f, 1.01f};
+
+// The grid of the asymmetric search: factors the group's min and max are shrunk by (1 is RTN's
+// range). Chosen on MiniLM, Gaussian, Laplace and outlier-column groups (docs/quality.md): a finer
+// grid of 20 points lowered the error by under 0.005 x RTN's.
+inline constexpr int kAsymmetricGridSize = 4;
+inline constexpr float kAsymmetricGrid[kAsymmetricGridSize] = {1.0f, 0.95f, 0.9f, 0.85f};
 
 // Sums over a group are accumulated in kSearchStripes partial sums (element i goes to stripe
 // i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k +=
@@ -75,7 +91,8 @@ inline constexpr int kSearchStripes = 16;
 float SumStripes(float (&stripes)[kSearchStripes]);  // adds in the tree, destroys the stripes
 
 // The per-element steps the kernels share (the SIMD kernels apply the same operations to lanes and
-// use these for tails). `inv` is 1 / scale; lo, hi the code range QMin, QMax as floats.
+// use these for tails). `inv` is 1 / scale; lo, hi the range of the codes c = q - zero_point,
+// QMin - zero_point and QMax - zero_point, as floats.
 inline float NearestCode(float w, float inv, float lo, float hi) {
   const float x = w * inv;
   const float clamped = x < lo ? lo : (x > hi ? hi : x);
@@ -83,37 +100,42 @@ inline float NearestCode(float w, float inv, float lo, float hi) {
   return (clamped + kMagic) - kMagic;
 }
 
-// The per-element loops of the symmetric search. n is any size; every sum is striped as above. The
-// kernels that score candidates take up to kMaxSearchBatch of them at once (one pass over w, and
-// independent sums the CPU can overlap); candidate k's results are those it would get alone. All
-// are pure functions of their inputs. REQUIRES: every inv finite and nonzero, w finite,
-// 1 <= count <= kMaxSearchBatch.
+// The per-element loops of the search. n is any size; every sum is striped as above. The kernels
+// that score candidates take up to kMaxSearchBatch of them at once (one pass over w, and
+// independent sums the CPU can overlap); candidate k, with scale[k], inv[k] = 1 / scale[k] and code
+// range [lo[k], hi[k]], gets the results it would get alone. All are pure functions of their
+// inputs. REQUIRES: every inv finite and nonzero, w finite, lo <= hi, 1 <= count <=
+// kMaxSearchBatch.
 inline constexpr size_t kMaxSearchBatch = 4;
 static_assert(kSearchGridSize <= static_cast<int>(kMaxSearchBatch));
+static_assert(kAsymmetricGridSize <= static_cast<int>(kMaxSearchBatch));
 struct SearchKernels {
-  // cw[k] = sum(c w), cc[k] = sum(c c) over the nearest codes c = NearestCode(w[i], inv[k], lo,
-  // hi).
-  void (*fit_sums)(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
-                   float* cw, float* cc);
-  // err[k] = sum (w[i] - R(c scale[k]))^2 over the nearest codes c for inv[k] = 1 / scale[k],
+  // cw[k] = sum(c w), cc[k] = sum(c c) over the nearest codes c = NearestCode(w[i], inv[k], lo[k],
+  // hi[k]).
+  void (*fit_sums)(const float* w, size_t n, const float* inv, const float* lo, const float* hi,
+                   size_t count, float* cw, float* cc);
+  // err[k] = sum (w[i] - R(c scale[k]))^2 over the nearest codes c for candidate k,
   // R = RoundToDType(., dtype).
   void (*nearest_errors)(DType dtype, const float* w, size_t n, const float* inv,
-                         const float* scale, size_t count, float lo, float hi, float* err);
-  // sum (w[i] - R(q[i] scale))^2 for given codes (zero point 0).
-  float (*codes_error)(DType dtype, const float* w, const int8_t* q, size_t n, float scale);
-  // q[i] = NearestCode(w[i], inv, lo, hi).
-  void (*nearest_codes)(const float* w, size_t n, float inv, float lo, float hi, int8_t* q);
+                         const float* scale, const float* lo, const float* hi, size_t count,
+                         float* err);
+  // sum (w[i] - R((q[i] - zero_point) scale))^2 for given codes.
+  float (*codes_error)(DType dtype, const float* w, const int8_t* q, size_t n, float scale,
+                       int32_t zero_point);
+  // q[i] = NearestCode(w[i], inv, lo, hi) + zero_point.
+  void (*nearest_codes)(const float* w, size_t n, float inv, float lo, float hi, int32_t zero_point,
+                        int8_t* q);
 };
 
 // The plain scalar kernels: the reference the SIMD ones are tested against.
 const SearchKernels& ScalarSearchKernels();
 
-// The symmetric search of one group with the given kernels (see the top of this file). `range` is
-// GroupMinMax(w); `rtn` and `q` the RTN result (zero point 0), replaced when something is better.
-// REQUIRES: p.symmetric, the REQUIRES of SearchGroup.
-GroupQuantParams SearchSymmetricGroup(const SearchKernels& kernels, const QuantParams& p,
-                                      DType dtype, std::span<const float> w, GroupRange range,
-                                      GroupQuantParams rtn, std::span<int8_t> q);
+// The search of one group with the given kernels (see the top of this file). `range` is
+// GroupMinMax(w); `rtn` and `q` the RTN result, replaced when something is better.
+// REQUIRES: the REQUIRES of SearchGroup.
+GroupQuantParams SearchGroupWith(const SearchKernels& kernels, const QuantParams& p, DType dtype,
+                                 std::span<const float> w, GroupRange range, GroupQuantParams rtn,
+                                 std::span<int8_t> q);
 
 // QuantizeRowsRtn with the search: the same inputs, outputs and errors (it validates and quantizes
 // with RTN first, then improves every group with SearchGroup). Rows are independent, as for RTN.

@@ -102,12 +102,13 @@ HWY_INLINE VF Codes(VF x, VF inv, VF lo, VF hi) {  // NearestCode
 
 // ScalarFitSums for K candidates in one pass.
 template <size_t K>
-HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, float lo, float hi, float* cw,
-                        float* cc) {
+HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, const float* lo,
+                        const float* hi, float* cw, float* cc) {
   const DF df;
-  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
-  VF vinv[K];
-  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]);
+  VF vinv[K], vlo[K], vhi[K];
+  for (size_t k = 0; k < K; ++k) {
+    vinv[k] = hn::Set(df, inv[k]), vlo[k] = hn::Set(df, lo[k]), vhi[k] = hn::Set(df, hi[k]);
+  }
   Stripes scw[K], scc[K];
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
@@ -116,24 +117,24 @@ HWY_INLINE void FitSums(const float* w, size_t n, const float* inv, float lo, fl
       const VF x = hn::LoadU(df, w + i + v * kLanes);
       SPK_UNROLL_ALL
       for (size_t k = 0; k < K; ++k) {
-        const VF c = Codes(x, vinv[k], vlo, vhi);
+        const VF c = Codes(x, vinv[k], vlo[k], vhi[k]);
         scw[k].v[v] = hn::Add(scw[k].v[v], hn::Mul(c, x));
         scc[k].v[v] = hn::Add(scc[k].v[v], hn::Mul(c, c));
       }
     }
   }
   for (size_t k = 0; k < K; ++k) {
-    cw[k] =
-        Total(scw[k], full, n, [&](size_t i) { return NearestCode(w[i], inv[k], lo, hi) * w[i]; });
+    cw[k] = Total(scw[k], full, n,
+                  [&](size_t i) { return NearestCode(w[i], inv[k], lo[k], hi[k]) * w[i]; });
     cc[k] = Total(scc[k], full, n, [&](size_t i) {
-      const float c = NearestCode(w[i], inv[k], lo, hi);
+      const float c = NearestCode(w[i], inv[k], lo[k], hi[k]);
       return c * c;
     });
   }
 }
 
-void FitSumsKernel(const float* w, size_t n, const float* inv, size_t count, float lo, float hi,
-                   float* cw, float* cc) {
+void FitSumsKernel(const float* w, size_t n, const float* inv, const float* lo, const float* hi,
+                   size_t count, float* cw, float* cc) {
   static_assert(kMaxSearchBatch == 4);
   switch (count) {
     case 1:
@@ -150,11 +151,13 @@ void FitSumsKernel(const float* w, size_t n, const float* inv, size_t count, flo
 // ScalarNearestErrors for K candidates in one pass.
 template <DType kType, size_t K>
 HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const float* scale,
-                              float lo, float hi, float* err) {
+                              const float* lo, const float* hi, float* err) {
   const DF df;
-  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
-  VF vinv[K], vscale[K];
-  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]), vscale[k] = hn::Set(df, scale[k]);
+  VF vinv[K], vscale[K], vlo[K], vhi[K];
+  for (size_t k = 0; k < K; ++k) {
+    vinv[k] = hn::Set(df, inv[k]), vscale[k] = hn::Set(df, scale[k]);
+    vlo[k] = hn::Set(df, lo[k]), vhi[k] = hn::Set(df, hi[k]);
+  }
   Stripes sums[K];
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
@@ -163,14 +166,16 @@ HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const 
       const VF x = hn::LoadU(df, w + i + v * kLanes);
       SPK_UNROLL_ALL
       for (size_t k = 0; k < K; ++k) {
-        const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(Codes(x, vinv[k], vlo, vhi), vscale[k])));
+        const VF c = Codes(x, vinv[k], vlo[k], vhi[k]);
+        const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(c, vscale[k])));
         sums[k].v[v] = hn::Add(sums[k].v[v], hn::Mul(e, e));
       }
     }
   }
   for (size_t k = 0; k < K; ++k) {
     err[k] = Total(sums[k], full, n, [&](size_t i) {
-      const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], kType);
+      const float c = NearestCode(w[i], inv[k], lo[k], hi[k]);
+      const float e = w[i] - RoundToDType(c * scale[k], kType);
       return e * e;
     });
   }
@@ -178,7 +183,7 @@ HWY_INLINE void NearestErrors(const float* w, size_t n, const float* inv, const 
 
 template <DType kType>
 HWY_INLINE void NearestErrorsTyped(const float* w, size_t n, const float* inv, const float* scale,
-                                   size_t count, float lo, float hi, float* err) {
+                                   const float* lo, const float* hi, size_t count, float* err) {
   switch (count) {
     case 1:
       return NearestErrors<kType, 1>(w, n, inv, scale, lo, hi, err);
@@ -193,61 +198,71 @@ HWY_INLINE void NearestErrorsTyped(const float* w, size_t n, const float* inv, c
 
 // ScalarCodesError.
 template <DType kType>
-HWY_INLINE float CodesError(const float* w, const int8_t* q, size_t n, float scale) {
+HWY_INLINE float CodesError(const float* w, const int8_t* q, size_t n, float scale,
+                            int32_t zero_point) {
   const DF df;
   const DI di;
   const hn::Rebind<int8_t, DF> d8;
   const VF vscale = hn::Set(df, scale);
+  const auto vzp = hn::Set(di, zero_point);
   Stripes err;
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
     SPK_UNROLL_ALL
     for (size_t k = 0; k < kStripeVecs; ++k) {
-      const VF c = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)));
+      const VF c =
+          hn::ConvertTo(df, hn::Sub(hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)), vzp));
       const VF e = hn::Sub(hn::LoadU(df, w + i + k * kLanes), RoundTo<kType>(hn::Mul(c, vscale)));
       err.v[k] = hn::Add(err.v[k], hn::Mul(e, e));
     }
   }
   return Total(err, full, n, [&](size_t i) {
-    const float e = w[i] - RoundToDType(static_cast<float>(q[i]) * scale, kType);
+    const float c = static_cast<float>(static_cast<int32_t>(q[i]) - zero_point);
+    const float e = w[i] - RoundToDType(c * scale, kType);
     return e * e;
   });
 }
 
 // ScalarNearestCodes.
-void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi, int8_t* q) {
+void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi, int32_t zero_point,
+                        int8_t* q) {
   const DF df;
   const DI di;
   const hn::Rebind<int8_t, DF> d8;
   const VF vinv = hn::Set(df, inv), vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  const auto vzp = hn::Set(di, zero_point);
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     const VF c = Codes(hn::LoadU(df, w + i), vinv, vlo, vhi);
-    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, q + i);
+    hn::StoreU(hn::DemoteTo(d8, hn::Add(hn::ConvertTo(di, c), vzp)), d8, q + i);
   }
-  for (; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
+  for (; i < n; ++i) {
+    q[i] = static_cast<int8_t>(static_cast<int32_t>(NearestCode(w[i], inv, lo, hi)) + zero_point);
+  }
 }
 
 void NearestErrorsKernel(DType dtype, const float* w, size_t n, const float* inv,
-                         const float* scale, size_t count, float lo, float hi, float* err) {
+                         const float* scale, const float* lo, const float* hi, size_t count,
+                         float* err) {
   switch (dtype) {
     case DType::kBF16:
-      return NearestErrorsTyped<DType::kBF16>(w, n, inv, scale, count, lo, hi, err);
+      return NearestErrorsTyped<DType::kBF16>(w, n, inv, scale, lo, hi, count, err);
     case DType::kF16:
-      return NearestErrorsTyped<DType::kF16>(w, n, inv, scale, count, lo, hi, err);
+      return NearestErrorsTyped<DType::kF16>(w, n, inv, scale, lo, hi, count, err);
     default:
-      return NearestErrorsTyped<DType::kF32>(w, n, inv, scale, count, lo, hi, err);
+      return NearestErrorsTyped<DType::kF32>(w, n, inv, scale, lo, hi, count, err);
   }
 }
 
-float CodesErrorKernel(DType dtype, const float* w, const int8_t* q, size_t n, float scale) {
+float CodesErrorKernel(DType dtype, const float* w, const int8_t* q, size_t n, float scale,
+                       int32_t zero_point) {
   switch (dtype) {
     case DType::kBF16:
-      return CodesError<DType::kBF16>(w, q, n, scale);
+      return CodesError<DType::kBF16>(w, q, n, scale, zero_point);
     case DType::kF16:
-      return CodesError<DType::kF16>(w, q, n, scale);
+      return CodesError<DType::kF16>(w, q, n, scale, zero_point);
     default:
-      return CodesError<DType::kF32>(w, q, n, scale);
+      return CodesError<DType::kF32>(w, q, n, scale, zero_point);
   }
 }
 
@@ -264,8 +279,7 @@ HWY_INLINE bool SearchRowsTyped(const QuantParams& p, const uint8_t* weight, int
   auto search_group = [&p](std::span<const float> w, std::span<int8_t> q, GroupRange range,
                            float& scale, int32_t& zero_point) {
     const GroupQuantParams found =
-        p.symmetric ? SearchSymmetricGroup(kTargetKernels, p, kType, w, range, {scale, 0}, q)
-                    : SearchGroup(p, kType, w, {scale, zero_point}, q);
+        SearchGroupWith(kTargetKernels, p, kType, w, range, {scale, zero_point}, q);
     scale = found.scale;
     zero_point = found.zero_point;
   };
