@@ -191,10 +191,13 @@ Candidates AsymmetricFinalists(const SearchKernels& kernels, const QuantParams& 
   finalists.Add(scale, zp);
   finalists.Add(NextScale(scale, dtype, -1), zp);
   finalists.Add(NextScale(scale, dtype, 1), zp);
-  if (zp > QMin(p.bits)) finalists.Add(scale, zp - 1);
-  if (zp < QMax(p.bits)) finalists.Add(scale, zp + 1);
-  finalists.Add(NextScale(scale, dtype, -2), zp);
-  finalists.Add(NextScale(scale, dtype, 2), zp);
+  // A zero point only moves the code range [QMin - zp, QMax - zp]: give the extra level to the
+  // end that clips more.
+  const float inv = 1.0f / scale;
+  const float over_max = range.max * inv - static_cast<float>(QMax(p.bits) - zp);
+  const float over_min = static_cast<float>(QMin(p.bits) - zp) - range.min * inv;
+  const int32_t moved = over_max > over_min ? zp - 1 : zp + 1;
+  if (moved >= QMin(p.bits) && moved <= QMax(p.bits)) finalists.Add(scale, moved);
   return finalists;
 }
 
