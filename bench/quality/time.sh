@@ -3,22 +3,25 @@
 # thread count, warm page cache, interleaved runs (the order alternates every round), medians.
 #   time.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS] [THREADS]
 # Environment: WORK (scratch folder on the same disk, default: beside the checkpoint),
-#   SCHEME (default w4a16). Prints one line per run, then the medians of the wall time and of the
-#   CPU time (user + sys, GNU time) of each method and the ratios search / RTN.
+#   SCHEME (default w4a16; any --scheme of quantize, e.g. w4a16-asym, w8a16-asym). Prints one line
+#   per run, then the medians of the wall time and of the CPU time (user + sys, bash's `time` in
+#   milliseconds: GNU time's 10 ms steps are too coarse for small checkpoints) of each method and the
+#   ratios search / RTN.
 set -euo pipefail
 spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-5} threads=${4:-0}
 work=${WORK:-$(dirname "$ckpt")/time-work.$$}
 scheme=${SCHEME:-w4a16}
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
-command -v /usr/bin/time >/dev/null || { echo "install GNU time (apt-get install time)" >&2; exit 2; }
 
 cat "$ckpt"/* > /dev/null  # warm the page cache
 
 # run METHOD: prints "wall_seconds cpu_seconds"
 run() {
-  /usr/bin/time -f "%e %U %S" -o "$work/time.txt" "$spk" quantize "$ckpt" "$work/out" \
-    --scheme "$scheme" --method "$1" --threads "$threads" --force > /dev/null
+  local TIMEFORMAT='%3R %3U %3S'
+  { time "$spk" quantize "$ckpt" "$work/out" --scheme "$scheme" --method "$1" \
+    --threads "$threads" --force > /dev/null 2> "$work/stderr.txt" ||
+    { cat "$work/stderr.txt" >&2; exit 1; }; } 2> "$work/time.txt"
   rm -rf "$work/out"
   awk '{printf "%.3f %.3f\n", $1, $2 + $3}' "$work/time.txt"
 }

@@ -159,6 +159,41 @@ TEST(SearchGroup, KeepsEachGroupsPeakWeightClose) {
   }
 }
 
+// The asymmetric search's gain on Gaussian BF16 groups (run.py measures about 0.89 at 4 bits and
+// 0.78 at 8 bits, where the neighbouring scales of the refit matter most).
+TEST(SearchGroup, CutsAsymmetricErrorOnGaussianGroups) {
+  for (int bits : {4, 8}) {
+    const Case c{{bits, false, 128}, DType::kBF16};
+    std::mt19937 rng(17);
+    double rtn = 0, search = 0;
+    for (int trial = 0; trial < 300; ++trial) {
+      const GroupResult r = QuantizeBoth(c, RandomGroup(rng, Shape::kGaussian, c.dtype, 128));
+      rtn += r.rtn_error;
+      search += r.search_error;
+    }
+    EXPECT_LT(search / rtn, bits == 4 ? 0.92 : 0.85) << bits;
+  }
+}
+
+// Groups of one sign put RTN's zero point at an end of the range: the candidates next to it must
+// not leave the range.
+TEST(SearchGroup, KeepsZeroPointsInRangeForOneSidedGroups) {
+  for (const Case& c : AllCases()) {
+    if (c.params.symmetric) continue;
+    SCOPED_TRACE(Name(c));
+    std::mt19937 rng(21);
+    for (float sign : {1.0f, -1.0f}) {
+      for (int trial = 0; trial < 50; ++trial) {
+        std::vector<float> w = RandomGroup(rng, Shape::kLaplace, c.dtype, 128);
+        for (float& v : w) v = sign * std::fabs(v);
+        const GroupResult r = QuantizeBoth(c, w);
+        ASSERT_LE(r.search_error, r.rtn_error);
+        ExpectValidFormat(c, r);
+      }
+    }
+  }
+}
+
 TEST(SearchGroup, KeepsAllZeroGroupAsRtn) {
   const Case c{{4, true, 128}, DType::kBF16};
   const GroupResult r = QuantizeBoth(c, std::vector<float>(128, 0.0f));

@@ -113,14 +113,36 @@ void ImportanceKernel(const float* w, size_t n, float inv_peak, float* imp) {
   for (; i < n; ++i) imp[i] = PeakImportance(w[i], inv_peak);
 }
 
+// Calls body.template operator()<K>() with the compile-time K == count (1 <= count <=
+// kMaxSearchBatch), so that each batch size gets its own fully unrolled loop.
+template <typename Body>
+HWY_INLINE void WithBatchSize(size_t count, Body body) {
+  static_assert(kMaxSearchBatch == 6);
+  switch (count) {
+    case 1:
+      return body.template operator()<1>();
+    case 2:
+      return body.template operator()<2>();
+    case 3:
+      return body.template operator()<3>();
+    case 4:
+      return body.template operator()<4>();
+    case 5:
+      return body.template operator()<5>();
+    default:
+      return body.template operator()<6>();
+  }
+}
+
 // ScalarFitSums for K candidates in one pass.
 template <size_t K>
-HWY_INLINE void FitSums(const float* w, const float* imp, size_t n, const float* inv, float lo,
-                        float hi, float* cw, float* cc) {
+HWY_INLINE void FitSums(const float* w, const float* imp, size_t n, const float* inv,
+                        const float* lo, const float* hi, float* cw, float* cc) {
   const DF df;
-  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
-  VF vinv[K];
-  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]);
+  VF vinv[K], vlo[K], vhi[K];
+  for (size_t k = 0; k < K; ++k) {
+    vinv[k] = hn::Set(df, inv[k]), vlo[k] = hn::Set(df, lo[k]), vhi[k] = hn::Set(df, hi[k]);
+  }
   Stripes scw[K], scc[K];
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
@@ -130,7 +152,7 @@ HWY_INLINE void FitSums(const float* w, const float* imp, size_t n, const float*
       const VF importance = hn::LoadU(df, imp + i + v * kLanes);
       SPK_UNROLL_ALL
       for (size_t k = 0; k < K; ++k) {
-        const VF c = Codes(x, vinv[k], vlo, vhi);
+        const VF c = Codes(x, vinv[k], vlo[k], vhi[k]);
         const VF t = hn::Mul(c, importance);
         scw[k].v[v] = hn::Add(scw[k].v[v], hn::Mul(t, x));
         scc[k].v[v] = hn::Add(scc[k].v[v], hn::Mul(t, c));
@@ -138,38 +160,31 @@ HWY_INLINE void FitSums(const float* w, const float* imp, size_t n, const float*
     }
   }
   for (size_t k = 0; k < K; ++k) {
-    cw[k] = Total(scw[k], full, n,
-                  [&](size_t i) { return (NearestCode(w[i], inv[k], lo, hi) * imp[i]) * w[i]; });
+    cw[k] = Total(scw[k], full, n, [&](size_t i) {
+      return (NearestCode(w[i], inv[k], lo[k], hi[k]) * imp[i]) * w[i];
+    });
     cc[k] = Total(scc[k], full, n, [&](size_t i) {
-      const float c = NearestCode(w[i], inv[k], lo, hi);
+      const float c = NearestCode(w[i], inv[k], lo[k], hi[k]);
       return (c * imp[i]) * c;
     });
   }
 }
 
-void FitSumsKernel(const float* w, const float* imp, size_t n, const float* inv, size_t count,
-                   float lo, float hi, float* cw, float* cc) {
-  static_assert(kMaxSearchBatch == 4);
-  switch (count) {
-    case 1:
-      return FitSums<1>(w, imp, n, inv, lo, hi, cw, cc);
-    case 2:
-      return FitSums<2>(w, imp, n, inv, lo, hi, cw, cc);
-    case 3:
-      return FitSums<3>(w, imp, n, inv, lo, hi, cw, cc);
-    default:
-      return FitSums<4>(w, imp, n, inv, lo, hi, cw, cc);
-  }
+void FitSumsKernel(const float* w, const float* imp, size_t n, const float* inv, const float* lo,
+                   const float* hi, size_t count, float* cw, float* cc) {
+  WithBatchSize(count, [&]<size_t K>() { FitSums<K>(w, imp, n, inv, lo, hi, cw, cc); });
 }
 
 // ScalarNearestErrors for K candidates in one pass.
 template <DType kType, size_t K>
 HWY_INLINE void NearestErrors(const float* w, const float* imp, size_t n, const float* inv,
-                              const float* scale, float lo, float hi, float* err) {
+                              const float* scale, const float* lo, const float* hi, float* err) {
   const DF df;
-  const VF vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
-  VF vinv[K], vscale[K];
-  for (size_t k = 0; k < K; ++k) vinv[k] = hn::Set(df, inv[k]), vscale[k] = hn::Set(df, scale[k]);
+  VF vinv[K], vscale[K], vlo[K], vhi[K];
+  for (size_t k = 0; k < K; ++k) {
+    vinv[k] = hn::Set(df, inv[k]), vscale[k] = hn::Set(df, scale[k]);
+    vlo[k] = hn::Set(df, lo[k]), vhi[k] = hn::Set(df, hi[k]);
+  }
   Stripes sums[K];
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
@@ -179,95 +194,92 @@ HWY_INLINE void NearestErrors(const float* w, const float* imp, size_t n, const 
       const VF importance = hn::LoadU(df, imp + i + v * kLanes);
       SPK_UNROLL_ALL
       for (size_t k = 0; k < K; ++k) {
-        const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(Codes(x, vinv[k], vlo, vhi), vscale[k])));
+        const VF c = Codes(x, vinv[k], vlo[k], vhi[k]);
+        const VF e = hn::Sub(x, RoundTo<kType>(hn::Mul(c, vscale[k])));
         sums[k].v[v] = hn::Add(sums[k].v[v], hn::Mul(hn::Mul(e, e), importance));
       }
     }
   }
   for (size_t k = 0; k < K; ++k) {
     err[k] = Total(sums[k], full, n, [&](size_t i) {
-      const float e = w[i] - RoundToDType(NearestCode(w[i], inv[k], lo, hi) * scale[k], kType);
+      const float c = NearestCode(w[i], inv[k], lo[k], hi[k]);
+      const float e = w[i] - RoundToDType(c * scale[k], kType);
       return (e * e) * imp[i];
     });
-  }
-}
-
-template <DType kType>
-HWY_INLINE void NearestErrorsTyped(const float* w, const float* imp, size_t n, const float* inv,
-                                   const float* scale, size_t count, float lo, float hi,
-                                   float* err) {
-  switch (count) {
-    case 1:
-      return NearestErrors<kType, 1>(w, imp, n, inv, scale, lo, hi, err);
-    case 2:
-      return NearestErrors<kType, 2>(w, imp, n, inv, scale, lo, hi, err);
-    case 3:
-      return NearestErrors<kType, 3>(w, imp, n, inv, scale, lo, hi, err);
-    default:
-      return NearestErrors<kType, 4>(w, imp, n, inv, scale, lo, hi, err);
   }
 }
 
 // ScalarCodesError.
 template <DType kType>
 HWY_INLINE float CodesError(const float* w, const float* imp, const int8_t* q, size_t n,
-                            float scale) {
+                            float scale, int32_t zero_point) {
   const DF df;
   const DI di;
   const hn::Rebind<int8_t, DF> d8;
   const VF vscale = hn::Set(df, scale);
+  const auto vzp = hn::Set(di, zero_point);
   Stripes err;
   const size_t full = n / kSearchStripes * kSearchStripes;
   for (size_t i = 0; i < full; i += kSearchStripes) {
     SPK_UNROLL_ALL
     for (size_t k = 0; k < kStripeVecs; ++k) {
-      const VF c = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)));
+      const VF c =
+          hn::ConvertTo(df, hn::Sub(hn::PromoteTo(di, hn::LoadU(d8, q + i + k * kLanes)), vzp));
       const VF e = hn::Sub(hn::LoadU(df, w + i + k * kLanes), RoundTo<kType>(hn::Mul(c, vscale)));
       err.v[k] = hn::Add(err.v[k], hn::Mul(hn::Mul(e, e), hn::LoadU(df, imp + i + k * kLanes)));
     }
   }
   return Total(err, full, n, [&](size_t i) {
-    const float e = w[i] - RoundToDType(static_cast<float>(q[i]) * scale, kType);
+    const float c = static_cast<float>(static_cast<int32_t>(q[i]) - zero_point);
+    const float e = w[i] - RoundToDType(c * scale, kType);
     return (e * e) * imp[i];
   });
 }
 
 // ScalarNearestCodes.
-void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi, int8_t* q) {
+void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi, int32_t zero_point,
+                        int8_t* q) {
   const DF df;
   const DI di;
   const hn::Rebind<int8_t, DF> d8;
   const VF vinv = hn::Set(df, inv), vlo = hn::Set(df, lo), vhi = hn::Set(df, hi);
+  const auto vzp = hn::Set(di, zero_point);
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
     const VF c = Codes(hn::LoadU(df, w + i), vinv, vlo, vhi);
-    hn::StoreU(hn::DemoteTo(d8, hn::ConvertTo(di, c)), d8, q + i);
+    hn::StoreU(hn::DemoteTo(d8, hn::Add(hn::ConvertTo(di, c), vzp)), d8, q + i);
   }
-  for (; i < n; ++i) q[i] = static_cast<int8_t>(NearestCode(w[i], inv, lo, hi));
+  for (; i < n; ++i) {
+    q[i] = static_cast<int8_t>(static_cast<int32_t>(NearestCode(w[i], inv, lo, hi)) + zero_point);
+  }
+}
+
+// Calls body.template operator()<kType>() with the compile-time dtype of `dtype`.
+template <typename Body>
+HWY_INLINE auto WithDType(DType dtype, Body body) {
+  switch (dtype) {
+    case DType::kBF16:
+      return body.template operator()<DType::kBF16>();
+    case DType::kF16:
+      return body.template operator()<DType::kF16>();
+    default:
+      return body.template operator()<DType::kF32>();
+  }
 }
 
 void NearestErrorsKernel(DType dtype, const float* w, const float* imp, size_t n, const float* inv,
-                         const float* scale, size_t count, float lo, float hi, float* err) {
-  switch (dtype) {
-    case DType::kBF16:
-      return NearestErrorsTyped<DType::kBF16>(w, imp, n, inv, scale, count, lo, hi, err);
-    case DType::kF16:
-      return NearestErrorsTyped<DType::kF16>(w, imp, n, inv, scale, count, lo, hi, err);
-    default:
-      return NearestErrorsTyped<DType::kF32>(w, imp, n, inv, scale, count, lo, hi, err);
-  }
+                         const float* scale, const float* lo, const float* hi, size_t count,
+                         float* err) {
+  WithDType(dtype, [&]<DType kType>() {
+    WithBatchSize(count,
+                  [&]<size_t K>() { NearestErrors<kType, K>(w, imp, n, inv, scale, lo, hi, err); });
+  });
 }
 
 float CodesErrorKernel(DType dtype, const float* w, const float* imp, const int8_t* q, size_t n,
-                       float scale) {
-  switch (dtype) {
-    case DType::kBF16:
-      return CodesError<DType::kBF16>(w, imp, q, n, scale);
-    case DType::kF16:
-      return CodesError<DType::kF16>(w, imp, q, n, scale);
-    default:
-      return CodesError<DType::kF32>(w, imp, q, n, scale);
-  }
+                       float scale, int32_t zero_point) {
+  return WithDType(
+      dtype, [&]<DType kType>() { return CodesError<kType>(w, imp, q, n, scale, zero_point); });
 }
 
 constexpr SearchKernels kTargetKernels{ImportanceKernel, FitSumsKernel, NearestErrorsKernel,
@@ -283,8 +295,7 @@ HWY_INLINE bool SearchRowsTyped(const QuantParams& p, const uint8_t* weight, int
   auto search_group = [&p](std::span<const float> w, std::span<int8_t> q, GroupRange range,
                            float& scale, int32_t& zero_point) {
     const GroupQuantParams found =
-        p.symmetric ? SearchSymmetricGroup(kTargetKernels, p, kType, w, range, {scale, 0}, q)
-                    : SearchGroup(p, kType, w, {scale, zero_point}, q);
+        SearchGroupWith(kTargetKernels, p, kType, w, range, {scale, zero_point}, q);
     scale = found.scale;
     zero_point = found.zero_point;
   };

@@ -3,12 +3,12 @@
 // the scalar reference QuantizeRowsSearch (quant/search.h): the same packed words, scales and zero
 // points, bit for bit, for any vector width.
 //
-// How: the search logic (candidates, choices) is the reference's own SearchSymmetricGroup, called
-// with SIMD SearchKernels; each kernel applies the reference kernel's operations to lanes, in the
+// How: the search logic (candidates, choices) is the reference's own SearchGroupWith, called with
+// SIMD SearchKernels; each kernel applies the reference kernel's operations to lanes, in the
 // same order, and its sums keep the reference's 16 stripes and its fixed addition tree (no FMA:
 // the sources are compiled with -ffp-contract=off). The search runs inside the RTN row pass: each
-// row is converted, RTN-quantized and searched group by group, then packed once. Asymmetric schemes
-// use the reference's scalar SearchGroup inside the same pass. Bad data (NaN/Inf weights, an
+// row is converted, RTN-quantized and searched group by group, then packed once, for symmetric and
+// asymmetric schemes alike. Bad data (NaN/Inf weights, an
 // overflowing scale) is handed to the reference so that the error Status is its own.
 //
 // Buffers are caller-owned; nothing is retained; no global state besides Highway's chosen-target

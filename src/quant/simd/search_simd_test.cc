@@ -60,6 +60,8 @@ TEST_P(SearchSimdTest, DispatchesToTheTargetUnderTest) {
   EXPECT_STREQ(simd::ActiveSearchTargetName(), hwy::TargetName(GetParam()));
 }
 
+// Each kernel on every dtype, size and bit width, with the code ranges of zero point 0 (symmetric)
+// and of other zero points (asymmetric), mixed within a batch.
 TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
   const SearchKernels& ref = ScalarSearchKernels();
   const SearchKernels& fast = simd::ActiveSearchKernels();
@@ -67,15 +69,20 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
   for (DType dtype : kFloatTypes) {
     for (size_t n : {1u, 7u, 15u, 16u, 17u, 32u, 100u, 128u, 131u, 4096u}) {
       for (int bits : {4, 8}) {
-        const float lo = static_cast<float>(QMin(bits)), hi = static_cast<float>(QMax(bits));
-        std::vector<float> scales = {0.005f, -0.005f, 0.0031f, -0.0123f, 3e-4f};
-        std::vector<float> invs;
-        for (float& s : scales) s = RoundToDType(s, dtype), invs.push_back(1.0f / s);
+        std::vector<float> scales = {0.005f, -0.005f, 0.0031f, -0.0123f, 3e-4f, 0.0042f};
+        const std::vector<int32_t> zero_points = {0, 3, 0, QMin(bits), QMax(bits), -1};
+        std::vector<float> invs, lo, hi;
+        for (size_t k = 0; k < scales.size(); ++k) {
+          scales[k] = RoundToDType(scales[k], dtype);
+          invs.push_back(1.0f / scales[k]);
+          lo.push_back(static_cast<float>(QMin(bits) - zero_points[k]));
+          hi.push_back(static_cast<float>(QMax(bits) - zero_points[k]));
+        }
         const std::vector<float> w = Values(rng, dtype, n, scales[0]);
         SCOPED_TRACE(testing::Message() << DTypeName(dtype) << " n " << n << " bits " << bits);
-        // The importance of every element, for a peak like the group's and for none (0: all 1).
+        // The weights of the objective, for a peak like the group's and for none (0: all ones).
         std::vector<float> imp(n), imp_ref(n);
-        for (float inv_peak : {0.0f, 1.0f / (8 * scales[0]), 1.0f / (5 * scales[2])}) {
+        for (float inv_peak : {0.0f, 1.0f / (5 * scales[2]), 1.0f / (8 * scales[0])}) {
           ref.importance(w.data(), n, inv_peak, imp_ref.data());
           fast.importance(w.data(), n, inv_peak, imp.data());
           for (size_t i = 0; i < n; ++i) ASSERT_EQ(Bits(imp[i]), Bits(imp_ref[i])) << i;
@@ -86,12 +93,14 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
           for (size_t first = 0; first + count <= scales.size(); ++first) {
             float cw_ref[kMaxSearchBatch], cc_ref[kMaxSearchBatch], cw[kMaxSearchBatch],
                 cc[kMaxSearchBatch], e_ref[kMaxSearchBatch], e[kMaxSearchBatch];
-            ref.fit_sums(w.data(), imp.data(), n, &invs[first], count, lo, hi, cw_ref, cc_ref);
-            fast.fit_sums(w.data(), imp.data(), n, &invs[first], count, lo, hi, cw, cc);
-            ref.nearest_errors(dtype, w.data(), imp.data(), n, &invs[first], &scales[first], count,
-                               lo, hi, e_ref);
-            fast.nearest_errors(dtype, w.data(), imp.data(), n, &invs[first], &scales[first], count,
-                                lo, hi, e);
+            const float* ip = imp.data();
+            ref.fit_sums(w.data(), ip, n, &invs[first], &lo[first], &hi[first], count, cw_ref,
+                         cc_ref);
+            fast.fit_sums(w.data(), ip, n, &invs[first], &lo[first], &hi[first], count, cw, cc);
+            ref.nearest_errors(dtype, w.data(), ip, n, &invs[first], &scales[first], &lo[first],
+                               &hi[first], count, e_ref);
+            fast.nearest_errors(dtype, w.data(), ip, n, &invs[first], &scales[first], &lo[first],
+                                &hi[first], count, e);
             for (size_t k = 0; k < count; ++k) {
               EXPECT_EQ(Bits(cw[k]), Bits(cw_ref[k])) << count << " " << first + k;
               EXPECT_EQ(Bits(cc[k]), Bits(cc_ref[k])) << count << " " << first + k;
@@ -101,12 +110,18 @@ TEST_P(SearchSimdTest, KernelsMatchTheScalarKernelsBitForBit) {
         }
         for (size_t k = 0; k < scales.size(); ++k) {
           const float scale = scales[k], inv = invs[k];
+          const int32_t zp = zero_points[k];
           std::vector<int8_t> q_ref(n), q(n);
-          ref.nearest_codes(w.data(), n, inv, lo, hi, q_ref.data());
-          fast.nearest_codes(w.data(), n, inv, lo, hi, q.data());
-          EXPECT_EQ(q, q_ref);
-          EXPECT_EQ(Bits(fast.codes_error(dtype, w.data(), imp.data(), q.data(), n, scale)),
-                    Bits(ref.codes_error(dtype, w.data(), imp.data(), q.data(), n, scale)));
+          ref.nearest_codes(w.data(), n, inv, lo[k], hi[k], zp, q_ref.data());
+          fast.nearest_codes(w.data(), n, inv, lo[k], hi[k], zp, q.data());
+          EXPECT_EQ(q, q_ref) << k;
+          for (int8_t v : q) {
+            ASSERT_GE(v, QMin(bits));
+            ASSERT_LE(v, QMax(bits));
+          }
+          EXPECT_EQ(Bits(fast.codes_error(dtype, w.data(), imp.data(), q.data(), n, scale, zp)),
+                    Bits(ref.codes_error(dtype, w.data(), imp.data(), q.data(), n, scale, zp)))
+              << k;
         }
       }
     }
