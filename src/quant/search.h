@@ -78,8 +78,8 @@ GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const 
 // onto QMin exactly; factors below 1 clip the peak, factors above 1 spend resolution to reconstruct
 // the large weights better (chosen with the weighted objective below on a causal LM's real layer
 // inputs and on synthetic groups: docs/quality.md).
-inline constexpr int kSearchGridSize = 6;
-inline constexpr float kSearchGrid[kSearchGridSize] = {0.90f, 0.94f, 0.98f, 1.02f, 1.06f, 1.10f};
+inline constexpr int kSearchGridSize = 4;
+inline constexpr float kSearchGrid[kSearchGridSize] = {0.92f, 0.98f, 1.04f, 1.10f};
 
 // The symmetric objective: sum over the group of importance(w) (w - w')^2 with importance(w) = 1 +
 // kPeakWeight (w / absmax)^4. Plain squared error lowers the weight error most by clipping a
@@ -133,7 +133,7 @@ void GroupImportance(std::span<const float> w, std::span<float> imp);
 // 1 / scale[k] and code range [lo[k], hi[k]], gets the results it would get alone. All are pure
 // functions of their inputs. REQUIRES: every inv finite and nonzero, w finite, lo <= hi,
 // 1 <= count <= kMaxSearchBatch.
-inline constexpr size_t kMaxSearchBatch = 6;
+inline constexpr size_t kMaxSearchBatch = 4;
 static_assert(kSearchGridSize <= static_cast<int>(kMaxSearchBatch));
 static_assert(kAsymmetricGridSize <= static_cast<int>(kMaxSearchBatch));
 struct SearchKernels {

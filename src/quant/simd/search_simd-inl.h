@@ -117,7 +117,7 @@ void ImportanceKernel(const float* w, size_t n, float inv_peak, float* imp) {
 // kMaxSearchBatch), so that each batch size gets its own fully unrolled loop.
 template <typename Body>
 HWY_INLINE void WithBatchSize(size_t count, Body body) {
-  static_assert(kMaxSearchBatch == 6);
+  static_assert(kMaxSearchBatch == 4);
   switch (count) {
     case 1:
       return body.template operator()<1>();
@@ -125,12 +125,8 @@ HWY_INLINE void WithBatchSize(size_t count, Body body) {
       return body.template operator()<2>();
     case 3:
       return body.template operator()<3>();
-    case 4:
-      return body.template operator()<4>();
-    case 5:
-      return body.template operator()<5>();
     default:
-      return body.template operator()<6>();
+      return body.template operator()<4>();
   }
 }
 
