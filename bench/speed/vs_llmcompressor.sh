@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# sparkulator quantize against llm-compressor's model_free_ptq on the same checkpoint and scheme
+# (W4A16, group 128), interleaved rounds, medians; then checks that the two outputs are
+# bit-identical (every tensor, with torch.equal).
+#   vs_llmcompressor.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS]
+# sparkulator runs with --preset none, so that it quantizes the same Linear weights as
+# model_free_ptq with ignore=[] (a DFlash preset would keep q/k/v dense). Both the default (fsync)
+# and --no-fsync are timed; llm-compressor does not fsync.
+set -euo pipefail
+spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-3}
+here=$(dirname "$(realpath "$0")")
+work=${WORK:-$(dirname "$ckpt")/vs-llmc.$$}
+mkdir -p "$work"
+trap 'rm -rf "$work"' EXIT
+python3 -c "import llmcompressor" 2>/dev/null || { echo "pip install llmcompressor==0.14.0.1" >&2; exit 2; }
+
+now() { date +%s.%N; }
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+: >"$work/proc"; : >"$work/call"; : >"$work/spk"; : >"$work/spkn"
+for ((i = 1; i <= rounds; ++i)); do
+  rm -rf "$work/l"; sync
+  t0=$(now); call=$(python3 "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" 2>/dev/null | tail -1); t1=$(now)
+  echo "$t1 - $t0" | bc -l >>"$work/proc"; echo "$call" >>"$work/call"
+  for mode in spk spkn; do
+    rm -rf "$work/s"; sync
+    flags=(--preset none); [[ $mode == spkn ]] && flags+=(--no-fsync)
+    t0=$(now); "$spk" quantize "$ckpt" "$work/s" "${flags[@]}" >/dev/null; t1=$(now)
+    echo "$t1 - $t0" | bc -l >>"$work/$mode"
+  done
+  echo "round $i: llm-compressor process $(tail -1 "$work/proc") s, call $call s;" \
+    "sparkulator $(tail -1 "$work/spk") s, --no-fsync $(tail -1 "$work/spkn") s"
+done
+proc=$(median <"$work/proc") call=$(median <"$work/call") s=$(median <"$work/spk") sn=$(median <"$work/spkn")
+echo "---"
+printf "medians: llm-compressor process %.3f s, call %.3f s; sparkulator %.3f s, --no-fsync %.3f s\n" \
+  "$proc" "$call" "$s" "$sn"
+printf "llm-compressor / sparkulator: call %.1fx, process %.1fx; against --no-fsync: %.1fx, %.1fx\n" \
+  "$(echo "$call / $s" | bc -l)" "$(echo "$proc / $s" | bc -l)" \
+  "$(echo "$call / $sn" | bc -l)" "$(echo "$proc / $sn" | bc -l)"
+python3 - "$work/l" "$work/s" <<'PY'
+import glob, sys
+import torch
+from safetensors import safe_open
+
+def load(folder):
+    out = {}
+    for f in glob.glob(folder + "/*.safetensors"):
+        with safe_open(f, "pt") as s:
+            for k in s.keys():
+                out[k] = s.get_tensor(k)
+    return out
+
+a, b = load(sys.argv[1]), load(sys.argv[2])
+same = sorted(k for k in a if k in b and torch.equal(a[k], b[k]))
+print(f"tensors: llm-compressor {len(a)}, sparkulator {len(b)}, bit-identical {len(same)}")
+sys.exit(0 if len(same) == len(a) == len(b) else 1)
+PY
