@@ -327,6 +327,9 @@ HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, i
 }
 
 // ---- The per-target entry points exported to rtn_simd.cc (identical signatures on every target).
+// A file that includes this one for its helpers alone (search_simd-inl.h) defines
+// SPK_RTN_SIMD_HELPERS_ONLY first, so that the entry points are defined once, here for rtn_simd.cc.
+#ifndef SPK_RTN_SIMD_HELPERS_ONLY
 
 bool QuantizeRowsKernel(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,
                         int64_t cols, const RowBlockQuantOutput& out) {
@@ -383,6 +386,8 @@ void QuantizeGroupKernel(const QuantParams& p, DType dtype, const float* w, size
 void PackRowKernel(int bits, const int8_t* q, size_t n, int32_t* words) { Pack(bits, q, n, words); }
 
 const char* TargetNameKernel() { return hwy::TargetName(HWY_TARGET); }
+
+#endif  // SPK_RTN_SIMD_HELPERS_ONLY
 
 }  // namespace HWY_NAMESPACE
 }  // namespace spk

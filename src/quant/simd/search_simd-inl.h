@@ -23,24 +23,11 @@
 #include "tensor/dtype.h"
 #include "tensor/float_convert.h"
 
-// rtn_simd-inl.h defines its exported entry points with external linkage; rtn_simd.cc owns them.
-// Renamed here so that this translation unit's copies (unused) do not collide at link time; only
-// its inline helpers (ToFloat, MinMaxAndFinite, Scales, QuantizeGroup, Pack, RoundTo) are used.
-#define QuantizeRowsKernel SearchUnit_QuantizeRowsKernel
-#define ConvertToFloatKernel SearchUnit_ConvertToFloatKernel
-#define GroupMinMaxKernel SearchUnit_GroupMinMaxKernel
-#define ComputeGroupScalesKernel SearchUnit_ComputeGroupScalesKernel
-#define QuantizeGroupKernel SearchUnit_QuantizeGroupKernel
-#define PackRowKernel SearchUnit_PackRowKernel
-#define TargetNameKernel SearchUnit_TargetNameKernel
+// Only rtn_simd-inl.h's inline helpers (ToFloat, MinMaxAndFinite, Scales, QuantizeGroup, Pack,
+// RoundTo, QuantizeRowsTyped) are used here; its exported entry points belong to rtn_simd.cc.
+#define SPK_RTN_SIMD_HELPERS_ONLY
 #include "quant/simd/rtn_simd-inl.h"
-#undef QuantizeRowsKernel
-#undef ConvertToFloatKernel
-#undef GroupMinMaxKernel
-#undef ComputeGroupScalesKernel
-#undef QuantizeGroupKernel
-#undef PackRowKernel
-#undef TargetNameKernel
+#undef SPK_RTN_SIMD_HELPERS_ONLY
 
 HWY_BEFORE_NAMESPACE();
 namespace spk {
