@@ -180,9 +180,13 @@ def test_sharded_layout_index_and_determinism(spk, tmp_path, family):
     assert set(index["weight_map"]) == set(tensors)
     assert index["metadata"]["total_size"] == sum(t.numel() * t.element_size()
                                                   for t in tensors.values())
-    # Byte-identical whatever the thread count.
+    # Byte-identical whatever the thread count, and whether or not it waits for the disk.
+    c = tmp_path / "c"
+    quantize(spk, src, c, "--no-fsync")
+    assert not list(tmp_path.glob(".c.tmp-*")), "the temporary folder must be renamed away"
     for f in shard_names(a) + ["config.json", "model.safetensors.index.json"]:
         assert (a / f).read_bytes() == (b / f).read_bytes(), f
+        assert (a / f).read_bytes() == (c / f).read_bytes(), f
 
 
 def test_single_file_stays_single_and_inspect_reports(spk, examples, tmp_path):
