@@ -1,13 +1,16 @@
-// Microbenchmarks of the RTN quantizer kernels: each SIMD kernel (quant/simd/rtn_simd.h, best
-// target of this CPU) beside its scalar reference, in bytes of BF16 weight processed per second on
-// one core. Run: build/bench/quant_kernels_bench [--benchmark_filter=...].
+// Microbenchmarks of the quantizer kernels: each SIMD kernel of RTN (quant/simd/rtn_simd.h) and of
+// the scale search (quant/simd/search_simd.h), best target of this CPU, beside its scalar
+// reference, in bytes of BF16 weight processed per second on one core.
+// Run: build/bench/quant_kernels_bench [--benchmark_filter=...].
 #include <benchmark/benchmark.h>
 
 #include <random>
 #include <vector>
 
 #include "quant/rtn.h"
+#include "quant/search.h"
 #include "quant/simd/rtn_simd.h"
+#include "quant/simd/search_simd.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -159,6 +162,52 @@ void BM_QuantizeRows(benchmark::State& state) {
                  (p.symmetric ? " w4a16" : " w4a16-asym"));
 }
 
+// The search's per-group kernels on 128-weight groups, as SearchGroupWith calls them: the weights,
+// the fit sums of the four grid scales in one pass, the exact errors of two finalists.
+template <bool kSimd>
+void BM_SearchKernels(benchmark::State& state) {
+  const SearchKernels& k = kSimd ? simd::ActiveSearchKernels() : ScalarSearchKernels();
+  const std::vector<float> w = RandomFloats(kCols);
+  std::vector<float> imp(kCols);
+  const float unit = 0.06f / 8, inv_peak = 1 / 0.06f;
+  float inv[kMaxSearchBatch], scale[kMaxSearchBatch], lo[kMaxSearchBatch], hi[kMaxSearchBatch];
+  for (size_t c = 0; c < kMaxSearchBatch; ++c) {
+    scale[c] = kSearchGrid[c] * unit, inv[c] = 1 / scale[c], lo[c] = -8, hi[c] = 7;
+  }
+  float cw[kMaxSearchBatch], cc[kMaxSearchBatch], err[kMaxSearchBatch];
+  for (auto _ : state) {
+    for (int64_t g = 0; g < kCols; g += 128) {
+      k.importance(w.data() + g, 128, inv_peak, imp.data() + g);
+      k.fit_sums(w.data() + g, imp.data() + g, 128, inv, lo, hi, kMaxSearchBatch, cw, cc);
+      k.nearest_errors(DType::kBF16, w.data() + g, imp.data() + g, 128, inv, scale, lo, hi, 2, err);
+      benchmark::DoNotOptimize(cw);
+      benchmark::DoNotOptimize(err);
+    }
+  }
+  SetWeights(state, kCols);
+  state.SetLabel(kSimd ? simd::ActiveSearchTargetName() : "scalar");
+}
+
+// The whole search row pass (RTN, the search of every group, packing), w4a16 and w4a16-asym.
+template <bool kSimd>
+void BM_SearchRows(benchmark::State& state) {
+  const QuantParams p{4, state.range(0) != 0, 128};
+  const std::vector<uint8_t> in = RandomBF16(kRows * kCols);
+  std::vector<int32_t> packed(kRows * PackedWords(kCols, 4));
+  std::vector<uint8_t> scales(kRows * kCols / 128 * 2);
+  std::vector<int32_t> zps(kRows * kCols / 128);
+  const RowBlockQuantOutput out{packed.data(), scales.data(), p.symmetric ? nullptr : zps.data()};
+  for (auto _ : state) {
+    const Status s = kSimd ? QuantizeRowsSearchFast(p, DType::kBF16, in.data(), kRows, kCols, out)
+                           : QuantizeRowsSearch(p, DType::kBF16, in.data(), kRows, kCols, out);
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+    benchmark::DoNotOptimize(packed.data());
+  }
+  SetWeights(state, kRows * kCols);
+  state.SetLabel(std::string(kSimd ? simd::ActiveSearchTargetName() : "scalar") +
+                 (p.symmetric ? " w4a16" : " w4a16-asym"));
+}
+
 BENCHMARK(BM_ConvertBF16ToFloat<false>);
 BENCHMARK(BM_ConvertBF16ToFloat<true>);
 BENCHMARK(BM_ConvertF16ToFloat<false>);
@@ -173,6 +222,10 @@ BENCHMARK(BM_PackRow4<false>);
 BENCHMARK(BM_PackRow4<true>);
 BENCHMARK(BM_QuantizeRows<false>)->Arg(1)->Arg(0);
 BENCHMARK(BM_QuantizeRows<true>)->Arg(1)->Arg(0);
+BENCHMARK(BM_SearchKernels<false>);
+BENCHMARK(BM_SearchKernels<true>);
+BENCHMARK(BM_SearchRows<false>)->Arg(1)->Arg(0);
+BENCHMARK(BM_SearchRows<true>)->Arg(1)->Arg(0);
 
 }  // namespace
 }  // namespace spk
