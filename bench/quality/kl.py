@@ -6,7 +6,8 @@ nothing downloads from the Hugging Face hub), so this script trains one: a tiny 
 byte-level BPE tokenizer, both trained on the first 100 files of the Python standard library, on
 the CPU with transformers. Then:
 
-  1. the BF16 model is quantized twice by the sparkulator CLI, `--scheme w4a16 --preset llm`,
+  1. the BF16 model is quantized twice by the sparkulator CLI, `--scheme w4a16 --preset llm`
+     (or the --scheme given),
      `--method rtn` and `--method search` (lm_head and embeddings stay dense, as the plan decides);
   2. the original and both quantized checkpoints are loaded with transformers'
      AutoModelForCausalLM.from_pretrained (compressed-tensors decompresses the pack-quantized
@@ -169,8 +170,8 @@ def train_model(a, out, heldout_ids):
 
 
 # -- quantization ----------------------------------------------------------------------------------
-def quantize(spk, src, dst, method):
-    cmd = [spk, "quantize", str(src), str(dst), "--force", "--scheme", "w4a16", "--preset", "llm",
+def quantize(spk, src, dst, method, scheme):
+    cmd = [spk, "quantize", str(src), str(dst), "--force", "--scheme", scheme, "--preset", "llm",
            "--method", method, "--threads", "1"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True)
@@ -377,6 +378,7 @@ def main():
     ap.add_argument("--window", type=int, default=256, help="evaluation window (tokens)")
     ap.add_argument("--windows", type=int, default=48, help="evaluation windows")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--scheme", default="w4a16", help="sparkulator quantize --scheme")
     ap.add_argument("--json", help="write the figures here")
     a = ap.parse_args()
     spk = spk_bin(a.spk)
@@ -406,8 +408,8 @@ def main():
 
     folders, commands, quantize_seconds = {"bf16": src}, {}, {}
     for m in METHODS:
-        folders[m] = Path(a.work) / f"{src.name}-w4a16-{m}"
-        commands[m], quantize_seconds[m] = quantize(spk, src, folders[m], m)
+        folders[m] = Path(a.work) / f"{src.name}-{a.scheme}-{m}"
+        commands[m], quantize_seconds[m] = quantize(spk, src, folders[m], m, a.scheme)
     models = {name: load_causal_lm(folder) for name, folder in folders.items()}
     checks = check_loaded_weights(models, folders)
 
@@ -420,8 +422,8 @@ def main():
     print_table(info, res, ratio, tokens)
     print(f"evaluation {time.time() - eval_start:.0f}s, total {time.time() - total_start:.0f}s")
     if a.json:
-        config = {k: getattr(a, k) for k in ("hidden", "intermediate", "layers", "vocab", "seed",
-                                             "window", "windows")}
+        config = {k: getattr(a, k) for k in ("scheme", "hidden", "intermediate", "layers", "vocab",
+                                             "seed", "window", "windows")}
         Path(a.json).write_text(json.dumps(
             {"model": dict(info, **config), "scored_tokens": tokens, "commands": commands,
              "quantize_seconds": quantize_seconds, "load_checks": checks, "results": res,
