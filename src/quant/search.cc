@@ -241,7 +241,7 @@ GroupQuantParams SearchGroupWith(const SearchKernels& kernels, const QuantParams
   // (channel-wise schemes), and allocating per group would cost more than the search.
   thread_local std::vector<float> importance;
   importance.resize(n);
-  kernels.importance(w.data(), n, p.symmetric ? InversePeak(range) : 0.0f, importance.data());
+  kernels.importance(w.data(), n, InversePeak(range), importance.data());
   const float* imp = importance.data();
   const Candidates finalists = p.symmetric ? SymmetricFinalists(kernels, p, dtype, w, imp, range)
                                            : AsymmetricFinalists(kernels, p, dtype, w, imp, range);

@@ -5,9 +5,8 @@
 // schemes), and vLLM/compressed-tensors reconstructs w' = R(R(q - zp) * scale) (R = rounding to the
 // weight dtype), so any scale that is a nonzero finite value of the dtype and any q in
 // [QMin(bits), QMax(bits)] is a valid checkpoint. The search picks, per group, a scale (and q)
-// with a smaller error than RTN's, w' computed exactly that way. The error is weighted for
-// symmetric schemes: sum importance(w) (w - w')^2 (kPeakWeight below says why), and plain, sum
-// (w - w')^2, for asymmetric ones.
+// with a smaller error than RTN's, w' computed exactly that way, the error weighted towards the
+// group's largest weights: sum importance(w) (w - w')^2 (kPeakWeight below says why).
 //
 // Both kinds of scheme share one structure (SearchGroupWith): a few candidates (scale, zero point),
 // scored in one fused pass over the group, then the exact errors of a few finalists against RTN's.
@@ -26,8 +25,9 @@
 //   - a grid of kAsymmetricGridSize ranges, the group's min and max shrunk by kAsymmetricGrid[k]
 //     (as llm-compressor's mse observer does), each turned into a scale and zero point by RTN's own
 //     ComputeGroupScale, scored by how well the nearest-level codes c = q - zp fit the group with
-//     their least-squares scale: (sum c w)^2 / sum c c (llama.cpp's make_qx_quants);
-//   - the finalists: the refit s = sum(c w) / sum(c c) of the best grid point's codes, rounded to
+//     their weighted least-squares scale: (sum t w)^2 / sum t c, t = importance c (llama.cpp's
+//     make_qx_quants, weighted);
+//   - the finalists: the refit s = sum(t w) / sum(t c) of the best grid point's codes, rounded to
 //     the dtype, its neighbours one dtype step either side (at 8 bits in BF16 the dequantized
 //     value c s is rounded to 8 significant bits, and which way each c s rounds depends on the last
 //     bits of s: the neighbours often fit much better), and the refit with the zero point moved by
@@ -63,11 +63,10 @@ double GroupSquaredError(DType dtype, std::span<const float> w, std::span<const 
 
 // Searches a better quantization of one group, starting from a valid one (`current` with codes `q`,
 // e.g. RTN's). On return `q` and the returned params hold the best quantization found; its
-// GroupSquaredError is never larger than that of the input (weighted by GroupImportance for
-// symmetric schemes). The returned scale is a positive finite
-// value of `dtype` (when the input's is), with zero point 0 for symmetric schemes and in
-// [QMin(bits), QMax(bits)] for asymmetric ones. It is SearchGroupWith with the scalar kernels.
-// REQUIRES: w finite, q.size() == w.size(), q within the bit range,
+// GroupSquaredError weighted by GroupImportance is never larger than that of the input. The
+// returned scale is a positive finite value of `dtype` (when the input's is), with zero point 0 for
+// symmetric schemes and in [QMin(bits), QMax(bits)] for asymmetric ones. It is SearchGroupWith with
+// the scalar kernels. REQUIRES: w finite, q.size() == w.size(), q within the bit range,
 // current.scale nonzero and finite, ValidateParams(p).ok(), IsQuantizableFloat(dtype).
 GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const float> w,
                              GroupQuantParams current, std::span<int8_t> q);
@@ -81,7 +80,7 @@ GroupQuantParams SearchGroup(const QuantParams& p, DType dtype, std::span<const 
 inline constexpr int kSearchGridSize = 4;
 inline constexpr float kSearchGrid[kSearchGridSize] = {0.92f, 0.98f, 1.04f, 1.10f};
 
-// The symmetric objective: sum over the group of importance(w) (w - w')^2 with importance(w) = 1 +
+// The objective: sum over the group of importance(w) (w - w')^2 with importance(w) = 1 +
 // kPeakWeight (w / absmax)^4. Plain squared error lowers the weight error most by clipping a
 // group's largest weights, but in trained LLMs the largest weights of a group sit on the input
 // channels that carry most of the activation energy far more often than chance, so the layer's
@@ -90,11 +89,11 @@ inline constexpr float kSearchGrid[kSearchGridSize] = {0.92f, 0.98f, 1.04f, 1.10
 inline constexpr float kPeakWeight = 16.0f;
 
 // The grid of the asymmetric search: factors the group's min and max are shrunk by (1 is RTN's
-// range). Chosen on MiniLM, Gaussian, Laplace and outlier-column groups (docs/quality.md): 4 points
-// lowered the 4-bit error by about 0.003 x RTN's, 20 points (and coordinate descent) by 0.005, at
-// a cost the time budget does not allow.
+// range). Mild shrinking, chosen with the weighted objective on the causal LM of
+// bench/quality/kl.py (docs/quality.md): the mse observer's deeper 0.93 and 0.86 clipped the
+// large weights and, even weighted, did worse there.
 inline constexpr int kAsymmetricGridSize = 3;
-inline constexpr float kAsymmetricGrid[kAsymmetricGridSize] = {1.0f, 0.93f, 0.86f};
+inline constexpr float kAsymmetricGrid[kAsymmetricGridSize] = {1.0f, 0.97f, 0.94f};
 
 // Sums over a group are accumulated in kSearchStripes partial sums (element i goes to stripe
 // i % kSearchStripes, in increasing i) and the stripes are added in a fixed tree: stripe k +=
@@ -121,7 +120,7 @@ inline float PeakImportance(float w, float inv_peak) {
   return 1.0f + kPeakWeight * (r2 * r2);
 }
 
-// The weights of the symmetric search's objective for a group: PeakImportance of each element with
+// The weights of the search's objective for a group: PeakImportance of each element with
 // 1 / absmax (all ones when that reciprocal is not finite: an all-zero or subnormal group).
 // REQUIRES: imp.size() == w.size().
 void GroupImportance(std::span<const float> w, std::span<float> imp);

@@ -67,7 +67,7 @@ std::vector<Case> AllCases() {
 struct GroupResult {
   GroupQuantParams rtn, search;
   std::vector<int8_t> q_rtn, q_search;
-  double rtn_error, search_error;  // the search's objective (weighted for symmetric schemes)
+  double rtn_error, search_error;  // the search's objective (weighted by GroupImportance)
   double rtn_sse, search_sse;      // plain squared error
 };
 
@@ -78,11 +78,8 @@ GroupResult QuantizeBoth(const Case& c, const std::vector<float>& w) {
   QuantizeGroupWithScale(c.params, c.dtype, w, r.rtn, r.q_rtn);
   r.q_search = r.q_rtn;
   r.search = SearchGroup(c.params, c.dtype, w, r.rtn, r.q_search);
-  std::vector<float> importance;
-  if (c.params.symmetric) {
-    importance.resize(w.size());
-    GroupImportance(w, importance);
-  }
+  std::vector<float> importance(w.size());
+  GroupImportance(w, importance);
   r.rtn_error = GroupSquaredError(c.dtype, w, r.q_rtn, r.rtn, importance);
   r.search_error = GroupSquaredError(c.dtype, w, r.q_search, r.search, importance);
   r.rtn_sse = GroupSquaredError(c.dtype, w, r.q_rtn, r.rtn);
@@ -159,19 +156,20 @@ TEST(SearchGroup, KeepsEachGroupsPeakWeightClose) {
   }
 }
 
-// The asymmetric search's gain on Gaussian BF16 groups (run.py measures about 0.89 at 4 bits and
-// 0.78 at 8 bits, where the neighbouring scales of the refit matter most).
+// The asymmetric search's gain on Gaussian BF16 groups, in its weighted objective and in plain
+// squared error; larger at 8 bits, where the neighbouring scales of the refit matter most.
 TEST(SearchGroup, CutsAsymmetricErrorOnGaussianGroups) {
   for (int bits : {4, 8}) {
     const Case c{{bits, false, 128}, DType::kBF16};
     std::mt19937 rng(17);
-    double rtn = 0, search = 0;
+    double rtn = 0, search = 0, rtn_sse = 0, search_sse = 0;
     for (int trial = 0; trial < 300; ++trial) {
       const GroupResult r = QuantizeBoth(c, RandomGroup(rng, Shape::kGaussian, c.dtype, 128));
-      rtn += r.rtn_error;
-      search += r.search_error;
+      rtn += r.rtn_error, search += r.search_error;
+      rtn_sse += r.rtn_sse, search_sse += r.search_sse;
     }
-    EXPECT_LT(search / rtn, bits == 4 ? 0.92 : 0.85) << bits;
+    EXPECT_LT(search / rtn, bits == 4 ? 0.97 : 0.85) << bits;
+    EXPECT_LT(search_sse / rtn_sse, bits == 4 ? 0.99 : 0.85) << bits;
   }
 }
 
@@ -294,10 +292,9 @@ TEST(QuantizeRowsSearch, BeatsRtnThroughDequantizeRowsForEveryScheme) {
       RowOutput search = MakeOutput(p, c.dtype, rows, cols);
       ASSERT_TRUE(QuantizeRowsRtn(p, c.dtype, m.bytes.data(), rows, cols, rtn.view()).ok());
       ASSERT_TRUE(QuantizeRowsSearch(p, c.dtype, m.bytes.data(), rows, cols, search.view()).ok());
-      // The objective: weighted for symmetric schemes, plain for asymmetric ones.
-      const bool weighted = c.params.symmetric;
-      const double rtn_error = MatrixError(p, c.dtype, m, rtn, rows, cols, weighted);
-      const double search_error = MatrixError(p, c.dtype, m, search, rows, cols, weighted);
+      // The objective, weighted by GroupImportance.
+      const double rtn_error = MatrixError(p, c.dtype, m, rtn, rows, cols, /*weighted=*/true);
+      const double search_error = MatrixError(p, c.dtype, m, search, rows, cols, true);
       EXPECT_LE(search_error, rtn_error);
       if (c.params.bits == 4 && c.params.symmetric) {
         EXPECT_LT(search_error, 0.9 * rtn_error);

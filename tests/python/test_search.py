@@ -2,8 +2,8 @@
 format (compressed-tensors validates the config and decompresses every tensor), the codes are in
 range and the scales positive and finite (the format's contract), every tensor's error in the
 search's objective is at most RTN's and the total is clearly lower, the method is recorded outside
-quantization_config, and RTN stays the default. The objective is the squared error, weighted for
-symmetric schemes by 1 + 16 (w / group absmax)^4 (src/quant/search.h, kPeakWeight)."""
+quantization_config, and RTN stays the default. The objective is the squared error weighted by
+1 + 16 (w / group absmax)^4 (src/quant/search.h, kPeakWeight)."""
 
 import json
 from pathlib import Path
@@ -80,9 +80,8 @@ def test_search_decompresses_and_beats_rtn(spk, example, tmp_path, scheme, bound
     assert sorted(t_s) == sorted(t_rtn)  # same tensors, same format
     for name in t_s:
         assert t_s[name].dtype == t_rtn[name].dtype and t_s[name].shape == t_rtn[name].shape
-    weighted = sch_s.weights.symmetric
-    e_rtn = errors(source, sch_rtn, t_rtn, weighted)
-    e_s = errors(source, sch_s, t_s, weighted)
+    e_rtn = errors(source, sch_rtn, t_rtn, weighted=True)
+    e_s = errors(source, sch_s, t_s, weighted=True)
     assert e_rtn and e_rtn.keys() == e_s.keys()
     for module in e_rtn:
         assert e_s[module] <= e_rtn[module], module
