@@ -21,16 +21,6 @@ uint32_t ShiftRightRoundEven(uint32_t value, unsigned shift) {
 
 }  // namespace
 
-float BF16ToFloat(uint16_t bits) { return std::bit_cast<float>(uint32_t{bits} << 16); }
-
-uint16_t FloatToBF16(float value) {
-  const uint32_t bits = std::bit_cast<uint32_t>(value);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FC0;  // NaN: must not round into Inf.
-  // Adding 0x7FFF plus the lowest kept bit rounds to nearest even; a carry into the exponent is the
-  // correct result (including overflow to Inf).
-  const uint32_t rounding_bias = 0x7FFFu + ((bits >> 16) & 1u);
-  return static_cast<uint16_t>((bits + rounding_bias) >> 16);
-}
 
 float F16ToFloat(uint16_t bits) {
   const uint32_t sign = uint32_t{bits & 0x8000u} << 16;
@@ -66,20 +56,6 @@ uint16_t FloatToF16(float value) {
   // the mantissa into the exponent is the correct next binade.
   const uint32_t rebased = ((exponent - 112u) << 23) | (magnitude & 0x7FFFFFu);
   return sign | static_cast<uint16_t>(ShiftRightRoundEven(rebased, 13));
-}
-
-float RoundToDType(float x, DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return BF16ToFloat(FloatToBF16(x));
-    case DType::kF16:
-      return F16ToFloat(FloatToF16(x));
-    case DType::kF32:
-      return x;
-    default:
-      assert(false && "RoundToDType needs BF16, F16 or F32");
-      return x;
-  }
 }
 
 void ConvertToFloat(DType src, const uint8_t* src_bytes, float* out, size_t n) {
