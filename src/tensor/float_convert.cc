@@ -21,7 +21,6 @@ uint32_t ShiftRightRoundEven(uint32_t value, unsigned shift) {
 
 }  // namespace
 
-
 float F16ToFloat(uint16_t bits) {
   const uint32_t sign = uint32_t{bits & 0x8000u} << 16;
   const uint32_t exponent = (bits >> 10) & 0x1Fu;
