@@ -143,8 +143,11 @@ void BM_PackRow4(benchmark::State& state) {
   SetWeights(state, kCols);
 }
 
-template <bool kSimd>
-void BM_QuantizeRows(benchmark::State& state) {
+// A row quantizer (RTN or search, scalar or SIMD) on a 4-bit, group-128 row block; the label names
+// the target and the scheme. range(0) != 0: symmetric.
+using RowQuantizer = Status (*)(const QuantParams&, DType, const uint8_t*, int64_t, int64_t,
+                                const RowBlockQuantOutput&);
+void RunRowQuantizer(benchmark::State& state, RowQuantizer quantize, const char* target) {
   const QuantParams p{4, state.range(0) != 0, 128};
   const std::vector<uint8_t> in = RandomBF16(kRows * kCols);
   std::vector<int32_t> packed(kRows * PackedWords(kCols, 4));
@@ -152,14 +155,18 @@ void BM_QuantizeRows(benchmark::State& state) {
   std::vector<int32_t> zps(kRows * kCols / 128);
   const RowBlockQuantOutput out{packed.data(), scales.data(), p.symmetric ? nullptr : zps.data()};
   for (auto _ : state) {
-    const Status s = kSimd ? QuantizeRowsRtnFast(p, DType::kBF16, in.data(), kRows, kCols, out)
-                           : QuantizeRowsRtn(p, DType::kBF16, in.data(), kRows, kCols, out);
+    const Status s = quantize(p, DType::kBF16, in.data(), kRows, kCols, out);
     if (!s.ok()) state.SkipWithError(s.message().c_str());
     benchmark::DoNotOptimize(packed.data());
   }
   SetWeights(state, kRows * kCols);
-  state.SetLabel(std::string(kSimd ? simd::ActiveTargetName() : "scalar") +
-                 (p.symmetric ? " w4a16" : " w4a16-asym"));
+  state.SetLabel(std::string(target) + (p.symmetric ? " w4a16" : " w4a16-asym"));
+}
+
+template <bool kSimd>
+void BM_QuantizeRows(benchmark::State& state) {
+  RunRowQuantizer(state, kSimd ? QuantizeRowsRtnFast : QuantizeRowsRtn,
+                  kSimd ? simd::ActiveTargetName() : "scalar");
 }
 
 // The search's per-group kernels on 128-weight groups, as SearchGroupWith calls them: the weights,
@@ -191,21 +198,8 @@ void BM_SearchKernels(benchmark::State& state) {
 // The whole search row pass (RTN, the search of every group, packing), w4a16 and w4a16-asym.
 template <bool kSimd>
 void BM_SearchRows(benchmark::State& state) {
-  const QuantParams p{4, state.range(0) != 0, 128};
-  const std::vector<uint8_t> in = RandomBF16(kRows * kCols);
-  std::vector<int32_t> packed(kRows * PackedWords(kCols, 4));
-  std::vector<uint8_t> scales(kRows * kCols / 128 * 2);
-  std::vector<int32_t> zps(kRows * kCols / 128);
-  const RowBlockQuantOutput out{packed.data(), scales.data(), p.symmetric ? nullptr : zps.data()};
-  for (auto _ : state) {
-    const Status s = kSimd ? QuantizeRowsSearchFast(p, DType::kBF16, in.data(), kRows, kCols, out)
-                           : QuantizeRowsSearch(p, DType::kBF16, in.data(), kRows, kCols, out);
-    if (!s.ok()) state.SkipWithError(s.message().c_str());
-    benchmark::DoNotOptimize(packed.data());
-  }
-  SetWeights(state, kRows * kCols);
-  state.SetLabel(std::string(kSimd ? simd::ActiveSearchTargetName() : "scalar") +
-                 (p.symmetric ? " w4a16" : " w4a16-asym"));
+  RunRowQuantizer(state, kSimd ? QuantizeRowsSearchFast : QuantizeRowsSearch,
+                  kSimd ? simd::ActiveSearchTargetName() : "scalar");
 }
 
 BENCHMARK(BM_ConvertBF16ToFloat<false>);
