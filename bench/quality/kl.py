@@ -192,26 +192,11 @@ def load_causal_lm(folder):
     return model.float().eval()
 
 
-def decompressed_by_compressed_tensors(folder, module):
-    """compressed-tensors' own PackedQuantizationCompressor.decompress of one module of our file."""
-    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
-    from compressed_tensors.quantization import QuantizationConfig
-    from safetensors import safe_open
-    cfg = json.loads((Path(folder) / "config.json").read_text())
-    scheme = QuantizationConfig.model_validate(cfg["quantization_config"]).config_groups["group_0"]
-    state = {}
-    for f in sorted(Path(folder).glob("*.safetensors")):
-        with safe_open(str(f), "pt") as h:
-            for k in h.keys():
-                if k.startswith(module + ".weight_"):
-                    state[k[len(module) + 1:]] = h.get_tensor(k)
-    return PackedQuantizationCompressor.decompress(state, scheme)["weight"]
-
-
 def check_loaded_weights(models, folders):
     """The quantized models hold compressed-tensors' decompression of our files, not BF16 copies;
     lm_head and the embeddings are the BF16 ones."""
     import torch
+    from run import dequantized_weights  # beside this file; imports torch and compressed-tensors
 
     def weight(model, name):
         return dict(model.named_parameters())[name].detach()
@@ -220,7 +205,7 @@ def check_loaded_weights(models, folders):
     checks = {}
     for m in METHODS:
         loaded = weight(models[m], CHECK_MODULE + ".weight")
-        reference = decompressed_by_compressed_tensors(folders[m], CHECK_MODULE).float()
+        reference = dequantized_weights(folders[m])[0][CHECK_MODULE].float()
         same = torch.equal(loaded, reference)
         changed = (loaded != weight(bf16, CHECK_MODULE + ".weight")).float().mean().item()
         dense = all(torch.equal(weight(models[m], n), weight(bf16, n))
