@@ -2,7 +2,9 @@
 // one.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <string>
 
+#include "base/version.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -13,6 +15,7 @@ int main(int argc, char** argv) {
       "server."};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("sparkulator ") + spk::kSparkulatorVersion);
 
   spk::cli::CommandBody run;
   spk::cli::AddQuantizeCommand(app, &run);
@@ -28,7 +31,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? 0 : 2;  // usage errors exit 2 (DESIGN.md)
+    return code == 0 ? 0 : 2;  // usage errors exit 2 (docs/design.md, "Errors")
   }
   return run ? run() : 2;
 }

@@ -1,6 +1,8 @@
-// `sparkulator version`: prints the tool's version (and the formats it writes).
+// `sparkulator version`: prints the tool's version (from the CMake project version) and the
+// compressed-tensors release whose format it writes.
 #include <cstdio>
 
+#include "base/version.h"
 #include "checkpoint/quant_config.h"
 #include "commands.h"
 
@@ -10,7 +12,8 @@ void AddVersionCommand(CLI::App& app, CommandBody* run) {
   CLI::App* sub = app.add_subcommand("version", "Print the version of sparkulator");
   sub->callback([run] {
     *run = [] {
-      std::printf("sparkulator %s\n", kSparkulatorVersion);
+      std::printf("sparkulator %s\nwrites compressed-tensors %s checkpoints (pack-quantized)\n",
+                  kSparkulatorVersion, kCompressedTensorsVersion);
       return 0;
     };
   });

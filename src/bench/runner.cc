@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 
+#include "base/version.h"
 #include "bench/report.h"
 #include "bench/request.h"
 #include "bench/schedule.h"
@@ -65,7 +66,7 @@ json HostInfo() {
 
 json BuildInfo() {
   return {
-    {"version", "0.1.0"},
+    {"version", kSparkulatorVersion},
 #if defined(__clang__)
         {"compiler", "clang " __clang_version__},
 #elif defined(__GNUC__)

@@ -1,6 +1,7 @@
 // config.json `quantization_config` for compressed-tensors checkpoints: writing the exact form of
-// FORMAT.md 2.2 (valid for compressed-tensors 0.11 through 0.20, whose QuantizationArgs forbid
-// unknown keys), and reading one back for `inspect` and `check`.
+// docs/formats.md ("config.json quantization_config"; valid for compressed-tensors 0.11 through
+// 0.20, whose QuantizationArgs forbid unknown keys), and reading one back for `inspect` and
+// `check`.
 //
 // Values only; thread-safe. Errors: ParseQuantizationConfig returns InvalidInput naming the field.
 #pragma once
@@ -14,10 +15,10 @@
 
 namespace spk {
 
-// The compressed-tensors release whose format we write and test against.
-inline constexpr const char* kCompressedTensorsVersion = "0.20.0";
-// This tool's version, recorded with what it writes.
-inline constexpr const char* kSparkulatorVersion = "0.1.0";
+// The compressed-tensors release we write for and test against: the one llm-compressor 0.14.0.1
+// pins, whose model_free_ptq writes it into quantization_config.version. tests/requirements.txt
+// installs it and tests/python/test_quant_interop.py asserts that the two agree.
+inline constexpr const char* kCompressedTensorsVersion = "0.19.0";
 
 struct WeightQuantArgs {
   int num_bits = 4;
