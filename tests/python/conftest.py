@@ -1,5 +1,10 @@
-"""Shared fixtures for the interop and end-to-end suites: where the built binaries are, and a runner
-for the `sparkulator` CLI that returns the finished process."""
+"""Shared helpers for the interop and end-to-end suites: the one place that finds the built binaries,
+and a runner for the `sparkulator` CLI that returns the finished process.
+
+The build folder is $SPK_BUILD_DIR, default `build`; a relative path is taken from the repository root,
+never from the current directory, so every suite finds the same build wherever pytest is started.
+$SPK_BIN overrides the `sparkulator` binary alone. A binary that is not there FAILS the test that needs
+it (pytest.fail), never skips it: a suite must not pass by not running."""
 
 import os
 import subprocess
@@ -15,8 +20,24 @@ def build_dir() -> Path:
     return b if b.is_absolute() else REPO / b
 
 
+def built(relative: str) -> str:
+    """Path of the built file `relative` (e.g. "st_rewrite", "src/quant/quant_tool") in the build
+    folder; fails the calling test when it is not there."""
+    path = build_dir() / relative
+    if not path.is_file():
+        pytest.fail(f"{path} not found: build first (cmake --build {build_dir()}) or set SPK_BUILD_DIR "
+                    "to the build folder", pytrace=False)
+    return str(path)
+
+
 def spk_bin() -> str:
-    return os.environ.get("SPK_BIN", str(build_dir() / "sparkulator"))
+    """The `sparkulator` binary: $SPK_BIN, or sparkulator in the build folder; fails when missing."""
+    override = os.environ.get("SPK_BIN")
+    if override is None:
+        return built("sparkulator")
+    if not Path(override).is_file():
+        pytest.fail(f"SPK_BIN={override} not found", pytrace=False)
+    return override
 
 
 def load_dir(d: Path) -> dict:
@@ -40,6 +61,5 @@ def run_spk(*args, expect=0, timeout=300):
 
 @pytest.fixture(scope="session")
 def spk():
-    if not Path(spk_bin()).is_file():
-        pytest.fail(f"{spk_bin()} not found: build first (cmake --build build) or set SPK_BIN")
+    spk_bin()  # fails here, once, with the path it looked for
     return run_spk

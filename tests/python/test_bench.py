@@ -16,9 +16,9 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import standin_server  # noqa: E402
+from conftest import spk_bin  # noqa: E402
 
 STANDIN = os.path.join(HERE, "standin_server.py")
-BIN = os.environ.get("SPK_BIN", os.path.join(HERE, "..", "..", "build", "sparkulator"))
 STEP = 0.02
 MAX_TOKENS = 41
 
@@ -58,7 +58,7 @@ def standin():
 
 
 def bench(*args, timeout=60):
-    return subprocess.run([BIN, "bench", *args], capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([spk_bin(), "bench", *args], capture_output=True, text=True, timeout=timeout)
 
 
 def expected(pattern, num_spec=3, max_tokens=MAX_TOKENS):
@@ -246,7 +246,7 @@ def test_ctrl_c_stops_servers_and_keeps_results(tmp_path):
     marker = "--warmup-pattern=%d" % free_port()
     cmd = "cmd:%s %s --port {port} --step-delay %s %s" % (sys.executable, STANDIN, STEP, marker)
     out = tmp_path / "r.json"
-    p = subprocess.Popen([BIN, "bench", "--arm", "a=" + cmd, "--prompt-lengths", "16", "--repeats", "200",
+    p = subprocess.Popen([spk_bin(), "bench", "--arm", "a=" + cmd, "--prompt-lengths", "16", "--repeats", "200",
                           "--warmup", "1", "--max-tokens", "21", "--json", str(out), "--log-dir", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = 0
@@ -276,7 +276,7 @@ def test_report_pools_by_inverse_variance(tmp_path):
         path.write_text(json.dumps(doc))
         files.append(str(path))
     pooled_json = tmp_path / "pooled.json"
-    r = subprocess.run([BIN, "bench", "report", *files, "--json", str(pooled_json)], capture_output=True, text=True)
+    r = subprocess.run([spk_bin(), "bench", "report", *files, "--json", str(pooled_json)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     w = [1 / 0.02 ** 2, 1 / 0.04 ** 2, 1 / 0.08 ** 2]
     mean = (0.10 * w[0] + 0.16 * w[1] + 0.05 * w[2]) / sum(w)

@@ -1,7 +1,8 @@
 """Interop: sparkulator's scalar RTN quantizer (src/quant/rtn.h, driven through quant_tool) must agree
 BIT FOR BIT with compressed-tensors, the library vLLM and llm-compressor use.
 
-Reference path, all from the installed compressed-tensors (0.20):
+Reference path, all from the installed compressed-tensors (the release tests/requirements.txt pins,
+which must equal sparkulator's kCompressedTensorsVersion: test_compressed_tensors_is_the_version_we_write):
   scale, zero point: quantization.utils.calculate_qparams on per-group amin/amax of the weight (what
                      llm-compressor's "minmax" observer feeds it);
   packed words:      compressors.pack_quantized.PackedQuantizationCompressor.compress (forward.quantize
@@ -9,10 +10,12 @@ Reference path, all from the installed compressed-tensors (0.20):
   dequantized:       PackedQuantizationCompressor.decompress, and lifecycle.forward.fake_quantize.
 Also: pack_to_int32 for every width 1..8, and FloatToBF16/FloatToF16 against torch's `.to(dtype)`.
 
-Finds the tool at $SPK_BUILD_DIR/src/quant/quant_tool (SPK_BUILD_DIR defaults to <repo>/build).
+quant_tool is found by conftest.built in the build folder ($SPK_BUILD_DIR, default <repo>/build); a
+missing quant_tool fails every test here.
 """
 
-import os
+import importlib.metadata
+import json
 import subprocess
 from pathlib import Path
 
@@ -25,9 +28,9 @@ from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 from compressed_tensors.quantization.lifecycle.forward import fake_quantize
 from compressed_tensors.quantization.utils import calculate_qparams
 
-REPO = Path(__file__).resolve().parents[2]
-BUILD = Path(os.environ.get("SPK_BUILD_DIR", "build"))
-TOOL = (BUILD if BUILD.is_absolute() else REPO / BUILD) / "src" / "quant" / "quant_tool"
+from conftest import REPO, built
+
+REQUIREMENTS = REPO / "tests" / "requirements.txt"
 
 DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 INT_VIEW = {torch.bfloat16: torch.int16, torch.float16: torch.int16, torch.float32: torch.int32}
@@ -37,10 +40,7 @@ COLS = 256
 
 @pytest.fixture(scope="module")
 def tool():
-    if not TOOL.is_file():
-        pytest.fail(f"{TOOL} not found: build it (cmake --build build --target quant_tool) or set "
-                    "SPK_BUILD_DIR")
-    return str(TOOL)
+    return built("src/quant/quant_tool")
 
 
 def run_tool(tool, *args):
@@ -253,3 +253,22 @@ def test_float_conversion_matches_torch(tool, tmp_path, dtype_name):
     nan = theirs.isnan()
     assert torch.equal(ours.isnan(), nan)
     assert_same_bits(ours[~nan], theirs[~nan], f"float32 -> {dtype_name}")
+
+
+def test_compressed_tensors_is_the_version_we_write(spk, tmp_path):
+    """One compressed-tensors version: the installed library these suites compare against, the pin of
+    tests/requirements.txt, and what `sparkulator quantize` writes into quantization_config.version
+    (kCompressedTensorsVersion; llm-compressor's model_free_ptq writes compressed_tensors.__version__)."""
+    import compressed_tensors
+
+    installed = importlib.metadata.version("compressed-tensors")
+    assert compressed_tensors.__version__ == installed
+    pins = [line.split("==")[1].strip() for line in REQUIREMENTS.read_text().splitlines()
+            if line.startswith("compressed-tensors==")]
+    assert pins == [installed], f"tests/requirements.txt pins {pins}, {installed} is installed"
+
+    spk("example", tmp_path / "src", "--family", "llm")
+    spk("quantize", tmp_path / "src", tmp_path / "q")
+    written = json.loads((tmp_path / "q" / "config.json").read_text())
+    assert written["quantization_config"]["version"] == installed
+    assert f"writes compressed-tensors {installed} " in spk("version").stdout

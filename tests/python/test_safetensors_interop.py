@@ -5,14 +5,13 @@
 (b) Python loads our rewrites (in the source's order and in reference order) with identical tensors;
 (c) malformed files are rejected by our reader with a non-zero exit and a message naming the file.
 
-Binaries are found in $SPK_BUILD_DIR (default: build).
+st_rewrite is found by conftest.built in the build folder ($SPK_BUILD_DIR, default <repo>/build); a
+missing st_rewrite fails every test here.
 """
 
 import json
-import os
 import struct
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,14 +20,11 @@ from safetensors import safe_open
 from safetensors.numpy import save_file as np_save_file
 from safetensors.torch import load_file, save_file
 
-BUILD_DIR = Path(os.environ.get("SPK_BUILD_DIR", "build"))
-ST_REWRITE = BUILD_DIR / "st_rewrite"
-
-pytestmark = pytest.mark.skipif(not ST_REWRITE.exists(), reason=f"{ST_REWRITE} not built")
+from conftest import built
 
 
 def rewrite(src, dst, *flags):
-    return subprocess.run([str(ST_REWRITE), *flags, str(src), str(dst)], capture_output=True,
+    return subprocess.run([built("st_rewrite"), *flags, str(src), str(dst)], capture_output=True,
                           text=True, timeout=60)
 
 
