@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
-# Installs everything sparkulator needs to build and test: Debian packages (compiler, libraries) and the
-# Python libraries the interop tests run against. Idempotent; needs root (or sudo) for apt-get.
+# Installs everything sparkulator needs to build and test: Debian packages (compiler, libraries, Python
+# with venv) and the Python libraries the interop tests run against (tests/requirements.txt), which go
+# into the project's virtual environment .venv (see scripts/python-env.sh for SPK_PYTHON).
+# Idempotent; needs root (or sudo) for apt-get.
+# Usage: scripts/install-deps.sh [--no-python]   (--no-python: Debian packages only, for building)
 set -euo pipefail
+cd "$(dirname "$0")/.."
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
-DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git
+DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev
+  python3 python3-venv  # the test suites' virtual environment
   chromium)  # headless Chromium renders the compare HTML report in tests/python/test_compare.py
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
@@ -15,7 +20,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
-if [ "${1:-}" != "--no-python" ]; then
-  # torch 2.13.0 is the CPU build; the pins keep the interop tests on the versions they were written for.
-  python3 -m pip install -q --disable-pip-version-check -r "$(dirname "$0")/../tests/requirements.txt"
+if [ "${1:-}" = "--no-python" ]; then exit 0; fi
+
+. scripts/python-env.sh
+if [ -z "${SPK_PYTHON:-}" ] && ! "$SPK_PY" -c '' 2>/dev/null; then
+  # Missing, or left behind by an interpreter that is gone: make it afresh.
+  rm -rf "$SPK_VENV"
+  python3 -m venv "$SPK_VENV"
 fi
+# The pins keep the interop tests on the versions they were written for. pip takes torch from wherever its
+# configuration points (find-links, index); from PyPI alone, torch 2.13.0 is the CUDA build (docs/install.md).
+"$SPK_PY" -m pip install -q --disable-pip-version-check -r tests/requirements.txt

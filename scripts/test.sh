@@ -1,25 +1,50 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test:
 #   1. the C++ unit and end-to-end suites (ctest),
-#   2. the interop and end-to-end suites against the real Python libraries (pytest),
+#   2. the interop and end-to-end suites against the real Python libraries (pytest in .venv), with the
+#      vLLM CPU smoke run (tests/python/test_vllm_smoke.py: installs vLLM's CPU build into .venv-vllm,
+#      about 1 GiB, and serves tiny models; ~12 minutes),
 #   3. the C++ suites against an AddressSanitizer + UndefinedBehaviorSanitizer build (clang),
 #   4. every libFuzzer target for a bounded time (scripts/fuzz.sh),
 #   5. the Python suites against the sanitizer build's binaries.
-# Usage: scripts/test.sh [--quick]   (--quick stops after step 2)
+# Usage: scripts/test.sh [--quick]
+#   --quick: steps 1 and 2 without the vLLM smoke run (minutes).
+# The Python interpreter is .venv's, or $SPK_PYTHON (scripts/python-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 scripts/install-deps.sh
+. scripts/python-env.sh
 jobs=$(nproc)
+
+# pytest_suites BUILD_DIR PYTEST_ARGS...: the Python suites against the binaries of BUILD_DIR. Skips are
+# listed with their reasons (-rs); "no tests collected" (pytest's exit code 5) is a failure too.
+pytest_suites() {
+  local build=$1 rc=0
+  shift
+  SPK_BUILD_DIR="$build" "$SPK_PY" -m pytest -q -rs "$@" || rc=$?
+  if [ "$rc" = 5 ]; then echo "error: pytest collected no tests from $*" >&2; fi
+  return "$rc"
+}
 
 echo "== build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPK_TESTS=ON -DSPK_BENCH=ON >/dev/null
 cmake --build build -j"$jobs"
 echo "== C++ tests"
 (cd build && ctest --output-on-failure -j"$jobs")
-echo "== Python interop and end-to-end tests (with the vLLM CPU smoke run; SPK_E2E_VLLM=0 skips it)"
-SPK_E2E_VLLM=${SPK_E2E_VLLM:-1} SPK_BUILD_DIR="$PWD/build" python3 -m pytest -q tests/python
+if [ "$quick" = 1 ]; then
+  echo "== Python interop and end-to-end tests (--quick: without the vLLM CPU smoke run)"
+  SPK_E2E_VLLM=0 pytest_suites "$PWD/build" tests/python --ignore=tests/python/test_vllm_smoke.py
+  exit 0
+fi
+echo "== Python interop and end-to-end tests, with the vLLM CPU smoke run"
+SPK_E2E_VLLM=1 pytest_suites "$PWD/build" tests/python
 
-if [ "${1:-}" = "--quick" ]; then exit 0; fi
 echo "== C++ tests under ASan + UBSan"
 CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DSPK_SANITIZE=ON \
   -DSPK_BENCH=OFF >/dev/null
@@ -29,5 +54,4 @@ export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 echo "== fuzzing every parser"
 scripts/fuzz.sh "${SPK_FUZZ_SECONDS:-15}"
 echo "== Python suites against the ASan + UBSan binaries"
-SPK_BUILD_DIR="$PWD/build-asan" python3 -m pytest -q tests/python \
-  --ignore=tests/python/test_vllm_smoke.py
+pytest_suites "$PWD/build-asan" tests/python --ignore=tests/python/test_vllm_smoke.py
