@@ -60,7 +60,7 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-// Process exit code for a status: 0 ok, 2 usage or input error, 3 I/O error (see DESIGN.md).
+// Process exit code for a status: 0 ok, 2 usage or input error, 3 I/O error (see docs/design.md).
 int ExitCodeFor(const Status& status);
 
 // Result<T>: either a T or a non-OK Status.

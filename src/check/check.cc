@@ -188,7 +188,7 @@ void Checker::OpenShard(const std::string& file, bool listed) {
   auto reader = SafetensorsReader::Open(fs_, dir_ + "/" + file);
   if (!reader.ok()) {
     Add(Severity::kError, "safetensors-invalid", "", file, reader.status().message(),
-        "rewrite the file with a conforming safetensors writer (FORMAT.md 1)");
+        "rewrite the file with a conforming safetensors writer (docs/formats.md section 1)");
     return;
   }
   const auto& metadata = reader->header().metadata;
@@ -277,7 +277,7 @@ void Checker::CheckQuantConfig() {
   auto parsed = ParseQuantizationConfig("config.json", config_.json);
   if (!parsed.ok()) {
     Add(Severity::kError, "quant-config-invalid", "", "config.json", parsed.status().message(),
-        "rewrite quantization_config in the form of FORMAT.md 2.2");
+        "rewrite quantization_config in the form of docs/formats.md 2.2");
     return;
   }
   if (parsed->quant_method != "compressed-tensors") {
@@ -365,7 +365,7 @@ void Checker::CheckQuantConfig() {
                     "releases (\"extra fields not permitted\"), so vLLM installs with them fail "
                     "to load the checkpoint",
                     key, set ? "" : " (null)"),
-        fmt::format("remove '{}' from config_groups.*.weights (FORMAT.md 2.2)", key));
+        fmt::format("remove '{}' from config_groups.*.weights (docs/formats.md 2.2)", key));
   }
   auto ignore = ParsePatterns(qc_->ignore, "ignore");
   if (!ignore.ok()) {

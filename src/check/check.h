@@ -3,8 +3,8 @@
 // CheckCheckpoint reads a checkpoint folder the way vLLM does (only the shards the index names;
 // module names with the `model.` prefix, fused q/k/v and gate/up, the draft's layer offset;
 // `ignore` and `targets` matched with Python re.match semantics, with and without fused-name
-// expansion; VLLM.md) and returns every problem it finds as a Finding (check/findings.h): loading
-// errors, silent misses, broken tensors and scales, kernel-rule violations, config keys old
+// expansion; docs/vllm.md) and returns every problem it finds as a Finding (check/findings.h):
+// loading errors, silent misses, broken tensors and scales, kernel-rule violations, config keys old
 // compressed-tensors releases reject, and, with a target, the draft/target pairing. It never stops
 // at the first problem: a malformed shard is a finding and the rest is still checked.
 //

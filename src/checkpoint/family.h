@@ -4,8 +4,9 @@
 // poolside Laguna-style), an EAGLE-3 head, a model with MTP layers, or a plain LLM; the preset the
 // user picks (--preset) overrides it. VllmNaming turns a checkpoint module name into the name vLLM
 // gives the module (the `model.` prefix, the draft's layer offset, fused q/k/v and gate/up; see
-// VLLM.md and vllm/model_executor/models/qwen3_dflash.py, llama_eagle3.py), which is what `ignore`
-// is matched against. Pure functions over values; thread-safe. Errors: ParsePreset returns Usage.
+// docs/vllm.md and vllm/model_executor/models/qwen3_dflash.py, llama_eagle3.py), which is what
+// `ignore` is matched against. Pure functions over values; thread-safe. Errors: ParsePreset returns
+// Usage.
 #pragma once
 
 #include <optional>

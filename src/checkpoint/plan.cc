@@ -171,7 +171,7 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
       if (leaf == "g_proj") return "DFlash (Laguna): per-head gate, out = heads, not Marlin-legal";
       return std::nullopt;
     case ModelFamily::kMtp:
-      if (leaf == "eh_proj" || module == "mtp.fc") return "MTP: eh_proj stays dense (VLLM.md)";
+      if (leaf == "eh_proj" || module == "mtp.fc") return "MTP: eh_proj stays dense (docs/vllm.md)";
       return std::nullopt;
     default:
       return std::nullopt;

@@ -3,10 +3,10 @@
 //
 // The rules, in order (first that applies wins): non-float or non-2-D tensors, embeddings, lm_head,
 // index tensors and norms stay as they are; the family preset keeps the modules vLLM needs dense
-// (VLLM.md: DFlash q/k/v and g_proj, EAGLE-3/MTP heads); --ignore; the group rule (in % g); the
-// Marlin kernel rules per tensor-parallel partition; then fused groups (q/k/v, gate/up) are made
-// all-dense if any member is dense. BuildPlan then writes the ignore list and proves it with the
-// same matcher that `check` uses (VerifyIgnoreList): every dense Linear is ignored under vLLM's
+// (docs/vllm.md: DFlash q/k/v and g_proj, EAGLE-3/MTP heads); --ignore; the group rule (in % g);
+// the Marlin kernel rules per tensor-parallel partition; then fused groups (q/k/v, gate/up) are
+// made all-dense if any member is dense. BuildPlan then writes the ignore list and proves it with
+// the same matcher that `check` uses (VerifyIgnoreList): every dense Linear is ignored under vLLM's
 // naming with and without fused-name expansion, no quantized Linear is. It refuses
 // (InvalidInput/Usage) rather than plan a checkpoint that vLLM would load wrongly. Pure functions
 // over values; thread-safe.
@@ -80,8 +80,8 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
 // nullopt. Always nullopt when the family rules are off (--preset none).
 std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
 
-// The Marlin rules of VLLM.md for one Linear; returns the broken rule, or nullopt if it may run
-// there.
+// The Marlin rules of docs/vllm.md for one Linear; returns the broken rule, or nullopt if it may
+// run there.
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
                                                int64_t in, int bits, int64_t group_size, int tp);
 

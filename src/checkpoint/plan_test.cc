@@ -60,7 +60,7 @@ TEST(PlanTest, LiteralCheckpointNamesInIgnoreAreCaughtByVerify) {
   ModelConfig config = Config(R"({"dflash_config":{},"num_target_layers":36})");
   auto plan = BuildPlan(tensors, config, PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().message();
-  // The silent miss of VLLM.md: literal checkpoint names match no vLLM module.
+  // The silent miss of docs/vllm.md: literal checkpoint names match no vLLM module.
   Status s = VerifyIgnoreList(*plan, {"layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
                                       "layers.0.self_attn.v_proj"});
   ASSERT_FALSE(s.ok());

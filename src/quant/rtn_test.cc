@@ -1,5 +1,5 @@
-// Unit tests of the scalar RTN reference: FORMAT.md's worked vectors, hand-derived edge cases and
-// properties. Bit-exactness against compressed-tensors itself is
+// Unit tests of the scalar RTN reference: docs/formats.md's worked vectors, hand-derived edge cases
+// and properties. Bit-exactness against compressed-tensors itself is
 // tests/python/test_quant_interop.py.
 #include "quant/rtn.h"
 
@@ -124,7 +124,7 @@ TEST(PackTest, ZeroPointsPackDownTheRows) {
 }
 
 TEST(RtnTest, FormatWorkedBF16Group) {
-  // One symmetric int4 BF16 group with absmax 1.0 (FORMAT.md 2.1).
+  // One symmetric int4 BF16 group with absmax 1.0 (docs/formats.md 2.1).
   const std::vector<float> w = {0.2001953125f, 0.87109375f, 1.0f, -1.0f, 0, 0, 0, 0};
   const QuantParams p{.bits = 4, .symmetric = true, .group_size = 8};
   Quantized out = Quantize(p, DType::kBF16, w, 1, 8);

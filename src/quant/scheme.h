@@ -1,5 +1,5 @@
 // The quantization scheme registry and the tensor shapes of the compressed-tensors `pack-quantized`
-// format (FORMAT.md section 2).
+// format (docs/formats.md section 2).
 //
 // One table (scheme.cc, ggml-style) lists every scheme sparkulator writes; help text, flag
 // validation and the tests iterate it, so adding a scheme is one row. The shape helpers are the

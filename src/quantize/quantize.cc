@@ -50,7 +50,7 @@ std::string ModuleOf(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
 }
 
-// The tensors that replace one quantized weight (FORMAT.md 2).
+// The tensors that replace one quantized weight (docs/formats.md 2).
 std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index,
                                            const QuantParams& qp) {
   std::string m = ModuleOf(t.name);

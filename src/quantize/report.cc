@@ -78,7 +78,7 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
 
 }  // namespace
 
-// The serving recipe of VLLM.md for the checkpoint at `path`.
+// The serving recipe of docs/vllm.md for the checkpoint at `path`.
 std::string ServeLine(ModelFamily family, const std::string& path, const std::string& target) {
   switch (family) {
     case ModelFamily::kDFlash:

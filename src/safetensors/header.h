@@ -1,5 +1,5 @@
 // The safetensors header: parse and validate the JSON that describes every tensor of a .safetensors
-// file (docs FORMAT.md section 1; reference: huggingface/safetensors safetensors/src/tensor.rs).
+// file (docs/formats.md section 1; reference: huggingface/safetensors safetensors/src/tensor.rs).
 //
 // A parsed SafetensorsHeader is a plain value: tensors sorted by where their data lies, offsets
 // relative to the data buffer (which starts at data_start = 8 + N in the file).

@@ -1,10 +1,9 @@
 // The dtype table: every element type a safetensors file may hold, with its on-disk name and width.
 //
 // One table (dtype.cc) drives parsing, validation and printing; add a dtype there and nowhere else.
-// This is the lowest piece of the tensor layer and sits below safetensors/ so that the container
-// parser can validate sizes (DESIGN.md lists tensor after safetensors; the dtype table is the
-// exception). Pure functions over constant data: thread-safe. Unknown names are an error, never a
-// default.
+// This is the lowest piece of the tensor layer, which sits below safetensors/ so that the container
+// parser can validate sizes (the layer order of docs/design.md). Pure functions over constant data:
+// thread-safe. Unknown names are an error, never a default.
 #pragma once
 
 #include <cstdint>
