@@ -7,6 +7,8 @@
 #include <map>
 #include <set>
 
+#include "check/draft_rules.h"
+#include "check/vllm_rules.h"
 #include "checkpoint/family.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/module_pattern.h"
@@ -92,6 +94,9 @@ class Checker {
   void CheckFusedAgreement();
   void CheckIgnoreEntries();
   Status CheckTarget();
+  Status ResolveVllm();
+  void NoteDraftModule(const std::string& module, const ModuleTensors& mt, bool vllm_quantized,
+                       std::optional<std::pair<int64_t, int64_t>> dims);
 
   const SafetensorsReader& Reader(const Located& l) const { return readers_[l.shard]; }
   std::string FileOf(const Located& l) const { return reader_files_[l.shard]; }
@@ -118,10 +123,21 @@ class Checker {
   std::map<std::string, ModuleTensors> modules_;
   std::vector<LinearModule> linears_;
   std::set<std::string> vllm_module_names_;
+  VllmTarget vllm_;
+  DraftFacts draft_;
+  std::optional<int64_t> target_layers_;  // num_hidden_layers of --target's config
 };
 
 bool HasSuffix(const std::string& name, std::string_view suffix) {
   return name.size() > suffix.size() && name.ends_with(suffix);
+}
+
+bool IsAttentionQkv(const std::string& module) {
+  for (std::string_view leaf :
+       {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj"}) {
+    if (module.ends_with(leaf)) return true;
+  }
+  return false;
 }
 
 void Checker::LoadFiles() {
@@ -511,19 +527,20 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
                     why, lm.vllm_name),
         "remove the ignore entry that matches it (or store the module dense)");
   }
-  if ((mt.packed || vllm_quantized)) {
+  // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
+  bool dflash_qkv = family_.family == ModelFamily::kDFlash && IsAttentionQkv(module);
+  if ((mt.packed || vllm_quantized) && !dflash_qkv) {
     if (auto keep = FamilyKeepReason(family_, module)) {
-      bool dflash_qkv =
-          family_.family == ModelFamily::kDFlash && keep->find("q/k/v") != std::string::npos;
-      Add(Severity::kError, dflash_qkv ? "dflash-qkv-quantized" : "family-keeps-dense", module,
-          file, fmt::format("quantized, but {}", *keep),
+      Add(Severity::kError, "family-keeps-dense", module, file,
+          fmt::format("quantized, but {}", *keep),
           "keep it dense: requantize with sparkulator quantize (it applies the family preset)");
     }
   }
+  std::optional<std::pair<int64_t, int64_t>> dims;
   if (mt.packed) {
     const WeightQuantArgs* args = ArgsFor(group, qc_);
     if (args != nullptr) {
-      auto dims = CheckPackedTensors(module, mt, *args);
+      dims = CheckPackedTensors(module, mt, *args);
       if (dims) {
         int64_t g = args->strategy == "group" ? args->group_size.value_or(0) : kChannelWise;
         if (auto rule = KernelRuleViolation(lm.fused, dims->first, dims->second, args->num_bits, g,
@@ -536,8 +553,23 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
       }
     }
   }
-  (void)meta;
+  if (mt.weight && meta.shape.size() == 2) dims = std::pair{meta.shape[0], meta.shape[1]};
+  NoteDraftModule(module, mt, vllm_quantized, dims);
   linears_.push_back(std::move(lm));
+}
+
+// What the vLLM-dependent draft rules need to know about one Linear module.
+void Checker::NoteDraftModule(const std::string& module, const ModuleTensors& mt,
+                              bool vllm_quantized,
+                              std::optional<std::pair<int64_t, int64_t>> dims) {
+  if (!IsDraft(family_.family)) return;
+  if (IsAttentionQkv(module)) {
+    if (mt.packed || vllm_quantized) draft_.quantized_qkv.push_back(module);
+    if (!module.ends_with("qkv_proj")) draft_.unfused_qkv.push_back(module);
+  }
+  if ((module == "fc" || module == "model.fc") && dims) {
+    draft_.fc_shape = std::vector<int64_t>{dims->first, dims->second};
+  }
 }
 
 std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
@@ -791,7 +823,8 @@ Status Checker::CheckTarget() {
                     expected, actual),
         "pair the draft with the target precision it was calibrated for");
   }
-  report_.serve = ServeLine(family_.family, dir_, options_.target);
+  report_.serve = ServeLine(family_, dir_, options_.target);
+  target_layers_ = target.num_hidden_layers;
   if (!config_.num_target_layers && !options_.target_layers) {
     options_.target_layers = target.num_hidden_layers;
   }
@@ -800,6 +833,7 @@ Status Checker::CheckTarget() {
 
 Result<CheckReport> Checker::Run() {
   if (options_.tp < 1) return Status::Usage("--tp must be at least 1");
+  SPK_RETURN_IF_ERROR(ResolveVllm());
   LoadFiles();
   if (!LoadConfig()) return report_;
   std::vector<std::string> names;
@@ -809,7 +843,7 @@ Result<CheckReport> Checker::Run() {
   naming_ = NamingFor(family_, config_, names, options_.target_layers);
   report_.family = std::string(FamilyName(family_.family));
   report_.naming = naming_.ToString();
-  if (report_.serve.empty()) report_.serve = ServeLine(family_.family, dir_, "<target>");
+  if (report_.serve.empty()) report_.serve = ServeLine(family_, dir_, "<target>");
   if (IsDraft(family_.family) && !naming_.offset_known) {
     Add(Severity::kWarning, "draft-offset-unknown", "", "config.json",
         "the draft's vLLM layer names depend on the target's layer count, which config.json does "
@@ -820,7 +854,44 @@ Result<CheckReport> Checker::Run() {
   CollectModules();
   CheckModules();
   CheckIgnoreEntries();
+  draft_.config = &config_;
+  draft_.family = family_;
+  draft_.target_layers = target_layers_           ? target_layers_
+                         : options_.target_layers ? options_.target_layers
+                                                  : config_.num_target_layers;
+  for (Finding& f : CheckDraftAgainstVllm(draft_, vllm_)) {
+    Add(f.severity, std::move(f.code), std::move(f.module), std::move(f.file), std::move(f.message),
+        std::move(f.fix));
+  }
   return std::move(report_);
+}
+
+// The vLLM the version-dependent rules are judged for (CheckOptions).
+Status Checker::ResolveVllm() {
+  std::optional<VllmVersion> version;
+  if (!options_.vllm_dir.empty()) {
+    SPK_ASSIGN_OR_RETURN(VllmVersionSource read, ReadVllmVersion(options_.vllm_dir));
+    vllm_.tree = options_.vllm_dir;
+    version = read.version;
+    vllm_.version_source = read.source;
+  }
+  if (!version && !options_.vllm_version.empty()) {
+    SPK_ASSIGN_OR_RETURN(VllmVersion v, ParseVllmVersion(options_.vllm_version));
+    version = v;
+    vllm_.version_source = "--vllm-version";
+  }
+  if (!version) {
+    version = *ParseVllmVersion(kNewestVerifiedVllm);
+    vllm_.version_source = vllm_.tree.empty()
+                               ? "the newest version verified; pass --vllm-version V or --vllm DIR"
+                               : vllm_.version_source + "; judged by its code, versions as " +
+                                     std::string(kNewestVerifiedVllm);
+  }
+  vllm_.version = *version;
+  report_.vllm_version = version->text;
+  report_.vllm_version_source = vllm_.version_source;
+  report_.vllm_tree = vllm_.tree;
+  return Status::Ok();
 }
 
 }  // namespace
@@ -844,6 +915,9 @@ Json CheckReportToJson(const CheckReport& r) {
               {"shards", r.shards},
               {"quantized_modules", r.quantized_modules},
               {"dense_linear_modules", r.dense_linear_modules},
+              {"vllm_version", r.vllm_version},
+              {"vllm_version_source", r.vllm_version_source},
+              {"vllm_tree", r.vllm_tree},
               {"serve", r.serve},
               {"findings", findings}};
 }
@@ -853,6 +927,10 @@ std::string RenderCheckReport(const CheckReport& r) {
       "{}\n  family {}, vLLM naming: {}\n  scheme {}; {} quantized Linear module(s), {} dense\n",
       r.path, r.family.empty() ? "?" : r.family, r.naming.empty() ? "?" : r.naming, r.scheme,
       r.quantized_modules, r.dense_linear_modules);
+  if (!r.vllm_version.empty()) {
+    out += fmt::format("  judged for vLLM {} ({}){}\n", r.vllm_version, r.vllm_version_source,
+                       r.vllm_tree.empty() ? "" : ", model code of " + r.vllm_tree);
+  }
   for (const Finding& f : r.findings) out += RenderFinding(f);
   size_t errors = CountSeverity(r.findings, Severity::kError);
   size_t warnings = CountSeverity(r.findings, Severity::kWarning);

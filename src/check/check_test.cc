@@ -1,0 +1,258 @@
+// CheckCheckpoint on checkpoints written by `sparkulator example` and `quantize`: the findings
+// that depend on the vLLM release (DFlash q/k/v, Laguna unfused names, EAGLE-3 aux layers), the
+// literal ignore entries vLLM 0.32 misreads, the version the report is judged for, and the
+// serve line's num_speculative_tokens. What vLLM 0.32 does with each case was observed on its CPU
+// build (docs/check.md); these tests pin check's prediction of it.
+#include "check/check.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/example.h"
+#include "io/fs_util.h"
+#include "io/test_util.h"
+#include "quantize/quantize.h"
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+std::string Example(const spk::testing::ScopedTempDir& dir, const std::string& name,
+                    const std::string& family, int64_t target_layers = 0) {
+  ExampleOptions o;
+  o.family = family;
+  o.dir = dir / name;
+  o.target_layers = target_layers;
+  Status s = WriteExampleCheckpoint(o, FileSystem::Default());
+  EXPECT_TRUE(s.ok()) << s.message();
+  return o.dir;
+}
+
+// `sparkulator quantize SRC DST` (W4A16 RTN); `preset` none quantizes DFlash q/k/v too.
+std::string Quantize(const std::string& src, const std::string& dst, Preset preset,
+                     std::vector<std::string> ignore = {}) {
+  QuantizeOptions o;
+  o.source = src;
+  o.destination = dst;
+  o.plan.preset = preset;
+  o.plan.ignore = std::move(ignore);
+  o.threads = 1;
+  o.durability = Durability::kPageCache;
+  auto r = QuantizeCheckpoint(o, FileSystem::Default(), nullptr);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return dst;
+}
+
+void EditConfig(const std::string& dir, const std::function<void(Json&)>& edit) {
+  auto text = ReadWholeFile(dir + "/config.json");
+  ASSERT_TRUE(text.ok());
+  Json j = Json::parse(*text);
+  edit(j);
+  ASSERT_TRUE(WriteWholeFile(dir + "/config.json", j.dump(2)).ok());
+}
+
+CheckReport Check(const std::string& dir, CheckOptions o = {}) {
+  o.checkpoint = dir;
+  auto r = CheckCheckpoint(FileSystem::Default(), o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : CheckReport{};
+}
+
+std::vector<const Finding*> WithCode(const CheckReport& r, std::string_view code) {
+  std::vector<const Finding*> out;
+  for (const Finding& f : r.findings) {
+    if (f.code == code) out.push_back(&f);
+  }
+  return out;
+}
+
+TEST(CheckVllmVersion, Qwen3DFlashQuantizedQkvLoadsOn032FailsOnOld) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = Quantize(Example(dir, "src", "dflash"), dir / "q", Preset::kNone);
+  CheckReport now = Check(q);
+  EXPECT_TRUE(now.ok()) << RenderCheckReport(now);
+  EXPECT_EQ(now.vllm_version, "0.32.0");
+  EXPECT_NE(now.vllm_version_source.find("newest version verified"), std::string::npos);
+  auto info = WithCode(now, "dflash-qkv-quantized");
+  ASSERT_EQ(info.size(), 1u);
+  EXPECT_EQ(info[0]->severity, Severity::kInfo);
+  EXPECT_NE(info[0]->message.find("6 quantized q/k/v"), std::string::npos) << info[0]->message;
+
+  CheckOptions old;
+  old.vllm_version = "0.25.1";
+  CheckReport then = Check(q, old);
+  EXPECT_FALSE(then.ok());
+  auto errors = WithCode(then, "dflash-qkv-quantized");
+  ASSERT_EQ(errors.size(), 6u);  // q, k, v of two layers, each named
+  EXPECT_EQ(errors[0]->severity, Severity::kError);
+  EXPECT_EQ(errors[0]->module, "layers.0.self_attn.k_proj");
+  EXPECT_NE(errors[0]->message.find("no attribute 'weight'"), std::string::npos);
+
+  CheckOptions between;
+  between.vllm_version = "0.29.0";
+  CheckReport unsure = Check(q, between);
+  EXPECT_TRUE(unsure.ok());
+  auto warn = WithCode(unsure, "dflash-qkv-quantized");
+  ASSERT_EQ(warn.size(), 1u);
+  EXPECT_EQ(warn[0]->severity, Severity::kWarning);
+  EXPECT_NE(warn[0]->message.find("not verified"), std::string::npos);
+
+  CheckOptions bad;
+  bad.vllm_version = "newest";
+  bad.checkpoint = q;
+  EXPECT_EQ(CheckCheckpoint(FileSystem::Default(), bad).status().code(), StatusCode::kUsage);
+}
+
+void MakeLaguna(const std::string& dir) {
+  EditConfig(dir, [](Json& j) { j["architectures"] = Json::array({"DFlashLagunaForCausalLM"}); });
+}
+
+TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
+  spk::testing::ScopedTempDir dir;
+  std::string src = Example(dir, "src", "dflash");
+  MakeLaguna(src);
+  CheckReport r = Check(src);
+  EXPECT_FALSE(r.ok());
+  auto f = WithCode(r, "laguna-unfused-qkv");
+  ASSERT_EQ(f.size(), 1u);
+  // vLLM 0.32: KeyError: 'layers.0.self_attn.k_proj.weight' (k sorts first, as vLLM hits it).
+  EXPECT_EQ(f[0]->module, "layers.0.self_attn.k_proj (and 5 more)");
+  EXPECT_NE(f[0]->message.find("KeyError: 'layers.0.self_attn.k_proj.weight'"), std::string::npos);
+  EXPECT_NE(f[0]->fix.find("qkv_proj"), std::string::npos);
+  EXPECT_TRUE(WithCode(Check(Example(dir, "qwen3", "dflash")), "laguna-unfused-qkv").empty());
+}
+
+TEST(CheckVllmVersion, LagunaQuantizedQkvFailsOn032) {
+  spk::testing::ScopedTempDir dir;
+  std::string src = Example(dir, "src", "dflash");
+  MakeLaguna(src);
+  std::string q = Quantize(src, dir / "q", Preset::kNone);
+  CheckReport r = Check(q);
+  auto f = WithCode(r, "dflash-qkv-quantized");
+  ASSERT_EQ(f.size(), 6u);
+  EXPECT_EQ(f[0]->severity, Severity::kError);
+  EXPECT_NE(f[0]->message.find("laguna_dflash.py"), std::string::npos);
+}
+
+TEST(CheckVllmVersion, ExampleEagle3HeadNamesItsAuxLayers) {
+  spk::testing::ScopedTempDir dir;
+  std::string head = Example(dir, "head", "eagle3", 4);
+  auto text = ReadWholeFile(head + "/config.json");
+  ASSERT_TRUE(text.ok());
+  Json j = Json::parse(*text);
+  EXPECT_EQ(j["architectures"][0], "Eagle3Qwen3ForCausalLM");
+  EXPECT_EQ(j["eagle_config"]["eagle_aux_hidden_state_layer_ids"], Json::parse("[2, 3, 4]"));
+  CheckOptions four;
+  four.target_layers = 4;
+  CheckReport r = Check(head, four);
+  EXPECT_TRUE(r.ok()) << RenderCheckReport(r);
+  EXPECT_TRUE(WithCode(r, "eagle3-aux-layers-default").empty());
+  // The same head on a 2-layer target: ids 3 and 4 collect nothing.
+  CheckOptions two;
+  two.target_layers = 2;
+  auto bad = WithCode(Check(head, two), "target-layer-ids");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_NE(bad[0]->message.find("holds 3, 4"), std::string::npos) << bad[0]->message;
+  EXPECT_NE(r.serve.find("\"num_speculative_tokens\":3"), std::string::npos) << r.serve;
+}
+
+TEST(CheckVllmVersion, Eagle3HeadWithoutAuxLayerIds) {
+  spk::testing::ScopedTempDir dir;
+  std::string head = Example(dir, "head", "eagle3", 4);
+  EditConfig(head, [](Json& j) {
+    j.erase("eagle_config");
+    j.erase("num_target_layers");
+  });
+  // Target layer count unknown: a warning that says how to check.
+  CheckReport unknown = Check(head);
+  auto w = WithCode(unknown, "eagle3-aux-layers-default");
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_EQ(w[0]->severity, Severity::kWarning);
+  EXPECT_NE(w[0]->fix.find("--target-layers"), std::string::npos);
+  // 4 layers: vLLM's default (2, 2, 1) collects [1, 2], fc takes 3 x 256 (vLLM 0.32: HTTP 500).
+  CheckOptions four;
+  four.target_layers = 4;
+  CheckReport r = Check(head, four);
+  EXPECT_FALSE(r.ok());
+  auto e = WithCode(r, "eagle3-aux-layers-default");
+  ASSERT_EQ(e.size(), 1u);
+  EXPECT_NE(e[0]->message.find("[1, 2]"), std::string::npos) << e[0]->message;
+  EXPECT_NE(e[0]->message.find("shape '[-1, 768]'"), std::string::npos);
+  EXPECT_NE(e[0]->fix.find("[2, 3, 4]"), std::string::npos) << e[0]->fix;
+  // 32 layers: the default (2, 16, 29) gives the three states fc takes.
+  CheckOptions many;
+  many.target_layers = 32;
+  EXPECT_TRUE(WithCode(Check(head, many), "eagle3-aux-layers-default").empty());
+}
+
+// Literal ignore entries for DFlash q/k/v: vLLM 0.32 gives the draft's quant config no fused-name
+// mapping, so only vLLM's fused name (or a re: pattern over shard and fused names) keeps q/k/v
+// dense; check must keep flagging the others.
+TEST(CheckIgnoreLiterals, DFlashQkvLiteralsThatVllmMisses) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = Quantize(Example(dir, "src", "dflash"), dir / "q", Preset::kAuto);
+  ASSERT_TRUE(Check(q).ok());
+  auto with_ignore = [&](const std::string& name, std::vector<std::string> ignore) {
+    std::string d = dir / name;
+    std::filesystem::copy(q, d, std::filesystem::copy_options::recursive);
+    EditConfig(d, [&](Json& j) {
+      Json list = Json::array({"lm_head", "re:.*norm"});
+      for (const std::string& e : ignore) list.push_back(e);
+      j["quantization_config"]["ignore"] = list;
+    });
+    return Check(d);
+  };
+  CheckReport checkpoint_names =
+      with_ignore("ckpt", {"layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
+                           "layers.0.self_attn.v_proj", "layers.1.self_attn.q_proj",
+                           "layers.1.self_attn.k_proj", "layers.1.self_attn.v_proj"});
+  EXPECT_FALSE(checkpoint_names.ok());
+  EXPECT_EQ(WithCode(checkpoint_names, "ignore-matches-nothing").size(), 6u);
+  CheckReport shard_names =
+      with_ignore("shards", {"model.layers.8.self_attn.q_proj", "model.layers.8.self_attn.k_proj",
+                             "model.layers.8.self_attn.v_proj", "model.layers.9.self_attn.q_proj",
+                             "model.layers.9.self_attn.k_proj", "model.layers.9.self_attn.v_proj"});
+  EXPECT_FALSE(shard_names.ok());
+  auto needs = WithCode(shard_names, "ignore-needs-fused-mapping");
+  ASSERT_EQ(needs.size(), 2u);
+  EXPECT_EQ(needs[0]->module, "model.layers.8.self_attn.qkv_proj");
+}
+
+TEST(CheckVllmTree, SourceTreeWithoutVersionIsJudgedByItsCode) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = Quantize(Example(dir, "src", "dflash"), dir / "q", Preset::kNone);
+  std::string models = dir / "tree/vllm/model_executor/models";
+  std::filesystem::create_directories(models);
+  std::ofstream(models + "/qwen3_dflash.py")
+      << "class M:\n    def _build_context_kv_buffers(self, layers_attn):\n"
+         "        kv = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]\n";
+  CheckOptions o;
+  o.vllm_dir = dir / "tree";
+  CheckReport r = Check(q, o);
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.vllm_tree, dir / "tree");
+  EXPECT_NE(r.vllm_version_source.find("judged by its code"), std::string::npos)
+      << r.vllm_version_source;
+  auto f = WithCode(r, "dflash-qkv-quantized");
+  ASSERT_FALSE(f.empty());
+  EXPECT_NE(f[0]->message.find("line(s) 3"), std::string::npos) << f[0]->message;
+  Json json = CheckReportToJson(r);
+  EXPECT_EQ(json["vllm_version"], "0.32.0");
+  EXPECT_TRUE(json.contains("vllm_version_source"));
+}
+
+TEST(CheckServeLine, DFlashTokensFollowBlockSize) {
+  spk::testing::ScopedTempDir dir;
+  std::string src = Example(dir, "src", "dflash");
+  EditConfig(src, [](Json& j) { j["block_size"] = 4; });
+  CheckReport r = Check(src);
+  EXPECT_NE(r.serve.find("\"num_speculative_tokens\":3"), std::string::npos) << r.serve;
+}
+
+}  // namespace
+}  // namespace spk
