@@ -246,6 +246,22 @@ TEST(CheckVllmTree, SourceTreeWithoutVersionIsJudgedByItsCode) {
   EXPECT_TRUE(json.contains("vllm_version_source"));
 }
 
+// A rule is reported once, at the level it belongs to: a group size without a kernel is one
+// config-level finding, not one per module again as group, scale-shape and kernel findings.
+TEST(CheckOnce, UnsupportedGroupSizeIsOneFinding) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = Quantize(Example(dir, "src", "llm"), dir / "q", Preset::kAuto);
+  EditConfig(q, [](Json& j) {
+    for (auto& [name, group] : j["quantization_config"]["config_groups"].items()) {
+      group["weights"]["group_size"] = 96;
+    }
+  });
+  CheckReport r = Check(q);
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.findings.size(), 1u) << RenderCheckReport(r);
+  EXPECT_EQ(r.findings[0].code, "group-size-unsupported");
+}
+
 TEST(CheckServeLine, DFlashTokensFollowBlockSize) {
   spk::testing::ScopedTempDir dir;
   std::string src = Example(dir, "src", "dflash");
