@@ -262,6 +262,122 @@ TEST(CheckOnce, UnsupportedGroupSizeIsOneFinding) {
   EXPECT_EQ(r.findings[0].code, "group-size-unsupported");
 }
 
+// One config-level fault per row, planted in a clean `example` + `quantize` LLM, and the finding
+// code (and severity) it must give.
+struct ConfigFault {
+  const char* name;
+  std::function<void(Json&)> plant;
+  const char* code;
+  Severity severity;
+};
+
+TEST(CheckCodes, EachConfigFaultGivesItsCode) {
+  spk::testing::ScopedTempDir dir;
+  std::string clean = Quantize(Example(dir, "src", "llm"), dir / "q", Preset::kAuto);
+  ASSERT_TRUE(Check(clean).findings.empty());
+  auto weights = [](Json& j) -> Json& {
+    return j["quantization_config"]["config_groups"]["group_0"]["weights"];
+  };
+  const std::vector<ConfigFault> faults = {
+      {"format", [](Json& j) { j["quantization_config"]["format"] = "fancy-quantized"; },
+       "unknown-format", Severity::kError},
+      {"known_format", [](Json& j) { j["quantization_config"]["format"] = "marlin-24"; },
+       "format-not-checked", Severity::kWarning},
+      {"scheme", [&](Json& j) { weights(j)["type"] = "float"; }, "unknown-scheme",
+       Severity::kError},
+      {"key", [&](Json& j) { weights(j)["scale_dtype"] = "bfloat16"; }, "quant-args-key",
+       Severity::kError},
+      {"null_key", [&](Json& j) { weights(j)["zp_dtype"] = nullptr; }, "quant-args-key",
+       Severity::kWarning},
+      {"asym8",
+       [&](Json& j) {
+         weights(j)["num_bits"] = 8;
+         weights(j)["symmetric"] = false;
+       },
+       "asym-int8-no-marlin", Severity::kWarning},
+      {"ignore_regex", [](Json& j) { j["quantization_config"]["ignore"] = {"re:(unclosed"}; },
+       "ignore-invalid-regex", Severity::kError},
+      {"target_regex",
+       [](Json& j) {
+         j["quantization_config"]["config_groups"]["group_0"]["targets"] = {"re:[bad"};
+       },
+       "target-invalid-regex", Severity::kError},
+      {"activations",
+       [](Json& j) {
+         j["quantization_config"]["config_groups"]["group_0"]["input_activations"] = {
+             {"num_bits", 8}, {"type", "int"}};
+       },
+       "not-weight-only", Severity::kWarning},
+      {"ignore_nothing",
+       [](Json& j) {
+         j["quantization_config"]["ignore"] = {"lm_head", "model.nothing"};
+       },
+       "ignore-matches-nothing", Severity::kWarning},
+      {"ignored_packed",
+       [](Json& j) {
+         j["quantization_config"]["ignore"] = {"lm_head", "model.layers.0.mlp.down_proj"};
+       },
+       "vllm-expects-dense", Severity::kError},
+      {"no_quant_config", [](Json& j) { j.erase("quantization_config"); }, "vllm-expects-dense",
+       Severity::kError},
+      {"quant_config_shape", [&](Json& j) { weights(j)["num_bits"] = "four"; },
+       "quant-config-invalid", Severity::kError},
+      {"other_method",
+       [](Json& j) {
+         j["quantization_config"] = {{"quant_method", "fp8"}};
+       },
+       "quant-method-not-checked", Severity::kWarning},
+  };
+  for (const ConfigFault& fault : faults) {
+    std::string d = dir / fault.name;
+    std::filesystem::copy(clean, d, std::filesystem::copy_options::recursive);
+    EditConfig(d, fault.plant);
+    CheckReport r = Check(d);
+    auto found = WithCode(r, fault.code);
+    ASSERT_FALSE(found.empty()) << fault.name << ":\n" << RenderCheckReport(r);
+    EXPECT_EQ(found[0]->severity, fault.severity) << fault.name;
+  }
+  // The folder itself.
+  std::string broken = dir / "broken";
+  std::filesystem::copy(clean, broken, std::filesystem::copy_options::recursive);
+  ASSERT_TRUE(WriteWholeFile(broken + "/config.json", "{not json").ok());
+  EXPECT_FALSE(WithCode(Check(broken), "config-invalid").empty());
+  std::filesystem::remove(broken + "/config.json");
+  EXPECT_FALSE(WithCode(Check(broken), "config-missing").empty());
+  std::string empty = dir / "empty";
+  std::filesystem::create_directories(empty);
+  ASSERT_TRUE(WriteWholeFile(empty + "/config.json", "{}").ok());
+  EXPECT_FALSE(WithCode(Check(empty), "no-safetensors").empty());
+  // Kernel rules per --tp: o_proj is row-parallel, 256 in splits into 64 at --tp 4.
+  CheckOptions tp4;
+  tp4.tp = 4;
+  auto kernel = WithCode(Check(clean, tp4), "kernel-rule");
+  ASSERT_FALSE(kernel.empty());
+  EXPECT_EQ(kernel[0]->module.find("o_proj") != std::string::npos ||
+                kernel[0]->module.find("down_proj") != std::string::npos,
+            true)
+      << kernel[0]->module;
+}
+
+TEST(CheckCodes, DraftOffsetUnknownAndTargetPairing) {
+  spk::testing::ScopedTempDir dir;
+  std::string draft = Example(dir, "draft", "dflash");
+  EditConfig(draft, [](Json& j) { j.erase("num_target_layers"); });
+  EXPECT_FALSE(WithCode(Check(draft), "draft-offset-unknown").empty());
+  // A target with another hidden size and too few layers for target_layer_ids 1, 3, 5.
+  std::string target = Example(dir, "target", "llm");
+  EditConfig(target, [](Json& j) {
+    j["hidden_size"] = 512;
+    j["num_hidden_layers"] = 4;
+  });
+  CheckOptions o;
+  o.target = target;
+  CheckReport r = Check(Example(dir, "draft2", "dflash"), o);
+  EXPECT_FALSE(WithCode(r, "target-hidden-size").empty());
+  EXPECT_FALSE(WithCode(r, "target-layer-count").empty());
+  EXPECT_FALSE(WithCode(r, "target-layer-ids").empty());
+}
+
 TEST(CheckServeLine, DFlashTokensFollowBlockSize) {
   spk::testing::ScopedTempDir dir;
   std::string src = Example(dir, "src", "dflash");
