@@ -54,6 +54,9 @@ const WeightQuantArgs* ArgsFor(const ConfigGroup* group,
 }  // namespace
 
 void Checker::CheckModules() {
+  if (IsDraft(family_.family)) {
+    draft_mapping_ = JudgeRule(VllmRuleById("draft-quant-config-no-fused-mapping"), vllm_);
+  }
   for (const auto& [module, mt] : modules_) {
     vllm_module_names_.insert(ToVllmModuleName(naming_, module));
     if (!mt.packed && !mt.weight) {
@@ -104,23 +107,19 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
 
   IgnoreDecision with = DecideIgnore(lm.fused, ignore_, StandardFusedMapping());
   IgnoreDecision without = DecideIgnore(lm.fused, ignore_, kNoMapping);
-  if (with.shards_disagree) {
+  // The decision vLLM makes: targets get the model's mapping; drafts none where the rule holds.
+  const bool no_mapping = draft_mapping_ && draft_mapping_->verdict == Verdict::kFails;
+  const IgnoreDecision& vllm = no_mapping ? without : with;
+  if (vllm.shards_disagree) {
     Add(Severity::kError, "fused-shards-disagree", lm.fused, "config.json",
         "the ignore list ignores some shards of the fused module and not others: older vLLM "
         "fails, newer vLLM loads the whole fused layer dense",
         "make the ignore entries cover all of q/k/v (or gate/up), e.g. "
         "re:.*self_attn\\.(q|k|v|qkv)_proj$");
   }
-  if (IsDraft(family_.family) && with.ignored != without.ignored) {
-    Add(Severity::kError, "ignore-needs-fused-mapping", lm.fused, "config.json",
-        fmt::format("the module is {} only {} fused-name expansion; drafts may get no "
-                    "packed_modules_mapping (vllm#53116), so vLLM may treat it the other way",
-                    with.ignored ? "ignored" : "quantized", with.ignored ? "with" : "without"),
-        "write entries that match both the fused and the shard names, e.g. "
-        "re:.*self_attn\\.(q|k|v|qkv)_proj$");
-  }
+  if (draft_mapping_ && with.ignored != without.ignored) ReportMappingDependence(lm, with);
   const ConfigGroup* group = MatchingGroup(lm.vllm_name, lm.fused);
-  bool vllm_quantized = group != nullptr && !with.ignored;
+  bool vllm_quantized = group != nullptr && !vllm.ignored;
   if (mt.packed && mt.weight) {
     Add(Severity::kError, "weight-and-packed", module, file,
         "both .weight and .weight_packed are stored; vLLM fails on whichever it did not expect",
@@ -174,6 +173,31 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   if (mt.weight && meta.shape.size() == 2) dims = std::pair{meta.shape[0], meta.shape[1]};
   NoteDraftModule(module, mt, vllm_quantized, dims);
   linears_.push_back(std::move(lm));
+}
+
+// A draft module that the ignore list covers only with (or only without) fused-name expansion.
+// Where vLLM gives drafts no mapping, only "ignored through the shard names" is a fault (vLLM
+// builds the module quantized); elsewhere vLLM could go either way.
+void Checker::ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with) {
+  const VllmRule& rule = VllmRuleById("draft-quant-config-no-fused-mapping");
+  if (draft_mapping_->verdict == Verdict::kFails) {
+    if (!with.ignored) return;  // the fused name itself is ignored: vLLM keeps it dense
+    Add(Severity::kError, std::string(rule.code), lm.fused, "config.json",
+        fmt::format("the ignore list names only the shards of '{}'; a draft's quant config has no "
+                    "packed_modules_mapping ({}), so vLLM compares the fused name, builds the "
+                    "module quantized and fails: \"{}\"",
+                    lm.fused, draft_mapping_->basis, rule.vllm_error),
+        std::string(rule.fix));
+    return;
+  }
+  Add(Severity::kError, std::string(rule.code), lm.fused, "config.json",
+      fmt::format(
+          "the module is {} only {} fused-name expansion; whether this vLLM gives a draft's "
+          "quant config a packed_modules_mapping is not verified ({})",
+          with.ignored ? "ignored" : "quantized", with.ignored ? "with" : "without",
+          draft_mapping_->basis),
+      "write entries that match both the fused and the shard names, e.g. "
+      "re:.*self_attn\\.(q|k|v|qkv)_proj$");
 }
 
 // What the vLLM-dependent draft rules need to know about one Linear module.

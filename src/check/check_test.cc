@@ -197,7 +197,8 @@ TEST(CheckIgnoreLiterals, DFlashQkvLiteralsThatVllmMisses) {
   spk::testing::ScopedTempDir dir;
   std::string q = Quantize(Example(dir, "src", "dflash"), dir / "q", Preset::kAuto);
   ASSERT_TRUE(Check(q).ok());
-  auto with_ignore = [&](const std::string& name, std::vector<std::string> ignore) {
+  auto with_ignore = [&](const std::string& name, std::vector<std::string> ignore,
+                         CheckOptions o = {}) {
     std::string d = dir / name;
     std::filesystem::copy(q, d, std::filesystem::copy_options::recursive);
     EditConfig(d, [&](Json& j) {
@@ -205,7 +206,7 @@ TEST(CheckIgnoreLiterals, DFlashQkvLiteralsThatVllmMisses) {
       for (const std::string& e : ignore) list.push_back(e);
       j["quantization_config"]["ignore"] = list;
     });
-    return Check(d);
+    return Check(d, o);
   };
   CheckReport checkpoint_names =
       with_ignore("ckpt", {"layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
@@ -221,6 +222,33 @@ TEST(CheckIgnoreLiterals, DFlashQkvLiteralsThatVllmMisses) {
   auto needs = WithCode(shard_names, "ignore-needs-fused-mapping");
   ASSERT_EQ(needs.size(), 2u);
   EXPECT_EQ(needs[0]->module, "model.layers.8.self_attn.qkv_proj");
+  EXPECT_EQ(needs[0]->severity, Severity::kError);
+  EXPECT_NE(needs[0]->message.find("no attribute 'data'"), std::string::npos) << needs[0]->message;
+  // vLLM builds the fused modules quantized, and the checkpoint holds q/k/v dense.
+  EXPECT_EQ(WithCode(shard_names, "vllm-expects-quantized").size(), 6u);
+
+  // vLLM's fused name, literally: vLLM 0.32 compares exactly that name and keeps q/k/v dense.
+  const std::vector<std::string> fused = {"model.layers.8.self_attn.qkv_proj",
+                                          "model.layers.9.self_attn.qkv_proj"};
+  CheckReport fused_names = with_ignore("fused", fused);
+  EXPECT_TRUE(fused_names.ok()) << RenderCheckReport(fused_names);
+  EXPECT_TRUE(WithCode(fused_names, "ignore-needs-fused-mapping").empty());
+  EXPECT_TRUE(WithCode(fused_names, "vllm-expects-quantized").empty());
+  // A re: pattern over the fused name loads too, also one that only the fused name matches.
+  CheckReport pattern = with_ignore("re", {"re:.*self_attn\\.(q|k|v|qkv)_proj$"});
+  EXPECT_TRUE(pattern.ok()) << RenderCheckReport(pattern);
+  EXPECT_TRUE(WithCode(pattern, "ignore-needs-fused-mapping").empty());
+  CheckReport fused_only = with_ignore("re_fused", {"re:.*qkv_proj$"});
+  EXPECT_TRUE(fused_only.ok()) << RenderCheckReport(fused_only);
+  // Releases the no-mapping rule was not verified on: with a mapping, vLLM would compare the
+  // shard names, which the pattern misses; it may go either way.
+  CheckOptions old;
+  old.vllm_version = "0.25.1";
+  CheckReport unverified = with_ignore("re_old", {"re:.*qkv_proj$"}, old);
+  auto either = WithCode(unverified, "ignore-needs-fused-mapping");
+  ASSERT_EQ(either.size(), 2u);
+  EXPECT_EQ(either[0]->severity, Severity::kError);
+  EXPECT_NE(either[0]->message.find("not verified"), std::string::npos) << either[0]->message;
 }
 
 TEST(CheckVllmTree, SourceTreeWithoutVersionIsJudgedByItsCode) {

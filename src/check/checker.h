@@ -98,6 +98,7 @@ class Checker {
   void CheckIgnoreEntries();
   Status CheckTarget();
   Status ResolveVllm();
+  void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);
   void NoteDraftModule(const std::string& module, const ModuleTensors& mt, bool vllm_quantized,
                        std::optional<std::pair<int64_t, int64_t>> dims);
 
@@ -128,6 +129,8 @@ class Checker {
   std::set<std::string> vllm_module_names_;
   VllmTarget vllm_;
   DraftFacts draft_;
+  // Drafts: whether vLLM gives their quant config no fused-name mapping (vllm_rules.h).
+  std::optional<RuleJudgement> draft_mapping_;
   std::optional<int64_t> target_layers_;  // num_hidden_layers of --target's config
 };
 

@@ -173,19 +173,22 @@ const std::vector<VllmRule>& VllmRules() {
        "0.26.1rc1.dev); 0.32.0 loads and serves it (measured); releases in between not verified",
        "AttributeError: 'QKVParallelLinear' object has no attribute 'weight'",
        "keep q/k/v dense for older vLLM (sparkulator quantize does with --preset dflash), or "
-       "serve with vLLM 0.32.0 or newer"},
+       "serve with vLLM 0.32.0 or newer",
+       /*holds_since=*/""},
       {"laguna-dflash-quantized-qkv", "dflash-qkv-quantized", "laguna_dflash.py",
        CodeMarker::kUnguardedRead, ".qkv_proj.weight[", "UnquantizedLinearMethod", "0.32.0", "",
        "fails on 0.25.1 and 0.32.0 (measured): _build_context_kv_buffers reads qkv_proj.weight",
        "AttributeError: 'QKVParallelLinear' object has no attribute 'weight'",
        "keep qkv_proj dense: requantize with sparkulator quantize (the DFlash preset does), or "
-       "patch vLLM (sparkulator check --vllm DIR prints the patch)"},
+       "patch vLLM (sparkulator check --vllm DIR prints the patch)",
+       ""},
       {"laguna-dflash-unfused-qkv", "laguna-unfused-qkv", "laguna_dflash.py", CodeMarker::kAbsent,
        "", "k_proj", "0.32.0", "",
        "0.32.0 (measured): DFlashLagunaModel loads by parameter name with no q/k/v stacking",
        "KeyError: 'layers.0.self_attn.k_proj.weight'",
        "store q/k/v fused as one qkv_proj tensor (rows q, then k, then v) per layer, as the "
-       "published Laguna drafts do"},
+       "published Laguna drafts do",
+       ""},
       {"eagle3-default-aux-layers", "eagle3-aux-layers-default", "interfaces.py",
        CodeMarker::kDefinition, "return (2, num_layers // 2, num_layers - 3)", "", "", "",
        "0.32.0 (measured): with no aux layer ids the target collects its hidden states after "
@@ -193,7 +196,20 @@ const std::vector<VllmRule>& VllmRules() {
        "RuntimeError: shape '[-1, 768]' is invalid for input of size 4096 (HTTP 500, engine dead)",
        "write eagle_config.eagle_aux_hidden_state_layer_ids with as many distinct layers of the "
        "target (0..N) as fc takes hidden states (sparkulator example --family eagle3 "
-       "--target-layers N shows the layout)"},
+       "--target-layers N shows the layout)",
+       ""},
+      {"draft-quant-config-no-fused-mapping", "ignore-needs-fused-mapping", "utils.py",
+       CodeMarker::kDefinition,
+       "VllmConfig.get_quantization_config(draft_model_config, draft_load_config)", "", "", "",
+       "0.32.0 (read in its source, vllm#53116): get_draft_quant_config builds the draft's quant "
+       "config afresh and only the target's gets the model's packed_modules_mapping, so ignore "
+       "and targets are compared with the fused name (model.layers.T.self_attn.qkv_proj); older "
+       "releases not verified",
+       "AttributeError: 'QKVParallelLinear' object has no attribute 'data' (a shard-name literal: "
+       "q/k/v built quantized, the checkpoint holds them dense)",
+       "write vLLM's fused name (model.layers.T.self_attn.qkv_proj) or a re: pattern that matches "
+       "it, e.g. re:.*self_attn\\.(q|k|v|qkv)_proj$",
+       /*holds_since=*/"0.32.0"},
   };
   return kRules;
 }
@@ -228,7 +244,12 @@ RuleJudgement JudgeRule(const VllmRule& rule, const VllmTarget& target) {
   auto at_least = [&](std::string_view bound) {
     return !bound.empty() && CompareVllmVersions(target.version, *ParseVllmVersion(bound)) >= 0;
   };
-  if (rule.marker == CodeMarker::kDefinition) return {Verdict::kFails, version};
+  if (rule.marker == CodeMarker::kDefinition) {
+    if (!rule.holds_since.empty() && !at_least(rule.holds_since)) {
+      return {Verdict::kNotVerified, fmt::format("{}: {}", version, rule.evidence)};
+    }
+    return {Verdict::kFails, version};
+  }
   if (at_least(rule.first_working)) return {Verdict::kWorks, version};
   if (rule.first_working.empty() || at_most(rule.last_failing)) {
     return {Verdict::kFails, version};

@@ -61,6 +61,9 @@ struct VllmRule {
   std::string_view evidence;       // where the versions come from
   std::string_view vllm_error;     // what vLLM prints when it fails
   std::string_view fix;
+  // kDefinition rules judged by version: the oldest release the computation was read or measured
+  // on; older releases are not verified ("" holds in every version).
+  std::string_view holds_since;
 };
 
 // The table. Rules are looked up by id.

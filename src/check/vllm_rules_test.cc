@@ -176,6 +176,25 @@ TEST(VllmRules, CodeOfTheTreeOverridesTheVersion) {
   EXPECT_EQ((*findings)[0].file, "vllm/model_executor/models/laguna_dflash.py");
 }
 
+// Drafts' quant config without packed_modules_mapping: read in 0.32.0, older releases unverified.
+TEST(VllmRules, DraftNoFusedMappingHoldsFrom032) {
+  const VllmRule& rule = VllmRuleById("draft-quant-config-no-fused-mapping");
+  EXPECT_EQ(JudgeRule(rule, {V("0.32.0"), "test", ""}).verdict, Verdict::kFails);
+  RuleJudgement old = JudgeRule(rule, {V("0.25.1"), "test", ""});
+  EXPECT_EQ(old.verdict, Verdict::kNotVerified);
+  EXPECT_NE(old.basis.find("not verified"), std::string::npos) << old.basis;
+  // A tree decides by its code: the 0.32 get_draft_quant_config line, or a rewritten helper.
+  spk::testing::ScopedTempDir dir;
+  std::string tree = FakeTree(dir, "",
+                              {{"utils.py",
+                                "    return (\n        VllmConfig.get_quantization_config("
+                                "draft_model_config, draft_load_config)\n"}});
+  EXPECT_EQ(JudgeRule(rule, {V("0.25.1"), "test", tree}).verdict, Verdict::kFails);
+  spk::testing::ScopedTempDir other;
+  std::string rewritten = FakeTree(other, "", {{"utils.py", "def get_draft_quant_config(c):\n"}});
+  EXPECT_EQ(JudgeRule(rule, {V("0.32.0"), "test", rewritten}).verdict, Verdict::kNotVerified);
+}
+
 TEST(VllmRules, UnfusedLagunaIsFineWhenTheTreeStacksQkv) {
   spk::testing::ScopedTempDir dir;
   std::string tree =
