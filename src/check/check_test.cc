@@ -12,64 +12,12 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/example.h"
-#include "io/fs_util.h"
-#include "io/test_util.h"
-#include "quantize/quantize.h"
+#include "check/check_test_util.h"
 
 namespace spk {
 namespace {
 
-using Json = nlohmann::ordered_json;
-
-std::string Example(const spk::testing::ScopedTempDir& dir, const std::string& name,
-                    const std::string& family, int64_t target_layers = 0) {
-  ExampleOptions o;
-  o.family = family;
-  o.dir = dir / name;
-  o.target_layers = target_layers;
-  Status s = WriteExampleCheckpoint(o, FileSystem::Default());
-  EXPECT_TRUE(s.ok()) << s.message();
-  return o.dir;
-}
-
-// `sparkulator quantize SRC DST` (W4A16 RTN); `preset` none quantizes DFlash q/k/v too.
-std::string Quantize(const std::string& src, const std::string& dst, Preset preset,
-                     std::vector<std::string> ignore = {}) {
-  QuantizeOptions o;
-  o.source = src;
-  o.destination = dst;
-  o.plan.preset = preset;
-  o.plan.ignore = std::move(ignore);
-  o.threads = 1;
-  o.durability = Durability::kPageCache;
-  auto r = QuantizeCheckpoint(o, FileSystem::Default(), nullptr);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return dst;
-}
-
-void EditConfig(const std::string& dir, const std::function<void(Json&)>& edit) {
-  auto text = ReadWholeFile(dir + "/config.json");
-  ASSERT_TRUE(text.ok());
-  Json j = Json::parse(*text);
-  edit(j);
-  ASSERT_TRUE(WriteWholeFile(dir + "/config.json", j.dump(2)).ok());
-}
-
-CheckReport Check(const std::string& dir, CheckOptions o = {}) {
-  o.checkpoint = dir;
-  auto r = CheckCheckpoint(FileSystem::Default(), o);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return r.ok() ? *r : CheckReport{};
-}
-
-std::vector<const Finding*> WithCode(const CheckReport& r, std::string_view code) {
-  std::vector<const Finding*> out;
-  for (const Finding& f : r.findings) {
-    if (f.code == code) out.push_back(&f);
-  }
-  return out;
-}
+using namespace check_test;  // NOLINT: the test helpers
 
 TEST(CheckVllmVersion, Qwen3DFlashQuantizedQkvLoadsOn032FailsOnOld) {
   spk::testing::ScopedTempDir dir;
