@@ -1,10 +1,12 @@
-// `sparkulator check CKPT [--target T] [--tp N] [--json]` and `check --vllm DIR`: will vLLM load
-// the checkpoint right (exit 0) or not (exit 1, findings printed); does an installed vLLM carry the
-// known blockers of quantized drafts (exit 1, with the patches).
+// `sparkulator check CKPT [--target T] [--tp N] [--vllm-version V | --vllm DIR] [--json]` and
+// `check --vllm DIR`: will vLLM (that release, or that tree's code) load the checkpoint right
+// (exit 0) or not (exit 1, findings printed); does a vLLM tree carry unguarded blockers of
+// quantized drafts (exit 1, with the patches).
 #include <cstdio>
 #include <memory>
 
 #include "check/check.h"
+#include "check/vllm_rules.h"
 #include "check/vllm_source.h"
 #include "commands.h"
 
@@ -17,7 +19,14 @@ int RunVllmInspection(const std::string& dir, bool json) {
   if (json) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const Finding& f : *findings) out.push_back(FindingToJson(f));
-    std::printf("%s\n", nlohmann::ordered_json{{"vllm", dir}, {"findings", out}}.dump(2).c_str());
+    auto version = ReadVllmVersion(dir);
+    nlohmann::ordered_json report = {{"vllm", dir}};
+    if (version.ok()) {
+      report["vllm_version"] = version->version ? version->version->text : "";
+      report["vllm_version_source"] = version->source;
+    }
+    report["findings"] = out;
+    std::printf("%s\n", report.dump(2).c_str());
   } else {
     for (const Finding& f : *findings) {
       std::printf("%s  %s: %s\n\n%s\n", SeverityName(f.severity).data(), f.file.c_str(),
@@ -33,7 +42,6 @@ int RunVllmInspection(const std::string& dir, bool json) {
 void AddCheckCommand(CLI::App& app, CommandBody* run) {
   auto options = std::make_shared<CheckOptions>();
   auto json = std::make_shared<bool>(false);
-  auto vllm_dir = std::make_shared<std::string>();
   CLI::App* sub = app.add_subcommand(
       "check",
       "Check that vLLM loads a checkpoint, and loads it right: module naming and the ignore list, "
@@ -46,13 +54,21 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--target-layers", options->target_layers,
                   "The target's layer count, when the draft's config.json lacks it");
-  sub->add_option("--vllm", *vllm_dir,
-                  "Instead: inspect the vLLM installed in DIR (the folder holding the `vllm` "
-                  "package) for known blockers of quantized drafts and print the patches");
+  sub->add_option("--vllm", options->vllm_dir,
+                  "The vLLM in DIR (site-packages holding `vllm`, or a vLLM source tree): with "
+                  "CKPT, judge the version-dependent rules by its version and model code; alone, "
+                  "scan its model code for unguarded blockers of quantized drafts and print the "
+                  "patches");
+  sub->add_option("--vllm-version", options->vllm_version,
+                  "Judge the version-dependent rules for this vLLM release (default: the newest "
+                  "one verified, " +
+                      std::string(kNewestVerifiedVllm) + ")");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {
-      if (!vllm_dir->empty()) return RunVllmInspection(*vllm_dir, *json);
+      if (options->checkpoint.empty() && !options->vllm_dir.empty()) {
+        return RunVllmInspection(options->vllm_dir, *json);
+      }
       if (options->checkpoint.empty()) {
         return ReportError(Status::Usage("check: pass CKPT (or --vllm DIR)"));
       }

@@ -12,8 +12,10 @@
 // DecideIgnore, checkpoint/plan.h NotALinearReason/FamilyKeepReason/KernelRuleViolation,
 // checkpoint/quant_config.h, quant/scheme.h shapes. Reads headers, weight_shape and weight_scale
 // tensors only (bounded memory). Thread safety: call from one thread; no shared state.
-// Errors: the Result fails only when the checkpoint (or the target) cannot be found or the options
-// are bad (NotFound, Usage); everything wrong inside the folder is a Finding.
+// Findings that depend on the vLLM release (DFlash q/k/v, Laguna names, EAGLE-3 aux layers) are
+// judged for the vLLM of CheckOptions (check/draft_rules.h), and the report says which.
+// Errors: the Result fails only when the checkpoint (or the target, or the vLLM tree) cannot be
+// found or the options are bad (NotFound, Usage); everything wrong inside the folder is a Finding.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -32,6 +34,11 @@ struct CheckOptions {
   std::string target;      // empty: no pairing checks; else the target model (folder or repo id)
   int tp = 1;              // tensor-parallel size the kernel rules are checked for
   std::optional<int64_t> target_layers;  // the target's layer count, if config.json lacks it
+  // The vLLM the version-dependent rules (check/vllm_rules.h) are judged for: vllm_dir (an
+  // installed site-packages or a source tree: its version and its model code decide), else
+  // vllm_version, else the newest version verified (kNewestVerifiedVllm).
+  std::string vllm_version;
+  std::string vllm_dir;
 };
 
 struct CheckReport {
@@ -42,6 +49,9 @@ struct CheckReport {
   std::vector<std::string> shards;  // the shard files vLLM loads
   size_t quantized_modules = 0;     // Linear modules stored as weight_packed
   size_t dense_linear_modules = 0;  // Linear modules stored as .weight
+  std::string vllm_version;         // the vLLM release the findings are judged for
+  std::string vllm_version_source;  // "--vllm-version", the file it was read from, or the default
+  std::string vllm_tree;            // the vLLM tree whose model code was read, if any
   std::string serve;                // the `vllm serve` line that fits
   std::vector<Finding> findings;
   bool ok() const { return CountSeverity(findings, Severity::kError) == 0; }

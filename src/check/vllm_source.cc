@@ -5,24 +5,14 @@
 #include <algorithm>
 #include <optional>
 
+#include "check/vllm_code.h"
+#include "check/vllm_rules.h"
 #include "io/fs_util.h"
 
 namespace spk {
 namespace {
 
 constexpr int kContext = 3;
-
-std::vector<std::string> SplitLines(const std::string& text) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
-  return lines;
-}
 
 bool IsIdentChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
@@ -130,14 +120,6 @@ std::optional<Patched> PatchGetCacheScale(const std::vector<std::string>& lines)
   return p;
 }
 
-std::optional<std::string> ModelsDir(const std::string& dir) {
-  for (const std::string& candidate :
-       {dir + "/vllm/model_executor/models", dir + "/model_executor/models"}) {
-    if (IsDirectory(candidate)) return candidate;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::string UnifiedDiff(const std::string& path, const std::vector<std::string>& before,
@@ -222,31 +204,33 @@ std::string UnifiedDiff(const std::string& path, const std::vector<std::string>&
   return out;
 }
 
+// Scanning (which files and lines vLLM runs unguarded) is kept apart from the patch text above.
+// Only reads outside the rule's guard are reported: qwen3_dflash.py 0.32 reads qkv_proj.weight
+// only when every qkv_proj is unquantized and otherwise projects through the quant method.
 Result<std::vector<Finding>> InspectVllmSource(const std::string& dir) {
-  std::optional<std::string> models = ModelsDir(dir);
-  if (!models) {
-    return Status::NotFound(fmt::format(
-        "{}: no vllm/model_executor/models folder; pass the folder that holds the installed "
-        "`vllm` package (python -c 'import vllm, os; print(os.path.dirname(vllm.__path__[0]))')",
-        dir));
-  }
-  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(*models));
+  SPK_ASSIGN_OR_RETURN(std::string models, VllmModelsDir(dir));
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(models));
   std::sort(names.begin(), names.end());
+  const VllmRule& context_kv = VllmRuleById("qwen3-dflash-quantized-qkv");
   std::vector<Finding> findings;
   for (const std::string& name : names) {
     if (!name.ends_with(".py") || name.find("dflash") == std::string::npos) continue;
-    SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(*models + "/" + name));
-    std::vector<std::string> lines = SplitLines(text);
+    SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(models + "/" + name));
+    std::vector<std::string> lines = SplitSourceLines(text);
     std::string rel = "vllm/model_executor/models/" + name;
-    if (auto p = PatchContextKv(lines)) {
-      findings.push_back(
-          {Severity::kError, "vllm-dflash-context-kv", "", rel,
-           fmt::format("line(s) {} read qkv_proj.weight to build the context K/V; a quantized "
-                       "draft's qkv_proj has weight_packed instead, so vLLM fails with "
-                       "\"'QKVParallelLinear' object has no attribute 'weight'\" (vllm#51581)",
-                       fmt::join(p->changed, ", ")),
-           UnifiedDiff(rel, lines, p->lines)});
-      lines = p->lines;
+    std::vector<size_t> unguarded = UnguardedLines(lines, context_kv.needle, context_kv.guard);
+    if (!unguarded.empty()) {
+      if (auto p = PatchContextKv(lines)) {
+        findings.push_back(
+            {Severity::kError, "vllm-dflash-context-kv", "", rel,
+             fmt::format("line(s) {} read qkv_proj.weight to build the context K/V with no {} "
+                         "guard; a quantized draft's qkv_proj has weight_packed instead, so vLLM "
+                         "fails with \"'QKVParallelLinear' object has no attribute 'weight'\" "
+                         "(vllm#51581)",
+                         fmt::join(unguarded, ", "), context_kv.guard),
+             UnifiedDiff(rel, lines, p->lines)});
+        lines = p->lines;
+      }
     }
     if (name == "laguna_dflash.py") {
       // Against the text after the first patch, so that the two diffs apply one after the other.

@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "checkpoint/family.h"
 #include "checkpoint/plan.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
@@ -85,7 +86,13 @@ Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOp
   } else if (o.family == "dflash") {
     // One target layer id per fc input (default 3: 1, 3, 5), every other layer of the target.
     const int64_t fc_inputs = o.fc_inputs > 0 ? o.fc_inputs : 3;
-    const int64_t target_layers = std::max<int64_t>(8, 2 * fc_inputs + 2);
+    const int64_t target_layers =
+        o.target_layers > 0 ? o.target_layers : std::max<int64_t>(8, 2 * fc_inputs + 2);
+    if (2 * fc_inputs - 1 >= target_layers) {
+      return Status::Usage(fmt::format(
+          "--target-layers {}: a DFlash example reads target layers 1, 3, ..., {}; use at least {}",
+          target_layers, 2 * fc_inputs - 1, 2 * fc_inputs));
+    }
     Json ids = Json::array();
     for (int64_t k = 0; k < fc_inputs; ++k) ids.push_back(2 * k + 1);
     config["architectures"] = Json::array({"DFlashDraftModel"});
@@ -97,33 +104,56 @@ Result<std::pair<Json, std::vector<ExampleTensor>>> FamilyLayout(const ExampleOp
     t.push_back({"fc.weight", {o.hidden, o.hidden * fc_inputs}});
     t.push_back({"hidden_norm.weight", {o.hidden}, ExampleTensor::kOnes});
     t.push_back({"norm.weight", {o.hidden}, ExampleTensor::kOnes});
-  } else if (o.family == "eagle3") {
+  } else if (o.family == "eagle3" || o.family == "eagle3-speculators") {
+    const int64_t target_layers = o.target_layers > 0 ? o.target_layers : 8;
+    if (target_layers < 2) {
+      return Status::Usage("--target-layers: an EAGLE-3 head needs a target of at least 2 layers");
+    }
     const int64_t draft_vocab = o.vocab / 2;
-    config = Json{{"architectures", Json::array({"Eagle3Speculator"})},
-                  {"speculators_model_type", "eagle3"},
-                  {"draft_vocab_size", draft_vocab},
-                  {"norm_before_residual", false},
-                  {"target_hidden_size", nullptr},
-                  {"transformer_layer_config", BaseConfig(o, torch_dtype)},
-                  {"speculators_config",
-                   {{"algorithm", "eagle3"},
-                    {"proposal_methods",
-                     Json::array({{{"proposal_type", "greedy"}, {"speculative_tokens", 3}}})},
-                    {"default_proposal_method", "greedy"},
-                    {"verifier",
-                     {{"name_or_path", "example/target"},
-                      {"architectures", Json::array({"Qwen3ForCausalLM"})}}}}},
-                  {"torch_dtype", torch_dtype}};
+    Json ids = Json::array();
+    for (int64_t id : Eagle3AuxLayersFor(target_layers)) ids.push_back(id);
+    if (o.family == "eagle3") {
+      // vLLM's Eagle3Qwen3ForCausalLM reads the aux layer ids from eagle_config.
+      config["architectures"] = Json::array({"Eagle3Qwen3ForCausalLM"});
+      config["num_hidden_layers"] = 1;
+      config["draft_vocab_size"] = draft_vocab;
+      config["num_target_layers"] = target_layers;
+      config["eagle_config"] = {{"eagle_aux_hidden_state_layer_ids", ids},
+                                {"use_aux_hidden_state", true}};
+    } else {
+      // The speculators format: vLLM builds the draft config from transformer_layer_config and
+      // takes the aux layer ids from the top level (transformers_utils/configs/speculators).
+      Json layer = BaseConfig(o, torch_dtype);
+      layer["num_hidden_layers"] = 1;
+      config = Json{{"architectures", Json::array({"Eagle3Speculator"})},
+                    {"speculators_model_type", "eagle3"},
+                    {"draft_vocab_size", draft_vocab},
+                    {"norm_before_residual", false},
+                    {"target_hidden_size", nullptr},
+                    {"eagle_aux_hidden_state_layer_ids", ids},
+                    {"num_target_layers", target_layers},
+                    {"transformer_layer_config", layer},
+                    {"speculators_config",
+                     {{"algorithm", "eagle3"},
+                      {"proposal_methods",
+                       Json::array({{{"proposal_type", "greedy"}, {"speculative_tokens", 3}}})},
+                      {"default_proposal_method", "greedy"},
+                      {"verifier",
+                       {{"name_or_path", "example/target"},
+                        {"architectures", Json::array({"Qwen3ForCausalLM"})}}}}},
+                    {"torch_dtype", torch_dtype}};
+    }
     t.push_back({"embed_tokens.weight", {o.vocab, o.hidden}});
     AddDecoderLayer(o, "layers.0.", 2 * o.hidden, &t);
+    t.push_back({"layers.0.hidden_norm.weight", {o.hidden}, ExampleTensor::kOnes});
     t.push_back({"fc.weight", {o.hidden, 3 * o.hidden}});
     t.push_back({"norm.weight", {o.hidden}, ExampleTensor::kOnes});
     t.push_back({"lm_head.weight", {draft_vocab, o.hidden}});
     t.push_back({"d2t", {draft_vocab}, ExampleTensor::kIndexI64});
     t.push_back({"t2d", {o.vocab}, ExampleTensor::kMaskBool});
   } else {
-    return Status::Usage(
-        fmt::format("unknown example family '{}': use dflash, eagle3 or llm", o.family));
+    return Status::Usage(fmt::format(
+        "unknown example family '{}': use dflash, eagle3, eagle3-speculators or llm", o.family));
   }
   return std::make_pair(std::move(config), std::move(t));
 }
@@ -205,7 +235,7 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
   constexpr int64_t kMaxDim = 1 << 20;
   if (o.intermediate <= 0 || o.intermediate > kMaxDim || o.vocab < 2 || o.vocab > kMaxDim ||
       o.hidden > kMaxDim || o.layers < 1 || o.layers > 1024 || o.kv_heads > 1024 ||
-      o.fc_inputs > 64) {
+      o.fc_inputs > 64 || o.target_layers < 0 || o.target_layers > 4096) {
     return Status::Usage(fmt::format(
         "example sizes out of range: --hidden/--intermediate/--vocab up to {}, --layers 1..1024",
         kMaxDim));

@@ -96,8 +96,10 @@ std::string_view PresetName(Preset preset) {
   return "auto";
 }
 
-FamilyDetection DetectFamily(const ModelConfig& config,
-                             const std::vector<std::string>& tensor_names, Preset preset) {
+namespace {
+
+FamilyDetection DetectFamilyOnly(const ModelConfig& config,
+                                 const std::vector<std::string>& tensor_names, Preset preset) {
   FamilyDetection detected = Detect(config, tensor_names);
   if (preset == Preset::kAuto) return detected;
   FamilyDetection d;
@@ -121,6 +123,15 @@ FamilyDetection DetectFamily(const ModelConfig& config,
     default:
       d.family = ModelFamily::kLlm;
   }
+  return d;
+}
+
+}  // namespace
+
+FamilyDetection DetectFamily(const ModelConfig& config,
+                             const std::vector<std::string>& tensor_names, Preset preset) {
+  FamilyDetection d = DetectFamilyOnly(config, tensor_names, preset);
+  d.num_speculative_tokens = NumSpeculativeTokens(d.family, config, &d.speculative_tokens_reason);
   return d;
 }
 
@@ -191,6 +202,73 @@ std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoi
   }
   if (naming.add_model_prefix && !name.starts_with("model.")) name = "model." + name;
   return name;
+}
+
+std::vector<int64_t> Eagle3DefaultAuxLayers(int64_t layers) {
+  std::vector<int64_t> ids;
+  for (int64_t id : {int64_t{2}, layers / 2, layers - 3}) {
+    if (id >= 0 && id <= layers && std::find(ids.begin(), ids.end(), id) == ids.end()) {
+      ids.push_back(id);
+    }
+  }
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+std::vector<int64_t> Eagle3AuxLayersFor(int64_t layers) {
+  std::vector<int64_t> ids = Eagle3DefaultAuxLayers(layers);
+  if (ids.size() == 3) return ids;
+  return {layers - 2, layers - 1, layers};
+}
+
+namespace {
+
+std::optional<int64_t> PositiveInt(const nlohmann::ordered_json& obj, const char* key) {
+  if (!obj.is_object()) return std::nullopt;
+  auto it = obj.find(key);
+  if (it == obj.end() || !it->is_number_integer() || it->get<int64_t>() <= 0) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+int NumSpeculativeTokens(ModelFamily family, const ModelConfig& config, std::string* why) {
+  const auto& j = config.json;
+  switch (family) {
+    case ModelFamily::kDFlash: {
+      std::optional<int64_t> block = PositiveInt(j, "block_size");
+      if (!block && j.contains("dflash_config"))
+        block = PositiveInt(j["dflash_config"], "block_size");
+      if (block && *block >= 2) {
+        *why = fmt::format("block_size {} - 1 (DFlash drafts the block after its anchor token)",
+                           *block);
+        return static_cast<int>(*block - 1);
+      }
+      *why = "block_size not in config.json: 15, for the block of 16 the published drafts use";
+      return 15;
+    }
+    case ModelFamily::kEagle3: {
+      if (j.contains("speculators_config") && j["speculators_config"].is_object()) {
+        const auto& methods =
+            j["speculators_config"].value("proposal_methods", nlohmann::ordered_json::array());
+        if (methods.is_array() && !methods.empty()) {
+          if (auto n = PositiveInt(methods[0], "speculative_tokens")) {
+            *why = "speculators_config.proposal_methods[0].speculative_tokens";
+            return static_cast<int>(*n);
+          }
+        }
+      }
+      *why = "EAGLE-3 default: 3 (the head drafts one token per step)";
+      return 3;
+    }
+    case ModelFamily::kMtp:
+      *why = "MTP: one token per MTP layer";
+      return 1;
+    case ModelFamily::kLlm:
+      break;
+  }
+  *why = "not a draft";
+  return 0;
 }
 
 std::string FusedModuleName(std::string_view vllm_module) {

@@ -28,9 +28,11 @@ std::string_view PresetName(Preset preset);
 
 struct FamilyDetection {
   ModelFamily family = ModelFamily::kLlm;
-  bool laguna_style = false;  // fused qkv_proj and g_proj stored in the checkpoint
-  bool family_rules = true;   // false for --preset none: only the universal rules apply
-  std::string reason;         // why this family, for `inspect`
+  bool laguna_style = false;              // fused qkv_proj and g_proj stored in the checkpoint
+  bool family_rules = true;               // false for --preset none: only the universal rules apply
+  std::string reason;                     // why this family, for `inspect`
+  int num_speculative_tokens = 0;         // what the `vllm serve` line uses (NumSpeculativeTokens)
+  std::string speculative_tokens_reason;  // where that number comes from
 };
 
 // `preset` kAuto detects; any other preset is taken as given (and the reason says so).
@@ -58,6 +60,23 @@ std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoi
 // The fused module a shard belongs to in vLLM ("...self_attn.q_proj" -> "...self_attn.qkv_proj"),
 // or the name itself when it is not a shard.
 std::string FusedModuleName(std::string_view vllm_module);
+
+// vLLM's default EAGLE-3 aux layers for a target of `layers` layers when the head names none
+// (vllm/model_executor/models/interfaces.py get_eagle3_default_aux_hidden_state_layers, 0.32:
+// (2, N // 2, N - 3)), deduplicated and limited to the ids the target collects: 0 (the embedding
+// output) to N (after the last layer).
+std::vector<int64_t> Eagle3DefaultAuxLayers(int64_t layers);
+
+// Three distinct aux layer ids for a target of `layers` (>= 2) layers: vLLM's default when it gives
+// three, else the last three (layers - 2, layers - 1, layers).
+std::vector<int64_t> Eagle3AuxLayersFor(int64_t layers);
+
+// The num_speculative_tokens that fits the draft (the `vllm serve` line): DFlash drafts one block,
+// the anchor token plus block_size - 1 masked positions (vLLM's DFlash proposer runs 1 + K
+// queries), so K = block_size - 1 (block_size at the top level or in dflash_config; 15 when
+// absent, the block of 16 the published drafts use); EAGLE-3 the speculators config's
+// speculative_tokens, else 3; MTP 1; 0 for an LLM. `why` says where the number comes from.
+int NumSpeculativeTokens(ModelFamily family, const ModelConfig& config, std::string* why);
 
 // Layer index of "...layers.N...." if any.
 std::optional<int64_t> LayerIndex(std::string_view name);

@@ -165,8 +165,9 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
   switch (family.family) {
     case ModelFamily::kDFlash:
       if (leaf == "q_proj" || leaf == "k_proj" || leaf == "v_proj" || leaf == "qkv_proj") {
-        return "DFlash: vLLM builds the context K/V from qkv_proj.weight directly, with no dequant "
-               "path (vllm#51581); q/k/v stay dense";
+        return "DFlash: q/k/v stay dense so that every vLLM loads the draft: Laguna DFlash and "
+               "vLLM up to 0.26 build the context K/V from qkv_proj.weight directly (vllm#51581); "
+               "Qwen3 DFlash on vLLM 0.32 would also load them quantized (--preset none)";
       }
       if (leaf == "g_proj") return "DFlash (Laguna): per-head gate, out = heads, not Marlin-legal";
       return std::nullopt;

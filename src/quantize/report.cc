@@ -72,30 +72,33 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
               {"quantized_modules", packed_modules},
               {"tensors", tensors},
               {"size", SizeJson(total, total)},
-              {"serve", ServeLine(family.family, src.dir, TargetOf(src.config))},
+              {"serve", ServeLine(family, src.dir, TargetOf(src.config))},
+              {"num_speculative_tokens_reason", family.speculative_tokens_reason},
               {"warnings", src.files.warnings()}};
 }
 
 }  // namespace
 
 // The serving recipe of docs/vllm.md for the checkpoint at `path`.
-std::string ServeLine(ModelFamily family, const std::string& path, const std::string& target) {
-  switch (family) {
+std::string ServeLine(const FamilyDetection& family, const std::string& path,
+                      const std::string& target) {
+  const int k = family.num_speculative_tokens;
+  switch (family.family) {
     case ModelFamily::kDFlash:
       return fmt::format(
           "vllm serve {} --max-num-seqs 4 --max-num-batched-tokens 8192 --speculative-config "
-          "'{{\"method\":\"dflash\",\"model\":\"{}\",\"num_speculative_tokens\":6}}'",
-          target, path);
+          "'{{\"method\":\"dflash\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+          target, path, k);
     case ModelFamily::kEagle3:
       return fmt::format(
           "vllm serve {} --speculative-config "
-          "'{{\"method\":\"eagle3\",\"model\":\"{}\",\"num_speculative_tokens\":3}}'",
-          target, path);
+          "'{{\"method\":\"eagle3\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+          target, path, k);
     case ModelFamily::kMtp:
       return fmt::format(
           "vllm serve {} --speculative-config "
-          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":1}}'",
-          path);
+          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":{}}}'",
+          path, k);
     case ModelFamily::kLlm:
       return fmt::format("vllm serve {}", path);
   }
@@ -134,7 +137,8 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"shards", s.shards},
               {"tensors", tensors},
               {"size", SizeJson(s.source_tensor_bytes, s.output_tensor_bytes)},
-              {"serve", ServeLine(plan.family.family, out_path, "<target>")},
+              {"serve", ServeLine(plan.family, out_path, "<target>")},
+              {"num_speculative_tokens_reason", plan.family.speculative_tokens_reason},
               {"copied_files", s.copied_files},
               {"warnings", s.warnings},
               {"seconds", s.seconds}};
@@ -185,6 +189,8 @@ std::string RenderReport(const Json& r, bool with_tensors) {
   for (const Json& w : r["warnings"]) line(fmt::format("warning:    {}", w.get<std::string>()));
   line("");
   line(fmt::format("serve with: {}", r.value("serve", "")));
+  std::string why = r.value("num_speculative_tokens_reason", "");
+  if (!why.empty() && why != "not a draft") line(fmt::format("  num_speculative_tokens: {}", why));
   return out;
 }
 

@@ -197,9 +197,57 @@ def test_quantized_embedding(ckpts, spk, tmp_path):
 
 
 def test_dflash_draft_with_quantized_qkv(ckpts, spk):
-    found = codes(check(spk, ckpts["mfp_dflash"], expect=1))
+    # vLLM 0.32 (the default) loads a Qwen3 DFlash draft with quantized q/k/v: an info finding.
+    report = check(spk, ckpts["mfp_dflash"], expect=0)
+    assert report["vllm_version"] == "0.32.0"
+    assert "newest version verified" in report["vllm_version_source"]
+    assert "dflash-qkv-quantized" in {c for c, _ in codes(report, "info")}
+    # vLLM 0.25.1 reads qkv_proj.weight and fails: an error per module.
+    report = check(spk, ckpts["mfp_dflash"], "--vllm-version", "0.25.1", expect=1)
+    assert report["vllm_version_source"] == "--vllm-version"
+    found = codes(report)
     assert ("dflash-qkv-quantized", "layers.0.self_attn.q_proj") in found
     assert ("dflash-qkv-quantized", "layers.1.self_attn.v_proj") in found
+    # Between the last version seen failing and the first seen working: not verified.
+    report = check(spk, ckpts["mfp_dflash"], "--vllm-version", "0.29.0", expect=0)
+    assert "dflash-qkv-quantized" in {c for c, _ in codes(report, "warning")}
+    proc = spk("check", ckpts["mfp_dflash"], "--vllm-version", "soon", expect=2)
+    assert "not a vLLM version" in proc.stderr
+
+
+def test_laguna_unfused_qkv_names(ckpts, spk, tmp_path):
+    d = copy(ckpts, "dflash", tmp_path)
+    edit_config(d, lambda c: c.update(architectures=["DFlashLagunaForCausalLM"]))
+    report = check(spk, d, expect=1)
+    bad = [f for f in report["findings"] if f["code"] == "laguna-unfused-qkv"]
+    assert len(bad) == 1 and bad[0]["module"].startswith("layers.0.self_attn.k_proj")
+    assert "KeyError: 'layers.0.self_attn.k_proj.weight'" in bad[0]["message"]
+    assert "qkv_proj" in bad[0]["fix"]
+
+
+def test_eagle3_example_names_aux_layers_and_check_catches_missing_ones(spk, tmp_path):
+    head = tmp_path / "head"
+    spk("example", head, "--family", "eagle3", "--target-layers", "4")
+    cfg = json.loads((head / "config.json").read_text())
+    assert cfg["architectures"] == ["Eagle3Qwen3ForCausalLM"]
+    assert cfg["eagle_config"]["eagle_aux_hidden_state_layer_ids"] == [2, 3, 4]
+    report = check(spk, head, "--target-layers", "4", expect=0)
+    assert '"num_speculative_tokens":3' in report["serve"]
+    edit_config(head, lambda c: (c.pop("eagle_config"), c.pop("num_target_layers")))
+    assert ("eagle3-aux-layers-default", "config.json") in codes(check(spk, head, expect=0),
+                                                                 "warning")
+    report = check(spk, head, "--target-layers", "4", expect=1)
+    bad = [f for f in report["findings"] if f["code"] == "eagle3-aux-layers-default"]
+    assert bad and "[1, 2]" in bad[0]["message"] and "[2, 3, 4]" in bad[0]["fix"]
+
+
+def test_inspect_and_check_take_num_speculative_tokens_from_block_size(ckpts, spk, tmp_path):
+    d = copy(ckpts, "dflash", tmp_path)
+    edit_config(d, lambda c: c.update(block_size=4))
+    report = json.loads(spk("inspect", d, "--json").stdout)
+    assert '"num_speculative_tokens":3' in report["serve"], report["serve"]
+    assert "block_size 4" in report["num_speculative_tokens_reason"]
+    assert '"num_speculative_tokens":3' in check(spk, d, expect=0)["serve"]
 
 
 def test_kernel_rules_per_tp(ckpts, spk):
@@ -282,12 +330,15 @@ def test_target_pairing(ckpts, spk, tmp_path):
 
 
 def test_draft_without_mapping_disagreement(ckpts, spk, tmp_path):
-    # Only the fused name is ignored: with packed_modules_mapping vLLM checks the shard names and
-    # quantizes; without it (drafts, vllm#53116) it ignores. vLLM may go either way: an error.
+    # Only the fused name is ignored. vLLM 0.32 gives a draft's quant config no
+    # packed_modules_mapping (vllm#53116) and compares the fused name itself: q/k/v stay dense and
+    # the draft loads. On releases where that is not verified, a mapping would make vLLM compare
+    # the shard names and quantize: an error there.
     d = copy(ckpts, "q_dflash", tmp_path)
     edit_config(d, lambda c: c["quantization_config"].update(ignore=["re:.*qkv_proj$"]))
-    found = codes(check(spk, d, expect=1))
-    assert ("ignore-needs-fused-mapping", "model.layers.8.self_attn.qkv_proj") in found
+    check(spk, d, expect=0)
+    old = codes(check(spk, d, "--vllm-version", "0.25.1", expect=1))
+    assert ("ignore-needs-fused-mapping", "model.layers.8.self_attn.qkv_proj") in old
 
 
 def test_vllm_source_blockers_and_patch_applies(spk, tmp_path):
@@ -324,3 +375,81 @@ def test_vllm_source_blockers_and_patch_applies(spk, tmp_path):
     # Already patched: nothing left to report.
     proc = spk("check", "--vllm", tmp_path / "site", expect=0)
     assert "no known blocker" in proc.stdout
+
+
+# --- the vLLM a check is judged for: fake trees per version marker, and the real installed one ---
+
+GUARDED_QWEN3 = (
+    "class DFlashQwen3Model:\n"
+    "    def _build_context_kv_buffers(self, layers_attn, has_bias):\n"
+    "        if all(\n"
+    "            isinstance(a.qkv_proj.quant_method, UnquantizedLinearMethod)\n"
+    "            for a in layers_attn\n"
+    "        ):\n"
+    "            kv_weights = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]\n")
+UNGUARDED_QWEN3 = (
+    "class DFlashQwen3Model:\n"
+    "    def _build_context_kv_buffers(self, layers_attn, has_bias):\n"
+    "        kv_weights = [a.qkv_proj.weight[a.q_size :] for a in layers_attn]\n")
+
+
+def fake_vllm(root: Path, qwen3_dflash: str, version_py=None, dist_info=None) -> Path:
+    models = root / "vllm" / "model_executor" / "models"
+    models.mkdir(parents=True)
+    (models / "qwen3_dflash.py").write_text(qwen3_dflash)
+    if version_py:
+        (root / "vllm" / "_version.py").write_text(f"__version__ = version = '{version_py}'\n")
+    if dist_info:
+        meta = root / f"vllm-{dist_info}.dist-info"
+        meta.mkdir()
+        (meta / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {dist_info}\n")
+    return root
+
+
+@pytest.mark.parametrize("marker,code,expect_ok,version", [
+    ("version_py", UNGUARDED_QWEN3, False, "0.25.1"),
+    ("dist_info", GUARDED_QWEN3, True, "0.32.0+cpu"),
+    # The code decides over the number: an old number with the guarded code loads.
+    ("version_py", GUARDED_QWEN3, True, "0.25.1"),
+    (None, UNGUARDED_QWEN3, False, None),   # a source checkout: no version, the code decides
+])
+def test_check_with_fake_vllm_trees(ckpts, spk, tmp_path, marker, code, expect_ok, version):
+    kwargs = {marker: version} if marker else {}
+    tree = fake_vllm(tmp_path / "site", code, **kwargs)
+    report = check(spk, ckpts["mfp_dflash"], "--vllm", tree, expect=0 if expect_ok else 1)
+    assert report["vllm_tree"] == str(tree)
+    if version:
+        assert report["vllm_version"] == version
+        assert ("_version.py" if marker == "version_py" else "METADATA") in \
+            report["vllm_version_source"]
+    else:
+        assert "judged by its code" in report["vllm_version_source"]
+    severity = "info" if expect_ok else "error"
+    assert "dflash-qkv-quantized" in {c for c, _ in codes(report, severity)}
+    # Alone, --vllm reports only an unguarded read.
+    proc = spk("check", "--vllm", tree, "--json", expect=0 if expect_ok else 1)
+    found = json.loads(proc.stdout)["findings"]
+    assert bool(found) == (not expect_ok)
+
+
+REAL_VLLM = Path("/work/main/.venv-vllm/lib/python3.11/site-packages")
+
+
+@pytest.mark.skipif(not (REAL_VLLM / "vllm" / "model_executor").is_dir(),
+                    reason=f"no installed vLLM tree at {REAL_VLLM}")
+def test_check_against_the_installed_vllm_tree(ckpts, spk, tmp_path):
+    # The real 0.32 code: qwen3_dflash.py guards its read, laguna_dflash.py does not.
+    proc = spk("check", "--vllm", REAL_VLLM, "--json", expect=1)
+    out = json.loads(proc.stdout)
+    files = {f["file"] for f in out["findings"] if f["code"] == "vllm-dflash-context-kv"}
+    assert files == {"vllm/model_executor/models/laguna_dflash.py"}, files
+    assert out["vllm_version"].startswith("0.32.0")
+    report = check(spk, ckpts["mfp_dflash"], "--vllm", REAL_VLLM, expect=0)
+    assert report["vllm_version"].startswith("0.32.0") and "_version.py" in \
+        report["vllm_version_source"]
+    info = [f for f in report["findings"] if f["code"] == "dflash-qkv-quantized"]
+    assert info and info[0]["severity"] == "info" and "guard" in info[0]["message"]
+    d = copy(ckpts, "mfp_dflash", tmp_path)
+    edit_config(d, lambda c: c.update(architectures=["DFlashLagunaForCausalLM"]))
+    found = codes(check(spk, d, "--vllm", REAL_VLLM, expect=1))
+    assert ("dflash-qkv-quantized", "layers.0.self_attn.q_proj") in found

@@ -60,7 +60,7 @@ def test_dequantize_refuses_dense_input_and_existing_output(spk, tmp_path):
 
 def test_dequantize_restores_a_speculators_config(spk, tmp_path):
     src, q, dq = tmp_path / "src", tmp_path / "q", tmp_path / "dq"
-    spk("example", src, "--family", "eagle3")
+    spk("example", src, "--family", "eagle3-speculators")
     spk("quantize", src, q)
     spk("dequantize", q, dq)
     assert json.loads((dq / "config.json").read_text()) == json.loads(

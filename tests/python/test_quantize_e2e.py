@@ -29,7 +29,7 @@ DTYPES = {"BF16": torch.bfloat16, "F16": torch.float16, "F32": torch.float32}
 def examples(tmp_path_factory, spk):
     root = tmp_path_factory.mktemp("examples")
     out = {}
-    for family in ("dflash", "eagle3", "llm"):
+    for family in ("dflash", "eagle3", "eagle3-speculators", "llm"):
         src = root / family
         spk("example", src, "--family", family)
         out[family] = src
@@ -76,19 +76,23 @@ def test_dflash_plan_files_and_config(examples, spk, tmp_path):
         assert f.metadata() == {"format": "pt"}
 
 
-def test_eagle3_keeps_head_and_index_tensors(examples, spk, tmp_path):
+@pytest.mark.parametrize("layout", ["eagle3", "eagle3-speculators"])
+def test_eagle3_keeps_head_and_index_tensors(examples, spk, tmp_path, layout):
     dst = tmp_path / "q"
-    report = quantize(spk, examples["eagle3"], dst)
+    report = quantize(spk, examples[layout], dst)
     assert report["family"] == "eagle3"
     t = load_dir(dst)
-    src = load_dir(examples["eagle3"])
+    src = load_dir(examples[layout])
     for kept in ("lm_head.weight", "embed_tokens.weight", "d2t", "t2d", "norm.weight"):
         assert torch.equal(t[kept], src[kept]), kept
     assert "layers.0.self_attn.q_proj.weight_packed" in t
     assert "fc.weight_packed" in t
     # vLLM reads a speculators draft's config from transformer_layer_config only.
     cfg = json.loads((dst / "config.json").read_text())
-    assert cfg["transformer_layer_config"]["quantization_config"] == cfg["quantization_config"]
+    if layout == "eagle3-speculators":
+        assert cfg["transformer_layer_config"]["quantization_config"] == cfg["quantization_config"]
+    else:
+        assert "transformer_layer_config" not in cfg and "quantization_config" in cfg
 
 
 @pytest.mark.parametrize("scheme,group,dtype", [

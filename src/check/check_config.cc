@@ -1,0 +1,134 @@
+// Checker parts: config.json and quantization_config (formats, schemes, group sizes, keys).
+#include "check/checker.h"
+
+#include "io/fs_util.h"
+#include "quant/scheme.h"
+
+namespace spk::check_internal {
+
+bool Checker::LoadConfig() {
+  std::string path = dir_ + "/config.json";
+  if (!FileExists(path)) {
+    Add(Severity::kError, "config-missing", "", "config.json",
+        "no config.json: vLLM cannot build the model", "copy config.json from the source model");
+    return false;
+  }
+  auto text = ReadWholeFile(path);
+  auto parsed = text.ok() ? ParseModelConfig(path, *text) : Result<ModelConfig>(text.status());
+  if (!parsed.ok()) {
+    Add(Severity::kError, "config-invalid", "", "config.json", parsed.status().message(),
+        "fix config.json");
+    return false;
+  }
+  config_ = std::move(parsed).value();
+  return true;
+}
+
+void Checker::CheckQuantConfig() {
+  report_.scheme = "dense";
+  if (!config_.has_quantization_config) return;
+  auto parsed = ParseQuantizationConfig("config.json", config_.json);
+  if (!parsed.ok()) {
+    Add(Severity::kError, "quant-config-invalid", "", "config.json", parsed.status().message(),
+        "rewrite quantization_config in the form of docs/formats.md 2.2");
+    return;
+  }
+  if (parsed->quant_method != "compressed-tensors") {
+    Add(Severity::kWarning, "quant-method-not-checked", "", "config.json",
+        fmt::format("quant_method '{}': only compressed-tensors checkpoints are checked module "
+                    "by module",
+                    parsed->quant_method),
+        "");
+    return;
+  }
+  qc_ = std::move(parsed).value();
+  auto check_format = [&](const std::string& format, const std::string& where) {
+    if (format.empty() || format == "pack-quantized") return;
+    if (FormatsNotChecked().count(format)) {
+      Add(Severity::kWarning, "format-not-checked", "", "config.json",
+          fmt::format("{} format '{}' is not verified tensor by tensor", where, format), "");
+    } else {
+      Add(Severity::kError, "unknown-format", "", "config.json",
+          fmt::format("{} format '{}' is not a compressed-tensors format vLLM knows", where,
+                      format),
+          "use \"pack-quantized\" for integer weight-only schemes");
+    }
+  };
+  check_format(qc_->format, "quantization_config");
+  std::vector<std::string> labels;
+  for (const ConfigGroup& g : qc_->groups) {
+    check_format(g.format, "config_groups." + g.name);
+    std::vector<std::optional<ModulePattern>> targets;
+    for (const std::string& t : g.targets) {
+      if (t == "Linear") {
+        targets.emplace_back(std::nullopt);
+        continue;
+      }
+      auto p = ModulePattern::Parse(t);
+      if (!p.ok()) {
+        Add(Severity::kError, "target-invalid-regex", t, "config.json", p.status().message(),
+            "fix the pattern (Python re syntax)");
+      } else {
+        targets.emplace_back(std::move(p).value());
+      }
+    }
+    targets_.push_back(std::move(targets));
+    if (g.has_input_activations) {
+      Add(Severity::kWarning, "not-weight-only", g.name, "config.json",
+          "the group quantizes activations too; only weight-only schemes are checked in full", "");
+    }
+    if (!g.weights) continue;
+    const WeightQuantArgs& w = *g.weights;
+    labels.push_back(SchemeLabel(w));
+    bool known_bits = w.type == "int" && (w.num_bits == 4 || w.num_bits == 8);
+    bool known_strategy = w.strategy == "group" || w.strategy == "channel";
+    if (!known_bits || !known_strategy) {
+      Add(Severity::kError, "unknown-scheme", g.name, "config.json",
+          fmt::format("weights type '{}' num_bits {} strategy '{}' is not an integer W4A16/W8A16 "
+                      "scheme vLLM's WNA16 path runs",
+                      w.type, w.num_bits, w.strategy),
+          "use type int, num_bits 4 or 8, strategy group or channel");
+    }
+    if (w.strategy == "group") {
+      int64_t gs = w.group_size.value_or(0);
+      if (gs == kChannelWise || !IsKernelGroupSize(gs)) {
+        Add(Severity::kError, "group-size-unsupported", g.name, "config.json",
+            fmt::format("group_size {} has no vLLM (Marlin) kernel", gs),
+            "requantize with group size 32, 64, 128 or channel-wise");
+      }
+    }
+    if (!w.symmetric && w.num_bits == 8) {
+      Add(Severity::kWarning, "asym-int8-no-marlin", g.name, "config.json",
+          "asymmetric int8 never runs on Marlin; vLLM falls back to a slower kernel or fails",
+          "use symmetric int8 (w8a16)");
+    }
+  }
+  for (const std::string& key : qc_->unknown_weight_keys) {
+    // A key set to a value changes what newer releases do and fails older ones: an error. Set to
+    // null (llm-compressor 0.13+ writes "scale_dtype": null) it only fails the old releases.
+    bool set = false;
+    for (const auto& [name, group] : config_.json["quantization_config"]["config_groups"].items()) {
+      if (group.contains("weights") && group["weights"].is_object() &&
+          group["weights"].contains(key) && !group["weights"][key].is_null()) {
+        set = true;
+      }
+    }
+    Add(set ? Severity::kError : Severity::kWarning, "quant-args-key", key, "config.json",
+        fmt::format("QuantizationArgs key '{}'{} is rejected by older compressed-tensors "
+                    "releases (\"extra fields not permitted\"), so vLLM installs with them fail "
+                    "to load the checkpoint",
+                    key, set ? "" : " (null)"),
+        fmt::format("remove '{}' from config_groups.*.weights (docs/formats.md 2.2)", key));
+  }
+  auto ignore = ParsePatterns(qc_->ignore, "ignore");
+  if (!ignore.ok()) {
+    Add(Severity::kError, "ignore-invalid-regex", "", "config.json", ignore.status().message(),
+        "fix the pattern (Python re syntax)");
+  } else {
+    ignore_ = std::move(ignore).value();
+  }
+  report_.scheme =
+      labels.empty() ? "compressed-tensors" : fmt::format("{}", fmt::join(labels, ", "));
+}
+
+}  // namespace spk::check_internal

@@ -1,0 +1,139 @@
+// Checker parts: which shards vLLM loads, the shard index, the safetensors rules of every file.
+#include "check/checker.h"
+
+#include <algorithm>
+
+#include "io/fs_util.h"
+
+namespace spk::check_internal {
+
+void Checker::LoadFiles() {
+  auto listing = ListDirectory(dir_);
+  std::vector<std::string> present;
+  if (listing.ok()) {
+    for (const std::string& name : *listing) {
+      if (HasSuffix(name, ".safetensors") && FileExists(dir_ + "/" + name)) {
+        present.push_back(name);
+      }
+    }
+  }
+  std::sort(present.begin(), present.end());
+  std::string index_path = dir_ + "/" + std::string(kShardIndexFileName);
+  if (FileExists(index_path)) {
+    auto text = ReadWholeFile(index_path);
+    auto parsed =
+        text.ok() ? ParseShardIndex(index_path, *text) : Result<ShardIndex>(text.status());
+    if (!parsed.ok()) {
+      Add(Severity::kError, "index-invalid", "", std::string(kShardIndexFileName),
+          parsed.status().message(),
+          "rewrite the index: {\"metadata\": {\"total_size\": N}, \"weight_map\": {tensor: file}}");
+    } else {
+      index_ = std::move(parsed).value();
+    }
+  }
+  if (!index_) {
+    if (present.empty()) {
+      Add(Severity::kError, "no-safetensors", "", "",
+          "the folder holds no .safetensors file; vLLM has nothing to load",
+          "save the weights as safetensors (model.safetensors or shards with an index)");
+      return;
+    }
+    if (present.size() > 1) {
+      Add(Severity::kWarning, "index-missing", "", "",
+          fmt::format("{} .safetensors files but no {}: vLLM loads them all, transformers "
+                      "loads none",
+                      present.size(), kShardIndexFileName),
+          "write model.safetensors.index.json");
+    }
+    for (const std::string& f : present) OpenShard(f, true);
+    return;
+  }
+  std::map<std::string, size_t> listed;  // file -> tensors the index places there
+  for (const auto& [tensor, file] : index_->weight_map) listed[file]++;
+  for (const auto& [file, count] : listed) {
+    if (std::find(present.begin(), present.end(), file) == present.end()) {
+      Add(Severity::kError, "index-file-missing", "", file,
+          fmt::format("the index places {} tensor(s) in {}, which does not exist; vLLM fails to "
+                      "load the checkpoint",
+                      count, file),
+          "copy the missing shard into the folder, or rewrite the index");
+    } else {
+      OpenShard(file, true);
+    }
+  }
+  for (const std::string& file : present) {
+    if (!listed.count(file)) OpenShard(file, false);
+  }
+  CheckIndexAgainstShards();
+}
+
+void Checker::OpenShard(const std::string& file, bool listed) {
+  auto reader = SafetensorsReader::Open(fs_, dir_ + "/" + file);
+  if (!reader.ok()) {
+    Add(Severity::kError, "safetensors-invalid", "", file, reader.status().message(),
+        "rewrite the file with a conforming safetensors writer (docs/formats.md section 1)");
+    return;
+  }
+  const auto& metadata = reader->header().metadata;
+  auto format = std::find_if(metadata.begin(), metadata.end(),
+                             [](const auto& kv) { return kv.first == "format"; });
+  // No __metadata__ at all is accepted by every loader; one without format "pt" is not
+  // (transformers 4.x raises "does not contain the valid metadata").
+  if (!metadata.empty() && (format == metadata.end() || format->second != "pt")) {
+    Add(Severity::kWarning, "safetensors-metadata-format", "", file,
+        "__metadata__ lacks \"format\": \"pt\"; transformers 4.x refuses to load the file",
+        "write __metadata__ {\"format\": \"pt\"}");
+  }
+  if (!listed) {
+    unlisted_.emplace_back(file, std::move(reader).value());
+    return;
+  }
+  size_t shard = readers_.size();
+  readers_.push_back(std::move(reader).value());
+  reader_files_.push_back(file);
+  report_.shards.push_back(file);
+  for (const TensorEntry& t : readers_.back().header().tensors) {
+    auto [it, inserted] = tensors_.emplace(t.name, Located{shard, &t});
+    if (!inserted) {
+      Add(Severity::kError, "duplicate-tensor", t.name, file,
+          fmt::format("tensor is also in {}; which copy vLLM keeps depends on load order",
+                      reader_files_[it->second.shard]),
+          "keep one copy and fix the index");
+    }
+  }
+}
+
+void Checker::CheckIndexAgainstShards() {
+  for (const auto& [file, reader] : unlisted_) {
+    size_t hidden = 0;
+    for (const TensorEntry& t : reader.header().tensors) hidden += !tensors_.count(t.name);
+    Add(hidden > 0 ? Severity::kError : Severity::kWarning, "shard-not-in-index", "", file,
+        fmt::format("{} is not named in {}: vLLM silently skips it{}", file, kShardIndexFileName,
+                    hidden > 0 ? fmt::format(", and {} tensor(s) exist only there", hidden) : ""),
+        hidden > 0 ? "add its tensors to the index's weight_map" : "delete the stray file");
+  }
+  for (const auto& [tensor, file] : index_->weight_map) {
+    auto it = tensors_.find(tensor);
+    bool file_open =
+        std::find(reader_files_.begin(), reader_files_.end(), file) != reader_files_.end();
+    if (it == tensors_.end() && file_open) {
+      Add(Severity::kError, "index-tensor-missing", tensor, file,
+          fmt::format("the index places the tensor in {}, which does not contain it", file),
+          "rewrite the index from the shards' headers");
+    } else if (it != tensors_.end() && reader_files_[it->second.shard] != file) {
+      Add(Severity::kWarning, "index-wrong-shard", tensor, reader_files_[it->second.shard],
+          fmt::format("the index places the tensor in {}", file),
+          "rewrite the index from the shards' headers");
+    }
+  }
+  for (const auto& [tensor, located] : tensors_) {
+    if (!index_->weight_map.count(tensor)) {
+      Add(Severity::kWarning, "tensor-not-in-index", tensor, reader_files_[located.shard],
+          "not listed in the index's weight_map (vLLM loads it with its shard; other loaders "
+          "may not)",
+          "add it to the weight_map");
+    }
+  }
+}
+
+}  // namespace spk::check_internal

@@ -1,0 +1,280 @@
+// Checker parts: each module under vLLM's naming: ignore and targets, quantized or dense,
+// family rules, kernel rules, fused shards, ignore entries that match nothing.
+#include "check/checker.h"
+
+#include <algorithm>
+
+#include "quant/scheme.h"
+
+namespace spk::check_internal {
+
+void Checker::CollectModules() {
+  for (const auto& [name, located] : tensors_) {
+    for (auto [suffix, slot] : {std::pair{kPacked, &ModuleTensors::packed},
+                                {kScale, &ModuleTensors::scale},
+                                {kShape, &ModuleTensors::shape},
+                                {kZeroPoint, &ModuleTensors::zero_point},
+                                {kWeight, &ModuleTensors::weight}}) {
+      if (HasSuffix(name, suffix)) {
+        modules_[name.substr(0, name.size() - suffix.size())].*slot = located;
+        break;
+      }
+    }
+  }
+}
+
+const ConfigGroup* Checker::MatchingGroup(const std::string& vllm_name,
+                                          const std::string& fused) const {
+  if (!qc_) return nullptr;
+  for (size_t g = 0; g < qc_->groups.size() && g < targets_.size(); ++g) {
+    if (!qc_->groups[g].weights) continue;
+    for (const auto& target : targets_[g]) {
+      if (!target || target->Matches(vllm_name) || target->Matches(fused)) {
+        return &qc_->groups[g];
+      }
+    }
+  }
+  return nullptr;
+}
+
+namespace {
+
+// The quantization args used for the shape rules of a packed module: its group's, else the first
+// group's (a packed module no group targets is reported separately).
+const WeightQuantArgs* ArgsFor(const ConfigGroup* group,
+                               const std::optional<QuantizationConfigView>& qc) {
+  if (group && group->weights) return &*group->weights;
+  if (!qc) return nullptr;
+  for (const ConfigGroup& g : qc->groups) {
+    if (g.weights) return &*g.weights;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void Checker::CheckModules() {
+  if (IsDraft(family_.family)) {
+    draft_mapping_ = JudgeRule(VllmRuleById("draft-quant-config-no-fused-mapping"), vllm_);
+  }
+  for (const auto& [module, mt] : modules_) {
+    vllm_module_names_.insert(ToVllmModuleName(naming_, module));
+    if (!mt.packed && !mt.weight) {
+      if (mt.scale || mt.shape || mt.zero_point) {
+        Add(Severity::kError, "missing-weight-packed", module,
+            FileOf(mt.scale   ? *mt.scale
+                   : mt.shape ? *mt.shape
+                              : *mt.zero_point),
+            "quantization tensors without weight_packed or weight: the module has no weights",
+            "requantize the module");
+      }
+      continue;
+    }
+    TensorMeta meta;
+    if (mt.weight) {
+      meta = {module + std::string(kWeight), mt.weight->entry->dtype, mt.weight->entry->shape};
+    } else {
+      // A packed weight is a 2-D float weight before packing; only its name decides the rules.
+      meta = {module + std::string(kPacked), DType::kBF16, {1, 1}};
+    }
+    if (auto not_linear = NotALinearReason(meta, module)) {
+      if (!mt.packed) continue;
+      std::string code = not_linear->starts_with("embedding") ? "quantized-embedding"
+                         : not_linear->starts_with("lm_head") ? "quantized-lm-head"
+                                                              : "quantized-non-linear";
+      Add(Severity::kError, code, module, FileOf(*mt.packed),
+          fmt::format("stored as weight_packed, but {}: vLLM cannot load it", *not_linear),
+          "keep it dense (add it to ignore and requantize)");
+      continue;
+    }
+    CheckLinear(module, mt, meta);
+  }
+  CheckFusedAgreement();
+}
+
+void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
+                          const TensorMeta& meta) {
+  static const FusedMapping kNoMapping;
+  LinearModule lm;
+  lm.module = module;
+  lm.vllm_name = ToVllmModuleName(naming_, module);
+  lm.fused = FusedModuleName(lm.vllm_name);
+  lm.packed = mt.packed.has_value();
+  if (mt.scale) lm.scale_dtype = std::string(DTypeName(mt.scale->entry->dtype));
+  vllm_module_names_.insert(lm.fused);
+  const std::string file = FileOf(mt.packed ? *mt.packed : *mt.weight);
+  (lm.packed ? report_.quantized_modules : report_.dense_linear_modules)++;
+
+  IgnoreDecision with = DecideIgnore(lm.fused, ignore_, StandardFusedMapping());
+  IgnoreDecision without = DecideIgnore(lm.fused, ignore_, kNoMapping);
+  // The decision vLLM makes: targets get the model's mapping; drafts none where the rule holds.
+  const bool no_mapping = draft_mapping_ && draft_mapping_->verdict == Verdict::kFails;
+  const IgnoreDecision& vllm = no_mapping ? without : with;
+  if (vllm.shards_disagree) {
+    Add(Severity::kError, "fused-shards-disagree", lm.fused, "config.json",
+        "the ignore list ignores some shards of the fused module and not others: older vLLM "
+        "fails, newer vLLM loads the whole fused layer dense",
+        "make the ignore entries cover all of q/k/v (or gate/up), e.g. "
+        "re:.*self_attn\\.(q|k|v|qkv)_proj$");
+  }
+  if (draft_mapping_ && with.ignored != without.ignored) ReportMappingDependence(lm, with);
+  const ConfigGroup* group = MatchingGroup(lm.vllm_name, lm.fused);
+  bool vllm_quantized = group != nullptr && !vllm.ignored;
+  if (mt.packed && mt.weight) {
+    Add(Severity::kError, "weight-and-packed", module, file,
+        "both .weight and .weight_packed are stored; vLLM fails on whichever it did not expect",
+        "keep one form");
+  }
+  if (vllm_quantized && !mt.packed) {
+    Add(Severity::kError, "vllm-expects-quantized", module, file,
+        fmt::format("config group {} targets vLLM module '{}' and no ignore entry matches it, but "
+                    "the checkpoint holds .weight: loading fails (KeyError / no parameter named "
+                    "'{}.weight')",
+                    group->name, lm.fused, lm.fused),
+        fmt::format("add \"{}\" (vLLM's name) to ignore, or quantize the module", lm.fused));
+  }
+  if (!vllm_quantized && mt.packed) {
+    std::string why = !qc_ ? "config.json has no compressed-tensors quantization_config"
+                      : group == nullptr
+                          ? "no config group targets it"
+                          : fmt::format("the ignore list matches vLLM module '{}'", lm.fused);
+    Add(Severity::kError, "vllm-expects-dense", module, file,
+        fmt::format("stored as weight_packed, but vLLM builds it dense ({}): loading fails with "
+                    "\"There is no module or parameter named '{}.weight_packed'\"",
+                    why, lm.vllm_name),
+        "remove the ignore entry that matches it (or store the module dense)");
+  }
+  // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
+  bool dflash_qkv = family_.family == ModelFamily::kDFlash && IsAttentionQkv(module);
+  if ((mt.packed || vllm_quantized) && !dflash_qkv) {
+    if (auto keep = FamilyKeepReason(family_, module)) {
+      Add(Severity::kError, "family-keeps-dense", module, file,
+          fmt::format("quantized, but {}", *keep),
+          "keep it dense: requantize with sparkulator quantize (it applies the family preset)");
+    }
+  }
+  std::optional<std::pair<int64_t, int64_t>> dims;
+  if (mt.packed) {
+    const WeightQuantArgs* args = ArgsFor(group, qc_);
+    if (args != nullptr) {
+      dims = CheckPackedTensors(module, mt, *args);
+      if (dims) {
+        int64_t g = args->strategy == "group" ? args->group_size.value_or(0) : kChannelWise;
+        if (auto rule = KernelRuleViolation(lm.fused, dims->first, dims->second, args->num_bits, g,
+                                            options_.tp)) {
+          Add(Severity::kError, "kernel-rule", module, file,
+              fmt::format("[{}, {}] at --tp {}: {}; vLLM has no kernel for it", dims->first,
+                          dims->second, options_.tp, *rule),
+              "keep the module dense (ignore it) or use another group size / --tp");
+        }
+      }
+    }
+  }
+  if (mt.weight && meta.shape.size() == 2) dims = std::pair{meta.shape[0], meta.shape[1]};
+  NoteDraftModule(module, mt, vllm_quantized, dims);
+  linears_.push_back(std::move(lm));
+}
+
+// A draft module that the ignore list covers only with (or only without) fused-name expansion.
+// Where vLLM gives drafts no mapping, only "ignored through the shard names" is a fault (vLLM
+// builds the module quantized); elsewhere vLLM could go either way.
+void Checker::ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with) {
+  const VllmRule& rule = VllmRuleById("draft-quant-config-no-fused-mapping");
+  if (draft_mapping_->verdict == Verdict::kFails) {
+    if (!with.ignored) return;  // the fused name itself is ignored: vLLM keeps it dense
+    Add(Severity::kError, std::string(rule.code), lm.fused, "config.json",
+        fmt::format("the ignore list names only the shards of '{}'; a draft's quant config has no "
+                    "packed_modules_mapping ({}), so vLLM compares the fused name, builds the "
+                    "module quantized and fails: \"{}\"",
+                    lm.fused, draft_mapping_->basis, rule.vllm_error),
+        std::string(rule.fix));
+    return;
+  }
+  Add(Severity::kError, std::string(rule.code), lm.fused, "config.json",
+      fmt::format(
+          "the module is {} only {} fused-name expansion; whether this vLLM gives a draft's "
+          "quant config a packed_modules_mapping is not verified ({})",
+          with.ignored ? "ignored" : "quantized", with.ignored ? "with" : "without",
+          draft_mapping_->basis),
+      "write entries that match both the fused and the shard names, e.g. "
+      "re:.*self_attn\\.(q|k|v|qkv)_proj$");
+}
+
+// What the vLLM-dependent draft rules need to know about one Linear module.
+void Checker::NoteDraftModule(const std::string& module, const ModuleTensors& mt,
+                              bool vllm_quantized,
+                              std::optional<std::pair<int64_t, int64_t>> dims) {
+  if (!IsDraft(family_.family)) return;
+  if (IsAttentionQkv(module)) {
+    if (mt.packed || vllm_quantized) draft_.quantized_qkv.push_back(module);
+    if (!module.ends_with("qkv_proj")) draft_.unfused_qkv.push_back(module);
+  }
+  if ((module == "fc" || module == "model.fc") && dims) {
+    draft_.fc_shape = std::vector<int64_t>{dims->first, dims->second};
+  }
+}
+
+void Checker::CheckFusedAgreement() {
+  std::map<std::string, std::vector<const LinearModule*>> by_fused;
+  for (const LinearModule& lm : linears_) by_fused[lm.fused].push_back(&lm);
+  for (const auto& [fused, members] : by_fused) {
+    if (members.size() < 2) continue;
+    bool any_packed = false, any_dense = false;
+    std::set<std::string> scale_dtypes;
+    for (const LinearModule* m : members) {
+      (m->packed ? any_packed : any_dense) = true;
+      if (m->packed && !m->scale_dtype.empty()) scale_dtypes.insert(m->scale_dtype);
+    }
+    if (any_packed && any_dense) {
+      Add(Severity::kError, "fused-shards-disagree", fused, "",
+          "some shards of the fused module are quantized and others dense; vLLM loads one fused "
+          "layer and fails",
+          "quantize all shards or keep all dense");
+    } else if (scale_dtypes.size() > 1) {
+      Add(Severity::kError, "fused-shards-disagree", fused, "",
+          fmt::format("the shards' weight_scale dtypes differ ({})", fmt::join(scale_dtypes, ", ")),
+          "requantize the shards from one source dtype");
+    }
+  }
+}
+
+void Checker::CheckIgnoreEntries() {
+  // Shard names of fused modules stored fused (Laguna qkv_proj) are names vLLM matches too.
+  std::set<std::string> names = vllm_module_names_;
+  for (const std::string& name : vllm_module_names_) {
+    size_t dot = name.rfind('.');
+    std::string leaf = dot == std::string::npos ? name : name.substr(dot + 1);
+    auto it = StandardFusedMapping().find(leaf);
+    if (it == StandardFusedMapping().end()) continue;
+    for (const std::string& shard : it->second) names.insert(name.substr(0, dot + 1) + shard);
+  }
+  for (const LinearModule& lm : linears_) names.insert(lm.vllm_name);
+  for (const ModulePattern& p : ignore_) {
+    if (p.text() == "lm_head") continue;  // vLLM's model always has it (the target's, for drafts)
+    bool matched =
+        std::any_of(names.begin(), names.end(), [&](const std::string& n) { return p.Matches(n); });
+    if (matched) continue;
+    std::string literal;
+    for (const auto& [module, mt] : modules_) {
+      if (p.Matches(module)) {
+        literal = module;
+        break;
+      }
+    }
+    if (!literal.empty()) {
+      std::string vllm = FusedModuleName(ToVllmModuleName(naming_, literal));
+      Add(Severity::kError, "ignore-matches-nothing", p.text(), "config.json",
+          fmt::format("the entry matches the checkpoint name '{}' but no vLLM module name; vLLM "
+                      "calls it '{}', so the entry is silently ignored and the module is treated "
+                      "as quantized",
+                      literal, vllm),
+          fmt::format("write vLLM's name: \"{}\" (or a re: pattern for it)", vllm));
+    } else {
+      Add(Severity::kWarning, "ignore-matches-nothing", p.text(), "config.json",
+          "the entry matches no module of the model under vLLM's naming",
+          "remove it, or fix it to vLLM's module names");
+    }
+  }
+}
+
+}  // namespace spk::check_internal

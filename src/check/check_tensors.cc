@@ -1,0 +1,136 @@
+// Checker parts: the tensors of one packed module (shapes, dtypes, zero points, scale values).
+#include "check/checker.h"
+
+#include <cmath>
+
+#include "quant/scheme.h"
+#include "tensor/float_convert.h"
+
+namespace spk::check_internal {
+
+std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
+    const std::string& module, const ModuleTensors& mt, const WeightQuantArgs& args) {
+  const TensorEntry& packed = *mt.packed->entry;
+  const std::string file = FileOf(*mt.packed);
+  int bits = args.num_bits;
+  if (packed.dtype != DType::kI32 || packed.shape.size() != 2 || (bits != 4 && bits != 8)) {
+    Add(Severity::kError, "weight-packed-shape", module, file,
+        fmt::format("weight_packed is {} {}; expected a 2-D I32 tensor", DTypeName(packed.dtype),
+                    ShapeToString(packed.shape)),
+        "requantize the module");
+    return std::nullopt;
+  }
+  int64_t out = packed.shape[0], in = packed.shape[1] * 32 / bits;
+  if (!mt.shape) {
+    Add(Severity::kError, "missing-weight-shape", module, file,
+        "weight_shape is missing: vLLM cannot unpack the weight", "requantize the module");
+  } else {
+    const TensorEntry& shape = *mt.shape->entry;
+    if (shape.dtype != DType::kI64 || shape.shape != std::vector<int64_t>{2}) {
+      Add(Severity::kError, "weight-shape-invalid", module, FileOf(*mt.shape),
+          fmt::format("weight_shape is {} {}; expected I64 [2]", DTypeName(shape.dtype),
+                      ShapeToString(shape.shape)),
+          "requantize the module");
+    } else {
+      int64_t dims[2] = {0, 0};
+      Status read =
+          Reader(*mt.shape).ReadTensor(shape, {reinterpret_cast<uint8_t*>(dims), sizeof dims});
+      if (!read.ok()) {
+        Add(Severity::kError, "safetensors-invalid", module, FileOf(*mt.shape), read.message(), "");
+      } else {
+        out = dims[0];
+        in = dims[1];
+      }
+    }
+  }
+  if (out <= 0 || in <= 0 || packed.shape != PackedShape(out, in, bits)) {
+    Add(Severity::kError, "weight-packed-shape", module, file,
+        fmt::format(
+            "weight_packed is {} but weight_shape [{}, {}] at {} bits needs {}",
+            ShapeToString(packed.shape), out, in, bits,
+            out > 0 && in > 0 ? ShapeToString(PackedShape(out, in, bits)) : "positive dims"),
+        "requantize the module");
+    return std::nullopt;
+  }
+  int64_t g = args.strategy == "group" ? args.group_size.value_or(0) : kChannelWise;
+  // A group size vLLM has no kernel for is reported once, for its config group
+  // (group-size-unsupported); the shapes it would imply are not checked module by module.
+  const bool group_known = IsKernelGroupSize(g);
+  if (group_known && g != kChannelWise && in % g != 0) {
+    Add(Severity::kError, "group-does-not-divide", module, file,
+        fmt::format("in_features {} is not a multiple of group_size {}", in, g),
+        "keep the module dense (ignore it)");
+    return std::nullopt;
+  }
+  if (!mt.scale) {
+    Add(Severity::kError, "missing-weight-scale", module, file,
+        "weight_scale is missing: vLLM does not report it and runs on uninitialised memory",
+        "requantize the module (or restore the shard that held weight_scale)");
+  } else if (group_known) {
+    const TensorEntry& scale = *mt.scale->entry;
+    std::vector<int64_t> want = ScaleShape(out, in, g);
+    if (!IsQuantizableFloat(scale.dtype) || scale.shape != want) {
+      Add(Severity::kError, "weight-scale-shape", module, FileOf(*mt.scale),
+          fmt::format("weight_scale is {} {}; expected a BF16/F16/F32 tensor {}",
+                      DTypeName(scale.dtype), ShapeToString(scale.shape), ShapeToString(want)),
+          "requantize the module");
+    } else {
+      CheckScaleValues(module, *mt.scale);
+    }
+  }
+  if (args.symmetric && mt.zero_point) {
+    Add(Severity::kError, "zero-point-in-symmetric", module, FileOf(*mt.zero_point),
+        "weight_zero_point in a symmetric scheme: vLLM has no parameter for it and fails to load",
+        "delete the weight_zero_point tensors, or declare symmetric: false if they are real");
+  } else if (!args.symmetric && !mt.zero_point) {
+    Add(Severity::kError, "missing-zero-point", module, file,
+        "asymmetric scheme without weight_zero_point: vLLM dequantizes with an uninitialised "
+        "zero point",
+        "requantize the module");
+  } else if (!args.symmetric && group_known) {
+    const TensorEntry& zp = *mt.zero_point->entry;
+    std::vector<int64_t> want = ZeroPointShape(out, in, bits, g);
+    if (zp.dtype != DType::kI32 || zp.shape != want) {
+      Add(Severity::kError, "zero-point-shape", module, FileOf(*mt.zero_point),
+          fmt::format("weight_zero_point is {} {}; expected I32 {} (packed along the out dim)",
+                      DTypeName(zp.dtype), ShapeToString(zp.shape), ShapeToString(want)),
+          "requantize the module");
+    }
+  }
+  if (!group_known) return std::nullopt;  // no kernel rule to check either
+  return std::pair{out, in};
+}
+
+void Checker::CheckScaleValues(const std::string& module, const Located& scale) {
+  const TensorEntry& e = *scale.entry;
+  std::vector<uint8_t> bytes(e.nbytes());
+  Status read = Reader(scale).ReadTensor(e, bytes);
+  if (!read.ok()) {
+    Add(Severity::kError, "safetensors-invalid", module, FileOf(scale), read.message(), "");
+    return;
+  }
+  std::vector<float> values(e.num_elements());
+  ConvertToFloat(e.dtype, bytes.data(), values.data(), values.size());
+  size_t nonfinite = 0, zero = 0, negative = 0;
+  for (float v : values) {
+    if (!std::isfinite(v)) {
+      ++nonfinite;
+    } else if (v == 0.0f) {
+      ++zero;
+    } else if (v < 0.0f) {
+      ++negative;
+    }
+  }
+  auto add = [&](size_t count, const char* code, const char* what) {
+    if (count == 0) return;
+    Add(Severity::kError, code, module, FileOf(scale),
+        fmt::format("{} of {} weight_scale values are {}: the dequantized weights are garbage",
+                    count, values.size(), what),
+        "requantize the module from the source weights");
+  };
+  add(nonfinite, "scale-not-finite", "NaN or Inf");
+  add(zero, "scale-zero", "zero");
+  add(negative, "scale-negative", "negative");
+}
+
+}  // namespace spk::check_internal

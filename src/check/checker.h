@@ -1,0 +1,154 @@
+// Internal to `sparkulator check` (not a public header): the Checker that CheckCheckpoint runs,
+// shared by its parts: check_files.cc (shards, index, safetensors rules), check_config.cc
+// (config.json and quantization_config), check_modules.cc (naming, ignore, vLLM's quantized/dense
+// decision, family rules), check_tensors.cc (packed tensors and scales), check_target.cc (the
+// draft/target pairing) and check.cc (the run, the vLLM it is judged for, the report).
+// One Checker per check; call from one thread. Errors: see check.h (problems are Findings).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "check/check.h"
+#include "check/draft_rules.h"
+#include "check/vllm_rules.h"
+#include "checkpoint/family.h"
+#include "checkpoint/model_config.h"
+#include "checkpoint/module_pattern.h"
+#include "checkpoint/plan.h"
+#include "checkpoint/quant_config.h"
+#include "quant/scheme.h"
+#include "safetensors/index.h"
+#include "safetensors/reader.h"
+
+namespace spk::check_internal {
+
+constexpr std::string_view kPacked = ".weight_packed";
+constexpr std::string_view kScale = ".weight_scale";
+constexpr std::string_view kShape = ".weight_shape";
+constexpr std::string_view kZeroPoint = ".weight_zero_point";
+constexpr std::string_view kWeight = ".weight";
+
+// Formats vLLM's compressed-tensors integration knows but this checker does not verify tensor by
+// tensor (vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py).
+inline const std::set<std::string>& FormatsNotChecked() {
+  static const std::set<std::string> kFormats = {
+      "naive-quantized",     "float-quantized",   "int-quantized", "nvfp4-pack-quantized",
+      "marlin-24",           "sparse-24-bitmask", "dense",         "mixed-precision",
+      "mxfp4-pack-quantized"};
+  return kFormats;
+}
+
+struct Located {
+  size_t shard;
+  const TensorEntry* entry;
+};
+
+// The tensors that make up one module of the checkpoint.
+struct ModuleTensors {
+  std::optional<Located> weight, packed, scale, shape, zero_point;
+};
+
+struct LinearModule {
+  std::string module;  // checkpoint name
+  std::string vllm_name;
+  std::string fused;
+  bool packed = false;
+  std::string scale_dtype;
+};
+
+class Checker {
+ public:
+  Checker(FileSystem* fs, const CheckOptions& options, std::string dir)
+      : fs_(fs), options_(options), dir_(std::move(dir)) {
+    report_.path = dir_;
+  }
+
+  Result<CheckReport> Run();
+
+ private:
+  void Add(Severity severity, std::string code, std::string module, std::string file,
+           std::string message, std::string fix) {
+    // One finding per (code, module, file): fused layers are reached once per shard.
+    if (!reported_.insert(code + "\n" + module + "\n" + file).second) return;
+    report_.findings.push_back({severity, std::move(code), std::move(module), std::move(file),
+                                std::move(message), std::move(fix)});
+  }
+
+  void LoadFiles();
+  void OpenShard(const std::string& file, bool listed);
+  void CheckIndexAgainstShards();
+  bool LoadConfig();
+  void CheckQuantConfig();
+  void CollectModules();
+  void CheckModules();
+  void CheckLinear(const std::string& module, const ModuleTensors& mt, const TensorMeta& meta);
+  std::optional<std::pair<int64_t, int64_t>> CheckPackedTensors(const std::string& module,
+                                                                const ModuleTensors& mt,
+                                                                const WeightQuantArgs& args);
+  void CheckScaleValues(const std::string& module, const Located& scale);
+  void CheckFusedAgreement();
+  void CheckIgnoreEntries();
+  Status CheckTarget();
+  Status ResolveVllm();
+  void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);
+  void NoteDraftModule(const std::string& module, const ModuleTensors& mt, bool vllm_quantized,
+                       std::optional<std::pair<int64_t, int64_t>> dims);
+
+  const SafetensorsReader& Reader(const Located& l) const { return readers_[l.shard]; }
+  std::string FileOf(const Located& l) const { return reader_files_[l.shard]; }
+  const ConfigGroup* MatchingGroup(const std::string& vllm_name, const std::string& fused) const;
+
+  FileSystem* fs_;
+  CheckOptions options_;
+  std::string dir_;
+  CheckReport report_;
+  std::set<std::string> reported_;
+
+  std::optional<ShardIndex> index_;
+  std::vector<SafetensorsReader> readers_;
+  std::vector<std::string> reader_files_;  // parallel to readers_
+  std::map<std::string, Located> tensors_;
+  std::vector<std::pair<std::string, SafetensorsReader>> unlisted_;
+
+  ModelConfig config_;
+  FamilyDetection family_;
+  VllmNaming naming_;
+  std::optional<QuantizationConfigView> qc_;
+  std::vector<ModulePattern> ignore_;
+  std::vector<std::vector<std::optional<ModulePattern>>> targets_;  // per group; nullopt: "Linear"
+  std::map<std::string, ModuleTensors> modules_;
+  std::vector<LinearModule> linears_;
+  std::set<std::string> vllm_module_names_;
+  VllmTarget vllm_;
+  DraftFacts draft_;
+  // Drafts: whether vLLM gives their quant config no fused-name mapping (vllm_rules.h).
+  std::optional<RuleJudgement> draft_mapping_;
+  std::optional<int64_t> target_layers_;  // num_hidden_layers of --target's config
+};
+
+// Group sizes vLLM's WNA16 kernels run (Marlin: 32, 64, 128; channel-wise).
+inline bool IsKernelGroupSize(int64_t g) {
+  return g == kChannelWise || g == 32 || g == 64 || g == 128;
+}
+
+inline bool HasSuffix(const std::string& name, std::string_view suffix) {
+  return name.size() > suffix.size() && name.ends_with(suffix);
+}
+
+inline bool IsAttentionQkv(const std::string& module) {
+  for (std::string_view leaf :
+       {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj"}) {
+    if (module.ends_with(leaf)) return true;
+  }
+  return false;
+}
+
+}  // namespace spk::check_internal
