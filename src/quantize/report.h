@@ -22,9 +22,9 @@ nlohmann::ordered_json PlanReport(const QuantizeSummary& summary, bool with_tens
 // compressed-tensors checkpoint, its scheme and which modules are quantized.
 Result<nlohmann::ordered_json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs);
 
-// The `vllm serve` line of docs/vllm.md ("Serving") for a checkpoint of `family` at `path`, served with `target`
-// (drafts), with the draft's num_speculative_tokens (FamilyDetection); shared by inspect, quantize
-// and check.
+// The `vllm serve` line of docs/vllm.md ("Serving") for a checkpoint of `family` at `path`, served
+// with `target` (drafts), with the draft's num_speculative_tokens (FamilyDetection); shared by
+// inspect, quantize and check.
 std::string ServeLine(const FamilyDetection& family, const std::string& path,
                       const std::string& target);
 
