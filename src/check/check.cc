@@ -327,7 +327,7 @@ void Checker::CheckQuantConfig() {
     if (!g.weights) continue;
     const WeightQuantArgs& w = *g.weights;
     labels.push_back(SchemeLabel(w));
-    bool known_bits = w.type == "int" && (w.num_bits == 4 || w.num_bits == 8);
+    bool known_bits = FindSchemeFor(w) != nullptr;
     bool known_strategy = w.strategy == "group" || w.strategy == "channel";
     if (!known_bits || !known_strategy) {
       Add(Severity::kError, "unknown-scheme", g.name, "config.json",
@@ -338,7 +338,7 @@ void Checker::CheckQuantConfig() {
     }
     if (w.strategy == "group") {
       int64_t gs = w.group_size.value_or(0);
-      if (gs != 32 && gs != 64 && gs != 128) {
+      if (!IsMarlinGroupSize(gs)) {
         Add(Severity::kError, "group-size-unsupported", g.name, "config.json",
             fmt::format("group_size {} has no vLLM (Marlin) kernel", gs),
             "requantize with group size 32, 64, 128 or channel-wise");
