@@ -7,14 +7,19 @@
 namespace spk::cli {
 
 void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
+  // Generated from the scheme registry (quant/scheme.h), so a new row shows up here by itself.
   std::string schemes;
   for (const QuantScheme& s : AllSchemes()) {
     schemes += fmt::format("\n  {:<11} {}", s.name, s.summary);
+    schemes += s.preset.empty() ? fmt::format("\n  {:<11} group sizes {}", "", GroupSizeList(s))
+                                : fmt::format("\n  {:<11} llm-compressor preset {}; group sizes {}",
+                                              "", s.preset, GroupSizeList(s));
   }
   sub->add_option("--scheme", options->scheme, "Quantization scheme:" + schemes)
       ->capture_default_str();
   sub->add_option("--group-size", options->group_size,
-                  "Columns per scale: 32, 64, 128, or -1 for one scale per output channel")
+                  "Columns per scale, one of the scheme's group sizes (listed under --scheme); -1 "
+                  "for one scale per output channel")
       ->capture_default_str();
   sub->add_option(
          "--preset", flags->preset,

@@ -80,7 +80,7 @@ void Checker::CheckQuantConfig() {
     if (!g.weights) continue;
     const WeightQuantArgs& w = *g.weights;
     labels.push_back(SchemeLabel(w));
-    bool known_bits = w.type == "int" && (w.num_bits == 4 || w.num_bits == 8);
+    bool known_bits = FindSchemeFor(w) != nullptr;
     bool known_strategy = w.strategy == "group" || w.strategy == "channel";
     if (!known_bits || !known_strategy) {
       Add(Severity::kError, "unknown-scheme", g.name, "config.json",

@@ -134,10 +134,8 @@ class Checker {
   std::optional<int64_t> target_layers_;  // num_hidden_layers of --target's config
 };
 
-// Group sizes vLLM's WNA16 kernels run (Marlin: 32, 64, 128; channel-wise).
-inline bool IsKernelGroupSize(int64_t g) {
-  return g == kChannelWise || g == 32 || g == 64 || g == 128;
-}
+// Group sizes vLLM's WNA16 kernels run: the registry's Marlin sizes, or channel-wise.
+inline bool IsKernelGroupSize(int64_t g) { return g == kChannelWise || IsMarlinGroupSize(g); }
 
 inline bool HasSuffix(const std::string& name, std::string_view suffix) {
   return name.size() > suffix.size() && name.ends_with(suffix);

@@ -12,6 +12,7 @@
 #include "checkpoint/family.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
+#include "quant/pack_quantized.h"
 #include "quant/rtn.h"
 #include "tensor/float_convert.h"
 
@@ -19,7 +20,7 @@ namespace spk {
 namespace {
 
 using Json = nlohmann::ordered_json;
-constexpr std::string_view kPacked = ".weight_packed";
+constexpr std::string_view kPacked = kPackedSuffix;
 
 // splitmix64: a tiny, portable generator, so the random inputs are the same everywhere.
 struct SplitMix64 {
@@ -63,9 +64,10 @@ struct Sums {
 };
 
 Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckpoint& quantized,
-                                 const std::string& module, const QuantParams& qp,
+                                 const std::string& module, const CheckpointScheme& scheme,
                                  const CompareOptions& options, Sums* total) {
-  SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(quantized, module, qp));
+  SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(quantized, module, scheme));
+  const QuantParams& qp = scheme.params;
   auto located = src.files.Find(module + ".weight");
   if (!located) {
     return Status::InvalidInput(fmt::format(
@@ -360,26 +362,24 @@ Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& o
         "checkpoint(s)",
         quantized.dir));
   }
-  SPK_ASSIGN_OR_RETURN(QuantParams qp,
-                       QuantParamsFromConfig(quantized.dir + "/config.json", quantized.config));
+  SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
+                       SchemeFromConfig(quantized.dir + "/config.json", quantized.config));
   CompareReport report;
   report.source = src.dir;
   report.quantized = quantized.dir;
-  WeightQuantArgs args;
-  args.num_bits = qp.bits;
-  args.symmetric = qp.symmetric;
-  if (qp.group_size != kChannelWise) args.group_size = qp.group_size;
-  report.scheme = SchemeLabel(args);
+  report.scheme = SchemeLabel(*scheme.scheme, scheme.params.group_size);
   Sums total;
   for (const TensorMeta& t : quantized.tensors) {
     if (!t.name.ends_with(kPacked)) {
-      bool aux = t.name.ends_with(".weight_scale") || t.name.ends_with(".weight_shape") ||
-                 t.name.ends_with(".weight_zero_point");
+      const auto suffixes = scheme.scheme->codec->suffixes();
+      bool aux = std::any_of(suffixes.begin(), suffixes.end(),
+                             [&](std::string_view suffix) { return t.name.ends_with(suffix); });
       report.dense_tensors += !aux;
       continue;
     }
     std::string module = t.name.substr(0, t.name.size() - kPacked.size());
-    SPK_ASSIGN_OR_RETURN(LayerError l, CompareModule(src, quantized, module, qp, options, &total));
+    SPK_ASSIGN_OR_RETURN(LayerError l,
+                         CompareModule(src, quantized, module, scheme, options, &total));
     report.layers.push_back(std::move(l));
   }
   Summarize(&report, total);

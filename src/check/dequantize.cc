@@ -8,6 +8,7 @@
 #include "checkpoint/quant_config.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
+#include "quant/pack_quantized.h"
 #include "quant/rtn.h"
 #include "quantize/quantize.h"
 #include "safetensors/index.h"
@@ -18,11 +19,14 @@ namespace spk {
 namespace {
 
 constexpr uint64_t kBlockBytes = 4u << 20;
-constexpr std::string_view kPacked = ".weight_packed";
+constexpr std::string_view kPacked = kPackedSuffix;
 
-bool IsQuantAux(const std::string& name) {
-  return name.ends_with(".weight_scale") || name.ends_with(".weight_shape") ||
-         name.ends_with(".weight_zero_point");
+// A tensor the codec stores beside weight_packed (weight_scale, weight_shape, ...).
+bool IsQuantAux(const WeightCodec& codec, const std::string& name) {
+  for (std::string_view suffix : codec.suffixes()) {
+    if (suffix != kPackedSuffix && name.ends_with(suffix)) return true;
+  }
+  return false;
 }
 
 std::string ModuleOfAux(const std::string& name) { return name.substr(0, name.rfind('.')); }
@@ -33,37 +37,16 @@ int64_t RowsPerBlock(int64_t cols) {
   return std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (4 * std::max<int64_t>(cols, 1))));
 }
 
-Result<QuantParams> QuantParamsFromConfig(const std::string& file_label,
-                                          const ModelConfig& config) {
-  SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc, ParseQuantizationConfig(file_label, config.json));
-  for (const ConfigGroup& g : qc.groups) {
-    if (!g.weights) continue;
-    const WeightQuantArgs& w = *g.weights;
-    QuantParams p;
-    p.bits = w.num_bits;
-    p.symmetric = w.symmetric;
-    p.group_size = w.strategy == "channel" ? kChannelWise : w.group_size.value_or(0);
-    if (w.type != "int" || (w.strategy != "group" && w.strategy != "channel")) {
-      return Status::InvalidInput(fmt::format(
-          "{}: config group {} has weights type '{}' strategy '{}'; only integer group or "
-          "channel schemes (pack-quantized) are supported",
-          file_label, g.name, w.type, w.strategy));
-    }
-    SPK_RETURN_IF_ERROR(ValidateParams(p).WithContext(file_label));
-    return p;
-  }
-  return Status::InvalidInput(
-      fmt::format("{}: quantization_config has no config group with weights", file_label));
-}
-
 Result<PackedModuleReader> PackedModuleReader::Open(const SourceCheckpoint& ckpt,
                                                     const std::string& module,
-                                                    const QuantParams& params) {
+                                                    const CheckpointScheme& scheme) {
   PackedModuleReader r;
   r.module_ = module;
-  r.params_ = params;
-  auto find = [&](const char* suffix) -> Result<SafetensorsCheckpoint::Located> {
-    auto located = ckpt.files.Find(module + suffix);
+  r.params_ = scheme.params;
+  r.codec_ = scheme.scheme->codec;
+  const QuantParams& params = r.params_;
+  auto find = [&](std::string_view suffix) -> Result<SafetensorsCheckpoint::Located> {
+    auto located = ckpt.files.Find(module + std::string(suffix));
     if (!located) {
       return Status::InvalidInput(
           fmt::format("{}: module '{}' has no '{}{}' tensor; run "
@@ -72,14 +55,8 @@ Result<PackedModuleReader> PackedModuleReader::Open(const SourceCheckpoint& ckpt
     }
     return *located;
   };
-  SPK_ASSIGN_OR_RETURN(auto packed, find(".weight_packed"));
-  SPK_ASSIGN_OR_RETURN(auto scale, find(".weight_scale"));
-  SPK_ASSIGN_OR_RETURN(auto shape, find(".weight_shape"));
-  r.packed_reader_ = &ckpt.files.shard(packed.shard);
-  r.scale_reader_ = &ckpt.files.shard(scale.shard);
-  r.packed_ = packed.entry;
-  r.scale_ = scale.entry;
-  r.dtype_ = scale.entry->dtype;
+  // The original shape comes first: the codec derives every other tensor's shape from it.
+  SPK_ASSIGN_OR_RETURN(auto shape, find(kShapeSuffix));
   if (shape.entry->dtype != DType::kI64 || shape.entry->shape != std::vector<int64_t>{2}) {
     return Status::InvalidInput(
         fmt::format("{}: '{}.weight_shape' must be I64 [2]", ckpt.dir, module));
@@ -90,36 +67,48 @@ Result<PackedModuleReader> PackedModuleReader::Open(const SourceCheckpoint& ckpt
           .ReadTensor(*shape.entry, {reinterpret_cast<uint8_t*>(dims), sizeof dims}));
   r.rows_ = dims[0];
   r.cols_ = dims[1];
-  if (r.rows_ <= 0 || r.cols_ <= 0 || !GroupFits(r.cols_, params.group_size) ||
-      !IsQuantizableFloat(r.dtype_)) {
+  SPK_ASSIGN_OR_RETURN(auto scale, find(kScaleSuffix));
+  r.dtype_ = scale.entry->dtype;
+  if (Status valid = r.codec_->Validate(params, r.dtype_, r.rows_, r.cols_); !valid.ok()) {
     return Status::InvalidInput(fmt::format(
         "{}: module '{}': weight_shape [{}, {}] with group size {} and scale dtype {} is not "
-        "a valid pack-quantized weight",
-        ckpt.dir, module, r.rows_, r.cols_, params.group_size, DTypeName(r.dtype_)));
+        "a valid {} weight: {}",
+        ckpt.dir, module, r.rows_, r.cols_, params.group_size, DTypeName(r.dtype_),
+        r.codec_->format(), valid.message()));
   }
-  r.groups_ = GroupsPerRow(r.cols_, params.group_size);
-  r.words_ = PackedWords(r.cols_, params.bits);
-  if (packed.entry->dtype != DType::kI32 ||
-      packed.entry->shape != PackedShape(r.rows_, r.cols_, params.bits) ||
-      scale.entry->shape != ScaleShape(r.rows_, r.cols_, params.group_size)) {
-    return Status::InvalidInput(fmt::format(
-        "{}: module '{}': weight_packed {} or weight_scale {} does not fit weight_shape [{}, {}]; "
-        "run `sparkulator check` on it",
-        ckpt.dir, module, ShapeToString(packed.entry->shape), ShapeToString(scale.entry->shape),
-        r.rows_, r.cols_));
-  }
-  if (!params.symmetric) {
-    SPK_ASSIGN_OR_RETURN(auto zp, find(".weight_zero_point"));
-    std::vector<int64_t> want = ZeroPointShape(r.rows_, r.cols_, params.bits, params.group_size);
-    if (zp.entry->dtype != DType::kI32 || zp.entry->shape != want) {
-      return Status::InvalidInput(fmt::format("{}: module '{}': weight_zero_point must be I32 {}",
-                                              ckpt.dir, module, ShapeToString(want)));
+  for (const StoredTensor& want : r.codec_->Tensors(params, r.dtype_, r.rows_, r.cols_)) {
+    SPK_ASSIGN_OR_RETURN(auto got, find(want.suffix));
+    if (got.entry->dtype != want.dtype || got.entry->shape != want.shape) {
+      return Status::InvalidInput(fmt::format(
+          "{}: module '{}': {} is {} {}, but weight_shape [{}, {}] needs {} {}; run `sparkulator "
+          "check` on it",
+          ckpt.dir, module, want.suffix.substr(1), DTypeName(got.entry->dtype),
+          ShapeToString(got.entry->shape), r.rows_, r.cols_, DTypeName(want.dtype),
+          ShapeToString(want.shape)));
     }
-    std::vector<int32_t> packed_zp(static_cast<size_t>(want[0] * want[1]));
-    SPK_RETURN_IF_ERROR(ckpt.files.shard(zp.shard).ReadTensor(
-        *zp.entry, {reinterpret_cast<uint8_t*>(packed_zp.data()), packed_zp.size() * 4}));
-    r.zero_points_.resize(static_cast<size_t>(r.rows_ * r.groups_));
-    UnpackZeroPoints(params.bits, packed_zp.data(), r.rows_, r.groups_, r.zero_points_.data());
+    switch (want.role) {
+      case TensorRole::kPacked:
+        r.packed_reader_ = &ckpt.files.shard(got.shard);
+        r.packed_ = got.entry;
+        r.words_ = want.shape[1];
+        break;
+      case TensorRole::kScale:
+        r.scale_reader_ = &ckpt.files.shard(got.shard);
+        r.scale_ = got.entry;
+        r.groups_ = want.shape[1];
+        break;
+      case TensorRole::kShape:
+        break;
+      case TensorRole::kZeroPoint: {
+        std::vector<int32_t> packed_zp(static_cast<size_t>(want.shape[0] * want.shape[1]));
+        SPK_RETURN_IF_ERROR(ckpt.files.shard(got.shard).ReadTensor(
+            *got.entry, {reinterpret_cast<uint8_t*>(packed_zp.data()), packed_zp.size() * 4}));
+        r.zero_points_.resize(static_cast<size_t>(r.rows_ * want.shape[1]));
+        UnpackZeroPoints(params.bits, packed_zp.data(), r.rows_, want.shape[1],
+                         r.zero_points_.data());
+        break;
+      }
+    }
   }
   return r;
 }
@@ -137,13 +126,13 @@ Status PackedModuleReader::ReadRows(int64_t r0, int64_t n, RowBlock* block) cons
   ConvertToFloat(dtype_, scales.data(), block->scales.data(), block->scales.size());
   const int32_t* zp = nullptr;
   block->zero_points.clear();
-  if (!params_.symmetric) {
+  if (!zero_points_.empty()) {
     zp = zero_points_.data() + r0 * groups_;
     block->zero_points.assign(zp, zp + n * groups_);
   }
   block->bytes.resize(static_cast<size_t>(n * cols_) * elem);
-  Status s = DequantizeRows(params_, dtype_, packed.data(), scales.data(), zp, n, cols_,
-                            block->bytes.data());
+  Status s = codec_->DequantizeRows(params_, dtype_, packed.data(), scales.data(), zp, n, cols_,
+                                    block->bytes.data());
   if (!s.ok()) {
     return Status(s.code(), fmt::format("module '{}': rows {}..{}: {}", module_, r0, r0 + n - 1,
                                         s.message()));
@@ -189,7 +178,8 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
     return Status::InvalidInput(fmt::format(
         "{}/config.json has no quantization_config: the checkpoint is already dense", src.dir));
   }
-  SPK_ASSIGN_OR_RETURN(QuantParams qp, QuantParamsFromConfig(src.dir + "/config.json", src.config));
+  SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
+                       SchemeFromConfig(src.dir + "/config.json", src.config));
   DequantizeSummary summary;
   summary.source_dir = src.dir;
   summary.destination = options.destination;
@@ -205,12 +195,13 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
     auto& shard = shards[src.tensor_shard[i]];
     if (t.name.ends_with(kPacked)) {
       std::string module = t.name.substr(0, t.name.size() - kPacked.size());
-      SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(src, module, qp));
+      SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(src, module, scheme));
       shard.push_back(
           {{module + ".weight", reader.dtype(), {reader.rows(), reader.cols()}}, module, true});
       module_index[module] = modules.size();
       modules.push_back(std::move(reader));
-    } else if (!IsQuantAux(t.name) || !src.files.Find(ModuleOfAux(t.name) + std::string(kPacked))) {
+    } else if (!IsQuantAux(*scheme.scheme->codec, t.name) ||
+               !src.files.Find(ModuleOfAux(t.name) + std::string(kPacked))) {
       shard.push_back({{t.name, t.dtype, t.shape}, t.name, false});
     }
   }

@@ -19,22 +19,20 @@
 #include <vector>
 
 #include "base/status.h"
+#include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "io/file.h"
 #include "quant/scheme.h"
 
 namespace spk {
 
-// The weight scheme of a checkpoint's quantization_config (its first config group with weights):
-// integer 4/8-bit, group or channel strategy. `file_label` names config.json in messages.
-Result<QuantParams> QuantParamsFromConfig(const std::string& file_label, const ModelConfig& config);
-
 class PackedModuleReader {
  public:
-  // `module` without suffix ("model.layers.0.mlp.up_proj"); its weight_packed, weight_scale,
-  // weight_shape (and weight_zero_point for asymmetric schemes) must be in `ckpt`.
+  // `module` without suffix ("model.layers.0.mlp.up_proj"); every tensor the scheme's codec
+  // stores for it (weight_packed, weight_scale, weight_shape, and weight_zero_point for asymmetric
+  // schemes) must be in `ckpt` with the codec's dtype and shape.
   static Result<PackedModuleReader> Open(const SourceCheckpoint& ckpt, const std::string& module,
-                                         const QuantParams& params);
+                                         const CheckpointScheme& scheme);
 
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
@@ -59,6 +57,7 @@ class PackedModuleReader {
   const TensorEntry* scale_ = nullptr;
   std::vector<int32_t> zero_points_;  // rows x groups, unpacked (asymmetric only)
   QuantParams params_;
+  const WeightCodec* codec_ = nullptr;
   DType dtype_ = DType::kBF16;
   int64_t rows_ = 0, cols_ = 0, groups_ = 0, words_ = 0;
 };

@@ -195,8 +195,9 @@ size_t QuantPlan::quantized_count() const {
 
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
                                                int64_t in, int bits, int64_t group_size, int tp) {
-  if (group_size != -1 && group_size != 32 && group_size != 64 && group_size != 128) {
-    return fmt::format("group size {} has no Marlin kernel (use 32, 64, 128 or -1)", group_size);
+  if (group_size != kChannelWise && !IsMarlinGroupSize(group_size)) {
+    return fmt::format("group size {} has no Marlin kernel (use {})", group_size,
+                       GroupSizeList(kMarlinGroupSizes));
   }
   if (group_size > 0 && in % group_size != 0) {
     return fmt::format("in_features {} is not a multiple of the group size {}", in, group_size);
@@ -264,8 +265,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     if (p.reason.empty()) {
       if (auto why = FamilyKeepReason(plan.family, module)) {
         p.reason = *why;
-      } else if (auto rule = KernelRuleViolation(p.vllm_module, p.out_features, p.in_features,
-                                                 options.bits, options.group_size, options.tp)) {
+      } else if (auto rule =
+                     KernelRuleViolation(p.vllm_module, p.out_features, p.in_features,
+                                         options.scheme->bits, options.group_size, options.tp)) {
         p.reason = *rule;
       } else {
         p.action = TensorAction::kQuantize;

@@ -20,6 +20,7 @@
 #include "base/status.h"
 #include "checkpoint/family.h"
 #include "checkpoint/model_config.h"
+#include "quant/scheme.h"
 #include "tensor/dtype.h"
 
 namespace spk {
@@ -34,8 +35,8 @@ struct TensorMeta {
 };
 
 struct PlanOptions {
-  int bits = 4;
-  int64_t group_size = 128;  // -1: channel-wise
+  const QuantScheme* scheme = FindScheme("w4a16");  // a row of quant/scheme.h, never null
+  int64_t group_size = 128;                         // -1: channel-wise
   Preset preset = Preset::kAuto;
   std::vector<std::string> ignore;  // --ignore entries, exact or "re:" (vLLM names)
   int tp = 1;                       // tensor-parallel size the kernel rules are checked for

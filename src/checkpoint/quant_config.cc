@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
 
 namespace spk {
 namespace {
@@ -84,26 +85,30 @@ std::string StringOr(const Json& obj, const char* key) {
 
 }  // namespace
 
-Json MakeQuantizationConfig(const WeightQuantArgs& args, const std::vector<std::string>& ignore) {
+Json MakeQuantizationConfig(const QuantScheme& scheme, int64_t group_size,
+                            const std::vector<std::string>& ignore) {
+  const bool channel = group_size == kChannelWise;
   Json weights = {
       {"actorder", nullptr},
       {"block_structure", nullptr},
       {"dynamic", false},
-      {"group_size", args.group_size ? Json(*args.group_size) : Json(nullptr)},
-      {"num_bits", args.num_bits},
-      {"observer", "minmax"},
+      {"group_size", channel ? Json(nullptr) : Json(group_size)},
+      {"num_bits", scheme.bits},
+      {"observer", scheme.observer},
       {"observer_kwargs", Json::object()},
-      {"strategy", args.group_size ? "group" : "channel"},
-      {"symmetric", args.symmetric},
-      {"type", "int"},
+      {"strategy", channel ? "channel" : "group"},
+      {"symmetric", scheme.symmetric},
+      {"type", WeightTypeName(scheme.type)},
   };
-  Json group = {{"format", "pack-quantized"},
+  // Weight-only rows write null; a row with activation arguments names them (none yet).
+  assert(scheme.input_activations.empty());
+  Json group = {{"format", scheme.format},
                 {"input_activations", nullptr},
                 {"output_activations", nullptr},
                 {"targets", Json::array({"Linear"})},
                 {"weights", weights}};
   return Json{{"config_groups", {{"group_0", group}}},
-              {"format", "pack-quantized"},
+              {"format", scheme.format},
               {"global_compression_ratio", nullptr},
               {"ignore", ignore},
               {"kv_cache_scheme", nullptr},
@@ -146,10 +151,48 @@ Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file,
   return view;
 }
 
+const QuantScheme* FindSchemeFor(const WeightQuantArgs& args) {
+  return FindSchemeFor(args.type, args.num_bits, args.symmetric);
+}
+
+namespace {
+std::string Grouping(int64_t group_size) {
+  return group_size == kChannelWise ? std::string(" (channel)")
+                                    : fmt::format(" (group {})", group_size);
+}
+}  // namespace
+
+std::string SchemeLabel(const QuantScheme& scheme, int64_t group_size) {
+  return std::string(scheme.name) + Grouping(group_size);
+}
+
 std::string SchemeLabel(const WeightQuantArgs& args) {
-  return fmt::format(
-      "w{}a16{}{}", args.num_bits, args.symmetric ? "" : "-asym",
-      args.group_size ? fmt::format(" (group {})", *args.group_size) : std::string(" (channel)"));
+  const int64_t group_size = args.group_size.value_or(kChannelWise);
+  if (const QuantScheme* scheme = FindSchemeFor(args)) return SchemeLabel(*scheme, group_size);
+  return fmt::format("{} {}-bit{}{}, not a sparkulator scheme", args.type, args.num_bits,
+                     args.symmetric ? "" : " asymmetric", Grouping(group_size));
+}
+
+Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label,
+                                          const ModelConfig& config) {
+  SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc, ParseQuantizationConfig(file_label, config.json));
+  for (const ConfigGroup& g : qc.groups) {
+    if (!g.weights) continue;
+    const WeightQuantArgs& w = *g.weights;
+    const QuantScheme* scheme = FindSchemeFor(w);
+    if (scheme == nullptr || (w.strategy != "group" && w.strategy != "channel")) {
+      return Status::InvalidInput(fmt::format(
+          "{}: config group {} has weights type '{}' num_bits {} strategy '{}'; only the schemes "
+          "{} (group or channel strategy) are supported",
+          file_label, g.name, w.type, w.num_bits, w.strategy, SchemeNames()));
+    }
+    const int64_t group_size = w.strategy == "channel" ? kChannelWise : w.group_size.value_or(0);
+    const QuantParams params = ParamsFor(*scheme, group_size);
+    SPK_RETURN_IF_ERROR(ValidateParams(params).WithContext(file_label));
+    return CheckpointScheme{scheme, params};
+  }
+  return Status::InvalidInput(
+      fmt::format("{}: quantization_config has no config group with weights", file_label));
 }
 
 }  // namespace spk

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "checkpoint/model_config.h"
+#include "quant/scheme.h"
 
 namespace spk {
 
@@ -44,14 +46,31 @@ struct QuantizationConfigView {
   std::vector<std::string> unknown_weight_keys;  // keys older compressed-tensors releases reject
 };
 
-// The quantization_config object for one weight-only integer scheme targeting Linear layers.
-nlohmann::ordered_json MakeQuantizationConfig(const WeightQuantArgs& args,
+// The quantization_config object for one weight-only scheme of the registry (quant/scheme.h)
+// targeting Linear layers, at `group_size` (kChannelWise: strategy "channel").
+nlohmann::ordered_json MakeQuantizationConfig(const QuantScheme& scheme, int64_t group_size,
                                               const std::vector<std::string>& ignore);
 
 Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file_label,
                                                        const nlohmann::ordered_json& config_json);
 
-// "w4a16", "w8a16-asym", ... for a parsed weight scheme (for display).
+// The registry row a parsed weight scheme is (by type, num_bits and symmetric), or nullptr.
+const QuantScheme* FindSchemeFor(const WeightQuantArgs& args);
+
+// For display: the row's name and the grouping, "w4a16 (group 128)", "w8a16-asym (channel)"; a
+// scheme with no row says what it is instead, "float 8-bit (channel), not a sparkulator scheme".
 std::string SchemeLabel(const WeightQuantArgs& args);
+std::string SchemeLabel(const QuantScheme& scheme, int64_t group_size);
+
+// The scheme a quantized checkpoint was written with: its registry row and kernel parameters.
+struct CheckpointScheme {
+  const QuantScheme* scheme = nullptr;
+  QuantParams params;
+};
+// The scheme of the first config group with weights of `config`'s quantization_config. Errors:
+// InvalidInput naming `file_label` (config.json) when there is none, or it has no registry row, or
+// a strategy other than group/channel. Any positive group size is read (llm-compressor writes
+// others than the ones we write, and they dequantize the same way).
+Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label, const ModelConfig& config);
 
 }  // namespace spk

@@ -26,7 +26,7 @@
 #include <span>
 
 #include "base/status.h"
-#include "quant/scheme.h"
+#include "quant/params.h"
 #include "tensor/dtype.h"
 
 namespace spk {

@@ -1,69 +1,79 @@
-// The quantization scheme registry and the tensor shapes of the compressed-tensors `pack-quantized`
-// format (docs/formats.md section 2).
+// The quantization scheme registry: one table (scheme.cc, ggml-style) with a row per format that
+// sparkulator writes. `--help`, flag validation, the config writer and reader (checkpoint/
+// quant_config.h), the plan's group-size rule, quantize, dequantize, compare, inspect, check and
+// the tests all iterate or look up this table, so adding a format is a row, a codec
+// (quant/codec.h), its kernels and its tests.
 //
-// One table (scheme.cc, ggml-style) lists every scheme sparkulator writes; help text, flag
-// validation and the tests iterate it, so adding a scheme is one row. The shape helpers are the
-// single source of truth for the sizes of weight_packed, weight_scale and weight_zero_point. Pure
-// functions over constant data: thread-safe. The table lives for the whole program, so `const
-// QuantScheme*` and the string_views in it never dangle.
+// The table lives for the whole program, so `const QuantScheme*` and the string_views in it never
+// dangle. Pure functions over constant data: thread-safe. Errors: ValidateGroupSize returns Usage
+// with the values the row allows.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
-#include <vector>
 
 #include "base/status.h"
+#include "quant/codec.h"
+#include "quant/params.h"
 
 namespace spk {
 
+// compressed-tensors' QuantizationType, the `type` of QuantizationArgs. FP8, NVFP4 and MXFP4 are
+// all "float" there; they differ in num_bits, group size and scale dtype.
+enum class WeightType { kInt, kFloat };
+// The value of QuantizationArgs.type: "int" or "float".
+std::string_view WeightTypeName(WeightType type);
+
+// The dtype of the stored scales.
+enum class ScaleDType {
+  kLikeWeight,  // the source weight's dtype (BF16, F16 or F32), as llm-compressor writes W4A16
+};
+
+// The group sizes vLLM's Marlin WNA16 kernels run (gptq_marlin / machete: -1, 32, 64, 128).
+inline constexpr int64_t kMarlinGroupSizes[] = {kChannelWise, 32, 64, 128};
+// True for a positive group size a Marlin kernel runs (32, 64, 128).
+bool IsMarlinGroupSize(int64_t group_size);
+
 struct QuantScheme {
-  std::string_view name;     // "w4a16": the --scheme value
-  int bits;                  // weight bits: 4 or 8
-  bool symmetric;            // false: the checkpoint carries weight_zero_point
-  std::string_view format;   // compressed-tensors format name: "pack-quantized"
-  std::string_view summary;  // one line for --help
+  std::string_view name;    // "w4a16": the --scheme value and the label inspect/check print
+  std::string_view preset;  // compressed-tensors / llm-compressor preset name, "" when none
+  WeightType type;
+  int bits;                              // weight bits: 4 or 8
+  bool symmetric;                        // false: the checkpoint carries weight_zero_point
+  std::span<const int64_t> group_sizes;  // allowed group sizes; kChannelWise = per channel
+  int64_t default_group_size;            // the --group-size default
+  ScaleDType scale_dtype;
+  bool global_scale;                   // a per-tensor weight_global_scale (NVFP4); none yet
+  std::string_view format;             // compressed-tensors format: "pack-quantized"
+  std::string_view input_activations;  // "": weight-only (input_activations: null)
+  std::string_view observer;           // QuantizationArgs.observer we record: "minmax"
+  std::string_view summary;            // one line for --help
+  const WeightCodec* codec;            // stored tensors, quantize and dequantize rows
 };
 
 // Every scheme, in help order: w4a16, w4a16-asym, w8a16, w8a16-asym.
 std::span<const QuantScheme> AllSchemes();
 // The scheme named exactly `name`, or nullptr.
 const QuantScheme* FindScheme(std::string_view name);
+// The scheme a parsed quantization_config describes (type "int"/"float", num_bits, symmetric), or
+// nullptr when sparkulator has no such row. The group size is checked separately
+// (AllowsGroupSize): a row with a strange group size is still that scheme, wrongly grouped.
+const QuantScheme* FindSchemeFor(std::string_view type, int bits, bool symmetric);
 
-// Channel-wise quantization (one scale per output row) is written as group_size -1, as in
-// compressed-tensors' QuantizationArgs.
-inline constexpr int64_t kChannelWise = -1;
+// "w4a16, w4a16-asym, ...": the names, for messages.
+std::string SchemeNames();
 
-// What the quantizer needs to know about a scheme for one tensor.
-struct QuantParams {
-  int bits = 4;
-  bool symmetric = true;
-  int64_t group_size = 128;  // columns per scale; kChannelWise (-1) = one scale per row
-};
+// True when `group_size` is one of the row's group sizes.
+bool AllowsGroupSize(const QuantScheme& scheme, int64_t group_size);
+// "32, 64, 128 or -1 (channel-wise)": the row's group sizes, for messages and --help.
+std::string GroupSizeList(const QuantScheme& scheme);
+std::string GroupSizeList(std::span<const int64_t> group_sizes);
+// Ok, or Usage "--group-size G is not supported: use 32, 64, 128 or -1 (channel-wise)".
+Status ValidateGroupSize(const QuantScheme& scheme, int64_t group_size);
+
+// The kernel parameters of `scheme` at `group_size`.
 QuantParams ParamsFor(const QuantScheme& scheme, int64_t group_size);
-
-// Integer range of a `bits`-bit signed value: [-2^(bits-1), 2^(bits-1)-1] (int4: -8..7).
-inline int32_t QMin(int bits) { return -(int32_t{1} << (bits - 1)); }
-inline int32_t QMax(int bits) { return (int32_t{1} << (bits - 1)) - 1; }
-
-// Ok when the parameters are ones sparkulator writes: bits 4 or 8, group_size positive or -1.
-Status ValidateParams(const QuantParams& params);
-// True when a weight with `cols` input columns can be quantized with `group_size`: channel-wise
-// always, groups when cols is a positive multiple of group_size (compressed-tensors refuses ragged
-// groups).
-bool GroupFits(int64_t cols, int64_t group_size);
-// Columns covered by one scale: group_size, or all of `cols` for channel-wise.
-int64_t GroupWidth(int64_t cols, int64_t group_size);
-// Scales per row: cols / group_size, or 1 for channel-wise. REQUIRES: GroupFits(cols, group_size).
-int64_t GroupsPerRow(int64_t cols, int64_t group_size);
-// int32 words holding `count` packed `bits`-bit values: ceil(count * bits / 32).
-int64_t PackedWords(int64_t count, int bits);
-
-// weight_packed: [rows, ceil(cols * bits / 32)] int32 ([rows, cols/8] for 4-bit when 8 | cols).
-std::vector<int64_t> PackedShape(int64_t rows, int64_t cols, int bits);
-// weight_scale: [rows, cols / group_size], or [rows, 1] for channel-wise.
-std::vector<int64_t> ScaleShape(int64_t rows, int64_t cols, int64_t group_size);
-// weight_zero_point (asymmetric only): [ceil(rows * bits / 32), groups], packed along the row dim.
-std::vector<int64_t> ZeroPointShape(int64_t rows, int64_t cols, int bits, int64_t group_size);
 
 }  // namespace spk

@@ -49,8 +49,8 @@
 #include <span>
 
 #include "base/status.h"
+#include "quant/params.h"
 #include "quant/rtn.h"
-#include "quant/scheme.h"
 #include "tensor/dtype.h"
 
 namespace spk {

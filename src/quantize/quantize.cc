@@ -3,20 +3,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
+#include <optional>
 #include <vector>
 
 #include "base/parallel.h"
-#include "base/version.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
-#include "quant/search.h"
-#include "quant/simd/rtn_simd.h"
-#include "quant/simd/search_simd.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 
@@ -32,12 +30,12 @@ constexpr uint64_t kBlockBytes = 4u << 20;
 constexpr uint64_t kMaxBytesInFlight = 192u << 20;
 constexpr int kMaxWorkers = static_cast<int>(kMaxBytesInFlight / (kBlockBytes * 3 / 2));
 
-enum class OutputKind { kCopy, kPacked, kScale, kShape, kZeroPoint };
-
+// An output tensor is a copied source tensor, or one of the tensors the scheme's codec stores for
+// a quantized weight (quant/codec.h).
 struct OutputTensor {
   TensorSpec spec;
-  size_t source_index;  // into SourceCheckpoint::tensors
-  OutputKind kind;
+  size_t source_index;             // into SourceCheckpoint::tensors
+  std::optional<TensorRole> role;  // nullopt: copied as it is
 };
 
 struct OutputShard {
@@ -50,40 +48,38 @@ std::string ModuleOf(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
 }
 
-// The tensors that replace one quantized weight (docs/formats.md 2).
+// The scheme and its parameters, as the options chose them.
+struct SchemeChoice {
+  const QuantScheme* scheme;
+  QuantParams params;
+};
+
+// The tensors that replace one quantized weight, as the scheme's codec stores them (docs/formats.md section 2).
 std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index,
-                                           const QuantParams& qp) {
+                                           const SchemeChoice& choice) {
   std::string m = ModuleOf(t.name);
-  int64_t rows = t.shape[0], cols = t.shape[1];
-  std::vector<OutputTensor> out = {
-      {{m + ".weight_packed", DType::kI32, PackedShape(rows, cols, qp.bits)},
-       index,
-       OutputKind::kPacked},
-      {{m + ".weight_scale", t.dtype, ScaleShape(rows, cols, qp.group_size)},
-       index,
-       OutputKind::kScale},
-      {{m + ".weight_shape", DType::kI64, {2}}, index, OutputKind::kShape},
-  };
-  if (!qp.symmetric) {
-    out.push_back({{m + ".weight_zero_point", DType::kI32,
-                    ZeroPointShape(rows, cols, qp.bits, qp.group_size)},
-                   index,
-                   OutputKind::kZeroPoint});
+  std::vector<OutputTensor> out;
+  for (StoredTensor& st :
+       choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1])) {
+    out.push_back({{m + std::string(st.suffix), st.dtype, std::move(st.shape)}, index, st.role});
   }
   return out;
 }
 
 Result<std::vector<OutputShard>> PlanOutputShards(const SourceCheckpoint& src,
-                                                  const QuantPlan& plan, const QuantParams& qp) {
+                                                  const QuantPlan& plan,
+                                                  const SchemeChoice& choice) {
   std::vector<OutputShard> shards(src.files.shard_files().size());
   for (size_t s = 0; s < shards.size(); ++s) shards[s].file = src.files.shard_files()[s];
   for (size_t i = 0; i < src.tensors.size(); ++i) {
     OutputShard& shard = shards[src.tensor_shard[i]];
     const TensorMeta& t = src.tensors[i];
     if (plan.tensors[i].action == TensorAction::kQuantize) {
-      for (OutputTensor& o : QuantizedTensors(t, i, qp)) shard.tensors.push_back(std::move(o));
+      for (OutputTensor& o : QuantizedTensors(t, i, choice)) {
+        shard.tensors.push_back(std::move(o));
+      }
     } else {
-      shard.tensors.push_back({{t.name, t.dtype, t.shape}, i, OutputKind::kCopy});
+      shard.tensors.push_back({{t.name, t.dtype, t.shape}, i, std::nullopt});
     }
   }
   for (OutputShard& shard : shards) {
@@ -105,11 +101,11 @@ Result<std::vector<OutputShard>> PlanOutputShards(const SourceCheckpoint& src,
 
 struct WriteContext {
   const SourceCheckpoint* src;
-  const QuantParams* qp;
+  const SchemeChoice* choice;
   int threads;
   Progress* progress;
   const std::atomic<bool>* cancel;
-  bool search = false;  // --method search: QuantizeRowsSearchFast instead of RTN
+  QuantMethod method = QuantMethod::kRtn;
   Durability durability = Durability::kSynced;
 };
 
@@ -139,23 +135,32 @@ Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
       ctx.cancel);
 }
 
-struct QuantizedOffsets {
-  uint64_t packed, scale, shape, zero_point;
+// Where each of a quantized weight's stored tensors starts in the output file, by role.
+class QuantizedOffsets {
+ public:
+  uint64_t& operator[](TensorRole role) { return at_[static_cast<size_t>(role)]; }
+  uint64_t operator[](TensorRole role) const { return at_[static_cast<size_t>(role)]; }
+
+ private:
+  std::array<uint64_t, kTensorRoleCount> at_{};
 };
 
 Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
                       const SafetensorsReader& reader, WritableFile& out,
                       const QuantizedOffsets& at) {
-  const QuantParams& qp = *ctx.qp;
+  const QuantParams& qp = ctx.choice->params;
+  const WeightCodec& codec = *ctx.choice->scheme->codec;
   const int64_t rows = entry.shape[0], cols = entry.shape[1];
   const uint64_t elem = DTypeBits(entry.dtype) / 8;
   const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
-  const int64_t words = PackedShape(rows, cols, qp.bits)[1];
-  const int64_t groups = ScaleShape(rows, cols, qp.group_size)[1];
+  const std::vector<StoredTensor> stored = codec.Tensors(qp, entry.dtype, rows, cols);
+  const int64_t words = FindRole(stored, TensorRole::kPacked)->shape[1];
+  const int64_t groups = FindRole(stored, TensorRole::kScale)->shape[1];
+  const StoredTensor* zp_tensor = FindRole(stored, TensorRole::kZeroPoint);
   const int64_t rows_per_block =
       std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
   const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
-  std::vector<int32_t> zero_points(qp.symmetric ? 0 : static_cast<size_t>(rows * groups));
+  std::vector<int32_t> zero_points(zp_tensor ? static_cast<size_t>(rows * groups) : 0);
 
   Status s = ParallelFor(
       ctx.threads, blocks,
@@ -167,29 +172,30 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
         std::vector<int32_t> packed(static_cast<size_t>(n * words));
         std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
         RowBlockQuantOutput q{packed.data(), scales.data(),
-                              qp.symmetric ? nullptr : zero_points.data() + r0 * groups};
-        Status qs = ctx.search ? QuantizeRowsSearchFast(qp, entry.dtype, weight.data(), n, cols, q)
-                               : QuantizeRowsRtnFast(qp, entry.dtype, weight.data(), n, cols, q);
+                              zp_tensor ? zero_points.data() + r0 * groups : nullptr};
+        Status qs = codec.QuantizeRows(qp, ctx.method, entry.dtype, weight.data(), n, cols, q);
         if (!qs.ok()) {
           return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
                                                entry.name, r0, r0 + n - 1, qs.message()));
         }
         SPK_RETURN_IF_ERROR(
-            WriteBlock(ctx, out, at.packed + r0 * words * 4,
+            WriteBlock(ctx, out, at[TensorRole::kPacked] + r0 * words * 4,
                        {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
-        SPK_RETURN_IF_ERROR(WriteBlock(ctx, out, at.scale + r0 * groups * elem, scales));
+        SPK_RETURN_IF_ERROR(
+            WriteBlock(ctx, out, at[TensorRole::kScale] + r0 * groups * elem, scales));
         ctx.progress->Advance(weight.size());
         return Status::Ok();
       },
       ctx.cancel);
   SPK_RETURN_IF_ERROR(s);
   int64_t shape[2] = {rows, cols};
-  SPK_RETURN_IF_ERROR(out.WriteAt(at.shape, {reinterpret_cast<const uint8_t*>(shape), 16}));
-  if (qp.symmetric) return Status::Ok();
-  std::vector<int64_t> zp_shape = ZeroPointShape(rows, cols, qp.bits, qp.group_size);
-  std::vector<int32_t> zp_packed(static_cast<size_t>(zp_shape[0] * zp_shape[1]));
+  SPK_RETURN_IF_ERROR(
+      out.WriteAt(at[TensorRole::kShape], {reinterpret_cast<const uint8_t*>(shape), 16}));
+  if (zp_tensor == nullptr) return Status::Ok();
+  // Zero points pack across rows, so they are written once every row block is done.
+  std::vector<int32_t> zp_packed(static_cast<size_t>(zp_tensor->shape[0] * zp_tensor->shape[1]));
   PackZeroPoints(qp.bits, zero_points.data(), rows, groups, zp_packed.data());
-  return out.WriteAt(at.zero_point,
+  return out.WriteAt(at[TensorRole::kZeroPoint],
                      {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4});
 }
 
@@ -199,22 +205,20 @@ Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem*
   SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*out, shard.layout));
   const SourceCheckpoint& src = *ctx.src;
   for (const OutputTensor& o : shard.tensors) {
-    if (o.kind != OutputKind::kCopy && o.kind != OutputKind::kPacked) continue;
+    // A quantized weight is written once, when its packed tensor comes up.
+    if (o.role && *o.role != TensorRole::kPacked) continue;
     const TensorMeta& meta = src.tensors[o.source_index];
     const SafetensorsReader& reader = src.files.shard(src.tensor_shard[o.source_index]);
     const TensorEntry* entry = reader.header().Find(meta.name);
-    if (o.kind == OutputKind::kCopy) {
+    if (!o.role) {
       SPK_ASSIGN_OR_RETURN(uint64_t offset, shard.layout.AbsoluteOffset(o.spec.name));
       SPK_RETURN_IF_ERROR(CopyTensor(ctx, *entry, reader, *out, offset));
       continue;
     }
-    std::string m = ModuleOf(meta.name);
-    QuantizedOffsets at{};
-    SPK_ASSIGN_OR_RETURN(at.packed, shard.layout.AbsoluteOffset(m + ".weight_packed"));
-    SPK_ASSIGN_OR_RETURN(at.scale, shard.layout.AbsoluteOffset(m + ".weight_scale"));
-    SPK_ASSIGN_OR_RETURN(at.shape, shard.layout.AbsoluteOffset(m + ".weight_shape"));
-    if (!ctx.qp->symmetric) {
-      SPK_ASSIGN_OR_RETURN(at.zero_point, shard.layout.AbsoluteOffset(m + ".weight_zero_point"));
+    QuantizedOffsets at;
+    for (const OutputTensor& part : shard.tensors) {
+      if (part.source_index != o.source_index || !part.role) continue;
+      SPK_ASSIGN_OR_RETURN(at[*part.role], shard.layout.AbsoluteOffset(part.spec.name));
     }
     SPK_RETURN_IF_ERROR(QuantizeTensor(ctx, *entry, reader, *out, at));
   }
@@ -233,14 +237,11 @@ Status WriteIndex(const std::vector<OutputShard>& shards, const std::string& dir
   return WriteWholeFile(dir + "/" + std::string(kShardIndexFileName), SerializeShardIndex(index));
 }
 
-Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const QuantParams& qp,
+Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const SchemeChoice& choice,
                    const QuantizeOptions& options, const std::string& dir) {
   nlohmann::ordered_json config = src.config.json;
-  WeightQuantArgs args;
-  args.num_bits = qp.bits;
-  args.symmetric = qp.symmetric;
-  if (qp.group_size != kChannelWise) args.group_size = qp.group_size;
-  config["quantization_config"] = MakeQuantizationConfig(args, plan.ignore_entries);
+  config["quantization_config"] =
+      MakeQuantizationConfig(*choice.scheme, choice.params.group_size, plan.ignore_entries);
   // vLLM builds a speculators-format draft's config from transformer_layer_config alone
   // (vllm/transformers_utils/configs/speculators/base.py, extract_transformers_pre_trained_config):
   // a top-level quantization_config would be dropped and the packed weights would fail to load.
@@ -257,23 +258,17 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Qua
   return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
 }
 
-Result<QuantParams> ParamsFromOptions(const QuantizeOptions& options) {
+Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
   const QuantScheme* scheme = FindScheme(options.scheme);
   if (scheme == nullptr) {
-    std::vector<std::string> names;
-    for (const QuantScheme& s : AllSchemes()) names.emplace_back(s.name);
     return Status::Usage(
-        fmt::format("unknown scheme '{}': use one of {}", options.scheme, fmt::join(names, ", ")));
+        fmt::format("unknown scheme '{}': use one of {}", options.scheme, SchemeNames()));
   }
-  int64_t g = options.group_size;
-  if (g != kChannelWise && g != 32 && g != 64 && g != 128) {
-    return Status::Usage(
-        fmt::format("--group-size {} is not supported: use 32, 64, 128 or -1 (channel-wise)", g));
-  }
+  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, options.group_size));
   if (options.method != "rtn" && options.method != "search") {
     return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
   }
-  return ParamsFor(*scheme, g);
+  return SchemeChoice{scheme, ParamsFor(*scheme, options.group_size)};
 }
 
 }  // namespace
@@ -305,7 +300,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   auto start = std::chrono::steady_clock::now();
   Progress no_progress = Progress::Disabled();
   if (progress == nullptr) progress = &no_progress;
-  SPK_ASSIGN_OR_RETURN(QuantParams qp, ParamsFromOptions(options));
+  SPK_ASSIGN_OR_RETURN(SchemeChoice choice, SchemeFromOptions(options));
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
   if (src.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
@@ -314,10 +309,10 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
         src.dir));
   }
   PlanOptions plan_options = options.plan;
-  plan_options.bits = qp.bits;
-  plan_options.group_size = qp.group_size;
+  plan_options.scheme = choice.scheme;
+  plan_options.group_size = choice.params.group_size;
   SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, plan_options));
-  SPK_ASSIGN_OR_RETURN(auto shards, PlanOutputShards(src, plan, qp));
+  SPK_ASSIGN_OR_RETURN(auto shards, PlanOutputShards(src, plan, choice));
 
   QuantizeSummary summary;
   summary.source_dir = src.dir;
@@ -338,15 +333,20 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
                        AtomicOutputDir::Create(options.destination, options.force));
   const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
-  WriteContext ctx{
-      &src, &qp, workers, progress, cancel, options.method == "search", options.durability};
+  WriteContext ctx{&src,
+                   &choice,
+                   workers,
+                   progress,
+                   cancel,
+                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
+                   options.durability};
   progress->Start("quantize", summary.source_tensor_bytes);
   for (const OutputShard& shard : shards) {
     SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));
   }
   progress->Finish();
   if (src.files.sharded()) SPK_RETURN_IF_ERROR(WriteIndex(shards, out_dir.temp_path()));
-  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, qp, options, out_dir.temp_path()));
+  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, choice, options, out_dir.temp_path()));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
   SPK_RETURN_IF_ERROR(out_dir.Commit(options.durability));

@@ -22,8 +22,8 @@
 #include <string>
 #include <vector>
 
+#include "quant/params.h"
 #include "quant/rtn.h"
-#include "quant/scheme.h"
 #include "tensor/dtype.h"
 #include "tensor/float_convert.h"
 

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "quant/params.h"
 #include "quant/rtn.h"
-#include "quant/scheme.h"
 #include "tensor/dtype.h"
 #include "tensor/float_convert.h"
 

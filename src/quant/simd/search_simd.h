@@ -18,8 +18,8 @@
 #include <cstdint>
 
 #include "base/status.h"
+#include "quant/params.h"
 #include "quant/rtn.h"
-#include "quant/scheme.h"
 #include "quant/search.h"
 #include "tensor/dtype.h"
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "base/status.h"
+#include "quant/params.h"
 #include "quant/rtn.h"
-#include "quant/scheme.h"
 #include "tensor/dtype.h"
 #include "tensor/float_convert.h"
 

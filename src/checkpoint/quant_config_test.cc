@@ -1,0 +1,72 @@
+// The config writer and reader against the scheme registry: every row writes compressed-tensors'
+// own preset fields and reads back as itself; configs with no row are named for what they are.
+#include "checkpoint/quant_config.h"
+
+#include <gtest/gtest.h>
+
+#include "checkpoint/test_util.h"
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+ModelConfig WithQuantization(const Json& qc) {
+  return test_util::ConfigFromJson(Json{{"quantization_config", qc}}.dump());
+}
+
+TEST(QuantConfigTest, EveryRowWritesItsFieldsAndReadsBackAsItself) {
+  for (const QuantScheme& s : AllSchemes()) {
+    for (int64_t g : s.group_sizes) {
+      Json qc = MakeQuantizationConfig(s, g, {"lm_head"});
+      const Json& w = qc["config_groups"]["group_0"]["weights"];
+      EXPECT_EQ(qc["format"], s.format);
+      EXPECT_EQ(qc["config_groups"]["group_0"]["format"], s.format);
+      EXPECT_EQ(w["type"], "int");
+      EXPECT_EQ(w["num_bits"], s.bits);
+      EXPECT_EQ(w["symmetric"], s.symmetric);
+      EXPECT_EQ(w["strategy"], g == kChannelWise ? "channel" : "group");
+      EXPECT_EQ(w["group_size"], g == kChannelWise ? Json(nullptr) : Json(g));
+      EXPECT_TRUE(qc["config_groups"]["group_0"]["input_activations"].is_null());
+      auto read = SchemeFromConfig("config.json", WithQuantization(qc));
+      ASSERT_TRUE(read.ok()) << read.status().message();
+      EXPECT_EQ(read->scheme, &s);
+      EXPECT_EQ(read->params.group_size, g);
+      EXPECT_EQ(read->params.bits, s.bits);
+      auto view = ParseQuantizationConfig("config.json", Json{{"quantization_config", qc}});
+      ASSERT_TRUE(view.ok());
+      EXPECT_EQ(SchemeLabel(*view->groups[0].weights), SchemeLabel(s, g));
+    }
+  }
+  EXPECT_EQ(SchemeLabel(*FindScheme("w8a16-asym"), 128), "w8a16-asym (group 128)");
+  EXPECT_EQ(SchemeLabel(*FindScheme("w4a16"), kChannelWise), "w4a16 (channel)");
+}
+
+// An FP8 checkpoint (compressed-tensors type "float", 8 bits) is not shown as w8a16 any more, and
+// dequantize/compare refuse it by name instead of misreading its tensors.
+TEST(QuantConfigTest, SchemesWithNoRowAreNamedAndRefused) {
+  WeightQuantArgs fp8;
+  fp8.num_bits = 8;
+  fp8.type = "float";
+  fp8.strategy = "channel";
+  EXPECT_EQ(SchemeLabel(fp8), "float 8-bit (channel), not a sparkulator scheme");
+  EXPECT_EQ(FindSchemeFor(fp8), nullptr);
+  Json qc = {
+      {"config_groups",
+       {{"group_0",
+         {{"targets", {"Linear"}},
+          {"weights",
+           {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"}}}}}}}};
+  auto read = SchemeFromConfig("ckpt/config.json", WithQuantization(qc));
+  ASSERT_FALSE(read.ok());
+  EXPECT_EQ(read.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(read.status().message().find("ckpt/config.json: config group group_0 has weights type "
+                                         "'float' num_bits 8"),
+            std::string::npos)
+      << read.status().message();
+  auto none = SchemeFromConfig("ckpt/config.json", WithQuantization(Json::object()));
+  EXPECT_FALSE(none.ok());
+}
+
+}  // namespace
+}  // namespace spk

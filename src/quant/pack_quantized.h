@@ -1,0 +1,22 @@
+// The codec of compressed-tensors' `pack-quantized` format (FORMAT.md section 2): integer weights
+// of 1..8 bits packed into int32 words, a scale per group in the weight's dtype, the original
+// shape, and for asymmetric schemes zero points packed along the output dimension. Quantizes with
+// the Highway kernels of quant/simd/ (bit-exact with the scalar reference in quant/rtn.h) and
+// dequantizes as compressed-tensors' PackedQuantizationCompressor.decompress.
+//
+// Stateless singleton; thread-safe. Errors as quant/codec.h.
+#pragma once
+
+#include "quant/codec.h"
+
+namespace spk {
+
+// Stored tensor suffixes of pack-quantized modules.
+inline constexpr std::string_view kPackedSuffix = ".weight_packed";
+inline constexpr std::string_view kScaleSuffix = ".weight_scale";
+inline constexpr std::string_view kShapeSuffix = ".weight_shape";
+inline constexpr std::string_view kZeroPointSuffix = ".weight_zero_point";
+
+const WeightCodec& PackQuantizedCodec();
+
+}  // namespace spk
