@@ -52,13 +52,13 @@ def failure_cases(kind, work: pathlib.Path, target: pathlib.Path,
     qkv = env.quantize(draft, models / "draft-w4a16-qkv", ["--scheme", "w4a16", "--preset", "none"],
                        logs)
     local = with_ignore(rtn, models / "draft-ignore-literal-local",
-                        ["lm_head"] + [f"layers.{i}.self_attn.{p}" for i in draft_layers
+                        [f"layers.{i}.self_attn.{p}" for i in draft_layers
                                        for p in QKV])
     global_ = with_ignore(rtn, models / "draft-ignore-literal-global",
-                          ["lm_head"] + [f"model.layers.{target_layers + i}.self_attn.{p}"
+                          [f"model.layers.{target_layers + i}.self_attn.{p}"
                                          for i in draft_layers for p in QKV])
     fused = with_ignore(rtn, models / "draft-ignore-fused-literal",
-                        ["lm_head"] + [f"model.layers.{target_layers + i}.self_attn.qkv_proj"
+                        [f"model.layers.{target_layers + i}.self_attn.qkv_proj"
                                        for i in draft_layers])
     shared_cache = work / "vllm-cache" / "dflash-qwen3-shared"
 

@@ -37,7 +37,12 @@ class SparkulatorError(RuntimeError):
 
 
 def venv_dir() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("VENV", ROOT / ".venv-vllm"))
+    """$VENV; else the running interpreter's environment when it has `vllm`; else .venv-vllm."""
+    if os.environ.get("VENV"):
+        return pathlib.Path(os.environ["VENV"])
+    if (pathlib.Path(sys.prefix) / "bin" / "vllm").exists():
+        return pathlib.Path(sys.prefix)
+    return ROOT / ".venv-vllm"
 
 
 def venv_python() -> pathlib.Path:
@@ -106,18 +111,26 @@ def cache_root(cache: pathlib.Path | None = None) -> pathlib.Path:
     return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "sparkulator" / "e2e"
 
 
-def cached_model(cache: pathlib.Path, name: str, sources: list[pathlib.Path], params: dict,
+def file_digest(path: pathlib.Path) -> str:
+    """sha256 of a file (a draft's cache key names the exact target weights it was trained on)."""
+    import hashlib
+    return hashlib.sha256(pathlib.Path(path).read_bytes()).hexdigest()[:16]
+
+
+def cached_model(cache: pathlib.Path, name: str, sources: list, params: dict,
                  build) -> pathlib.Path:
     """The folder `cache/NAME-HASH`, built by `build(tmp_folder)` when missing. HASH covers the source
-    text of `sources` (a changed trainer retrains) and `params` (steps, sizes, the smoke flag). The build
+    text of `sources` (files, or source strings such as inspect.getsource of the trainer's functions:
+    a changed trainer retrains) and `params` (steps, sizes, the smoke flag). The build
     writes into a temporary folder that is renamed at the end, so an interrupted build leaves nothing
     that looks done."""
     import hashlib
     import shutil
     digest = hashlib.sha256(json.dumps(params, sort_keys=True).encode())
     for src in sources:
-        digest.update(pathlib.Path(src).read_bytes())
+        digest.update(src.encode() if isinstance(src, str) else pathlib.Path(src).read_bytes())
     final = cache / f"{name}-{digest.hexdigest()[:12]}"
+    _wait_for_other_builder(cache, final)
     if final.is_dir():
         return final
     cache.mkdir(parents=True, exist_ok=True)
@@ -133,10 +146,36 @@ def cached_model(cache: pathlib.Path, name: str, sources: list[pathlib.Path], pa
     return final
 
 
+def _wait_for_other_builder(cache: pathlib.Path, final: pathlib.Path) -> None:
+    """Another live process building the same folder (two runs sharing a cache): wait for it
+    instead of training twice."""
+    import time
+    while not final.is_dir():
+        owners = [int(p.name.rsplit("-", 1)[1]) for p in cache.glob(f".{final.name}.tmp-*")
+                  if p.name.rsplit("-", 1)[1].isdigit()]
+        live = [pid for pid in owners if pid != os.getpid() and _alive(pid)]
+        if not live:
+            return
+        print(f"  waiting for process {live[0]} to finish building {final.name}", flush=True)
+        time.sleep(20)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
 # ---- the sparkulator binary ----------------------------------------------------------------------
 def sparkulator_path() -> pathlib.Path:
-    return pathlib.Path(os.environ.get("SPARKULATOR") or os.environ.get("SPK_BIN")
-                        or ROOT / "build" / "sparkulator")
+    """$SPARKULATOR, else $SPK_BIN, else $SPK_BUILD_DIR/sparkulator, else build/sparkulator."""
+    if os.environ.get("SPARKULATOR") or os.environ.get("SPK_BIN"):
+        return pathlib.Path(os.environ.get("SPARKULATOR") or os.environ["SPK_BIN"])
+    return pathlib.Path(os.environ.get("SPK_BUILD_DIR") or ROOT / "build") / "sparkulator"
 
 
 def sparkulator(*args, check: bool = True, log: pathlib.Path | None = None):

@@ -21,13 +21,14 @@ import pathlib
 import time
 import traceback
 
-from tests.e2e import cases, env, measure
+from tests.e2e import cases, env, measure, server
 from tests.e2e.server import Server
 
 KIND_MODULES = ["dflash_qwen3", "eagle3", "laguna"]
 PORT = int(os.environ.get("E2E_PORT", "18100"))  # ports PORT .. PORT+12 are used
 KERNEL_LINE = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
 DRAFTER_LINE = "Loading drafter model"
+LANES = 3  # vLLM servers at once for failure cases
 
 
 def settings(smoke: bool) -> dict:
@@ -72,7 +73,11 @@ class Run:
         self.t0 = time.time()
         self.summary = {"mode": "smoke" if smoke else "full", "versions": env.versions(),
                         "sparkulator": str(env.sparkulator_path()), "timings_s": {},
-                        "failures": [], "kinds": {}, "failure_cases": []}
+                        "failures": [], "kinds": {}, "failure_cases": [],
+                        "wna16_gemm": ("e2e reference GEMM plugin (this CPU has no AVX-512: vLLM "
+                                       "0.32's _C_AVX2 has no cpu_gemm_wna16)"
+                                       if server.wna16_fallback_needed()
+                                       else "vLLM's cpu_gemm_wna16")}
 
     # -- bookkeeping -------------------------------------------------------------------------------
     def fail(self, what: str) -> None:
@@ -218,17 +223,35 @@ class Run:
         out["pairing"] = result["arms"]
 
     def failure_part(self, case_list: list, out: list, reference: str | None = None) -> None:
+        """Runs the cases on up to LANES servers at once (the CPU is shared: at most 3 vLLM). Cases
+        that share a VLLM_CACHE_ROOT run in one lane, in list order; results keep list order."""
+        import concurrent.futures
+        lanes: list[list[int]] = [[] for _ in range(LANES)]
+        shared: dict[str, int] = {}
         for i, case in enumerate(case_list):
-            t = time.time()
-            ref = reference if case.draft is None else None
-            r = cases.run_case(case, self.work, PORT + 10 + i % 3, reference_text=ref)
+            root = case.extra_env.get("VLLM_CACHE_ROOT")
+            lane = shared.setdefault(root, i % LANES) if root else i % LANES
+            lanes[lane].append(i)
+        results: dict[int, dict] = {}
+
+        def run_lane(lane: int) -> None:
+            for i in lanes[lane]:
+                case, t = case_list[i], time.time()
+                ref = reference if case.draft is None else None
+                results[i] = cases.run_case(case, self.work, PORT + 10 + lane, reference_text=ref)
+                self.timed(f"case_{case.name}", t)
+
+        with concurrent.futures.ThreadPoolExecutor(LANES) as pool:
+            for f in [pool.submit(run_lane, lane) for lane in range(LANES) if lanes[lane]]:
+                f.result()
+        for i, case in enumerate(case_list):
+            r = results[i]
             out.append(r)
-            self.timed(f"case_{case.name}", t)
             if not r["as_expected"]:
                 self.fail(f"{case.name}: vLLM loaded={r['vllm_loaded']}, expected "
                           f"{case.expect_vllm_loaded} (expect_error {case.expect_error!r}): "
                           f"{r['vllm_error']}")
-            self.write()
+        self.write()
 
 
 def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> int:
@@ -238,14 +261,15 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
     try:
         target, target_w4a16, probe = run.target_part(kinds[0])
         run.write()
+        # Target-only cases first: they need no draft (a draft may still be training elsewhere).
+        broken = cases.broken_target_cases(run.work, target_w4a16, run.s["broken"])
+        run.failure_part(broken, run.summary["failure_cases"], reference=probe)
         for kind in kinds:
             try:
                 run.kind_part(kind, target, target_w4a16)
             except env.SparkulatorError as e:
                 run.fail(f"{kind.name}: {e}")
             run.write()
-        broken = cases.broken_target_cases(run.work, target_w4a16, run.s["broken"])
-        run.failure_part(broken, run.summary["failure_cases"], reference=probe)
         if not smoke:
             for kind in kinds:
                 out = run.summary["kinds"][kind.name]

@@ -28,10 +28,26 @@ from tests.e2e import env
 _RUNNING: list["Server"] = []
 
 
+FALLBACK_DIR = pathlib.Path(__file__).resolve().parent / "wna16_fallback"
+
+
+def wna16_fallback_needed() -> bool:
+    """vLLM 0.32's CPU wheel has cpu_gemm_wna16 only in its AVX-512 libraries (_C, _C_AVX512); on
+    an AVX2-only host W4A16 loads and then fails on the first request (wna16_fallback/). The e2e
+    then serves with the reference GEMM plugin, unless SPK_E2E_WNA16_FALLBACK=0."""
+    import torch
+    return os.environ.get("SPK_E2E_WNA16_FALLBACK", "") != "0" and \
+        not torch.cpu._is_avx512_supported()
+
+
 def base_env(threads: int = 1) -> dict:
     """The variables every CPU server runs with (docs/e2e.md, "Timings")."""
-    return {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-            "OMP_NUM_THREADS": str(threads), "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    out = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "OMP_NUM_THREADS": str(threads), "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    if wna16_fallback_needed():
+        out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(FALLBACK_DIR),
+                                                          os.environ.get("PYTHONPATH")]))
+    return out
 
 
 class Server:
