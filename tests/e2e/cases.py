@@ -62,13 +62,14 @@ def run_case(case: FailureCase, work: pathlib.Path, port: int,
                 detail = f"served {detail}, the intact checkpoint serves {json.dumps(reference_text)}"
         elif health:
             served = True
+        acceptance = _acceptance(server) if served and case.spec_config is not None else None
     log = server.log_text()
     loaded = health and served
     check_exit, check_codes, _ = env.check(case.check_args, work / "logs" / f"check-{case.name}.txt")
     error = server.root_cause()
     result = {"name": case.name, "what": case.what, "vllm_loaded": loaded,
               "vllm_error": error if not loaded or error else "",
-              "probe": detail, "check_exit": check_exit, "check_codes": check_codes,
+              "probe": detail, "acceptance": acceptance, "check_exit": check_exit, "check_codes": check_codes,
               "agree": (check_exit != 0) == (not loaded),
               "expect_vllm_loaded": case.expect_vllm_loaded,
               "as_expected": loaded == case.expect_vllm_loaded and
@@ -79,6 +80,19 @@ def run_case(case: FailureCase, work: pathlib.Path, port: int,
     print(f"  case {case.name}: vLLM {'loaded' if loaded else 'failed'}; check exit {check_exit} "
           f"{check_codes}; agree={result['agree']}; {error[:160]}", flush=True)
     return result
+
+
+def _acceptance(server) -> dict:
+    """Spec-decode counters over the same two held-out greedy requests for every draft case, so
+    that cases compare with each other (e.g. wrong-target with compile-cache-bf16)."""
+    from tests.e2e import measure
+    total = {"drafts": 0, "drafted": 0, "accepted": 0}
+    for prompt in measure.held_out_prompts(2, 800):
+        r = measure.request_counters(server, prompt, 64)
+        for k in total:
+            total[k] += r[k]
+    total["rate"] = round(total["accepted"] / total["drafted"], 4) if total["drafted"] else None
+    return total
 
 
 # ---- broken copies of a W4A16 checkpoint ------------------------------------------------------------

@@ -301,14 +301,19 @@ def predict_acceptance(draft: pathlib.Path, target: pathlib.Path, prompt_ids: li
     """Replays vLLM's DFlash loop over a greedy request whose tokens vLLM returned: after the
     prefill the context is the prompt and the bonus token is output[0]; each step drafts K tokens
     from the mask slots, accepts the prefix that equals the target's greedy tokens, and the context
-    grows by accepted + 1. Returns the counters vLLM's /metrics would move and the drafts."""
+    grows by accepted + 1. Returns the counters vLLM's /metrics would move and the drafts. Only the
+    last block looks past vLLM's output, at K target tokens greedily decoded here."""
     import torch
     model = load_target(target)
     mirror = load_mirror(draft, model)
+    n, K, total = len(prompt_ids), NUM_SPECULATIVE_TOKENS, len(output_ids)
     seq = torch.tensor([prompt_ids + output_ids])
     with torch.no_grad():
+        # vLLM verifies the last block against target tokens past max_tokens (and counts them as
+        # accepted before the output is cut): extend the request by K greedy target tokens.
+        seq = model.generate(seq, attention_mask=torch.ones_like(seq), max_new_tokens=K,
+                             min_new_tokens=K, do_sample=False, pad_token_id=corpus.EOS_ID)
         aux = target_features(model, seq)
-    n, K, total = len(prompt_ids), NUM_SPECULATIVE_TOKENS, len(output_ids)
     drafts = accepted = 0
     steps = []
     g = 1  # output tokens known so far; the last one is the bonus token
