@@ -1,5 +1,6 @@
 // The parameters of one integer quantization of one tensor (bits, symmetry, group size) and the
-// tensor shapes they imply for compressed-tensors' `pack-quantized` layout (FORMAT.md section 2).
+// tensor shapes they imply for compressed-tensors' `pack-quantized` layout (docs/formats.md section
+// 2).
 //
 // This is the vocabulary of the kernels (quant/rtn.h, quant/search.h, quant/simd/): it knows
 // nothing of scheme names or checkpoints. The registry of schemes (quant/scheme.h) sits above it

@@ -1,6 +1,6 @@
 // The registry's rows, iterated: every row is well-formed, findable by name and by its config
-// fields, stores the tensors FORMAT.md describes, and its codec round-trips a weight exactly as
-// the scalar reference (quant/rtn.h) does.
+// fields, stores the tensors docs/formats.md describes, and its codec round-trips a weight exactly
+// as the scalar reference (quant/rtn.h) does.
 #include "quant/scheme.h"
 
 #include <gtest/gtest.h>
@@ -61,9 +61,9 @@ TEST(SchemeTest, GroupSizes) {
   EXPECT_EQ(p.group_size, -1);
 }
 
-// FORMAT.md 2.1, per row: weight_packed I32 [rows, cols*bits/32], weight_scale in the weight dtype
-// [rows, groups], weight_shape I64 [2], and weight_zero_point I32 [rows*bits/32, groups] only for
-// asymmetric rows.
+// docs/formats.md 2.1, per row: weight_packed I32 [rows, cols*bits/32], weight_scale in the weight
+// dtype [rows, groups], weight_shape I64 [2], and weight_zero_point I32 [rows*bits/32, groups] only
+// for asymmetric rows.
 TEST(SchemeTest, StoredTensorsPerRow) {
   const int64_t rows = 64, cols = 256;
   for (const QuantScheme& s : AllSchemes()) {

@@ -24,7 +24,7 @@ from tests.e2e import cases, env, measure, server  # noqa: E402
 
 
 def _w4a16_checkpoint(path: Path, torch):
-    """A minimal pack-quantized module (FORMAT.md 2) for the breakage tests."""
+    """A minimal pack-quantized module (docs/formats.md section 2) for the breakage tests."""
     from safetensors.torch import save_file
     path.mkdir()
     m = cases.BROKEN_MODULE
