@@ -4,7 +4,7 @@ The expected values are what was observed on vLLM 0.32 CPU on 2026-12-01 (docs/e
 not the published claims:
 - qkv-quantized: q/k/v quantized too (`--preset none`): loads and serves. qwen3_dflash.py has a
   quantized context-KV path (`_build_context_kv_buffers`: a quantized qkv_proj runs through its quant
-  method). `sparkulator check` still reports dflash-qkv-quantized (they disagree).
+  method). `sparkulator check` judges it by the vLLM version (an info finding on 0.32).
 - ignore-literal-local / ignore-literal-global: the preset's `re:` ignore entry replaced by literal
   per-projection names, checkpoint-local (`layers.0.self_attn.q_proj`) or vLLM's
   (`model.layers.T.self_attn.q_proj`, T = target layers): both fail with

@@ -238,6 +238,9 @@ class Run:
                 self.fail(f"{case.name}: vLLM loaded={r['vllm_loaded']}, expected "
                           f"{case.expect_vllm_loaded} (expect_error {case.expect_error!r}): "
                           f"{r['vllm_error']}")
+            if r["agree"] is False:  # None: not a checkpoint fault (the host's vLLM build)
+                self.fail(f"{case.name}: sparkulator check exited {r['check_exit']} "
+                          f"{r['check_codes']}, but vLLM loaded={r['vllm_loaded']}")
         self.write()
 
 
