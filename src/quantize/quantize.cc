@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/parallel.h"
+#include "base/version.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "io/atomic_dir.h"
