@@ -18,7 +18,6 @@ import inspect
 import json
 import os
 import shutil
-import sys
 import time
 from pathlib import Path
 
@@ -62,14 +61,15 @@ def default_cache() -> Path:
 
 
 def cache_key(what: str, smoke: bool, extra: str = "") -> str:
-    """Hash of the source that decides the weights (for the target: the corpus and the target's
-    functions only, so a draft change does not retrain it), the training parameters and the smoke
-    flag."""
+    """Hash of the source that decides the weights (only the functions that do, so that editing
+    e.g. the acceptance replay does not retrain), the training parameters and the smoke flag."""
     h = hashlib.sha256()
+    parts = [corpus, lm.laguna_config, lm.rope_parameters]
     if what == "target":
-        parts = [corpus, lm.laguna_config, lm.rope_parameters, lm.train_target, _build_target]
+        parts += [lm.train_target, _build_target]
     else:
-        parts = [corpus, lm, sys.modules[__name__]]
+        parts += [lm.rms, lm.rope, lm.DraftLayer, lm.LagunaDFlashDraft, lm.draft_config,
+                  lm.aux_hidden, lm.block_inputs, lm.draft_logits, lm.train_draft, _build_draft]
     for part in parts:
         h.update(inspect.getsource(part).encode())
     h.update(repr((what, lm.Shapes(), Training.for_smoke(smoke), smoke, extra)).encode())

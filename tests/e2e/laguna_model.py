@@ -313,14 +313,26 @@ def train_draft(draft, target, seqs: torch.Tensor, prompt_len: int, mask_id: int
 
 # ---- what vLLM's greedy spec decode should report ------------------------------------------------
 @torch.no_grad()
+def greedy_extension(target, ids: list[int], count: int) -> list[int]:
+    """The target's next `count` greedy tokens after `ids`."""
+    out = list(ids)
+    for _ in range(count):
+        out.append(int(target(input_ids=torch.tensor([out])).logits[0, -1].argmax()))
+    return out[len(ids):]
+
+
+@torch.no_grad()
 def predicted_acceptance(draft, target, prompt_ids: list[int], output_ids: list[int],
                          mask_id: int) -> dict:
     """Replays vLLM's DFlash loop on a greedy request whose output (vLLM's) is known: at each step
     the draft sees the target features of every token before the bonus token, drafts k tokens, and
-    greedy verification accepts the longest prefix equal to the output. Returns the counters
+    greedy verification accepts the longest prefix equal to the target's greedy tokens. The last
+    step verifies against tokens past max_tokens too (vLLM counts those acceptances and then cuts
+    the output), so the truth is extended by k greedy tokens of the target. Returns the counters
     vLLM's /metrics exports (drafts, draft tokens, accepted, accepted per position) and the drafts."""
     k = draft.s.block_size - 1
-    ids = torch.tensor([prompt_ids + output_ids])
+    truth_ids = prompt_ids + output_ids + greedy_extension(target, prompt_ids + output_ids, k)
+    ids = torch.tensor([truth_ids])
     aux = aux_hidden(target, ids, draft.s.target_layer_ids)
     embed, lm_head = target.model.embed_tokens, target.lm_head
     p, end = len(prompt_ids), len(prompt_ids) + len(output_ids)
@@ -330,9 +342,9 @@ def predicted_acceptance(draft, target, prompt_ids: list[int], output_ids: list[
         logits = draft_logits(draft, embed, lm_head, [a[:, :p + 1] for a in aux], ids[:, :p + 1],
                               torch.tensor([p]), mask_id)
         guess = logits[0, 0].argmax(-1).tolist()
-        truth = ids[0, p + 1:p + 1 + k].tolist()
+        truth = truth_ids[p + 1:p + 1 + k]
         a = 0
-        while a < min(k, len(truth)) and guess[a] == truth[a]:
+        while a < k and guess[a] == truth[a]:
             a += 1
         for j in range(a):
             per_pos[j] += 1

@@ -3,7 +3,10 @@
   python -m tests.e2e.laguna_run build   --work W            train/cached target and draft
   python -m tests.e2e.laguna_run match   --work W [--draft D] greedy requests: vLLM's per-request
                                                            spec counters vs the trainer's replay
+  python -m tests.e2e.laguna_run replay  --work W            the trainer's side of a recorded match
   python -m tests.e2e.laguna_run cases   --work W --spk BIN each failure case on vLLM + check
+  python -m tests.e2e.laguna_run bench   --work W --spk BIN --arm bf16=D --arm w4a16-rtn=D2 ...
+                                                           sparkulator bench, baseline vs each arm
   python -m tests.e2e.laguna_run compare --work W --a D1 --b D2 [--vllm-bin BIN]
                                                            same greedy requests on two drafts:
                                                            per-request counters must be equal
@@ -53,8 +56,6 @@ def prompt_ids(target: Path, count: int, chars: int = 400) -> list[list[int]]:
 
 
 def cmd_match(a) -> dict:
-    import torch
-    from transformers import LagunaForCausalLM
     target, draft, times = models(a.work, a.smoke)
     draft = Path(a.draft) if a.draft else draft
     prompts = prompt_ids(target, a.requests)
@@ -62,25 +63,34 @@ def cmd_match(a) -> dict:
         if not srv.wait_up(p, PORT):
             raise SystemExit(f"server did not come up: {log}")
         runs = greedy_counters(PORT, "laguna-match", prompts, a.tokens)
+    return {"draft": str(draft), "times": times, **with_predictions(runs, target, draft)}
+
+
+def with_predictions(runs: list[dict], target: Path, draft: Path) -> dict:
+    """Adds the trainer's replay of each greedy request and compares its counters with vLLM's."""
+    import torch
+    from transformers import LagunaForCausalLM
+    from tests.e2e.laguna_model import predicted_acceptance
     tgt = LagunaForCausalLM.from_pretrained(str(target), dtype=torch.float32).eval()
     mine = load_draft(draft)
     mask_id = json.loads((draft / "config.json").read_text())["dflash_config"]["mask_token_id"]
-    from tests.e2e.laguna_model import predicted_acceptance
+    keys = ("num_drafts", "num_draft_tokens", "num_accepted_tokens")
     for r in runs:
         pred = predicted_acceptance(mine, tgt, r["prompt"], r["output"], mask_id)
         r["predicted"] = {k: v for k, v in pred.items() if k != "steps"}
-        r["equal"] = all(r["predicted"][k] == r["vllm"][k] for k in
-                         ("num_drafts", "num_draft_tokens", "num_accepted_tokens", "accepted_per_pos"))
-    summary = {"draft": str(draft), "times": times, "requests": len(runs),
-               "equal": sum(r["equal"] for r in runs),
-               "vllm_total": {k: sum(r["vllm"][k] for r in runs)
-                              for k in ("num_drafts", "num_draft_tokens", "num_accepted_tokens")},
-               "predicted_total": {k: sum(r["predicted"][k] for r in runs)
-                                   for k in ("num_drafts", "num_draft_tokens",
-                                             "num_accepted_tokens")},
-               "runs": [{k: v for k, v in r.items() if k not in ("prompt", "output")}
-                        for r in runs]}
-    return summary
+        r["equal"] = all(r["predicted"][k] == r["vllm"][k] for k in (*keys, "accepted_per_pos"))
+    return {"requests": len(runs), "equal": sum(r["equal"] for r in runs),
+            "vllm_total": {k: sum(r["vllm"][k] for r in runs) for k in keys},
+            "predicted_total": {k: sum(r["predicted"][k] for r in runs) for k in keys},
+            "runs": runs}
+
+
+def cmd_replay(a) -> dict:
+    """Recomputes the trainer's side of a recorded `match` (no server)."""
+    target, draft, _ = models(a.work, a.smoke)
+    draft = Path(a.draft) if a.draft else draft
+    runs = json.loads((a.work / "match.json").read_text())["runs"]
+    return {"draft": str(draft), **with_predictions(runs, target, draft)}
 
 
 def root_cause(log: Path, expect: str) -> str:
@@ -161,9 +171,55 @@ def cmd_compare(a) -> dict:
     return out
 
 
+KERNEL_LINE = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
+
+
+def kernel_after_drafter(log: Path) -> bool:
+    """The W4A16 kernel line appears after vLLM starts loading the drafter (the target is dense)."""
+    text = log.read_text(errors="replace")
+    at = text.find("Loading drafter model...")
+    return at >= 0 and KERNEL_LINE in text[at:]
+
+
+def cmd_bench(a) -> dict:
+    """`sparkulator bench` of the baseline arm against each other arm in turn: two servers at
+    most (the baseline stays up), URL arms, warm-up excluded, >= 2 repeats."""
+    import subprocess
+    target, draft, _ = models(a.work, a.smoke)
+    arms = [x.split("=", 1) for x in a.arm]
+    base_name, base_draft = arms[0]
+    out = {"pairs": []}
+    prompts = prompt_ids(target, a.requests)
+    with srv.serve(base_name, target, PORT + 4, a.work / "logs",
+                   KIND.spec_config(Path(base_draft))) as (bp, blog):
+        for i, (name, d) in enumerate(arms[1:]):
+            with srv.serve(name, target, PORT + 5, a.work / "logs",
+                           KIND.spec_config(Path(d))) as (p, log):
+                if not srv.wait_up(bp, PORT + 4):
+                    raise SystemExit(f"{base_name} did not come up: {blog}")
+                if i == 0 and a.requests:  # the match requests, while the other arm starts
+                    runs = greedy_counters(PORT + 4, base_name, prompts, a.tokens)
+                    (a.work / "match.json").write_text(json.dumps({"runs": runs}) + "\n")
+                if not srv.wait_up(p, PORT + 5):
+                    raise SystemExit(f"{name} did not come up: {log}")
+                js = a.work / f"bench-{base_name}-vs-{name}.json"
+                cmd = [a.spk, "bench", "--arm", f"{base_name}=http://127.0.0.1:{PORT + 4}",
+                       "--arm", f"{name}=http://127.0.0.1:{PORT + 5}", "--prompt-lengths",
+                       str(a.prompt_tokens), "--max-tokens", str(a.tokens), "--repeats",
+                       str(a.repeats), "--warmup", "1", "--json", str(js)]
+                r = subprocess.run(cmd, capture_output=True, text=True)
+                (a.work / f"bench-{base_name}-vs-{name}.txt").write_text(r.stdout + r.stderr)
+                print(r.stdout, flush=True)
+                out["pairs"].append({"arm": name, "cmd": cmd, "exit": r.returncode,
+                                     "json": str(js), "kernel_after_drafter":
+                                     kernel_after_drafter(log), "log": str(log)})
+        out["baseline_kernel_after_drafter"] = kernel_after_drafter(blog)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("command", choices=["build", "match", "cases", "compare"])
+    ap.add_argument("command", choices=["build", "match", "replay", "cases", "compare", "bench"])
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--draft")
@@ -174,12 +230,16 @@ def main() -> None:
     ap.add_argument("--vllm-bin")
     ap.add_argument("--requests", type=int, default=6)
     ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--arm", action="append", default=[], help="NAME=DRAFT (first: baseline)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--prompt-tokens", type=int, default=128)
     a = ap.parse_args()
     a.work.mkdir(parents=True, exist_ok=True)
     if a.command == "build":
         result = dict(zip(("target", "draft", "times"), map(str, models(a.work, a.smoke))))
     else:
-        result = {"match": cmd_match, "cases": cmd_cases, "compare": cmd_compare}[a.command](a)
+        result = {"match": cmd_match, "replay": cmd_replay, "cases": cmd_cases,
+                  "compare": cmd_compare, "bench": cmd_bench}[a.command](a)
     out = a.work / f"{a.command}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k not in ("runs", "per_request")},
