@@ -162,3 +162,45 @@ def test_check_vllm_patch_applies_to_installed_laguna_dflash(tmp_path):
     assert "a.qkv_proj.weight[" not in patched
     assert "_spk_dense_weight(a.qkv_proj)[a.q_size :]" in patched
     compile(patched, "laguna_dflash.py", "exec")
+
+
+def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path):
+    """The `_spk_dense_weight` the patch adds, run on a quantized qkv_proj's tensors as vLLM holds
+    them after load_weights (compressed-tensors layout, before the CPU kernel repacks), gives the
+    values `sparkulator dequantize` writes. (On vLLM itself the patched draft loads; its W4A16
+    layers cannot run on an AVX2-only host, see docs/e2e-laguna.md.)"""
+    import types
+    from safetensors.torch import load_file, save_file
+    spk = spk_binary()
+    if not spk.exists():
+        pytest.skip(f"no sparkulator binary at {spk}")
+    if not LAGUNA_DFLASH.exists():
+        pytest.skip(f"vLLM not installed at {SITE}")
+    s = lm.Shapes()
+    draft = tmp_path / "draft"
+    draft.mkdir()
+    torch.manual_seed(0)
+    save_file(lm.LagunaDFlashDraft(s).vllm_state_dict(), str(draft / "model.safetensors"))
+    (draft / "config.json").write_text(json.dumps(lm.draft_config(s, 1, 0)))
+    q = breaks.quantize(spk, draft, tmp_path / "q", "--preset", "none")
+    subprocess.run([str(spk), "dequantize", str(q), str(tmp_path / "dq")], check=True,
+                   capture_output=True)
+    r = subprocess.run([str(spk), "check", "--vllm", str(SITE), "--json"], capture_output=True,
+                       text=True)
+    fix = next(f["fix"] for f in json.loads(r.stdout)["findings"]
+               if f["file"].endswith("laguna_dflash.py") and f["code"] == "vllm-dflash-context-kv")
+    added = [line[1:] for line in fix.splitlines() if line.startswith("+") and line[1:2] != "+"]
+    start = next(i for i, line in enumerate(added) if line.startswith("def _spk_dense_weight"))
+    end = next(i for i, line in enumerate(added) if line.startswith("    return values"))
+    helper = "\n".join(added[start:end + 1])
+    scope = {"torch": torch}
+    exec(helper, scope)
+    tensors = load_file(str(q / "model.safetensors"))
+    base = "layers.0.self_attn.qkv_proj."
+    layer = types.SimpleNamespace(weight_packed=tensors[base + "weight_packed"],
+                                  weight_scale=tensors[base + "weight_scale"],
+                                  input_size_per_partition=s.hidden)
+    got = scope["_spk_dense_weight"](layer)
+    want = load_file(str(tmp_path / "dq" / "model.safetensors"))[base + "weight"]
+    assert got.shape == want.shape == (s.heads * s.head_dim + 2 * s.kv_heads * s.head_dim, s.hidden)
+    assert torch.equal(got.to(torch.bfloat16), want.to(torch.bfloat16))
