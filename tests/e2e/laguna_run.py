@@ -151,14 +151,21 @@ def cmd_compare(a) -> dict:
     prompts = prompt_ids(target, a.requests)
     vllm_bin = Path(a.vllm_bin) if a.vllm_bin else None
     runs = {}
-    for label, draft, port in (("a", Path(a.a), PORT + 2), ("b", Path(a.b), PORT + 3)):
-        with srv.serve(f"laguna-cmp-{label}", target, port, a.work / "logs",
-                       KIND.spec_config(draft), vllm_bin=vllm_bin) as (p, log):
+    logs = a.work / "logs"
+    # Both servers start together (two at most); requests go to one at a time.
+    with srv.serve("laguna-cmp-a", target, PORT + 2, logs, KIND.spec_config(Path(a.a)),
+                   vllm_bin=vllm_bin) as pa, \
+            srv.serve("laguna-cmp-b", target, PORT + 3, logs, KIND.spec_config(Path(a.b)),
+                      vllm_bin=vllm_bin) as pb:
+        for label, (p, log), port in (("a", pa, PORT + 2), ("b", pb, PORT + 3)):
             if not srv.wait_up(p, port):
                 runs[label] = {"error": root_cause(log, "Error"), "log": str(log)}
                 continue
-            runs[label] = {"log": str(log), "requests": greedy_counters(
-                port, f"laguna-cmp-{label}", prompts, a.tokens)}
+            try:
+                runs[label] = {"log": str(log), "requests": greedy_counters(
+                    port, f"laguna-cmp-{label}", prompts, a.tokens)}
+            except OSError as e:  # HTTP 500 / dead engine: record the root cause, go on
+                runs[label] = {"error": f"{e}: {root_cause(log, 'Error:')}", "log": str(log)}
     out = {"a": str(a.a), "b": str(a.b), "vllm_bin": str(vllm_bin or srv.VENV / "bin/vllm")}
     if all("requests" in r for r in runs.values()):
         ra, rb = runs["a"]["requests"], runs["b"]["requests"]
@@ -190,11 +197,12 @@ def cmd_bench(a) -> dict:
     base_name, base_draft = arms[0]
     out = {"pairs": []}
     prompts = prompt_ids(target, a.requests)
+    vllm_bin = Path(a.vllm_bin) if a.vllm_bin else None
     with srv.serve(base_name, target, PORT + 4, a.work / "logs",
-                   KIND.spec_config(Path(base_draft))) as (bp, blog):
+                   KIND.spec_config(Path(base_draft)), vllm_bin=vllm_bin) as (bp, blog):
         for i, (name, d) in enumerate(arms[1:]):
             with srv.serve(name, target, PORT + 5, a.work / "logs",
-                           KIND.spec_config(Path(d))) as (p, log):
+                           KIND.spec_config(Path(d)), vllm_bin=vllm_bin) as (p, log):
                 if not srv.wait_up(bp, PORT + 4):
                     raise SystemExit(f"{base_name} did not come up: {blog}")
                 if i == 0 and a.requests:  # the match requests, while the other arm starts
