@@ -8,7 +8,8 @@
   python -m tests.e2e.laguna_run bench   --work W --spk BIN --arm bf16=D --arm w4a16-rtn=D2 ...
                                                            sparkulator bench, baseline vs each arm
   python -m tests.e2e.laguna_run compare --work W --a D1 --b D2 [--vllm-bin BIN]
-                                                           same greedy requests on two drafts:
+                                                           same greedy requests on two drafts
+                                                           (both servers start together):
                                                            per-request counters must be equal
 Run under the vLLM venv's python from the repository root. At most two servers at once, one thread
 each (laguna_serve). STAND-IN driver until branch e2e's run.py calls KIND (INTERFACE.md).
