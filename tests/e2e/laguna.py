@@ -3,7 +3,11 @@
 What sparkulator exists for: poolside's Laguna DFlash draft quantized W4A16 with `qkv_proj` and the
 per-head `g_proj` kept dense. Here, at toy size: a 2-layer dense Laguna target (transformers'
 LagunaForCausalLM, hidden 256) and a 1-layer DFlash draft in the exact layout vLLM 0.32's
-laguna_dflash.py loads (laguna_model.py), both trained in minutes on one thread and cached.
+laguna_dflash.py loads (laguna_model.py), both trained in minutes on one thread and cached with
+env.cached_model. Text and tokenizer are corpus.py's (its `<|mask|>`, id 1, is DFlash's
+mask_token_id). `python -m tests.e2e full` (run.py) serves the arms, benches them, checks
+`predict_acceptance` against one greedy request and runs `failure_cases`; laguna_run.py adds the
+per-request replay over several requests and the patched-vLLM proof.
 
 Failure cases (what vLLM 0.32's CPU build does with the wrong layout or the wrong quantization):
 see `failure_cases`; their expect_error strings were observed on vLLM 0.32.0 (docs/e2e-laguna.md).
@@ -13,33 +17,14 @@ Errors: plain exceptions (test tooling).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import inspect
 import json
-import os
-import shutil
 import time
 from pathlib import Path
 
-from tests.e2e import laguna_corpus as corpus
+from tests.e2e import corpus, env
 from tests.e2e import laguna_model as lm
-
-try:  # branch e2e defines FailureCase once; until it is merged, the same dataclass here.
-    from tests.e2e.cases import FailureCase
-except ImportError:  # STAND-IN: replaced by the import above when branch e2e is merged.
-    @dataclasses.dataclass
-    class FailureCase:
-        name: str
-        what: str
-        target: Path
-        draft: Path | None
-        spec_config: dict | None
-        check_args: list
-        probe_request: bool = True
-        expect_vllm_loaded: bool = False
-        expect_error: str = ""
-        extra_env: dict = dataclasses.field(default_factory=dict)
-        extra_args: list = dataclasses.field(default_factory=list)
+from tests.e2e.cases import FailureCase
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,36 +41,15 @@ class Training:
         return cls(target_steps=150, draft_steps=200, draft_prompts=64) if smoke else cls()
 
 
-def default_cache() -> Path:
-    return Path(os.environ.get("SPK_E2E_CACHE", Path.home() / ".cache/sparkulator/e2e"))
-
-
-def cache_key(what: str, smoke: bool, extra: str = "") -> str:
-    """Hash of the source that decides the weights (only the functions that do, so that editing
-    e.g. the acceptance replay does not retrain), the training parameters and the smoke flag."""
-    h = hashlib.sha256()
-    parts = [corpus, lm.laguna_config, lm.rope_parameters]
-    if what == "target":
-        parts += [lm.train_target, _build_target]
-    else:
-        parts += [lm.rms, lm.rope, lm.DraftLayer, lm.LagunaDFlashDraft, lm.draft_config,
-                  lm.aux_hidden, lm.block_inputs, lm.draft_logits, lm.train_draft, _build_draft]
-    for part in parts:
-        h.update(inspect.getsource(part).encode())
-    h.update(repr((what, lm.Shapes(), Training.for_smoke(smoke), smoke, extra)).encode())
-    return f"laguna-{what}-{h.hexdigest()[:12]}"
-
-
-def cached(folder: Path, build) -> Path:
-    """Returns `folder` if complete, else builds into a temporary sibling and renames it."""
-    if (folder / "config.json").exists():
-        return folder
-    tmp = folder.with_name(folder.name + f".tmp{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    build(tmp)
-    tmp.rename(folder)
-    return folder
+def _cached(cache: Path, what: str, smoke: bool, parts: list, build, extra: str = "") -> Path:
+    """env.cached_model keyed by the source of the functions that decide the weights (only those,
+    so that editing e.g. the acceptance replay does not retrain), the shapes, the training
+    parameters and the smoke flag."""
+    sources = [inspect.getsource(p) for p in [corpus.write_tokenizer, corpus.training_text,
+                                              lm.laguna_config, lm.rope_parameters, *parts]]
+    params = {"shapes": repr(lm.Shapes()), "training": repr(Training.for_smoke(smoke)),
+              "smoke": smoke, "target": extra}
+    return env.cached_model(Path(cache), f"laguna-{what}", sources, params, build)
 
 
 def _torch_threads():
@@ -95,14 +59,22 @@ def _torch_threads():
     return torch
 
 
+def _tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+    tok = AutoTokenizer.from_pretrained(str(folder))
+    assert tok.convert_tokens_to_ids(corpus.MASK_TOKEN) == corpus.MASK_ID, folder
+    return tok
+
+
 def _build_target(out: Path, smoke: bool) -> None:
     torch = _torch_threads()
     from transformers import LagunaForCausalLM
     t0 = time.time()
-    tok = corpus.build_tokenizer(out)
+    corpus.write_tokenizer(out)  # the shared BPE: <|mask|> is its id 1, never seen in training
+    tok = _tokenizer(out)
     s = lm.Shapes()
     model = LagunaForCausalLM(lm.laguna_config(s, s.target_layers, tok.eos_token_id))
-    ids = torch.tensor(tok(corpus.train_text())["input_ids"])
+    ids = torch.tensor(tok(corpus.training_text())["input_ids"])
     loss = lm.train_target(model, ids, Training.for_smoke(smoke).target_steps)
     model.to(torch.bfloat16).save_pretrained(str(out), safe_serialization=True)
     lm.save_json(out / "training.json", {"loss": loss, "seconds": round(time.time() - t0, 1),
@@ -112,15 +84,15 @@ def _build_target(out: Path, smoke: bool) -> None:
 def _build_draft(out: Path, target: Path, smoke: bool) -> None:
     torch = _torch_threads()
     from safetensors.torch import save_file
-    from transformers import AutoTokenizer, LagunaForCausalLM
+    from transformers import LagunaForCausalLM
     t0 = time.time()
     tr, s = Training.for_smoke(smoke), lm.Shapes()
-    tok = AutoTokenizer.from_pretrained(str(target))
-    mask_id = tok.convert_tokens_to_ids(corpus.MASK)
+    tok = _tokenizer(target)
+    mask_id = corpus.MASK_ID
     tgt = LagunaForCausalLM.from_pretrained(str(target), dtype=torch.float32).eval()
     for p in tgt.parameters():
         p.requires_grad_(False)
-    ids = torch.tensor(tok(corpus.train_text())["input_ids"])
+    ids = torch.tensor(tok(corpus.training_text())["input_ids"])
     gen = torch.Generator().manual_seed(tr.seed)
     starts = torch.randint(0, len(ids) - tr.prompt_tokens, (tr.draft_prompts,), generator=gen)
     prompts = torch.stack([ids[st:st + tr.prompt_tokens] for st in starts])
@@ -147,16 +119,35 @@ def load_draft(folder: Path):
     return draft.to(torch.float32).eval()
 
 
+def predict_acceptance(draft: Path, target: Path, prompt_ids: list[int],
+                       output_ids: list[int]) -> dict:
+    """The trainer's replay of vLLM's DFlash loop over one greedy request vLLM served (run.py's
+    prediction check): the counters vLLM's /metrics should have moved, in measure.py's names."""
+    import torch
+    from transformers import LagunaForCausalLM
+    tgt = LagunaForCausalLM.from_pretrained(str(target), dtype=torch.float32).eval()
+    mask_id = json.loads((Path(draft) / "config.json").read_text())["dflash_config"]["mask_token_id"]
+    with torch.no_grad():
+        got = lm.predicted_acceptance(load_draft(Path(draft)), tgt, list(prompt_ids),
+                                      list(output_ids), mask_id)
+    return {"drafts": got["num_drafts"], "drafted": got["num_draft_tokens"],
+            "accepted": got["num_accepted_tokens"], "per_position": got["accepted_per_pos"],
+            "steps": got["steps"]}
+
+
 class Kind:
     name = "dflash-laguna"
     method = "dflash"
 
     def build_target(self, cache: Path, smoke: bool) -> Path:
-        return cached(Path(cache) / cache_key("target", smoke), lambda d: _build_target(d, smoke))
+        return _cached(cache, "target", smoke, [lm.train_target, _build_target],
+                       lambda d: _build_target(d, smoke))
 
     def build_draft(self, cache: Path, target: Path, smoke: bool) -> Path:
-        key = cache_key("draft", smoke, Path(target).name)
-        return cached(Path(cache) / key, lambda d: _build_draft(d, Path(target), smoke))
+        parts = [lm.rms, lm.rope, lm.DraftLayer, lm.LagunaDFlashDraft, lm.draft_config,
+                 lm.aux_hidden, lm.block_inputs, lm.draft_logits, lm.train_draft, _build_draft]
+        return _cached(cache, "draft", smoke, parts, lambda d: _build_draft(d, Path(target), smoke),
+                       extra=Path(target).name)
 
     def num_speculative_tokens(self, draft: Path) -> int:
         # DFlash's block is the bonus (anchor) token plus the masked slots it drafts:
@@ -172,7 +163,7 @@ class Kind:
 
     def failure_cases(self, work: Path, target: Path, draft: Path, spk: Path) -> list[FailureCase]:
         from tests.e2e import laguna_breaks as breaks
-        return breaks.failure_cases(self, Path(work), Path(target), Path(draft), Path(spk))
+        return breaks.failure_cases(self, Path(work), Path(target), Path(draft))  # spk: env's
 
 
 KIND = Kind()

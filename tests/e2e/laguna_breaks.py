@@ -6,23 +6,23 @@ Every break starts from a checkpoint sparkulator wrote (or the BF16 draft) and c
   laguna-literal-qkv-ignore  W4A16 whose ignore names qkv_proj by its checkpoint name
   laguna-literal-gproj-ignore W4A16 whose ignore names g_proj by its checkpoint name
 The expect_error strings are the root-cause lines vLLM 0.32.0's CPU build printed for them
-(docs/e2e-laguna.md). Errors: plain exceptions; a failed `sparkulator quantize` raises.
+(docs/e2e-laguna.md). Errors: plain exceptions; a failed `sparkulator quantize` raises
+env.SparkulatorError.
 """
 
 from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
+from tests.e2e import env
+from tests.e2e.cases import FailureCase
 
-def quantize(spk: Path, src: Path, dst: Path, *args: str) -> Path:
-    if not (dst / "config.json").exists():
-        shutil.rmtree(dst, ignore_errors=True)
-        subprocess.run([str(spk), "quantize", str(src), str(dst), "--scheme", "w4a16", *args],
-                       check=True, capture_output=True, text=True)
-    return dst
+
+def quantize(src: Path, dst: Path, *args: str) -> Path:
+    """`sparkulator quantize SRC DST --scheme w4a16 ARGS` (env.quantize; log beside DST)."""
+    return env.quantize(src, dst, ["--scheme", "w4a16", *args], dst.parent / "logs")
 
 
 def _rewrite_ignore(src: Path, dst: Path, replace: dict[str, str]) -> Path:
@@ -62,12 +62,13 @@ def unfuse_qkv(src: Path, dst: Path, q_size: int, kv_size: int) -> Path:
     return dst
 
 
-def failure_cases(kind, work: Path, target: Path, draft: Path, spk: Path) -> list:
-    from tests.e2e.laguna import FailureCase
+def failure_cases(kind, work: Path, target: Path, draft: Path) -> list[FailureCase]:
+    """The four cases, their checkpoints written under WORK/models (run.py's models folder)."""
     from tests.e2e.laguna_model import Shapes
     s = Shapes()
+    work = work / "models"
     work.mkdir(parents=True, exist_ok=True)
-    rtn = quantize(spk, draft, work / "laguna-w4a16-rtn")
+    rtn = quantize(draft, work / "laguna-w4a16-rtn")
     ignore = json.loads((rtn / "config.json").read_text())["quantization_config"]["ignore"]
     qkv_entry, g_entry = entry_for(ignore, "qkv_proj"), entry_for(ignore, "g_proj")
 
@@ -80,7 +81,7 @@ def failure_cases(kind, work: Path, target: Path, draft: Path, spk: Path) -> lis
     return [
         case("laguna-qkv-quantized",
              "q/k/v quantized (--preset none): laguna_dflash.py reads qkv_proj.weight",
-             quantize(spk, draft, work / "laguna-qkv-quantized", "--preset", "none"),
+             quantize(draft, work / "laguna-qkv-quantized", "--preset", "none"),
              "AttributeError: 'QKVParallelLinear' object has no attribute 'weight'"),
         case("laguna-unfused-qkv",
              "q_proj/k_proj/v_proj stored unfused: DFlashLagunaModel.load_weights has no "

@@ -182,7 +182,7 @@ def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path):
     torch.manual_seed(0)
     save_file(lm.LagunaDFlashDraft(s).vllm_state_dict(), str(draft / "model.safetensors"))
     (draft / "config.json").write_text(json.dumps(lm.draft_config(s, 1, 0)))
-    q = breaks.quantize(spk, draft, tmp_path / "q", "--preset", "none")
+    q = breaks.quantize(draft, tmp_path / "q", "--preset", "none")
     subprocess.run([str(spk), "dequantize", str(q), str(tmp_path / "dq")], check=True,
                    capture_output=True)
     r = subprocess.run([str(spk), "check", "--vllm", str(SITE), "--json"], capture_output=True,
