@@ -254,9 +254,12 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
         # Target-only cases first: they need no draft (a draft may still be training elsewhere).
         broken = cases.broken_target_cases(run.work, target_w4a16, run.s["broken"])
         run.failure_part(broken, run.summary["failure_cases"], reference=probe)
+        # A kind drafts for its own target (the Laguna draft needs a Laguna target); kinds that
+        # share the Qwen3 target get the cached folder back.
+        targets = {kind.name: kind.build_target(run.cache, smoke) for kind in kinds}
         for kind in kinds:
             try:
-                run.kind_part(kind, target, target_w4a16)
+                run.kind_part(kind, targets[kind.name], target_w4a16)
             except env.SparkulatorError as e:
                 run.fail(f"{kind.name}: {e}")
             run.write()
@@ -264,8 +267,9 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
             for kind in kinds:
                 out = run.summary["kinds"][kind.name]
                 draft = pathlib.Path(out.get("drafts", {}).get("bf16") or
-                                     kind.build_draft(run.cache, target, smoke))
-                kind_cases = kind.failure_cases(run.work, target, draft, env.sparkulator_path())
+                                     kind.build_draft(run.cache, targets[kind.name], smoke))
+                kind_cases = kind.failure_cases(run.work, targets[kind.name], draft,
+                                                env.sparkulator_path())
                 run.failure_part(kind_cases, out.setdefault("failure_cases", []))
     except env.SparkulatorError as e:
         run.fail(f"sparkulator: {e}")
