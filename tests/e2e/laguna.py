@@ -138,6 +138,11 @@ def predict_acceptance(draft: Path, target: Path, prompt_ids: list[int],
 class Kind:
     name = "dflash-laguna"
     method = "dflash"
+    # run.py's one-request prediction may differ from vLLM by one draft step / accepted token: the
+    # mirror runs in fp32, vLLM in BF16, and on run.py's prompt one step accepts with a top-2 logit
+    # margin of 0.064 (26/156/21 predicted vs 27/162/20 served, docs/e2e.md). laguna_run match
+    # checks 6 requests for exact equality.
+    prediction_tolerance = 1
 
     def build_target(self, cache: Path, smoke: bool) -> Path:
         return _cached(cache, "target", smoke, [lm.train_target, _build_target],

@@ -198,9 +198,17 @@ class Run:
         got = measure.request_counters(server, prompt, self.s["predict_tokens"])
         want = module.predict_acceptance(draft, target, got["prompt_ids"], got["token_ids"])
         keys = ("drafts", "drafted", "accepted")
-        match = all(got[k] == want[k] for k in keys)
+        exact = all(got[k] == want[k] for k in keys)
+        # A kind may allow a difference of a few accepted tokens over the request, where its mirror
+        # runs in fp32 and vLLM in BF16 and a near-tie flips (the kind's prediction_tolerance says
+        # why); the drafts must still line up within the same bound.
+        tolerance = getattr(kind, "prediction_tolerance", 0)
+        per_draft = got["drafted"] // max(1, got["drafts"])  # num_speculative_tokens
+        bound = {"drafts": tolerance, "accepted": tolerance, "drafted": tolerance * per_draft}
+        match = exact or all(abs(got[k] - want[k]) <= bound[k] for k in keys)
         out["prediction"] = {"vllm": {k: got[k] for k in keys + ("per_position",)},
-                             "mirror": {k: want[k] for k in keys}, "match": match,
+                             "mirror": {k: want[k] for k in keys}, "match": match, "exact": exact,
+                             "tolerance": tolerance,
                              "tokens": len(got["token_ids"]), "prompt_ids": got["prompt_ids"],
                              "token_ids": got["token_ids"],
                              "mirror_steps": want["steps"][:8]}
