@@ -63,7 +63,7 @@ TEST_F(CheckTensors, WrongShapesAndExtraTensors) {
   Expect(
       "packed_shape",
       [](Tensors& t) {
-        StoredTensor& p = t[T(".weight_packed")];
+        TensorBytes& p = t[T(".weight_packed")];
         p.spec.shape[1] /= 2;
         p.bytes.resize(p.bytes.size() / 2);
       },
@@ -71,7 +71,7 @@ TEST_F(CheckTensors, WrongShapesAndExtraTensors) {
   Expect(
       "scale_shape",
       [](Tensors& t) {
-        StoredTensor& s = t[T(".weight_scale")];
+        TensorBytes& s = t[T(".weight_scale")];
         ASSERT_GT(s.spec.shape[1], 1);
         s.bytes.resize(s.bytes.size() / s.spec.shape[1]);
         s.spec.shape[1] = 1;
@@ -80,7 +80,7 @@ TEST_F(CheckTensors, WrongShapesAndExtraTensors) {
   Expect(
       "zero_point",
       [](Tensors& t) {
-        const StoredTensor& s = t[T(".weight_scale")];
+        const TensorBytes& s = t[T(".weight_scale")];
         int64_t rows = s.spec.shape[0] / 8, groups = s.spec.shape[1];
         t[T(".weight_zero_point")] = {{T(".weight_zero_point"), DType::kI32, {rows, groups}},
                                       std::vector<uint8_t>(rows * groups * 4)};
@@ -89,7 +89,7 @@ TEST_F(CheckTensors, WrongShapesAndExtraTensors) {
   Expect(
       "weight_and_packed",
       [](Tensors& t) {
-        const StoredTensor& p = t[T(".weight_packed")];
+        const TensorBytes& p = t[T(".weight_packed")];
         int64_t out = p.spec.shape[0], in = p.spec.shape[1] * 8;  // eight int4 per int32
         t[T(".weight")] = {{T(".weight"), DType::kBF16, {out, in}},
                            std::vector<uint8_t>(out * in * 2)};
@@ -100,7 +100,7 @@ TEST_F(CheckTensors, WrongShapesAndExtraTensors) {
 // Overwrites element 0 of the module's weight_scale with the bits of `value` (bf16 or f32).
 std::function<void(Tensors&)> SetFirstScale(float value) {
   return [value](Tensors& t) {
-    StoredTensor& s = t[T(".weight_scale")];
+    TensorBytes& s = t[T(".weight_scale")];
     uint32_t bits;
     std::memcpy(&bits, &value, 4);
     if (s.spec.dtype == DType::kF32) {

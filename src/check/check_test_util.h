@@ -74,11 +74,11 @@ inline std::vector<const Finding*> WithCode(const CheckReport& r, std::string_vi
 }
 
 // One stored tensor: its name, dtype and shape, and its bytes.
-struct StoredTensor {
+struct TensorBytes {
   TensorSpec spec;
   std::vector<uint8_t> bytes;
 };
-using Tensors = std::map<std::string, StoredTensor>;
+using Tensors = std::map<std::string, TensorBytes>;
 
 inline Tensors ReadShard(const std::string& path) {
   Tensors out;
@@ -86,7 +86,7 @@ inline Tensors ReadShard(const std::string& path) {
   EXPECT_TRUE(reader.ok()) << reader.status().message();
   if (!reader.ok()) return out;
   for (const TensorEntry& t : reader->header().tensors) {
-    StoredTensor s{{t.name, t.dtype, t.shape}, std::vector<uint8_t>(t.nbytes())};
+    TensorBytes s{{t.name, t.dtype, t.shape}, std::vector<uint8_t>(t.nbytes())};
     EXPECT_TRUE(reader->ReadTensor(t, s.bytes).ok()) << t.name;
     out[t.name] = std::move(s);
   }
