@@ -21,6 +21,7 @@ import json
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 from tests.e2e import eagle3_head as head_mod
@@ -47,7 +48,7 @@ except ImportError:
 # ---- end of stand-in block
 
 NUM_SPECULATIVE_TOKENS = 3      # = TrainParams.ttt_steps: the chain length the head was trained for
-SMOKE_PARAMS = head_mod.TrainParams(sequences=64, steps=300)
+SMOKE_PARAMS = head_mod.TrainParams(sequences=48, steps=200)
 FULL_PARAMS = head_mod.TrainParams()
 _SOURCES = [pathlib.Path(__file__), pathlib.Path(head_mod.__file__), pathlib.Path(standin.__file__)]
 
@@ -120,15 +121,51 @@ class Eagle3Kind:
 
     def failure_cases(self, work: pathlib.Path, target: pathlib.Path, draft: pathlib.Path,
                       spk: pathlib.Path) -> list[FailureCase]:
+        """Observed on vLLM 0.32 CPU. Without aux ids vLLM takes the target's default layers
+        (2, L//2, L-3) = (2, 1, -1) for L = 2: two distinct states (512 wide) while fc was built for the
+        default 3 x 256 = 768, and torch's matmul fails on the first request. A W4A16 head needs the
+        `cpu_gemm_wna16` op, which only vLLM's AVX-512 library has (`_C_AVX2.abi3.so` lacks it, yet
+        CPUWNA16LinearKernel is still chosen), so on an AVX2-only host it dies on the first request. A
+        W8A16 head has no CPU kernel at all (CPUWNA16 takes uint4/uint4b8 only)."""
         work.mkdir(parents=True, exist_ok=True)
+
+        def quantized(src: pathlib.Path, name: str, scheme: str) -> pathlib.Path:
+            out = work / name
+            shutil.rmtree(out, ignore_errors=True)
+            subprocess.run([str(spk), "quantize", str(src), str(out), "--scheme", scheme,
+                            *self.quantize_args()], check=True, capture_output=True)
+            return out
+
+        def case(name, what, head, error, loaded=False):
+            return FailureCase(name=name, what=what, target=target, draft=head,
+                               spec_config=self.spec_config(head),
+                               check_args=[str(head), "--target", str(target)], probe_request=True,
+                               expect_vllm_loaded=loaded, expect_error=error)
+
         no_aux = _strip_aux_ids(draft, work / "eagle3-no-aux-ids")
-        return [FailureCase(
-            name="eagle3-no-aux-layer-ids",
-            what="EAGLE-3 head whose config names no aux layers: vLLM's default (2, L//2, L-3) gives "
-                 "the 2-layer target 2 distinct layers while fc expects 3 x hidden",
-            target=target, draft=no_aux, spec_config=self.spec_config(no_aux),
-            check_args=[str(no_aux), "--target", str(target)], probe_request=True,
-            expect_vllm_loaded=False, expect_error="shape '[-1, 768]' is invalid for input of size")]
+        avx512 = host_has_avx512()
+        return [
+            case("eagle3-no-aux-layer-ids", "BF16 head whose config names no aux layers: vLLM's "
+                 "default (2, L//2, L-3) gives the 2-layer target 2 distinct states while fc expects "
+                 "3 x hidden; the engine dies on the first request", no_aux,
+                 "mat1 and mat2 shapes cannot be multiplied (8x512 and 768x256)"),
+            case("eagle3-w4a16-cpu-kernel", "W4A16 head (sparkulator --scheme w4a16) on vLLM's CPU "
+                 "build: CPUWNA16LinearKernel is chosen, but its op exists only in the AVX-512 "
+                 "library" + ("" if avx512 else "; this host is AVX2-only, the first request kills "
+                 "the engine"), quantized(draft, "eagle3-w4a16", "w4a16"),
+                 "" if avx512 else "object has no attribute 'cpu_gemm_wna16'", loaded=avx512),
+            case("eagle3-w8a16-on-cpu", "W8A16 head (sparkulator --scheme w8a16): vLLM's CPU build "
+                 "has no W8A16 kernel, the engine does not start",
+                 quantized(draft, "eagle3-w8a16", "w8a16"),
+                 "Quant type (uint8b128) not supported by CPUWNA16")]
+
+
+def host_has_avx512() -> bool:
+    """vLLM's CPU platform loads _C_AVX512 only where the CPU has avx512f (platforms/cpu.py)."""
+    try:
+        return " avx512f" in pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
 
 
 KIND = Eagle3Kind()
@@ -185,6 +222,7 @@ def main(argv: list[str]) -> int:
     b = sub.add_parser("build", help="train (or reuse) the target and the BF16 head")
     b.add_argument("--cache", type=pathlib.Path, default=default_cache())
     b.add_argument("--smoke", action="store_true")
+    b.add_argument("--target", type=pathlib.Path, help="use this target folder instead of building one")
     m = sub.add_parser("match", help="one served greedy request vs the trainer's forward")
     m.add_argument("--url", required=True)
     m.add_argument("--head", type=pathlib.Path, required=True)
@@ -193,7 +231,7 @@ def main(argv: list[str]) -> int:
     m.add_argument("--file-index", type=int, default=110, help="stdlib file the prompt comes from")
     a = ap.parse_args(argv)
     if a.cmd == "build":
-        target = KIND.build_target(a.cache, a.smoke)
+        target = a.target.resolve() if a.target else KIND.build_target(a.cache, a.smoke)
         print(json.dumps({"target": str(target), "draft": str(KIND.build_draft(a.cache, target, a.smoke))}))
         return 0
     r = match_request(a.url, a.head, a.target, prompt_ids(a.target, a.file_index), a.tokens)

@@ -223,10 +223,10 @@ def target_states(model, ids: torch.Tensor, aux_ids=AUX_LAYER_IDS):
 
 @dataclasses.dataclass
 class TrainParams:
-    sequences: int = 192     # training sequences: a stdlib prefix + the target's greedy continuation
-    prefix: int = 64
+    sequences: int = 128     # training sequences: a stdlib prefix + the target's greedy continuation
+    prefix: int = 32
     continuation: int = 96
-    steps: int = 1200
+    steps: int = 500
     batch: int = 8
     ttt_steps: int = 3       # chain steps trained with the training-time-test mask
     lr: float = 2e-3

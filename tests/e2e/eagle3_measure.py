@@ -5,7 +5,7 @@ STAND-IN for branch e2e's run.py kind loop (`python -m tests.e2e full`), which c
 this module exists so the figures in docs/e2e-eagle3.md can be reproduced before that loop runs here.
 
   $VENV/bin/python -m tests.e2e.eagle3_measure --work DIR --spk build/sparkulator [--port 18150]
-      [--smoke] [--repeats 2] [--skip-bench] [--skip-cases]
+      [--target T] [--head H] [--smoke] [--repeats 2] [--skip-bench] [--skip-cases]
 Writes DIR/eagle3-summary.json and the server logs under DIR/logs. At most two servers run at once,
 each with one OpenMP thread; every server is killed as a process group, also on errors.
 """
@@ -41,9 +41,17 @@ def drafter_kernel_line(log: str) -> str | None:
 
 
 def root_cause(log: str) -> str:
-    lines = [l for l in log.splitlines() if re.search(r"(Error|Exception): ", l)
-             and "ulimit" not in l and "Too many open" not in l]
-    return re.sub(r"^.*?\] ", "", lines[0])[:400] if lines else ""
+    """The first error line a worker logs (WARNING lines such as oneDNN's matmul fallback are not
+    causes); a kernel-selection error gets its CPUWNA16 reason line appended."""
+    lines = log.splitlines()
+    for i, line in enumerate(lines):
+        if re.search(r"(Error|Exception): ", line) and " WARNING " not in line:
+            text = re.sub(r"^.*?\] ", "", line).strip()
+            if text.endswith("Reasons:"):
+                reason = next((l for l in lines[i:] if "CPUWNA16LinearKernel cannot" in l), "")
+                text += " " + re.sub(r"^.*?\] ", "", reason).strip()
+            return text[:400]
+    return ""
 
 
 def check(spk: pathlib.Path, args: list[str], log: pathlib.Path) -> dict:
@@ -72,6 +80,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--cache", type=pathlib.Path, default=eagle3.default_cache())
     ap.add_argument("--port", type=int, default=18150)
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--target", type=pathlib.Path, help="use this target folder instead of building one")
+    ap.add_argument("--head", type=pathlib.Path, help="use this BF16 head folder instead of training one")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--tokens", type=int, default=96)
     ap.add_argument("--skip-bench", action="store_true")
@@ -81,10 +91,12 @@ def main(argv: list[str]) -> int:
     logs.mkdir(parents=True, exist_ok=True)
     summary: dict = {"timings_s": {}}
     t = time.time()
-    target = eagle3.KIND.build_target(a.cache, a.smoke)
-    head = eagle3.KIND.build_draft(a.cache, target, a.smoke)
+    target = a.target.resolve() if a.target else eagle3.KIND.build_target(a.cache, a.smoke)
+    head = a.head.resolve() if a.head else eagle3.KIND.build_draft(a.cache, target, a.smoke)
     summary.update(target=str(target), head=str(head), timings_s={"build": round(time.time() - t)})
-    heads = {"bf16": head}
+    # The served quantized arms are sparkulator's W4A16 weights dequantized (dense BF16 copies): the
+    # packed W4A16 kernel needs vLLM's AVX-512 library (see the eagle3-w4a16-cpu-kernel case).
+    heads, packed = {"bf16": head}, {}
     for arm, flags in ARMS.items():
         out = work / f"head-{arm}"
         t = time.time()
@@ -93,7 +105,11 @@ def main(argv: list[str]) -> int:
         summary["timings_s"][f"quantize-{arm}"] = round(time.time() - t)
         if rc != 0:
             raise RuntimeError(f"sparkulator quantize for {arm} exited {rc}:\n{text[-2000:]}")
-        heads[arm] = out
+        dense = work / f"head-{arm}-dequantized"
+        rc, text = sh([a.spk, "dequantize", out, dense, "--force"], logs / f"dequantize-{arm}.txt")
+        if rc != 0:
+            raise RuntimeError(f"sparkulator dequantize for {arm} exited {rc}:\n{text[-2000:]}")
+        packed[arm], heads[arm] = out, dense
         sh([a.spk, "inspect", out, "--json"], logs / f"inspect-{arm}.json")
         summary.setdefault("check", {})[arm] = check(a.spk, [str(out), "--target", str(target)],
                                                      logs / f"check-{arm}.txt")
@@ -103,24 +119,24 @@ def main(argv: list[str]) -> int:
         return standin.Server(arm, target, port, logs / f"{arm}.log", ["--speculative-config", spec])
 
     if not a.skip_bench:
-        acceptance, benches = {}, {}
+        benches = {}
         t = time.time()
         with server("bf16", a.port) as bf16:
-            summary["match"] = {k: v for k, v in eagle3.match_request(
-                bf16.url, head, target, eagle3.prompt_ids(target), 48).items() if k != "generated"}
+            prompt = eagle3.prompt_ids(target)
+            summary["match"] = {"bf16": {k: v for k, v in eagle3.match_request(
+                bf16.url, head, target, prompt, 48).items() if k != "generated"}}
             summary["timings_s"]["match"] = round(time.time() - t)
             for i, arm in enumerate(ARMS):
                 with server(arm, a.port + 1 + i) as q:
+                    summary["match"][arm] = {k: v for k, v in eagle3.match_request(
+                        q.url, heads[arm], target, prompt, 48).items() if k != "generated"}
                     t = time.time()
                     benches[arm] = bench(a.spk, {"bf16": bf16.url, arm: q.url},
                                          work / f"bench-{arm}.json", a.repeats, a.tokens)
                     summary["timings_s"][f"bench-{arm}"] = round(time.time() - t)
-                summary.setdefault("drafter_kernel_line", {})[arm] = drafter_kernel_line(
-                    (logs / f"{arm}.log").read_text(errors="replace"))
         summary["bench"] = {arm: {k: v for k, v in b.items() if k != "doc"} for arm, b in benches.items()}
         summary["bench_files"] = {arm: str(work / f"bench-{arm}.json") for arm in benches}
         summary["bf16_log_has_kernel_line"] = KERNEL in (logs / "bf16.log").read_text(errors="replace")
-        del acceptance
     if not a.skip_cases:
         cases = eagle3.KIND.failure_cases(work / "cases", target, head, a.spk)
         summary["cases"] = []
@@ -149,6 +165,7 @@ def main(argv: list[str]) -> int:
             summary["cases"].append({
                 "name": case.name, "what": case.what, "vllm_loaded": loaded, "probe": probe,
                 "root_cause": root_cause(log), "expect_error_seen": case.expect_error in log,
+                "drafter_kernel_line": drafter_kernel_line(log),
                 "check_with_target": check(a.spk, case.check_args, logs / f"check-{case.name}.txt"),
                 "check_alone": check(a.spk, case.check_args[:1], logs / f"check-{case.name}-alone.txt"),
                 "seconds": round(time.time() - t)})

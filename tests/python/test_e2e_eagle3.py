@@ -147,3 +147,33 @@ def test_served_greedy_request_matches_trainer(tmp_path):
     assert result["served"]["draft_tokens"] > 0
     assert result["served"]["accepted"] > 0, result
     assert result["equal"], result
+
+
+def test_strip_aux_ids_removes_every_copy(tmp_path):
+    src = tmp_path / "head"
+    src.mkdir()
+    cfg = eh.head_config(TARGET_CFG)
+    cfg["eagle_aux_hidden_state_layer_ids"] = [0, 1, 2]
+    (src / "config.json").write_text(json.dumps(cfg))
+    out = eagle3._strip_aux_ids(src, tmp_path / "no-aux")
+    stripped = json.loads((out / "config.json").read_text())
+    assert "eagle_aux_hidden_state_layer_ids" not in stripped
+    assert "eagle_aux_hidden_state_layer_ids" not in stripped["eagle_config"]
+    assert stripped["eagle_config"]["use_aux_hidden_state"] is True
+
+
+def test_root_cause_skips_warnings_and_keeps_the_kernel_reason():
+    from tests.e2e.eagle3_measure import root_cause
+    # Lines as vLLM 0.32 CPU printed them for the W8A16 head (logs/eagle3-w8a16-on-cpu.log).
+    log = "\n".join([
+        "(Worker pid=1) WARNING 12-01 08:51:06 [utils.py:597] Failed to create oneDNN linear, fallback "
+        "to torch linear. Exception: could not create a primitive descriptor for the matmul primitive.",
+        "(Worker pid=1) ERROR 12-01 08:51:09 [multiproc_executor.py:953] ValueError: Failed to find a "
+        "kernel that can implement the WNA16 linear layer. Reasons: ",
+        "(Worker pid=1) ERROR 12-01 08:51:09 [multiproc_executor.py:953]  Dynamic4bitLinearKernel "
+        "cannot implement due to: Unsupported quant type uint8b128",
+        "(Worker pid=1) ERROR 12-01 08:51:09 [multiproc_executor.py:953]  CPUWNA16LinearKernel cannot "
+        "implement due to: Quant type (uint8b128) not supported by CPUWNA16"])
+    cause = root_cause(log)
+    assert cause.startswith("ValueError: Failed to find a kernel")
+    assert cause.endswith("Quant type (uint8b128) not supported by CPUWNA16")
