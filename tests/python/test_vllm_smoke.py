@@ -1,17 +1,16 @@
-"""End-to-end smoke test on a real vLLM (CPU build), driven by scripts/e2e-vllm-cpu.sh --smoke.
+"""The real-vLLM e2e package tests/e2e: its pieces, and its smoke run on vLLM's CPU build.
 
-Two parts:
-- test_reference_writer_*: the script's Python reference W4A16 writer (what the e2e falls back to
-  while `sparkulator quantize` is missing) writes the pack-quantized layout of FORMAT.md. Needs only
-  torch, safetensors and compressed-tensors.
-- test_vllm_cpu_smoke: runs the smoke e2e (minutes) and asserts on its summary.json. It runs when the
-  vLLM virtual environment exists (VENV, default .venv-vllm) or SPK_E2E_VLLM=1 allows the script to
-  create it; otherwise it is skipped with the reason.
+- Unit tests (always run; torch, safetensors and transformers only): the broken copies, the root-cause
+  line picked from a vLLM log, greedy agreement, bench figures, the trained-model cache, and the
+  Qwen3 DFlash trainer's batched forward against its single-request forward (the one that predicts
+  vLLM's counters).
+- test_vllm_cpu_smoke: `python -m tests.e2e smoke` (minutes) and asserts on its summary.json. It
+  runs when the vLLM virtual environment exists (VENV, default .venv-vllm) or SPK_E2E_VLLM=1 lets the
+  package create it; otherwise it is skipped with the reason.
 """
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -19,108 +18,210 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "scripts" / "e2e-vllm-cpu.sh"
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e import cases, env, measure, server  # noqa: E402
 
 
-def extract_helpers(dst: Path) -> Path:
-    """The helpers live in the script as a heredoc; write them out the way the script does."""
-    text = SCRIPT.read_text()
-    match = re.search(r"<<'PYEOF'\n(.*?)\nPYEOF\n", text, re.S)
-    assert match, "e2e_helpers heredoc not found in scripts/e2e-vllm-cpu.sh"
-    path = dst / "e2e_helpers.py"
-    path.write_text(match.group(1) + "\n")
-    return path
+def _w4a16_checkpoint(path: Path, torch):
+    """A minimal pack-quantized module (FORMAT.md 2) for the breakage tests."""
+    from safetensors.torch import save_file
+    path.mkdir()
+    m = cases.BROKEN_MODULE
+    save_file({m + ".weight_packed": torch.zeros(256, 512 // 8, dtype=torch.int32),
+               m + ".weight_scale": torch.ones(256, 4, dtype=torch.bfloat16),
+               m + ".weight_shape": torch.tensor([256, 512]),
+               "model.norm.weight": torch.ones(256, dtype=torch.bfloat16)},
+              str(path / "model.safetensors"), metadata={"format": "pt"})
+    (path / "config.json").write_text("{}")
 
 
-def test_script_is_valid_bash():
-    subprocess.run(["bash", "-n", str(SCRIPT)], check=True)
-
-
-def test_reference_writer_pack_quantized_layout(tmp_path):
+@pytest.mark.parametrize("kind", sorted(cases.BREAKAGES))
+def test_break_copy(tmp_path, kind):
     torch = pytest.importorskip("torch")
-    pytest.importorskip("compressed_tensors")
-    from safetensors.torch import load_file, save_file
-
-    helpers = extract_helpers(tmp_path)
-    src, dst = tmp_path / "src", tmp_path / "dst"
-    src.mkdir()
-    gen = torch.Generator().manual_seed(0)
-    weights = {
-        "model.layers.0.self_attn.q_proj.weight": torch.randn(128, 256, generator=gen),
-        "model.layers.0.mlp.down_proj.weight": torch.randn(256, 384, generator=gen),
-        "model.embed_tokens.weight": torch.randn(64, 256, generator=gen),
-        "lm_head.weight": torch.randn(64, 256, generator=gen),
-        "model.norm.weight": torch.ones(256),
-    }
-    # One group whose absmax is 1.0, holding FORMAT.md's worked values.
-    row = weights["model.layers.0.self_attn.q_proj.weight"][0]
-    row[:128] = 0.0
-    row[0], row[1], row[2], row[3] = 1.0, -1.0, 0.2001953125, 0.87109375
-    save_file({k: v.to(torch.bfloat16).contiguous() for k, v in weights.items()},
-              str(src / "model.safetensors"), metadata={"format": "pt"})
-    (src / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"]}))
-
-    subprocess.run([sys.executable, str(helpers), "quantize", str(src), str(dst)], check=True)
-
-    out = load_file(str(dst / "model.safetensors"))
-    q = "model.layers.0.self_attn.q_proj"
-    assert out[q + ".weight_packed"].dtype == torch.int32
-    assert list(out[q + ".weight_packed"].shape) == [128, 256 // 8]
-    assert out[q + ".weight_scale"].dtype == torch.bfloat16
-    assert list(out[q + ".weight_scale"].shape) == [128, 2]
-    assert out[q + ".weight_shape"].tolist() == [128, 256]
-    assert list(out["model.layers.0.mlp.down_proj.weight_scale"].shape) == [256, 3]
-    assert not any(k.endswith("weight_zero_point") for k in out), "symmetric: no zero point"
-    for dense in ("model.embed_tokens.weight", "lm_head.weight", "model.norm.weight"):
-        assert dense in out and out[dense].dtype == torch.bfloat16
-    # FORMAT.md 2.1: s = bf16(1/7.5) = 0.1337890625; q = [7, -7, 2, 6] stored as q + 8.
-    assert out[q + ".weight_scale"][0, 0].item() == 0.1337890625
-    word = out[q + ".weight_packed"][0, 0].item() & 0xFFFFFFFF
-    nibbles = [(word >> (4 * i)) & 0xF for i in range(4)]
-    assert nibbles == [7 + 8, -7 + 8, 2 + 8, 6 + 8]
-
-    cfg = json.loads((dst / "config.json").read_text())["quantization_config"]
-    assert cfg["format"] == "pack-quantized" and cfg["quant_method"] == "compressed-tensors"
-    w = cfg["config_groups"]["group_0"]["weights"]
-    assert (w["num_bits"], w["group_size"], w["strategy"], w["symmetric"]) == (4, 128, "group", True)
-    assert "lm_head" in cfg["ignore"]
+    from safetensors.torch import load_file
+    src = tmp_path / "src"
+    _w4a16_checkpoint(src, torch)
+    t = load_file(str(cases.break_copy(src, tmp_path / "dst", kind) / "model.safetensors"))
+    m = cases.BROKEN_MODULE
+    if kind == "zero_point":
+        assert t[m + ".weight_zero_point"].shape == (256 * 4 // 32, 4)
+    elif kind == "dense_leftover":
+        assert t[m + ".weight"].shape == (256, 512) and m + ".weight_packed" not in t
+    else:
+        assert m + ".weight_scale" not in t and m + ".weight_packed" in t
+    assert m + ".weight_scale" in load_file(str(src / "model.safetensors")), "source untouched"
 
 
-def venv_python() -> Path:
-    return Path(os.environ.get("VENV", ROOT / ".venv-vllm")) / "bin" / "python"
+def test_break_copy_rejects_unknown_kind(tmp_path):
+    torch = pytest.importorskip("torch")
+    _w4a16_checkpoint(tmp_path / "src", torch)
+    with pytest.raises(ValueError, match="unknown breakage"):
+        cases.break_copy(tmp_path / "src", tmp_path / "dst", "bogus")
 
 
-def vllm_available() -> bool:
-    py = venv_python()
-    return py.exists() and subprocess.run([str(py), "-c", "import vllm"],
-                                          capture_output=True).returncode == 0
+def test_root_cause_picks_the_worker_exception():
+    log = "\n".join([
+        "(APIServer pid=1) INFO 12-01 08:00:00 [api_server.py:1] vLLM API server version 0.32.0",
+        "(APIServer pid=1) WARNING [cpu.py:9] ulimit: Too many open files (OSError: soft limit)",
+        "(EngineCore pid=7) ERROR 12-01 08:00:09 [core.py:1] EngineCore failed to start.",
+        "(EngineCore pid=7) ERROR 12-01 08:00:09 [core.py:1] Traceback (most recent call last):",
+        "(EngineCore pid=7) ERROR 12-01 08:00:09 [core.py:1] ValueError: There is no module or "
+        "parameter named 'layers.0.mlp.down_proj.weight_zero_point' in Qwen3Model.",
+        "RuntimeError: Engine core initialization failed. See root cause above."])
+    assert server.root_cause(log).startswith("ValueError: There is no module or parameter named")
+    assert server.root_cause("INFO all good\n") == ""
 
 
-@pytest.mark.skipif(not (vllm_available() or os.environ.get("SPK_E2E_VLLM") == "1"),
+def test_agreement_counts_positions_and_first_divergence():
+    ref = [{"token_ids": [1, 2, 3, 4], "text": "a"}, {"token_ids": [5, 6, 7, 8], "text": "b"}]
+    other = [{"token_ids": [1, 2, 9, 4], "text": "a"}, {"token_ids": [5, 6, 7, 8], "text": "b"}]
+    r = measure.agreement(ref, other)
+    assert r["token_agreement"] == 0.875 and r["mean_first_divergence"] == 3.0
+
+
+def test_arm_figures_from_a_bench_document():
+    doc = {"arms": [{"name": "bf16", "failures": 0,
+                     "spec_decode": {"drafts": 10, "draft_tokens": 30, "accepted_tokens": 12,
+                                     "acceptance_rate": 0.4, "mean_acceptance_length": 2.2,
+                                     "per_position_rates": [0.6, 0.4, 0.2]}},
+                    {"name": "w4a16-rtn", "failures": 1, "spec_decode": None}],
+           "comparisons": [{"arm": "w4a16-rtn", "paired_ratio": 0.9, "ci_low": 0.8,
+                            "ci_high": 1.0, "n_pairs": 2}],
+           "requests": [{"arm": "bf16", "warmup": True, "ok": True, "decode_tok_s": 999.0},
+                        {"arm": "bf16", "warmup": False, "ok": True, "decode_tok_s": 10.0},
+                        {"arm": "bf16", "warmup": False, "ok": True, "decode_tok_s": 14.0},
+                        {"arm": "w4a16-rtn", "warmup": False, "ok": False, "decode_tok_s": None}]}
+    figs = measure.arm_figures(doc)
+    assert figs["bf16"]["drafted"] == 30 and figs["bf16"]["rate"] == 0.4
+    assert figs["bf16"]["decode_tok_s"] == 12.0          # the warm-up is not counted
+    low, high = figs["bf16"]["decode_tok_s_ci"]
+    assert low < 12.0 < high and round(high - 12.0, 2) == round(12.71 * 2.0, 2)  # t(1) * stdev 2.83 / sqrt 2
+    assert figs["w4a16-rtn"]["rate"] is None and figs["w4a16-rtn"]["decode_tok_s"] is None
+    assert figs["w4a16-rtn"]["decode_ratio_vs_baseline"]["paired_ratio"] == 0.9
+
+
+def test_cached_model_builds_once_and_leaves_nothing_when_interrupted(tmp_path):
+    src = tmp_path / "trainer.py"
+    src.write_text("v1")
+    calls = []
+
+    def build(out):
+        calls.append(out)
+        (out / "model.safetensors").write_text("x")
+
+    def broken(out):
+        (out / "half").write_text("x")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        env.cached_model(tmp_path / "c", "m", [src], {"steps": 1}, broken)
+    assert list((tmp_path / "c").iterdir()) == []
+    a = env.cached_model(tmp_path / "c", "m", [src], {"steps": 1}, build)
+    assert env.cached_model(tmp_path / "c", "m", [src], {"steps": 1}, build) == a
+    assert len(calls) == 1 and (a / "model.safetensors").exists()
+    src.write_text("v2")  # a changed trainer retrains
+    assert env.cached_model(tmp_path / "c", "m", [src], {"steps": 1}, build) != a
+
+
+def test_dflash_training_forward_equals_the_request_forward():
+    """The trainer's batched blocks (many anchors, masks) must compute what the one-request forward
+    that predicts vLLM's counters computes for the same anchor."""
+    torch = pytest.importorskip("torch")
+    from tests.e2e import corpus, dflash_qwen3 as d
+    torch.manual_seed(0)
+    tcfg = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+            "num_key_value_heads": 2, "head_dim": 64, "rms_norm_eps": 1e-6, "vocab_size": 300,
+            "num_hidden_layers": 2, "rope_theta": 1e6}
+    embed, head = torch.nn.Embedding(300, 256), torch.nn.Linear(256, 300, bias=False)
+    mirror = d._modules()(d.draft_config(tcfg, 2), embed, head).eval()
+    for p in mirror.parameters():
+        torch.nn.init.normal_(p, std=0.05)
+    S = 40
+    seqs = torch.randint(2, 300, (2, S))
+    aux = torch.randn(2, S, 512)
+    params = dict(d.params(True), anchors=3)
+    ids, pos, _, mask = d._block_batch(seqs, 10, params, torch.Generator().manual_seed(0))
+    B = d.BLOCK_SIZE
+    with torch.no_grad():
+        batched = mirror(ids, pos, aux, torch.arange(S).expand(2, S), mask)
+        for row in range(2):
+            for a in range(3):
+                anchor = pos[row, a * B].item() - 1
+                assert ids[row, a * B].item() == seqs[row, anchor + 1].item()
+                assert (ids[row, a * B + 1:(a + 1) * B] == corpus.MASK_ID).all()
+                ctx = anchor + 1
+                one = mirror(ids[row:row + 1, a * B:(a + 1) * B], pos[row:row + 1, a * B:(a + 1) * B],
+                             aux[row:row + 1, :ctx], torch.arange(ctx)[None],
+                             torch.ones(1, B, ctx + B, dtype=torch.bool))
+                torch.testing.assert_close(batched[row, a * B:(a + 1) * B], one[0],
+                                           rtol=1e-4, atol=1e-4)
+
+
+def test_dflash_spec_config_derives_k_from_block_size():
+    from tests.e2e import dflash_qwen3 as d
+    spec = d.KIND.spec_config(Path("/x"))
+    assert spec["method"] == "dflash" and spec["num_speculative_tokens"] == d.BLOCK_SIZE - 1
+
+
+def test_wrapper_script_is_valid_bash():
+    subprocess.run(["bash", "-n", str(ROOT / "scripts" / "e2e-vllm-cpu.sh")], check=True)
+
+
+@pytest.mark.skipif(not (env.venv_has_vllm() or os.environ.get("SPK_E2E_VLLM") == "1"),
                     reason="no vLLM CPU virtual environment (.venv-vllm); set SPK_E2E_VLLM=1 to "
-                           "let scripts/e2e-vllm-cpu.sh create it")
+                           "let tests.e2e create it")
 def test_vllm_cpu_smoke(tmp_path):
     work = tmp_path / "work"
-    proc = subprocess.run(["bash", str(SCRIPT), "--smoke", "--work", str(work)],
+    py = env.venv_python() if env.venv_has_vllm() else Path(sys.executable)
+    proc = subprocess.run([str(py), "-m", "tests.e2e", "smoke", "--work", str(work)], cwd=ROOT,
                           capture_output=True, text=True, timeout=3600)
     if proc.returncode == 4:  # the registry or the disk would not give us vLLM: nothing to test
         pytest.skip("vLLM's CPU build could not be installed: " + proc.stderr[-2000:])
     summary_path = work / "summary.json"
     assert summary_path.exists(), proc.stdout[-4000:] + proc.stderr[-4000:]
     s = json.loads(summary_path.read_text())
-    assert proc.returncode == 0, json.dumps(s["failures"])
+    assert proc.returncode == 0, json.dumps(s["failures"])[-4000:]
 
-    # vLLM loaded the W4A16 target through compressed-tensors' W4A16 scheme on the CPU kernel.
-    assert "CPUWNA16LinearKernel" in s["w4a16_kernel_log_line"]
-    assert "CompressedTensorsWNA16" in s["w4a16_kernel_log_line"]
-    # Greedy outputs of the W4A16 and BF16 target agree on most tokens.
-    assert s["greedy"]["token_agreement"] >= 0.5
-    # Both speculative-decoding arms drafted and had tokens accepted.
-    for arm in ("spec_bf16_draft", "spec_w4a16_draft"):
-        r = s[arm]
-        assert r["spec_counters_present"], arm
-        assert r["draft_tokens"] > 0, arm
-        assert 0.0 < r["acceptance_rate"] <= 1.0, arm
-    # A symmetric checkpoint with a zero point does not load in vLLM.
-    broken = {b["kind"]: b for b in s["broken"]}
-    assert broken["zero_point"]["vllm"] == "failed"
+    # vLLM loaded the W4A16 target through compressed-tensors' W4A16 scheme on the CPU kernel, and
+    # its greedy outputs agree with the BF16 target's on most tokens.
+    assert "CPUWNA16LinearKernel for CompressedTensorsWNA16" in s["target"]["kernel_log_line"]
+    assert s["target"]["greedy"]["token_agreement"] >= 0.5
+    # The Qwen3 DFlash draft drafted and had tokens accepted, BF16 and W4A16-RTN; the quantized
+    # draft went through the W4A16 kernel after vLLM's "Loading drafter model".
+    k = s["kinds"]["dflash-qwen3"]
+    for arm in ("bf16", "w4a16-rtn"):
+        assert k["acceptance"][arm]["drafted"] > 0, arm
+        assert 0.0 < k["acceptance"][arm]["rate"] <= 1.0, arm
+    assert k["drafter_log"]["dflash-qwen3-w4a16-rtn"]["kernel_after_drafter"]
+    assert not k["drafter_log"]["dflash-qwen3-bf16"]["kernel_after_drafter"]
+    # vLLM's counters for one greedy request are what the trainer's forward predicts.
+    assert k["prediction"]["match"], k["prediction"]
+    # A symmetric checkpoint with a zero point does not load, and sparkulator check says so.
+    [zp] = [c for c in s["failure_cases"] if c["name"] == "target-zero-point"]
+    assert not zp["vllm_loaded"] and "weight_zero_point" in zp["vllm_error"]
+    assert zp["check_exit"] == 1 and "zero-point-in-symmetric" in zp["check_codes"] and zp["agree"]
+
+
+def test_wna16_fallback_inverts_vllms_cpu_repacking():
+    """The reference GEMM of the AVX2 fallback plugin must read CPUWNA16LinearKernel's repacked
+    layout (vLLM's own pack/unpack helpers) back to (q - 8) * scale. Needs vLLM: venv only."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("vllm")
+    sys.path.insert(0, str(ROOT / "tests" / "e2e" / "wna16_fallback"))
+    import spk_e2e_wna16 as f
+    from vllm.model_executor.layers.quantization.utils.quant_utils import (
+        pack_quantized_values_into_int32, unpack_quantized_values_into_int32)
+    from vllm.scalar_type import scalar_types
+    n_in, n_out, group = 256, 512, 128
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randint(0, 16, (n_in, n_out), dtype=torch.int32, generator=gen)
+    scales = torch.rand(n_in // group, n_out, generator=gen) + 0.1
+    # What _process_gptq_weights_w4a16 does to the checkpoint's [in/8, out] packing.
+    w = unpack_quantized_values_into_int32(
+        pack_quantized_values_into_int32(q, scalar_types.uint4b8, 0), scalar_types.uint4b8, 0)
+    w = pack_quantized_values_into_int32(w, scalar_types.uint4b8, 1)
+    w = w.view(n_in, -1, 2).permute(1, 0, 2).reshape(-1, n_in * 2).contiguous()
+    x = torch.randn(3, n_in, generator=gen)
+    want = x @ ((q - 8).float() * scales.repeat_interleave(group, 0))
+    torch.testing.assert_close(f.reference_gemm_wna16(x, w, scales, None, None, 8, "vec"), want)

@@ -1,0 +1,279 @@
+"""The e2e runs: `smoke` (CI) and `full`, each writing WORK/summary.json.
+
+smoke: the tiny Qwen3 target and its W4A16 copy on vLLM (kernel line, greedy agreement), the Qwen3
+DFlash draft BF16 vs W4A16-RTN (short bench, predicted vs reported acceptance of one greedy request),
+and one broken copy of the target.
+full: the same with longer training and benches, the W4A16-search arm, all three broken copies, every
+draft kind present (dflash_qwen3 here; eagle3 and laguna when their modules exist), each kind's
+failure cases (each draft case also records the acceptance of two greedy requests, so the
+wrong-target pairing compares with the BF16 target's compile-cache-bf16 case).
+
+Error policy: an assertion that fails is recorded in summary["failures"] (exit 1) and the run goes on;
+setup errors (no venv: exit 4, a sparkulator command that fails: exit 2) stop the run, and the summary
+written so far says where. Servers are always stopped (server.py).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import pathlib
+import time
+import traceback
+
+from tests.e2e import cases, env, measure, server
+from tests.e2e.server import Server
+
+KIND_MODULES = ["dflash_qwen3", "eagle3", "laguna"]
+PORT = int(os.environ.get("E2E_PORT", "18100"))  # ports PORT .. PORT+12 are used
+KERNEL_LINE = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
+DRAFTER_LINE = "Loading drafter model"
+LANES = 3  # vLLM servers at once for failure cases
+
+
+def settings(smoke: bool) -> dict:
+    if smoke:
+        return {"prompts": 4, "tokens": 24, "bench_lengths": [128], "bench_tokens": 48,
+                "repeats": 2, "warmup": 1, "arms": ["bf16", "w4a16-rtn"],
+                "broken": ["zero_point"], "predict_tokens": 48}
+    return {"prompts": 12, "tokens": 48, "bench_lengths": [128, 512], "bench_tokens": 96,
+            "repeats": 3, "warmup": 1, "arms": ["bf16", "w4a16-rtn", "w4a16-search"],
+            "broken": list(cases.BREAKAGES), "predict_tokens": 128}
+
+
+def discover_kinds(smoke: bool) -> tuple[list, dict]:
+    """(kinds, skipped): every KIND_MODULES module that imports and exposes KIND; smoke runs the
+    Qwen3 DFlash kind only."""
+    kinds, skipped = [], {}
+    for name in KIND_MODULES[:1] if smoke else KIND_MODULES:
+        try:
+            module = importlib.import_module(f"tests.e2e.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"tests.e2e.{name}":
+                raise
+            skipped[name] = f"tests/e2e/{name}.py is not on this branch"
+            print(f"== kind {name} skipped: {skipped[name]}", flush=True)
+            continue
+        if not hasattr(module, "KIND"):
+            skipped[name] = f"tests/e2e/{name}.py has no KIND"
+            continue
+        kinds.append(module.KIND)
+    return kinds, skipped
+
+
+class Run:
+    def __init__(self, work: pathlib.Path, smoke: bool, cache: pathlib.Path | None):
+        self.work, self.smoke = work, smoke
+        self.cache = env.cache_root(cache)
+        self.s = settings(smoke)
+        self.logs = work / "logs"
+        self.models = work / "models"
+        self.logs.mkdir(parents=True, exist_ok=True)
+        self.models.mkdir(parents=True, exist_ok=True)
+        self.t0 = time.time()
+        self.summary = {"mode": "smoke" if smoke else "full", "versions": env.versions(),
+                        "sparkulator": str(env.sparkulator_path()), "timings_s": {},
+                        "failures": [], "kinds": {}, "failure_cases": [],
+                        "wna16_gemm": ("e2e reference GEMM plugin (this CPU has no AVX-512: vLLM "
+                                       "0.32's _C_AVX2 has no cpu_gemm_wna16)"
+                                       if server.wna16_fallback_needed()
+                                       else "vLLM's cpu_gemm_wna16")}
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+    def fail(self, what: str) -> None:
+        print(f"FAIL: {what}", flush=True)
+        self.summary["failures"].append(what)
+
+    def timed(self, label: str, t: float) -> None:
+        self.summary["timings_s"][label] = round(time.time() - t)
+
+    def write(self) -> pathlib.Path:
+        self.summary["seconds"] = round(time.time() - self.t0)
+        path = self.work / "summary.json"
+        path.write_text(json.dumps(self.summary, indent=1))
+        return path
+
+    def quantize(self, src: pathlib.Path, name: str, extra: list[str]) -> pathlib.Path:
+        return env.quantize(src, self.models / name, ["--scheme", "w4a16"] + extra, self.logs)
+
+    # -- the target ---------------------------------------------------------------------------------
+    def target_part(self, kind) -> tuple[pathlib.Path, pathlib.Path, str]:
+        """Builds the target and its W4A16 copy, serves both: kernel line, greedy agreement.
+        Returns (target, target_w4a16, the W4A16 target's completion of the probe prompt)."""
+        t = time.time()
+        target = kind.build_target(self.cache, self.smoke)
+        self.timed("target_build", t)
+        t = time.time()
+        target_w4a16 = self.quantize(target, "target-w4a16", [])
+        prompts = measure.held_out_prompts(self.s["prompts"])
+        with Server("target-bf16", target, PORT, self.work) as ref, \
+                Server("target-w4a16", target_w4a16, PORT + 1, self.work) as q:
+            up = ref.wait_healthy(900), q.wait_healthy(900)
+            if not all(up):
+                self.fail(f"vLLM did not start on the target (bf16 up={up[0]}, w4a16 up={up[1]}): "
+                          f"{ref.root_cause() or q.root_cause()}")
+                raise SystemExit(2)
+            a, b = measure.greedy(ref, prompts, self.s["tokens"]), measure.greedy(q, prompts,
+                                                                                self.s["tokens"])
+            probe = q.complete(cases.PROBE_PROMPT, 8)["choices"][0]["text"]
+        kernel = [l.split("] ", 1)[-1] for l in q.log_text().splitlines() if KERNEL_LINE in l]
+        agree = measure.agreement(a, b)
+        self.summary["target"] = {"model": str(target), "w4a16": str(target_w4a16),
+                                  "kernel_log_line": kernel[0] if kernel else None,
+                                  "greedy": agree, "startup_s": [ref.up_after_s, q.up_after_s]}
+        if not kernel or "quantization=compressed-tensors" not in q.log_text():
+            self.fail("the W4A16 target did not load through compressed-tensors' W4A16 path")
+        if agree["token_agreement"] < 0.5:
+            self.fail(f"greedy agreement of the W4A16 target {agree['token_agreement']} < 0.5")
+        self.timed("target_serve", t)
+        return target, target_w4a16, probe
+
+    # -- one draft kind ------------------------------------------------------------------------------
+    def kind_part(self, kind, target: pathlib.Path, target_w4a16: pathlib.Path) -> None:
+        out = self.summary["kinds"].setdefault(kind.name, {})
+        t = time.time()
+        draft = kind.build_draft(self.cache, target, self.smoke)
+        self.timed(f"{kind.name}_draft_build", t)
+        t = time.time()
+        drafts = {"bf16": draft}
+        for arm in self.s["arms"][1:]:
+            method = ["--method", "search"] if arm.endswith("search") else []
+            drafts[arm] = self.quantize(draft, f"{kind.name}-draft-{arm}",
+                                        kind.quantize_args() + method)
+        out["drafts"] = {arm: str(p) for arm, p in drafts.items()}
+        out["spec_config"] = kind.spec_config(draft)
+        servers = [Server(f"{kind.name}-{arm}", target, PORT + 2 + i, self.work,
+                          args=["--speculative-config", json.dumps(kind.spec_config(d))])
+                   for i, (arm, d) in enumerate(drafts.items())]
+        try:
+            for s in servers:
+                s.start()
+            if not all(s.wait_healthy(900) for s in servers):
+                why = "; ".join(f"{s.name}: {s.root_cause()}" for s in servers if not s.alive())
+                self.fail(f"{kind.name}: vLLM did not start with the drafts: {why}")
+                return
+            self.drafter_logs(kind, servers, out)
+            self.prediction(kind, servers[0], draft, target, out)
+            t_bench = time.time()
+            result = measure.bench({arm: s.url for arm, s in zip(drafts, servers)},
+                                   self.work / f"bench-{kind.name}.json", self.s["bench_lengths"],
+                                   self.s["bench_tokens"], self.s["repeats"], self.s["warmup"])
+            self.timed(f"{kind.name}_bench", t_bench)
+        finally:
+            for s in servers:
+                s.stop()
+        out["acceptance"] = result["arms"]
+        out["bench_exit"] = result["exit"]
+        out["startup_s"] = {s.name: s.up_after_s for s in servers}
+        for arm, fig in result["arms"].items():
+            if not fig["drafted"] or fig["rate"] is None:
+                self.fail(f"{kind.name} {arm}: no speculative-decoding counters moved")
+        if result["exit"] > 1:
+            self.fail(f"{kind.name}: sparkulator bench exited {result['exit']}")
+        self.timed(f"{kind.name}_serve_and_bench", t)
+
+    def drafter_logs(self, kind, servers, out: dict) -> None:
+        """The quantized drafts must load through the W4A16 kernel: its line after the drafter's."""
+        lines = {}
+        for s in servers:
+            log = s.log_text()
+            start = log.find(DRAFTER_LINE)
+            after = log[start:] if start >= 0 else ""
+            lines[s.name] = {"drafter_line": start >= 0, "kernel_after_drafter": KERNEL_LINE in after}
+            quantized = not s.name.endswith("-bf16")
+            if start < 0:
+                self.fail(f"{s.name}: no '{DRAFTER_LINE}' in {s.log}")
+            elif quantized != lines[s.name]["kernel_after_drafter"]:
+                self.fail(f"{s.name}: '{KERNEL_LINE}' after the drafter line: "
+                          f"{lines[s.name]['kernel_after_drafter']}, expected {quantized}")
+        out["drafter_log"] = lines
+
+    def prediction(self, kind, server: Server, draft, target, out: dict) -> None:
+        """For kinds with a torch mirror: vLLM's counters for one greedy request == the mirror's."""
+        module = importlib.import_module(type(kind).__module__)
+        if not hasattr(module, "predict_acceptance"):
+            return
+        prompt = measure.held_out_prompts(1, 800)[0]
+        got = measure.request_counters(server, prompt, self.s["predict_tokens"])
+        want = module.predict_acceptance(draft, target, got["prompt_ids"], got["token_ids"])
+        keys = ("drafts", "drafted", "accepted")
+        match = all(got[k] == want[k] for k in keys)
+        out["prediction"] = {"vllm": {k: got[k] for k in keys + ("per_position",)},
+                             "mirror": {k: want[k] for k in keys}, "match": match,
+                             "tokens": len(got["token_ids"]), "prompt_ids": got["prompt_ids"],
+                             "token_ids": got["token_ids"],
+                             "mirror_steps": want["steps"][:8]}
+        if not match:
+            self.fail(f"{kind.name}: vLLM's counters {[got[k] for k in keys]} != the mirror's "
+                      f"{[want[k] for k in keys]} for one greedy request")
+
+    def failure_part(self, case_list: list, out: list, reference: str | None = None) -> None:
+        """Runs the cases on up to LANES servers at once (the CPU is shared: at most 3 vLLM). Cases
+        that share a VLLM_CACHE_ROOT run in one lane, in list order; results keep list order."""
+        import concurrent.futures
+        lanes: list[list[int]] = [[] for _ in range(LANES)]
+        shared: dict[str, int] = {}
+        for i, case in enumerate(case_list):
+            root = case.extra_env.get("VLLM_CACHE_ROOT")
+            lane = shared.setdefault(root, i % LANES) if root else i % LANES
+            lanes[lane].append(i)
+        results: dict[int, dict] = {}
+
+        def run_lane(lane: int) -> None:
+            for i in lanes[lane]:
+                case, t = case_list[i], time.time()
+                ref = reference if case.draft is None else None
+                results[i] = cases.run_case(case, self.work, PORT + 10 + lane, reference_text=ref)
+                self.timed(f"case_{case.name}", t)
+
+        with concurrent.futures.ThreadPoolExecutor(LANES) as pool:
+            for f in [pool.submit(run_lane, lane) for lane in range(LANES) if lanes[lane]]:
+                f.result()
+        for i, case in enumerate(case_list):
+            r = results[i]
+            out.append(r)
+            if not r["as_expected"]:
+                self.fail(f"{case.name}: vLLM loaded={r['vllm_loaded']}, expected "
+                          f"{case.expect_vllm_loaded} (expect_error {case.expect_error!r}): "
+                          f"{r['vllm_error']}")
+        self.write()
+
+
+def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> int:
+    run = Run(work, smoke, cache)
+    kinds, skipped = discover_kinds(smoke)
+    run.summary["skipped_kinds"] = skipped
+    try:
+        target, target_w4a16, probe = run.target_part(kinds[0])
+        run.write()
+        # Target-only cases first: they need no draft (a draft may still be training elsewhere).
+        broken = cases.broken_target_cases(run.work, target_w4a16, run.s["broken"])
+        run.failure_part(broken, run.summary["failure_cases"], reference=probe)
+        for kind in kinds:
+            try:
+                run.kind_part(kind, target, target_w4a16)
+            except env.SparkulatorError as e:
+                run.fail(f"{kind.name}: {e}")
+            run.write()
+        if not smoke:
+            for kind in kinds:
+                out = run.summary["kinds"][kind.name]
+                draft = pathlib.Path(out.get("drafts", {}).get("bf16") or
+                                     kind.build_draft(run.cache, target, smoke))
+                kind_cases = kind.failure_cases(run.work, target, draft, env.sparkulator_path())
+                run.failure_part(kind_cases, out.setdefault("failure_cases", []))
+    except env.SparkulatorError as e:
+        run.fail(f"sparkulator: {e}")
+        run.write()
+        return 2
+    except SystemExit as e:
+        run.write()
+        return int(e.code or 2)
+    except Exception:
+        run.fail("harness error: " + traceback.format_exc()[-3000:])
+        run.write()
+        return 2
+    path = run.write()
+    print(f"summary: {path} ({run.summary['seconds']} s, {len(run.summary['failures'])} failures)")
+    return 1 if run.summary["failures"] else 0
