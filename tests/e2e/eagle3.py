@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import os
 import pathlib
@@ -24,55 +23,17 @@ import shutil
 import subprocess
 import sys
 
+from tests.e2e import corpus, env, target as shared_target
 from tests.e2e import eagle3_head as head_mod
-from tests.e2e import eagle3_standin as standin
+from tests.e2e import server as e2e_server
+from tests.e2e.cases import FailureCase
 
-# ---- FailureCase: STAND-IN until tests/e2e/cases.py (branch e2e) exists; the lead replaces this block
-# by `from tests.e2e.cases import FailureCase`.
-try:
-    from tests.e2e.cases import FailureCase
-except ImportError:
-    @dataclasses.dataclass
-    class FailureCase:
-        name: str
-        what: str
-        target: pathlib.Path
-        draft: pathlib.Path | None
-        spec_config: dict | None
-        check_args: list[str]
-        probe_request: bool = True
-        expect_vllm_loaded: bool = False
-        expect_error: str = ""
-        extra_env: dict = dataclasses.field(default_factory=dict)
-        extra_args: list = dataclasses.field(default_factory=list)
-# ---- end of stand-in block
 
 NUM_SPECULATIVE_TOKENS = 3      # = TrainParams.ttt_steps: the chain length the head was trained for
 SMOKE_PARAMS = head_mod.TrainParams(sequences=48, steps=200)
 FULL_PARAMS = head_mod.TrainParams()
-_SOURCES = [pathlib.Path(__file__), pathlib.Path(head_mod.__file__), pathlib.Path(standin.__file__)]
-
-
-def default_cache() -> pathlib.Path:
-    env = os.environ.get("SPK_E2E_CACHE")
-    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "sparkulator" / "e2e"
-
-
-def cached(cache: pathlib.Path, label: str, params: dict, build) -> pathlib.Path:
-    """cache/LABEL-HASH, built by build(tmp_folder) into a temporary folder renamed at the end; the hash
-    covers this kind's source files and `params`, so a changed trainer retrains."""
-    h = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode())
-    for src in _SOURCES:
-        h.update(src.read_bytes())
-    final = cache / f"{label}-{h.hexdigest()[:16]}"
-    if final.is_dir():
-        return final
-    tmp = cache / f".{final.name}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.parent.mkdir(parents=True, exist_ok=True)
-    build(tmp)
-    os.replace(tmp, final)
-    return final
+# What each cached model depends on: a change to these files (or to the parameters) rebuilds it.
+_HEAD_SOURCES = [pathlib.Path(head_mod.__file__)]
 
 
 def _strip_aux_ids(src: pathlib.Path, dst: pathlib.Path) -> pathlib.Path:
@@ -90,27 +51,23 @@ class Eagle3Kind:
     method = "eagle3"
 
     def build_target(self, cache: pathlib.Path, smoke: bool) -> pathlib.Path:
-        """The shared tiny Qwen3 target (branch e2e's target.py when present: 2 layers, as here)."""
-        try:
-            from tests.e2e import target as shared
-        except ImportError:
-            shared = None
-        if shared is not None and hasattr(shared, "build_target"):
-            return shared.build_target(cache, smoke)
-        steps = 150 if smoke else 400
-        return cached(cache, "qwen3-target-standin", {"layers": 2, "steps": steps},
-                      lambda out: standin.build_target(out, steps=steps))
+        """The shared tiny Qwen3 target (target.py: 2 layers, which is enough: see AUX_LAYER_IDS)."""
+        return shared_target.build_target(cache, smoke)
 
     def build_draft(self, cache: pathlib.Path, target: pathlib.Path, smoke: bool) -> pathlib.Path:
         params = SMOKE_PARAMS if smoke else FULL_PARAMS
 
         def build(out: pathlib.Path) -> None:
-            head, cfg, stats = head_mod.train_head(target, standin.training_text(), params)
+            head, cfg, stats = head_mod.train_head(target, corpus.training_text(), params)
             stats["target"] = str(target)
             head_mod.save_head(head, cfg, out, stats)
 
-        return cached(cache, "eagle3-head", {"target": str(target), **dataclasses.asdict(params),
-                                              "smoke": smoke}, build)
+        return env.cached_model(cache, "eagle3-head", _HEAD_SOURCES, self.head_params(target, smoke),
+                                build)
+
+    def head_params(self, target: pathlib.Path, smoke: bool) -> dict:
+        params = SMOKE_PARAMS if smoke else FULL_PARAMS
+        return {"target": str(target), **dataclasses.asdict(params), "smoke": smoke}
 
     def spec_config(self, draft: pathlib.Path) -> dict:
         return {"method": self.method, "model": str(draft),
@@ -136,11 +93,12 @@ class Eagle3Kind:
                             *self.quantize_args()], check=True, capture_output=True)
             return out
 
-        def case(name, what, head, error, loaded=False):
+        def case(name, what, head, error, loaded=False, extra_env=None):
             return FailureCase(name=name, what=what, target=target, draft=head,
                                spec_config=self.spec_config(head),
                                check_args=[str(head), "--target", str(target)], probe_request=True,
-                               expect_vllm_loaded=loaded, expect_error=error)
+                               expect_vllm_loaded=loaded, expect_error=error,
+                               extra_env=extra_env or {})
 
         no_aux = _strip_aux_ids(draft, work / "eagle3-no-aux-ids")
         avx512 = host_has_avx512()
@@ -153,7 +111,10 @@ class Eagle3Kind:
                  "build: CPUWNA16LinearKernel is chosen, but its op exists only in the AVX-512 "
                  "library" + ("" if avx512 else "; this host is AVX2-only, the first request kills "
                  "the engine"), quantized(draft, "eagle3-w4a16", "w4a16"),
-                 "" if avx512 else "object has no attribute 'cpu_gemm_wna16'", loaded=avx512),
+                 "" if avx512 else "object has no attribute 'cpu_gemm_wna16'", loaded=avx512,
+                 # VLLM_PLUGINS="" loads no plugin: vLLM as a user has it, without branch e2e's
+                 # reference GEMM (wna16_fallback/) that serves W4A16 on AVX2-only hosts.
+                 extra_env={"VLLM_PLUGINS": ""}),
             case("eagle3-w8a16-on-cpu", "W8A16 head (sparkulator --scheme w8a16): vLLM's CPU build "
                  "has no W8A16 kernel, the engine does not start",
                  quantized(draft, "eagle3-w8a16", "w8a16"),
@@ -172,35 +133,38 @@ KIND = Eagle3Kind()
 
 
 # ---- match: vLLM's counters for one greedy request == the trainer's forward's --------------------
-def match_request(url: str, head_dir: pathlib.Path, target_dir: pathlib.Path, prompt: list[int],
-                  tokens: int, model: str | None = None) -> dict:
-    """Sends one greedy request, differences vLLM's spec-decode counters around it, and replays the same
-    request with eagle3_head.simulate. Returns both sets of counters and whether they are equal."""
+def predict_acceptance(draft: pathlib.Path, target: pathlib.Path, prompt_ids: list[int],
+                       token_ids: list[int]) -> dict:
+    """What vLLM's counters should say for a greedy request that produced `token_ids` after
+    `prompt_ids` (run.py's `prediction` hook): the trainer's forward replays vLLM's loop."""
     import torch
     from transformers import AutoModelForCausalLM
-    k = json.loads(urllib_get(url + "/v1/models"))["data"][0]["id"] if model is None else model
-    before = standin.metrics(url)
-    out = standin.post(url + "/v1/completions",
-                       {"model": k, "prompt": prompt, "max_tokens": tokens, "min_tokens": tokens,
-                        "temperature": 0, "ignore_eos": True, "return_token_ids": True})
-    after = standin.metrics(url)
-    if "vllm:spec_decode_num_drafts_total" not in after:
-        raise RuntimeError(f"{url}/metrics has no vllm:spec_decode_* counters: no drafting happened")
-    generated = out["choices"][0]["token_ids"]
-    served = {"drafts": after["vllm:spec_decode_num_drafts_total"] - before.get("vllm:spec_decode_num_drafts_total", 0),
-              "draft_tokens": after["vllm:spec_decode_num_draft_tokens_total"] - before.get("vllm:spec_decode_num_draft_tokens_total", 0),
-              "accepted": after["vllm:spec_decode_num_accepted_tokens_total"] - before.get("vllm:spec_decode_num_accepted_tokens_total", 0)}
-    served["per_position"] = [after.get(f"vllm:spec_decode_num_accepted_tokens_per_pos_total[{i}]", 0)
-                              - before.get(f"vllm:spec_decode_num_accepted_tokens_per_pos_total[{i}]", 0)
-                              for i in range(NUM_SPECULATIVE_TOKENS)]
-    served = {key: (int(v) if isinstance(v, float) else [int(x) for x in v]) for key, v in served.items()}
     torch.set_num_threads(1)
-    tgt = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.bfloat16).eval()
-    sim = head_mod.simulate(head_mod.load_head(head_dir, target_dir), tgt, prompt, generated,
-                            NUM_SPECULATIVE_TOKENS)
-    keys = ("drafts", "draft_tokens", "accepted", "per_position")
-    return {"served": served, "simulated": {key: sim[key] for key in keys},
-            "equal": all(served[key] == sim[key] for key in keys), "generated": generated}
+    tgt = AutoModelForCausalLM.from_pretrained(target, dtype=torch.bfloat16).eval()
+    sim = head_mod.simulate(head_mod.load_head(draft, target), tgt, list(prompt_ids),
+                            list(token_ids), NUM_SPECULATIVE_TOKENS)
+    return {"drafts": sim["drafts"], "drafted": sim["draft_tokens"], "accepted": sim["accepted"],
+            "per_position": sim["per_position"], "steps": sim["proposals"]}
+
+
+def match_request(url: str, head_dir: pathlib.Path, target_dir: pathlib.Path, prompt: list[int],
+                  tokens: int) -> dict:
+    """Sends one greedy request (prompt as token ids), differences vLLM's settled spec-decode
+    counters around it, and compares them with predict_acceptance for the same request."""
+    from tests.e2e import measure
+    model = json.loads(urllib_get(url + "/v1/models"))["data"][0]["id"]
+    before = measure.settled(url)
+    out = e2e_server.post(url + "/v1/completions",
+                       {"model": model, "prompt": prompt, "max_tokens": tokens, "min_tokens": tokens,
+                        "temperature": 0, "ignore_eos": True, "return_token_ids": True})
+    served = measure.spec_counters(before, measure.settled(url))
+    if not served["drafts"]:
+        raise RuntimeError(f"{url}/metrics: no vllm:spec_decode_* counter moved: no drafting happened")
+    generated = out["choices"][0]["token_ids"]
+    want = predict_acceptance(head_dir, target_dir, prompt, generated)
+    keys = ("drafts", "drafted", "accepted", "per_position")
+    return {"served": {k: served[k] for k in keys}, "simulated": {k: want[k] for k in keys},
+            "equal": all(served[k] == want[k] for k in keys), "generated": generated}
 
 
 def urllib_get(url: str) -> str:
@@ -213,14 +177,14 @@ def prompt_ids(target_dir: pathlib.Path, file_index: int = 110, n_tokens: int = 
     """A prompt the tokenizer, target and head never saw: the start of stdlib file `file_index`."""
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(target_dir)
-    return tok(standin.read(standin.stdlib_files()[file_index]))["input_ids"][:n_tokens]
+    return tok(corpus.read(corpus.stdlib_files()[file_index]))["input_ids"][:n_tokens]
 
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.e2e.eagle3", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     b = sub.add_parser("build", help="train (or reuse) the target and the BF16 head")
-    b.add_argument("--cache", type=pathlib.Path, default=default_cache())
+    b.add_argument("--cache", type=pathlib.Path, default=env.cache_root())
     b.add_argument("--smoke", action="store_true")
     b.add_argument("--target", type=pathlib.Path, help="use this target folder instead of building one")
     m = sub.add_parser("match", help="one served greedy request vs the trainer's forward")

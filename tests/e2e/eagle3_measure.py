@@ -19,7 +19,9 @@ import subprocess
 import sys
 import time
 
-from tests.e2e import eagle3, eagle3_standin as standin
+from tests.e2e import eagle3, env
+from tests.e2e import server as e2e_server
+from tests.e2e import eagle3_standin as standin
 
 ARMS = {"w4a16-rtn": [], "w4a16-search": ["--method", "search"]}
 KERNEL = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
@@ -77,7 +79,7 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python -m tests.e2e.eagle3_measure")
     ap.add_argument("--work", type=pathlib.Path, required=True)
     ap.add_argument("--spk", type=pathlib.Path, required=True)
-    ap.add_argument("--cache", type=pathlib.Path, default=eagle3.default_cache())
+    ap.add_argument("--cache", type=pathlib.Path, default=env.cache_root())
     ap.add_argument("--port", type=int, default=18150)
     ap.add_argument("--smoke", action="store_true")
     ap.add_argument("--target", type=pathlib.Path, help="use this target folder instead of building one")
@@ -94,9 +96,10 @@ def main(argv: list[str]) -> int:
     target = a.target.resolve() if a.target else eagle3.KIND.build_target(a.cache, a.smoke)
     head = a.head.resolve() if a.head else eagle3.KIND.build_draft(a.cache, target, a.smoke)
     summary.update(target=str(target), head=str(head), timings_s={"build": round(time.time() - t)})
-    # The served quantized arms are sparkulator's W4A16 weights dequantized (dense BF16 copies): the
-    # packed W4A16 kernel needs vLLM's AVX-512 library (see the eagle3-w4a16-cpu-kernel case).
-    heads, packed = {"bf16": head}, {}
+    # The quantized arms are served packed. On an AVX2-only host branch e2e's plugin supplies the
+    # cpu_gemm_wna16 that vLLM's _C_AVX2 lacks (eagle3-w4a16-cpu-kernel case); the trainer's replay
+    # uses the dequantized copy (`sparkulator dequantize`), the same weights.
+    heads, dense_heads = {"bf16": head}, {"bf16": head}
     for arm, flags in ARMS.items():
         out = work / f"head-{arm}"
         t = time.time()
@@ -109,7 +112,7 @@ def main(argv: list[str]) -> int:
         rc, text = sh([a.spk, "dequantize", out, dense, "--force"], logs / f"dequantize-{arm}.txt")
         if rc != 0:
             raise RuntimeError(f"sparkulator dequantize for {arm} exited {rc}:\n{text[-2000:]}")
-        packed[arm], heads[arm] = out, dense
+        heads[arm], dense_heads[arm] = out, dense
         sh([a.spk, "inspect", out, "--json"], logs / f"inspect-{arm}.json")
         summary.setdefault("check", {})[arm] = check(a.spk, [str(out), "--target", str(target)],
                                                      logs / f"check-{arm}.txt")
@@ -129,11 +132,13 @@ def main(argv: list[str]) -> int:
             for i, arm in enumerate(ARMS):
                 with server(arm, a.port + 1 + i) as q:
                     summary["match"][arm] = {k: v for k, v in eagle3.match_request(
-                        q.url, heads[arm], target, prompt, 48).items() if k != "generated"}
+                        q.url, dense_heads[arm], target, prompt, 48).items() if k != "generated"}
                     t = time.time()
                     benches[arm] = bench(a.spk, {"bf16": bf16.url, arm: q.url},
                                          work / f"bench-{arm}.json", a.repeats, a.tokens)
                     summary["timings_s"][f"bench-{arm}"] = round(time.time() - t)
+                summary.setdefault("drafter_kernel_line", {})[arm] = drafter_kernel_line(
+                    (logs / f"{arm}.log").read_text(errors="replace"))
         summary["bench"] = {arm: {k: v for k, v in b.items() if k != "doc"} for arm, b in benches.items()}
         summary["bench_files"] = {arm: str(work / f"bench-{arm}.json") for arm in benches}
         summary["bf16_log_has_kernel_line"] = KERNEL in (logs / "bf16.log").read_text(errors="replace")
@@ -151,7 +156,7 @@ def main(argv: list[str]) -> int:
             try:
                 if up and case.probe_request:
                     try:
-                        probe = standin.post(srv.url + "/v1/completions", {
+                        probe = e2e_server.post(srv.url + "/v1/completions", {
                             "model": case.name, "prompt": "def f(x):\n    return",
                             "max_tokens": 8, "temperature": 0}, timeout=300)["choices"][0]["text"]
                     except OSError as e:
