@@ -8,7 +8,8 @@ vLLM's spec-decode counters with the simulated ones: that is how the head is sho
 
 CLI (vLLM venv python, repository root):
   python -m tests.e2e.eagle3 build [--cache DIR] [--smoke]      # target + head, prints their folders
-  python -m tests.e2e.eagle3 match --url URL --head H --target T [--tokens N] [--prompt-file F]
+  python -m tests.e2e.eagle3 match --url URL --head H --target T [--tokens N] [--file-index I]
+  python -m tests.e2e.eagle3 replay --target T --head bf16=H --head w4a16-rtn=H2 [--prompts 12]
 Errors: a failed build leaves only a `.tmp` folder (never a folder that looks done); `match` raises
 RuntimeError when the server answers without spec-decode counters.
 """
@@ -167,6 +168,33 @@ def match_request(url: str, head_dir: pathlib.Path, target_dir: pathlib.Path, pr
             "equal": all(served[k] == want[k] for k in keys), "generated": generated}
 
 
+def replay_acceptance(heads: dict[str, pathlib.Path], target_dir: pathlib.Path, prompts: int,
+                      tokens: int) -> dict:
+    """Acceptance of several heads over `prompts` held-out prompts without a server: the target's
+    greedy continuation (transformers, BF16) replayed through predict_acceptance's loop, which the
+    served match shows to equal vLLM's counters. Returns {name: {drafted, accepted, rate, ...}}."""
+    import torch
+    from transformers import AutoModelForCausalLM
+    torch.set_num_threads(1)
+    tgt = AutoModelForCausalLM.from_pretrained(target_dir, dtype=torch.bfloat16).eval()
+    loaded = {name: head_mod.load_head(h, target_dir) for name, h in heads.items()}
+    totals = {name: {"drafts": 0, "drafted": 0, "accepted": 0} for name in heads}
+    for i in range(prompts):
+        prompt = prompt_ids(target_dir, corpus.TRAIN_FILES + 10 + i)
+        with torch.no_grad():
+            out = tgt.generate(torch.tensor([prompt]), max_new_tokens=tokens, min_new_tokens=tokens,
+                               do_sample=False, pad_token_id=0)[0, len(prompt):].tolist()
+        for name, head in loaded.items():
+            sim = head_mod.simulate(head, tgt, prompt, out, NUM_SPECULATIVE_TOKENS)
+            totals[name]["drafts"] += sim["drafts"]
+            totals[name]["drafted"] += sim["draft_tokens"]
+            totals[name]["accepted"] += sim["accepted"]
+    for t in totals.values():
+        t["rate"] = round(t["accepted"] / t["drafted"], 4)
+        t["mean_acceptance_length"] = round(1 + t["accepted"] / t["drafts"], 3)
+    return totals
+
+
 def urllib_get(url: str) -> str:
     import urllib.request
     with urllib.request.urlopen(url, timeout=30) as r:
@@ -193,7 +221,16 @@ def main(argv: list[str]) -> int:
     m.add_argument("--target", type=pathlib.Path, required=True)
     m.add_argument("--tokens", type=int, default=64)
     m.add_argument("--file-index", type=int, default=110, help="stdlib file the prompt comes from")
+    r = sub.add_parser("replay", help="acceptance of heads over held-out prompts, no server")
+    r.add_argument("--target", type=pathlib.Path, required=True)
+    r.add_argument("--head", action="append", required=True, metavar="NAME=DIR")
+    r.add_argument("--prompts", type=int, default=12)
+    r.add_argument("--tokens", type=int, default=96)
     a = ap.parse_args(argv)
+    if a.cmd == "replay":
+        heads = {h.split("=", 1)[0]: pathlib.Path(h.split("=", 1)[1]) for h in a.head}
+        print(json.dumps(replay_acceptance(heads, a.target, a.prompts, a.tokens), indent=1))
+        return 0
     if a.cmd == "build":
         target = a.target.resolve() if a.target else KIND.build_target(a.cache, a.smoke)
         print(json.dumps({"target": str(target), "draft": str(KIND.build_draft(a.cache, target, a.smoke))}))
