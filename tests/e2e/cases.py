@@ -66,9 +66,11 @@ def run_case(case: FailureCase, work: pathlib.Path, port: int,
     log = server.log_text()
     loaded = health and served
     check_exit, check_codes, _ = env.check(case.check_args, work / "logs" / f"check-{case.name}.txt")
-    error = server.root_cause()
+    # The root cause: the first exception the log shows; for a server that answered but served
+    # wrongly without one (e.g. a missing weight_scale), what the probe saw.
+    error = server.root_cause() or ("" if loaded or not health else detail)
     result = {"name": case.name, "what": case.what, "vllm_loaded": loaded,
-              "vllm_error": error if not loaded or error else "",
+              "vllm_error": error,
               "probe": detail, "acceptance": acceptance, "check_exit": check_exit, "check_codes": check_codes,
               "agree": (check_exit != 0) == (not loaded),
               "expect_vllm_loaded": case.expect_vllm_loaded,

@@ -212,12 +212,13 @@ class Run:
         """Runs the cases on up to LANES servers at once (the CPU is shared: at most 3 vLLM). Cases
         that share a VLLM_CACHE_ROOT run in one lane, in list order; results keep list order."""
         import concurrent.futures
-        lanes: list[list[int]] = [[] for _ in range(LANES)]
-        shared: dict[str, int] = {}
+        groups: dict[str, list[int]] = {}
         for i, case in enumerate(case_list):
-            root = case.extra_env.get("VLLM_CACHE_ROOT")
-            lane = shared.setdefault(root, i % LANES) if root else i % LANES
-            lanes[lane].append(i)
+            root = case.extra_env.get("VLLM_CACHE_ROOT") or f"own-{i}"
+            groups.setdefault(root, []).append(i)
+        lanes: list[list[int]] = [[] for _ in range(LANES)]
+        for group in sorted(groups.values(), key=len, reverse=True):  # longest first, then fill
+            min(lanes, key=len).extend(group)
         results: dict[int, dict] = {}
 
         def run_lane(lane: int) -> None:

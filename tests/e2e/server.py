@@ -167,12 +167,17 @@ def post(url: str, body: dict, timeout: float = 600) -> dict:
 
 _ERROR_LINE = re.compile(r"(Error|Exception|KeyError)[:(]")
 _NOT_ROOT = re.compile(r"ulimit|Too many open|Engine core initialization failed|"
-                       r"Triton is installed|^\s*raise ")
+                       r"Triton is installed|^\s*raise |"
+                       # a warning on every CPU start (oneDNN has no bf16 matmul without AVX-512):
+                       r"Failed to create oneDNN linear, fallback to torch linear")
 
 
 def root_cause(log: str) -> str:
-    """The first exception line a worker logged (the API server's last line is only "Engine core
-    initialization failed"), without the logger prefix; "" when there is none."""
+    """The first exception line a worker logged before the server was told to stop (the API server's
+    last line is only "Engine core initialization failed"), without the logger prefix; "" when there
+    is none."""
+    # What vLLM prints after our SIGTERM ("[shutdown] ...", then EngineDeadError) is not a cause.
+    log = log.split("[shutdown]", 1)[0]
     for line in log.splitlines():
         text = re.sub(r"^.*?\] ", "", line).strip() if "] " in line[:120] else line.strip()
         text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", text)
