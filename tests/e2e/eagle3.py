@@ -3,15 +3,15 @@ tiny Qwen3 target, served with `"method": "eagle3"`, and the ways vLLM 0.32 fail
 
 `KIND` is what run.py/cases.py (branch e2e) call. The head's layout, forward and training live in
 eagle3_head.py; this module caches them, names the speculative config and builds the failure cases.
-`match_request` replays one greedy request served by vLLM with the trainer's own forward and compares
-vLLM's spec-decode counters with the simulated ones: that is how the head is shown to match vLLM.
+`predict_acceptance` replays a greedy request served by vLLM with the trainer's own forward (run.py's
+prediction hook calls it; `match_request` does the same on any running server): vLLM's spec-decode
+counters must equal the simulated ones, which is how the head is shown to match vLLM.
 
 CLI (vLLM venv python, repository root):
   python -m tests.e2e.eagle3 build [--cache DIR] [--smoke]      # target + head, prints their folders
-  python -m tests.e2e.eagle3 match --url URL --head H --target T [--tokens N] [--file-index I]
   python -m tests.e2e.eagle3 replay --target T --head bf16=H --head w4a16-rtn=H2 [--prompts 12]
-Errors: a failed build leaves only a `.tmp` folder (never a folder that looks done); `match` raises
-RuntimeError when the server answers without spec-decode counters.
+Errors: a failed build leaves only a `.tmp` folder (never a folder that looks done); `match_request`
+raises RuntimeError when the server answers without spec-decode counters.
 """
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ import sys
 
 from tests.e2e import corpus, env, target as shared_target
 from tests.e2e import eagle3_head as head_mod
-from tests.e2e import server as e2e_server
 from tests.e2e.cases import FailureCase
 
 
@@ -148,24 +147,20 @@ def predict_acceptance(draft: pathlib.Path, target: pathlib.Path, prompt_ids: li
             "per_position": sim["per_position"], "steps": sim["proposals"]}
 
 
-def match_request(url: str, head_dir: pathlib.Path, target_dir: pathlib.Path, prompt: list[int],
+def match_request(server, head_dir: pathlib.Path, target_dir: pathlib.Path, prompt: str,
                   tokens: int) -> dict:
-    """Sends one greedy request (prompt as token ids), differences vLLM's settled spec-decode
-    counters around it, and compares them with predict_acceptance for the same request."""
+    """One greedy request on a running `server.Server` with the spec-decode counters it moved
+    (measure.request_counters), compared with predict_acceptance for the same prompt and output.
+    `head_dir` is what the trainer replays: the served head, or the dequantized copy of a quantized
+    one (the same weights). Raises RuntimeError when no counter moved (no drafting happened)."""
     from tests.e2e import measure
-    model = json.loads(urllib_get(url + "/v1/models"))["data"][0]["id"]
-    before = measure.settled(url)
-    out = e2e_server.post(url + "/v1/completions",
-                       {"model": model, "prompt": prompt, "max_tokens": tokens, "min_tokens": tokens,
-                        "temperature": 0, "ignore_eos": True, "return_token_ids": True})
-    served = measure.spec_counters(before, measure.settled(url))
+    served = measure.request_counters(server, prompt, tokens)
     if not served["drafts"]:
-        raise RuntimeError(f"{url}/metrics: no vllm:spec_decode_* counter moved: no drafting happened")
-    generated = out["choices"][0]["token_ids"]
-    want = predict_acceptance(head_dir, target_dir, prompt, generated)
+        raise RuntimeError(f"{server.url}/metrics: no vllm:spec_decode_* counter moved: no drafting")
+    want = predict_acceptance(head_dir, target_dir, served["prompt_ids"], served["token_ids"])
     keys = ("drafts", "drafted", "accepted", "per_position")
     return {"served": {k: served[k] for k in keys}, "simulated": {k: want[k] for k in keys},
-            "equal": all(served[k] == want[k] for k in keys), "generated": generated}
+            "equal": all(served[k] == want[k] for k in keys), "tokens": len(served["token_ids"])}
 
 
 def replay_acceptance(heads: dict[str, pathlib.Path], target_dir: pathlib.Path, prompts: int,
@@ -195,12 +190,6 @@ def replay_acceptance(heads: dict[str, pathlib.Path], target_dir: pathlib.Path, 
     return totals
 
 
-def urllib_get(url: str) -> str:
-    import urllib.request
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return r.read().decode()
-
-
 def prompt_ids(target_dir: pathlib.Path, file_index: int = 110, n_tokens: int = 96) -> list[int]:
     """A prompt the tokenizer, target and head never saw: the start of stdlib file `file_index`."""
     from transformers import AutoTokenizer
@@ -215,12 +204,6 @@ def main(argv: list[str]) -> int:
     b.add_argument("--cache", type=pathlib.Path, default=env.cache_root())
     b.add_argument("--smoke", action="store_true")
     b.add_argument("--target", type=pathlib.Path, help="use this target folder instead of building one")
-    m = sub.add_parser("match", help="one served greedy request vs the trainer's forward")
-    m.add_argument("--url", required=True)
-    m.add_argument("--head", type=pathlib.Path, required=True)
-    m.add_argument("--target", type=pathlib.Path, required=True)
-    m.add_argument("--tokens", type=int, default=64)
-    m.add_argument("--file-index", type=int, default=110, help="stdlib file the prompt comes from")
     r = sub.add_parser("replay", help="acceptance of heads over held-out prompts, no server")
     r.add_argument("--target", type=pathlib.Path, required=True)
     r.add_argument("--head", action="append", required=True, metavar="NAME=DIR")
@@ -231,13 +214,9 @@ def main(argv: list[str]) -> int:
         heads = {h.split("=", 1)[0]: pathlib.Path(h.split("=", 1)[1]) for h in a.head}
         print(json.dumps(replay_acceptance(heads, a.target, a.prompts, a.tokens), indent=1))
         return 0
-    if a.cmd == "build":
-        target = a.target.resolve() if a.target else KIND.build_target(a.cache, a.smoke)
-        print(json.dumps({"target": str(target), "draft": str(KIND.build_draft(a.cache, target, a.smoke))}))
-        return 0
-    r = match_request(a.url, a.head, a.target, prompt_ids(a.target, a.file_index), a.tokens)
-    print(json.dumps({k: v for k, v in r.items() if k != "generated"}))
-    return 0 if r["equal"] else 1
+    target = a.target.resolve() if a.target else KIND.build_target(a.cache, a.smoke)
+    print(json.dumps({"target": str(target), "draft": str(KIND.build_draft(a.cache, target, a.smoke))}))
+    return 0
 
 
 if __name__ == "__main__":

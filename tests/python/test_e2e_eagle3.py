@@ -132,17 +132,22 @@ def test_served_greedy_request_matches_trainer(tmp_path):
     if head_dir is None:
         pytest.skip("no cached EAGLE-3 head: run `python -m tests.e2e.eagle3 build` with the vLLM venv")
     port = int(os.environ.get("SPK_E2E_EAGLE3_PORT", "18150"))
+    # The real harness: server.Server (process group, fresh VLLM_CACHE_ROOT, always stopped) and
+    # run.py's prediction prompt, compared by eagle3.match_request.
     script = (
         "import json, pathlib, sys\n"
-        "from tests.e2e import eagle3, eagle3_standin as s\n"
-        "h, t, log = map(pathlib.Path, sys.argv[1:4])\n"
+        "from tests.e2e import eagle3, measure\n"
+        "from tests.e2e.server import Server\n"
+        "h, t, work = map(pathlib.Path, sys.argv[1:4])\n"
         "spec = json.dumps(eagle3.KIND.spec_config(h))\n"
-        "with s.Server('eagle3-match', t, int(sys.argv[4]), log, ['--speculative-config', spec]) as srv:\n"
-        "    r = eagle3.match_request(srv.url, h, t, eagle3.prompt_ids(t), 48)\n"
-        "print(json.dumps({k: v for k, v in r.items() if k != 'generated'}))\n")
+        "with Server('eagle3-match', t, int(sys.argv[4]), work, args=['--speculative-config', spec]) as srv:\n"
+        "    if not srv.wait_healthy(900):\n"
+        "        sys.exit(f'vllm serve did not come up: {srv.root_cause()} (log {srv.log})')\n"
+        "    r = eagle3.match_request(srv, h, t, measure.held_out_prompts(1, 800)[0], 48)\n"
+        "print(json.dumps(r))\n")
     proc = subprocess.run([str(VENV / "bin" / "python"), "-c", script, str(head_dir), str(target_dir),
-                           str(tmp_path / "vllm.log"), str(port)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=900)
+                           str(tmp_path), str(port)], cwd=ROOT, capture_output=True,
+                          text=True, timeout=1200)
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["served"]["drafted"] > 0
@@ -164,7 +169,7 @@ def test_strip_aux_ids_removes_every_copy(tmp_path):
 
 
 def test_root_cause_skips_warnings_and_keeps_the_kernel_reason():
-    from tests.e2e.eagle3_measure import root_cause
+    from tests.e2e.server import root_cause
     # Lines as vLLM 0.32 CPU printed them for the W8A16 head (logs/eagle3-w8a16-on-cpu.log).
     log = "\n".join([
         "(Worker pid=1) WARNING 12-01 08:51:06 [utils.py:597] Failed to create oneDNN linear, fallback "
@@ -178,3 +183,16 @@ def test_root_cause_skips_warnings_and_keeps_the_kernel_reason():
     cause = root_cause(log)
     assert cause.startswith("ValueError: Failed to find a kernel")
     assert cause.endswith("Quant type (uint8b128) not supported by CPUWNA16")
+
+
+def test_full_run_calls_this_kind_and_its_prediction():
+    # `python -m tests.e2e full` (run.py) discovers the kinds by module name; its prediction step
+    # calls the kind module's predict_acceptance when there is one.
+    from tests.e2e import run
+    kinds, skipped = run.discover_kinds(smoke=False)
+    assert eagle3.KIND in kinds and "eagle3" not in skipped
+    smoke_kinds, _ = run.discover_kinds(smoke=True)
+    assert eagle3.KIND not in smoke_kinds          # its head trains ~30 min here: full only
+    assert callable(getattr(eagle3, "predict_acceptance"))
+    assert eagle3.KIND.spec_config(pathlib.Path("/h")) == {
+        "method": "eagle3", "model": "/h", "num_speculative_tokens": 3}
