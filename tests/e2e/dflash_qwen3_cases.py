@@ -1,13 +1,16 @@
 """Failure cases of the Qwen3 DFlash draft (dflash_qwen3.KIND.failure_cases), each run on vLLM 0.32.
 
-The expected values are what was observed on vLLM 0.32 CPU (docs/e2e.md), not the published claims:
-- qkv-quantized: q/k/v quantized too (`--preset none`). qwen3_dflash.py has a quantized context-KV
-  path (`_build_context_kv_buffers`: proj.quant_method not Unquantized -> per-layer projection).
+The expected values are what was observed on vLLM 0.32 CPU on 2026-12-01 (docs/e2e.md, full run),
+not the published claims:
+- qkv-quantized: q/k/v quantized too (`--preset none`): loads and serves. qwen3_dflash.py has a
+  quantized context-KV path (`_build_context_kv_buffers`: a quantized qkv_proj runs through its quant
+  method). `sparkulator check` still reports dflash-qkv-quantized (they disagree).
 - ignore-literal-local / ignore-literal-global: the preset's `re:` ignore entry replaced by literal
   per-projection names, checkpoint-local (`layers.0.self_attn.q_proj`) or vLLM's
-  (`model.layers.T.self_attn.q_proj`, T = target layers).
+  (`model.layers.T.self_attn.q_proj`, T = target layers): both fail with
+  `AttributeError: 'QKVParallelLinear' object has no attribute 'data'`.
 - ignore-fused-literal / ignore-regex: the fused literal `model.layers.T.self_attn.qkv_proj`, and the
-  `re:` pattern sparkulator writes.
+  `re:` pattern sparkulator writes: both load.
 - wrong-target: the BF16-trained draft on the W4A16 target (acceptance is measured in run.py).
 - compile-cache-bf16 then compile-cache-w4a16: two servers, same VLLM_CACHE_ROOT, without
   --enforce-eager; run in this order.
@@ -75,9 +78,10 @@ def failure_cases(kind, work: pathlib.Path, target: pathlib.Path,
              "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"),
         case("ignore-literal-local", "ignore lists checkpoint-local literal names "
              "layers.N.self_attn.{q,k,v}_proj, which match no vLLM module", local, False,
-             "object has no attribute"),
+             "'QKVParallelLinear' object has no attribute 'data'"),
         case("ignore-literal-global", f"ignore lists vLLM's literal names model.layers.{target_layers}"
-             ".self_attn.{q,k,v}_proj (unfused)", global_, False, "object has no attribute"),
+             ".self_attn.{q,k,v}_proj (unfused)", global_, False,
+             "'QKVParallelLinear' object has no attribute 'data'"),
         case("ignore-fused-literal", f"ignore lists the fused literal model.layers.{target_layers}"
              ".self_attn.qkv_proj", fused, True),
         case("ignore-regex", "the re: ignore pattern sparkulator writes (control)", rtn, True),

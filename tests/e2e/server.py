@@ -77,8 +77,9 @@ class Server:
         if self.enforce_eager and "--no-enforce-eager" not in self.args:
             cmd.append("--enforce-eager")
         cmd += [str(a) for a in self.args]
-        environ = dict(os.environ, **base_env(), VLLM_CACHE_ROOT=str(self.cache_root),
-                       **self.extra_env)
+        environ = dict(os.environ, **base_env())
+        environ["VLLM_CACHE_ROOT"] = str(self.cache_root)
+        environ.update(self.extra_env)  # may set VLLM_CACHE_ROOT on purpose (compile-cache case)
         with open(self.log, "w") as log:
             log.write("$ " + " ".join(cmd) + "\n")
             log.flush()
