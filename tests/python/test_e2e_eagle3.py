@@ -196,3 +196,24 @@ def test_full_run_calls_this_kind_and_its_prediction():
     assert callable(getattr(eagle3, "predict_acceptance"))
     assert eagle3.KIND.spec_config(pathlib.Path("/h")) == {
         "method": "eagle3", "model": "/h", "num_speculative_tokens": 3}
+
+
+def test_failure_cases_mark_the_host_ones(tmp_path):
+    # The W4A16-without-plugins and W8A16 cases record this vLLM build's kernels, not a fault of the
+    # head: `sparkulator check` is not asked to predict them (cases.FailureCase.checkpoint_fault).
+    from tests.e2e import env
+    head_dir, target_dir = cached_head()
+    spk = env.sparkulator_path()
+    if head_dir is None or not spk.exists():
+        pytest.skip("needs a cached EAGLE-3 head and the sparkulator binary (SPK_BUILD_DIR)")
+    cases = eagle3.KIND.failure_cases(tmp_path, target_dir, head_dir, spk)
+    assert {c.name: c.checkpoint_fault for c in cases} == {
+        "eagle3-no-aux-layer-ids": True, "eagle3-w4a16-cpu-kernel": False,
+        "eagle3-w8a16-on-cpu": False}
+    for c in cases:
+        assert c.spec_config["model"] == str(c.draft) and c.check_args[0] == str(c.draft)
+        assert (c.draft / "model.safetensors").exists()
+    no_aux = json.loads((cases[0].draft / "config.json").read_text())
+    assert "eagle_aux_hidden_state_layer_ids" not in no_aux["eagle_config"]
+    assert json.loads((cases[2].draft / "config.json").read_text())["quantization_config"][
+        "config_groups"]["group_0"]["weights"]["num_bits"] == 8
