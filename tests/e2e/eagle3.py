@@ -154,7 +154,7 @@ def match_request(server, head_dir: pathlib.Path, target_dir: pathlib.Path, prom
     """One greedy request on a running `server.Server` with the spec-decode counters it moved
     (measure.request_counters), compared with predict_acceptance for the same prompt and output.
     `head_dir` is what the trainer replays: the served head, or the dequantized copy of a quantized
-    one (the same weights). Raises RuntimeError when no counter moved (no drafting happened)."""
+    one (BF16: the same weights up to rounding of scale x q). Raises RuntimeError when no counter moved (no drafting happened)."""
     from tests.e2e import measure
     served = measure.request_counters(server, prompt, tokens)
     if not served["drafts"]:
