@@ -176,16 +176,24 @@ _NOT_ROOT = re.compile(r"ulimit|Too many open|Engine core initialization failed|
 def root_cause(log: str) -> str:
     """The first exception line a worker logged before the server was told to stop (the API server's
     last line is only "Engine core initialization failed"), without the logger prefix; "" when there
-    is none."""
+    is none. A kernel-selection error ("... Reasons:") gets the reason lines that follow it (one per
+    kernel, "X cannot implement due to: ...")."""
     # What vLLM prints after our SIGTERM ("[shutdown] ...", then EngineDeadError) is not a cause.
-    log = log.split("[shutdown]", 1)[0]
-    for line in log.splitlines():
-        text = re.sub(r"^.*?\] ", "", line).strip() if "] " in line[:120] else line.strip()
-        text = re.sub(r"^\(\w+ pid=\d+\)\s*", "", text)
+    lines = [_strip_prefix(line) for line in log.split("[shutdown]", 1)[0].splitlines()]
+    for i, text in enumerate(lines):
         if _ERROR_LINE.search(text) and not _NOT_ROOT.search(text) and \
                 not text.startswith(("File ", "Traceback")):
+            if text.endswith("Reasons:"):
+                reasons = [r for r in lines[i + 1:i + 9] if " cannot implement due to: " in r]
+                return (text[:400] + " " + "; ".join(reasons))[:1000]
             return text[:400]
     return ""
+
+
+def _strip_prefix(line: str) -> str:
+    """A log line without vLLM's "(Worker pid=N) LEVEL date [file:line] " prefix."""
+    text = re.sub(r"^.*?\] ", "", line).strip() if "] " in line[:120] else line.strip()
+    return re.sub(r"^\(\w+ pid=\d+\)\s*", "", text)
 
 
 def _signal_group(pid: int, sig: int) -> None:
