@@ -10,7 +10,7 @@ mask_token_id). `python -m tests.e2e full` (run.py) serves the arms, benches the
 per-request replay over several requests and the patched-vLLM proof.
 
 Failure cases (what vLLM 0.32's CPU build does with the wrong layout or the wrong quantization):
-see `failure_cases`; their expect_error strings were observed on vLLM 0.32.0 (docs/e2e-laguna.md).
+see `failure_cases`; their expect_error strings were observed on vLLM 0.32.0 (docs/e2e.md, "Laguna DFlash").
 Errors: plain exceptions (test tooling).
 """
 

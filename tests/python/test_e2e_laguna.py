@@ -7,7 +7,7 @@
 - `sparkulator check --vllm` prints a patch that applies to the installed laguna_dflash.py
   (`patch --dry-run`), skipped with the reason when the venv or the binary is absent.
 The vLLM runs themselves (acceptance, failure cases, the patched-vLLM proof) are in
-tests/e2e/laguna_run.py and docs/e2e-laguna.md; they take many minutes.
+tests/e2e/laguna_run.py and docs/e2e.md, "Laguna DFlash"; they take many minutes.
 """
 
 import json
@@ -168,7 +168,7 @@ def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path):
     """The `_spk_dense_weight` the patch adds, run on a quantized qkv_proj's tensors as vLLM holds
     them after load_weights (compressed-tensors layout, before the CPU kernel repacks), gives the
     values `sparkulator dequantize` writes. (On vLLM itself the patched draft loads; its W4A16
-    layers cannot run on an AVX2-only host, see docs/e2e-laguna.md.)"""
+    layers cannot run on an AVX2-only host, see docs/e2e.md, "Laguna DFlash".)"""
     import types
     from safetensors.torch import load_file, save_file
     spk = spk_binary()
