@@ -216,5 +216,8 @@ def check(args: list[str], log: pathlib.Path) -> tuple[int, list[str], dict | No
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-vllm-dist-info"]:
         print(write_vllm_dist_info())
+    elif sys.argv[1:] == ["--ensure-venv"]:  # scripts/test.sh, before the suites that need vLLM
+        print(ensure_venv())
     else:
-        sys.exit("usage: python env.py --write-vllm-dist-info (inside the vLLM venv)")
+        sys.exit("usage: python -m tests.e2e.env --ensure-venv | --write-vllm-dist-info (inside "
+                 "the vLLM venv)")

@@ -4,7 +4,7 @@
   0.32's Eagle3Qwen3ForCausalLM loads, the d2t/t2d vocab mapping, and the training-time-test mask.
 - test_served_greedy_request_matches_trainer: one greedy request on a real `vllm serve` with the cached
   head (method eagle3); vLLM's spec-decode counters must equal the trainer's simulated ones. Runs when
-  the vLLM venv (VENV, default /work/main/.venv-vllm) and a cached head (python -m tests.e2e.eagle3
+  the vLLM venv (VENV, default .venv-vllm at the repository root) and a cached head (python -m tests.e2e.eagle3
   build) exist; otherwise skipped with the reason. About a minute and a half on a quiet machine.
 """
 import json
@@ -18,9 +18,10 @@ import pytest
 torch = pytest.importorskip("torch")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from tests.e2e import eagle3, eagle3_head as eh  # noqa: E402
+from tests.e2e import eagle3, eagle3_head as eh, env  # noqa: E402
+from conftest import spk_bin  # noqa: E402
 
-VENV = pathlib.Path(os.environ.get("VENV", "/work/main/.venv-vllm"))
+VENV = env.venv_dir()  # $VENV, else the repository's .venv-vllm
 TARGET_CFG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
               "num_key_value_heads": 2, "head_dim": 64, "rms_norm_eps": 1e-6,
               "max_position_embeddings": 2048, "vocab_size": 2048, "hidden_act": "silu",
@@ -203,9 +204,9 @@ def test_failure_cases_mark_the_host_ones(tmp_path):
     # head: `sparkulator check` is not asked to predict them (cases.FailureCase.checkpoint_fault).
     from tests.e2e import env
     head_dir, target_dir = cached_head()
-    spk = env.sparkulator_path()
-    if head_dir is None or not spk.exists():
-        pytest.skip("needs a cached EAGLE-3 head and the sparkulator binary (SPK_BUILD_DIR)")
+    spk = pathlib.Path(spk_bin())  # a missing binary fails (conftest), never skips
+    if head_dir is None:
+        pytest.skip("needs a cached EAGLE-3 head: run `python -m tests.e2e.eagle3 build`")
     cases = eagle3.KIND.failure_cases(tmp_path, target_dir, head_dir, spk)
     assert {c.name: c.checkpoint_fault for c in cases} == {
         "eagle3-no-aux-layer-ids": True, "eagle3-w4a16-cpu-kernel": False,

@@ -27,15 +27,18 @@ if not hasattr(transformers, "LagunaConfig"):
 from tests.e2e import laguna_breaks as breaks  # noqa: E402
 from tests.e2e import laguna_model as lm  # noqa: E402
 from tests.e2e.laguna import KIND  # noqa: E402
+from tests.e2e import env  # noqa: E402
+from conftest import spk_bin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = Path(os.environ.get("VENV", "/work/main/.venv-vllm"))
+VENV = env.venv_dir()  # $VENV, else the repository's .venv-vllm
 SITE = VENV / "lib/python3.11/site-packages"
 LAGUNA_DFLASH = SITE / "vllm/model_executor/models/laguna_dflash.py"
 
 
 def spk_binary() -> Path:
-    return Path(os.environ.get("SPK_BUILD_DIR", ROOT / "build")) / "sparkulator"
+    """The build's sparkulator (conftest.spk_bin): a missing binary fails the test, never skips it."""
+    return Path(spk_bin())
 
 
 def test_every_quantizable_linear_is_a_multiple_of_128():
@@ -136,8 +139,6 @@ def test_ignore_rewrite_replaces_one_entry_and_rejects_unknown(tmp_path):
 
 def test_check_vllm_patch_applies_to_installed_laguna_dflash(tmp_path):
     spk = spk_binary()
-    if not spk.exists():
-        pytest.skip(f"no sparkulator binary at {spk}")
     if not LAGUNA_DFLASH.exists():
         pytest.skip(f"vLLM not installed at {SITE}")
     if shutil.which("patch") is None:
@@ -172,8 +173,6 @@ def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path):
     import types
     from safetensors.torch import load_file, save_file
     spk = spk_binary()
-    if not spk.exists():
-        pytest.skip(f"no sparkulator binary at {spk}")
     if not LAGUNA_DFLASH.exists():
         pytest.skip(f"vLLM not installed at {SITE}")
     s = lm.Shapes()
