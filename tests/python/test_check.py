@@ -432,7 +432,15 @@ def test_check_with_fake_vllm_trees(ckpts, spk, tmp_path, marker, code, expect_o
     assert bool(found) == (not expect_ok)
 
 
-REAL_VLLM = Path("/work/main/.venv-vllm/lib/python3.11/site-packages")
+def _installed_vllm_site() -> Path:
+    """site-packages of the e2e's vLLM venv ($VENV, else .venv-vllm at the repository root)."""
+    import os
+    venv = Path(os.environ.get("VENV") or Path(__file__).resolve().parents[2] / ".venv-vllm")
+    found = sorted(venv.glob("lib/python3*/site-packages"))
+    return found[0] if found else venv / "lib" / "python3.11" / "site-packages"
+
+
+REAL_VLLM = _installed_vllm_site()
 
 
 @pytest.mark.skipif(not (REAL_VLLM / "vllm" / "model_executor").is_dir(),
