@@ -63,3 +63,23 @@ def register() -> None:
     ops.cpu_gemm_wna16 = reference_gemm_wna16
     log.warning("sparkulator e2e: this vLLM CPU library has no cpu_gemm_wna16 (no AVX-512 here); "
                 "W4A16 layers use the e2e's reference GEMM (dequantize + matmul)")
+
+
+def self_test() -> None:
+    """Asserts that reference_gemm_wna16 reads CPUWNA16LinearKernel's repacked layout (built here
+    with vLLM's own pack/unpack helpers, as _process_gptq_weights_w4a16 does) back to
+    (q - 8) * scale. tests/python/test_vllm_smoke.py runs it in the vLLM venv."""
+    from vllm.model_executor.layers.quantization.utils.quant_utils import (
+        pack_quantized_values_into_int32, unpack_quantized_values_into_int32)
+    from vllm.scalar_type import scalar_types
+    n_in, n_out, group = 256, 512, 128
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randint(0, 16, (n_in, n_out), dtype=torch.int32, generator=gen)
+    scales = torch.rand(n_in // group, n_out, generator=gen) + 0.1
+    w = unpack_quantized_values_into_int32(
+        pack_quantized_values_into_int32(q, scalar_types.uint4b8, 0), scalar_types.uint4b8, 0)
+    w = pack_quantized_values_into_int32(w, scalar_types.uint4b8, 1)
+    w = w.view(n_in, -1, 2).permute(1, 0, 2).reshape(-1, n_in * 2).contiguous()
+    x = torch.randn(3, n_in, generator=gen)
+    want = x @ ((q - 8).float() * scales.repeat_interleave(group, 0))
+    torch.testing.assert_close(reference_gemm_wna16(x, w, scales, None, None, 8, "vec"), want)
