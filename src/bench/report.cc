@@ -51,7 +51,7 @@ json SpecJson(const std::vector<const RequestRecord*>& measured) {
            total.drafts > 0 ? json(1.0 + total.accepted_tokens / total.drafts) : json(nullptr)},
           {"per_position_rates", per_pos},
           {"requests", with},
-          {"source", "/metrics counter deltas around each measured request"}};
+          {"source", "/metrics counter deltas around each complete measured request"}};
 }
 
 json CellJson(size_t length, const std::vector<const RequestRecord*>& cell, double noisy) {
@@ -180,7 +180,10 @@ json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& o
   for (size_t a = 0; a < by_arm.size(); ++a) {
     json arm = {{"name", options.arm_names[a]}, {"cells", json::array()}};
     size_t failures = 0;
-    std::vector<const RequestRecord*> ok;
+    // Acceptance counts every complete request: the server's counters are right even when the
+    // client could not time the stream, and dropping those would compare arms over different
+    // prompts.
+    std::vector<const RequestRecord*> complete;
     for (size_t length : options.prompt_lengths) {
       std::vector<const RequestRecord*> cell;
       for (const RequestRecord* r : by_arm[a]) {
@@ -191,10 +194,10 @@ json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& o
       arm["cells"].push_back(c);
     }
     for (const RequestRecord* r : by_arm[a]) {
-      if (r->ok) ok.push_back(r);
+      if (r->complete) complete.push_back(r);
     }
     arm["failures"] = failures;
-    arm["spec_decode"] = SpecJson(ok);
+    arm["spec_decode"] = SpecJson(complete);
     if (arm["spec_decode"].is_null()) arm["spec_decode_note"] = "no speculative decoding";
     arms.push_back(arm);
   }

@@ -14,6 +14,7 @@ RequestRecord Make(size_t arm, size_t block, size_t length, double tok_s, bool s
   r.block = block;
   r.prompt_length = length;
   r.ok = true;
+  r.complete = true;
   r.completion_tokens = 65;
   r.first_chunk_tokens = 1;
   r.decode_s = 64 / tok_s;
@@ -37,9 +38,30 @@ std::vector<RequestRecord> Records() {
   records.push_back(warm);
   RequestRecord failed = Make(0, 3, 128, 0, false);
   failed.ok = false;
+  failed.complete = false;
   failed.error = "HTTP 503";
+  failed.spec = SpecCounters{100, 300, 0, {}};  // an incomplete request's deltas never count
   records.push_back(failed);
   return records;
+}
+
+TEST(Analyze, AcceptanceCountsCompleteRequestsThatCouldNotBeTimed) {
+  std::vector<RequestRecord> records = Records();
+  size_t fast_before = 0;
+  for (const RequestRecord& r : records) fast_before += r.arm_index == 1 && !r.warmup;
+  // One of the fast arm's requests arrived in a burst: untimed (a failure of its cell), but its
+  // counters are the server's and count for acceptance.
+  RequestRecord burst = Make(1, 3, 512, 0, true);
+  burst.ok = false;
+  burst.error = "stream arrived in a burst";
+  burst.spec = SpecCounters{10, 30, 30, {{0, 10}, {1, 10}, {2, 10}}};
+  records.push_back(burst);
+  json results = Analyze(records, {{"base", "fast"}, {128, 512}, 0.05});
+  const json& spec = results["arms"][1]["spec_decode"];
+  EXPECT_EQ(spec["requests"], fast_before + 1);
+  EXPECT_DOUBLE_EQ(spec["draft_tokens"].get<double>(), 48.0 * fast_before + 30);
+  EXPECT_DOUBLE_EQ(spec["accepted_tokens"].get<double>(), 32.0 * fast_before + 30);
+  EXPECT_EQ(results["arms"][1]["failures"], 1);
 }
 
 TEST(Analyze, JsonShapeAndFigures) {

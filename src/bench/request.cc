@@ -148,6 +148,7 @@ json RequestRecord::ToJson() const {
             {"warmup", warmup},
             {"started_s", started_s},
             {"ok", ok},
+            {"complete", complete},
             {"error", error.empty() ? json(nullptr) : json(error)},
             {"http_status", http_status},
             {"prompt_tokens", prompt_tokens ? json(*prompt_tokens) : json(nullptr)},
@@ -274,7 +275,8 @@ Status MeasureRequest(const http::Url& url, const std::string& prompt,
   } else if (*record->completion_tokens < static_cast<long long>(settings.max_tokens)) {
     record->error = "truncated: " + std::to_string(*record->completion_tokens) + " of " +
                     std::to_string(settings.max_tokens) + " tokens";
-  } else if (state.token_chunks < 2) {
+  } else if (record->complete = true;  // every token came back; what follows is about timing
+             state.token_chunks < 2) {
     record->error = "only one token chunk: no decode interval to time";
   } else if (size_t burst = LargestBurst(state.chunk_times);
              burst >= kMinBurstChunks && 2 * burst >= state.token_chunks) {

@@ -39,7 +39,9 @@ struct RequestRecord {
   bool warmup = false;
   double started_s = 0;  // seconds since the benchmark started
 
-  bool ok = false;
+  bool ok = false;        // complete and timed: counts for the decode rate
+  bool complete = false;  // every requested token came back: counts for acceptance even when the
+                          // stream could not be timed (it arrived in a burst, or in one chunk)
   std::string error;
   int http_status = 0;
   std::optional<long long> prompt_tokens;      // from usage
