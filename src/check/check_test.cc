@@ -72,7 +72,7 @@ TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
   EXPECT_EQ(f[0]->module, "layers.0.self_attn.k_proj (and 5 more)");
   EXPECT_NE(f[0]->message.find("KeyError: 'layers.0.self_attn.k_proj.weight'"), std::string::npos);
   EXPECT_NE(f[0]->fix.find("qkv_proj"), std::string::npos);
-  EXPECT_TRUE(WithCode(Check(Example(dir, "qwen3", "dflash")), "laguna-unfused-qkv").empty());
+  EXPECT_FALSE(HasCode(Check(Example(dir, "qwen3", "dflash")), "laguna-unfused-qkv"));
 }
 
 TEST(CheckVllmVersion, LagunaQuantizedQkvFailsOn032) {
@@ -103,7 +103,8 @@ TEST(CheckVllmVersion, ExampleEagle3HeadNamesItsAuxLayers) {
   // The same head on a 2-layer target: ids 3 and 4 collect nothing.
   CheckOptions two;
   two.target_layers = 2;
-  auto bad = WithCode(Check(head, two), "target-layer-ids");
+  const CheckReport two_report = Check(head, two);
+  auto bad = WithCode(two_report, "target-layer-ids");
   ASSERT_EQ(bad.size(), 1u);
   EXPECT_NE(bad[0]->message.find("holds 3, 4"), std::string::npos) << bad[0]->message;
   EXPECT_NE(r.serve.find("\"num_speculative_tokens\":3"), std::string::npos) << r.serve;
@@ -135,7 +136,7 @@ TEST(CheckVllmVersion, Eagle3HeadWithoutAuxLayerIds) {
   // 32 layers: the default (2, 16, 29) gives the three states fc takes.
   CheckOptions many;
   many.target_layers = 32;
-  EXPECT_TRUE(WithCode(Check(head, many), "eagle3-aux-layers-default").empty());
+  EXPECT_FALSE(HasCode(Check(head, many), "eagle3-aux-layers-default"));
 }
 
 // Literal ignore entries for DFlash q/k/v: vLLM 0.32 gives the draft's quant config no fused-name
@@ -317,17 +318,18 @@ TEST(CheckCodes, EachConfigFaultGivesItsCode) {
   std::string broken = dir / "broken";
   std::filesystem::copy(clean, broken, std::filesystem::copy_options::recursive);
   ASSERT_TRUE(WriteWholeFile(broken + "/config.json", "{not json").ok());
-  EXPECT_FALSE(WithCode(Check(broken), "config-invalid").empty());
+  EXPECT_TRUE(HasCode(Check(broken), "config-invalid"));
   std::filesystem::remove(broken + "/config.json");
-  EXPECT_FALSE(WithCode(Check(broken), "config-missing").empty());
+  EXPECT_TRUE(HasCode(Check(broken), "config-missing"));
   std::string empty = dir / "empty";
   std::filesystem::create_directories(empty);
   ASSERT_TRUE(WriteWholeFile(empty + "/config.json", "{}").ok());
-  EXPECT_FALSE(WithCode(Check(empty), "no-safetensors").empty());
+  EXPECT_TRUE(HasCode(Check(empty), "no-safetensors"));
   // Kernel rules per --tp: o_proj is row-parallel, 256 in splits into 64 at --tp 4.
   CheckOptions tp4;
   tp4.tp = 4;
-  auto kernel = WithCode(Check(clean, tp4), "kernel-rule");
+  const CheckReport tp4_report = Check(clean, tp4);  // WithCode points into the report
+  auto kernel = WithCode(tp4_report, "kernel-rule");
   ASSERT_FALSE(kernel.empty());
   EXPECT_EQ(kernel[0]->module.find("o_proj") != std::string::npos ||
                 kernel[0]->module.find("down_proj") != std::string::npos,
@@ -339,7 +341,7 @@ TEST(CheckCodes, DraftOffsetUnknownAndTargetPairing) {
   spk::testing::ScopedTempDir dir;
   std::string draft = Example(dir, "draft", "dflash");
   EditConfig(draft, [](Json& j) { j.erase("num_target_layers"); });
-  EXPECT_FALSE(WithCode(Check(draft), "draft-offset-unknown").empty());
+  EXPECT_TRUE(HasCode(Check(draft), "draft-offset-unknown"));
   // A target with another hidden size and too few layers for target_layer_ids 1, 3, 5.
   std::string target = Example(dir, "target", "llm");
   EditConfig(target, [](Json& j) {

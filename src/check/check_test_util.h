@@ -72,6 +72,16 @@ inline std::vector<const Finding*> WithCode(const CheckReport& r, std::string_vi
   }
   return out;
 }
+// The pointers WithCode returns point into the report: a temporary report would leave them
+// dangling, so that overload does not exist (use HasCode, or keep the report in a variable).
+std::vector<const Finding*> WithCode(CheckReport&& r, std::string_view code) = delete;
+
+inline bool HasCode(const CheckReport& r, std::string_view code) {
+  for (const Finding& f : r.findings) {
+    if (f.code == code) return true;
+  }
+  return false;
+}
 
 // One stored tensor: its name, dtype and shape, and its bytes.
 struct TensorBytes {
