@@ -55,7 +55,8 @@ struct SchemeChoice {
   QuantParams params;
 };
 
-// The tensors that replace one quantized weight, as the scheme's codec stores them (docs/formats.md section 2).
+// The tensors that replace one quantized weight, as the scheme's codec stores them (docs/formats.md
+// section 2).
 std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index,
                                            const SchemeChoice& choice) {
   std::string m = ModuleOf(t.name);
