@@ -72,10 +72,7 @@ def main(argv: list[str]) -> int:
             out["match"] = match_quantized(r, target, drafts)
         r.write()
         if not a.skip_cases:
-            draft = drafts.get("bf16") or kind.build_draft(r.cache, target, a.smoke)
-            cases = kind.failure_cases(r.work / "eagle3-cases", target, draft,
-                                       env.sparkulator_path())
-            r.failure_part(cases, out.setdefault("failure_cases", []))
+            r.kind_failure_part(kind, target, r.work / "eagle3-cases")
     except env.SparkulatorError as e:
         r.fail(f"sparkulator: {e}")
         r.write()

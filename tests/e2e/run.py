@@ -216,6 +216,14 @@ class Run:
             self.fail(f"{kind.name}: vLLM's counters {[got[k] for k in keys]} != the mirror's "
                       f"{[want[k] for k in keys]} for one greedy request")
 
+    def kind_failure_part(self, kind, target, work: pathlib.Path | None = None) -> None:
+        """The kind's failure cases, on its BF16 draft (the one kind_part served, else built)."""
+        out = self.summary["kinds"].setdefault(kind.name, {})
+        draft = pathlib.Path(out.get("drafts", {}).get("bf16") or
+                             kind.build_draft(self.cache, target, self.smoke))
+        kind_cases = kind.failure_cases(work or self.work, target, draft, env.sparkulator_path())
+        self.failure_part(kind_cases, out.setdefault("failure_cases", []))
+
     def failure_part(self, case_list: list, out: list, reference: str | None = None) -> None:
         """Runs the cases on up to LANES servers at once (the CPU is shared: at most 3 vLLM). Cases
         that share a VLLM_CACHE_ROOT run in one lane, in list order; results keep list order."""
@@ -273,12 +281,7 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
             run.write()
         if not smoke:
             for kind in kinds:
-                out = run.summary["kinds"][kind.name]
-                draft = pathlib.Path(out.get("drafts", {}).get("bf16") or
-                                     kind.build_draft(run.cache, targets[kind.name], smoke))
-                kind_cases = kind.failure_cases(run.work, targets[kind.name], draft,
-                                                env.sparkulator_path())
-                run.failure_part(kind_cases, out.setdefault("failure_cases", []))
+                run.kind_failure_part(kind, targets[kind.name])
     except env.SparkulatorError as e:
         run.fail(f"sparkulator: {e}")
         run.write()
