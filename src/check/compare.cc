@@ -8,10 +8,10 @@
 #include <map>
 
 #include "base/xml_escape.h"
-#include "check/dequantize.h"
 #include "checkpoint/family.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
+#include "dequantize/dequantize.h"
 #include "quant/pack_quantized.h"
 #include "quant/rtn.h"
 #include "tensor/float_convert.h"

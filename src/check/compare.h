@@ -2,14 +2,14 @@
 // layer, and what that does to each layer's output.
 //
 // For every module stored as weight_packed in QUANTIZED, its source weight W (SRC's
-// <module>.weight) and the dequantized weight W' (check/dequantize.h, exactly compressed-tensors'
-// decompress) are streamed in row blocks (memory bounded by the block size) to give: relative
-// Frobenius error
-// ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error, the fraction of weights the
-// quantizer clipped (|w/s + zp| beyond the integer range by more than half a step), and the
-// relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from a fixed seed
-// (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers come worst
-// first. Reports: JSON, text, and a self-contained HTML page with inline SVG charts (no script).
+// <module>.weight) and the dequantized weight W' (dequantize/dequantize.h, exactly
+// compressed-tensors' decompress) are streamed in row blocks (memory bounded by the block size) to
+// give: relative Frobenius error ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error,
+// the fraction of weights the quantizer clipped (|w/s + zp| beyond the integer range by more than
+// half a step), and the relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from
+// a fixed seed (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers
+// come worst first. Reports: JSON, text, and a self-contained HTML page with inline SVG charts (no
+// script).
 //
 // With a second quantized checkpoint Q2 of the same source (e.g. `--method rtn` and `--method
 // search`), CompareGain runs CompareCheckpoints on each and joins the two reports by module: every

@@ -1,4 +1,4 @@
-#include "check/dequantize.h"
+#include "dequantize/dequantize.h"
 
 #include <fmt/format.h>
 
