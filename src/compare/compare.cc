@@ -1,4 +1,4 @@
-#include "check/compare.h"
+#include "compare/compare.h"
 
 #include <fmt/format.h>
 

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "check/compare.h"
+#include "compare/compare.h"
 
 namespace spk {
 namespace {
