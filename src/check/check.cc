@@ -2,8 +2,8 @@
 
 #include "check/checker.h"
 #include "checkpoint/source.h"
+#include "inspect/report.h"
 #include "io/fs_util.h"
-#include "quantize/report.h"
 
 namespace spk {
 namespace check_internal {

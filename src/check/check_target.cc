@@ -2,9 +2,9 @@
 #include "check/checker.h"
 
 #include "checkpoint/source.h"
+#include "inspect/report.h"
 #include "io/fs_util.h"
 #include "quant/scheme.h"
-#include "quantize/report.h"
 
 namespace spk::check_internal {
 

@@ -1,4 +1,4 @@
-#include "quantize/report.h"
+#include "inspect/report.h"
 
 #include <fmt/format.h>
 
