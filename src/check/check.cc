@@ -1,8 +1,8 @@
 #include "check/check.h"
 
 #include "check/checker.h"
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
-#include "inspect/report.h"
 #include "io/fs_util.h"
 
 namespace spk {

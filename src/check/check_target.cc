@@ -1,8 +1,8 @@
 // Checker parts: the draft/target pairing (--target).
 #include "check/checker.h"
 
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
-#include "inspect/report.h"
 #include "io/fs_util.h"
 #include "quant/scheme.h"
 
