@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "compare/compare.h"
+#include "compare/report.h"
 #include "io/fs_util.h"
 
 namespace spk::cli {

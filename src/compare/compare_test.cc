@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "compare/compare.h"
+#include "compare/report.h"
 
 namespace spk {
 namespace {
