@@ -214,7 +214,7 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   }
 
   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
-                       AtomicOutputDir::Create(options.destination, options.force));
+                       AtomicOutputDir::Create(fs, options.destination, options.force));
   ShardIndex index;
   for (size_t s = 0; s < shards.size(); ++s) {
     const std::string& file = src.files.shard_files()[s];

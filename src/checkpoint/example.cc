@@ -246,7 +246,7 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
   SPK_ASSIGN_OR_RETURN(DType dtype, ParseExampleDType(o.dtype));
   SPK_ASSIGN_OR_RETURN(auto layout, FamilyLayout(o, TorchDTypeName(dtype)));
   auto& [config, tensors] = layout;
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(o.dir, o.force));
+  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(fs, o.dir, o.force));
   std::mt19937_64 rng(o.seed);
   size_t per_shard = (tensors.size() + o.shards - 1) / o.shards;
   ShardIndex index;

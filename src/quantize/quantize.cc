@@ -333,7 +333,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   }
 
   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
-                       AtomicOutputDir::Create(options.destination, options.force));
+                       AtomicOutputDir::Create(fs, options.destination, options.force));
   const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
   WriteContext ctx{&src,
                    &choice,

@@ -138,18 +138,17 @@ TEST(QuantizeTest, ReadErrorIsAnIoErrorAndLeavesNothing) {
 
 // Truncates the real file on disk to half its size once a few reads have gone through, as
 // another process truncating the source while we read it would.
-class TruncatingFileSystem final : public FileSystem {
+class TruncatingFileSystem final : public FileSystemWrapper {
  public:
   TruncatingFileSystem(std::string victim, int reads_before)
-      : victim_(std::move(victim)), reads_left_(reads_before) {}
+      : FileSystemWrapper(FileSystem::Default()),
+        victim_(std::move(victim)),
+        reads_left_(reads_before) {}
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
-    SPK_ASSIGN_OR_RETURN(auto file, FileSystem::Default()->OpenForRead(path));
+    SPK_ASSIGN_OR_RETURN(auto file, target()->OpenForRead(path));
     if (path != victim_) return file;
     return std::unique_ptr<RandomAccessFile>(new File(std::move(file), this));
-  }
-  Result<std::unique_ptr<WritableFile>> CreateForWrite(const std::string& path) override {
-    return FileSystem::Default()->CreateForWrite(path);
   }
 
  private:
