@@ -10,7 +10,6 @@
 #include "checkpoint/family.h"
 #include "checkpoint/plan.h"
 #include "io/atomic_dir.h"
-#include "io/fs_util.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 #include "tensor/float_convert.h"
@@ -264,14 +263,14 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
     }
   }
   if (o.shards > 1) {
-    SPK_RETURN_IF_ERROR(WriteWholeFile(out.temp_path() + "/" + std::string(kShardIndexFileName),
-                                       SerializeShardIndex(index)));
+    SPK_RETURN_IF_ERROR(fs->WriteFile(out.temp_path() + "/" + std::string(kShardIndexFileName),
+                                      SerializeShardIndex(index)));
   }
-  SPK_RETURN_IF_ERROR(WriteWholeFile(out.temp_path() + "/config.json", config.dump(2) + "\n"));
+  SPK_RETURN_IF_ERROR(fs->WriteFile(out.temp_path() + "/config.json", config.dump(2) + "\n"));
   Json generation = {{"bos_token_id", 1}, {"eos_token_id", 2}, {"do_sample", false}};
   SPK_RETURN_IF_ERROR(
-      WriteWholeFile(out.temp_path() + "/generation_config.json", generation.dump(2) + "\n"));
-  SPK_RETURN_IF_ERROR(WriteWholeFile(
+      fs->WriteFile(out.temp_path() + "/generation_config.json", generation.dump(2) + "\n"));
+  SPK_RETURN_IF_ERROR(fs->WriteFile(
       out.temp_path() + "/README.md",
       fmt::format("# sparkulator example ({})\n\nRandom weights written by `sparkulator example`; "
                   "for testing the quantizer, not for generating text.\n",
