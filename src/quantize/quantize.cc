@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/version.h"
+#include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "quant/rtn.h"
@@ -209,7 +210,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
 
   writer.AddFile("config.json", QuantizedConfig(src, plan, choice, options));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
-                       writer.AddCopiesOfOtherFiles(src.dir, &summary.warnings));
+                       CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
   SPK_RETURN_IF_ERROR(writer.Finish());
   summary.plan = std::move(plan);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -16,6 +16,17 @@ namespace {
 constexpr uint64_t kMaxBytesInFlight = 192u << 20;
 constexpr int kMaxWorkers = static_cast<int>(kMaxBytesInFlight / (kWriterBlockBytes * 3 / 2));
 
+// Creates the folders of `name` ("a/b/c.json": a and a/b) under `root`, those that exist already
+// too.
+Status CreateParentFolders(FileSystem* fs, const std::string& root, const std::string& name) {
+  for (size_t slash = name.find('/'); slash != std::string::npos;
+       slash = name.find('/', slash + 1)) {
+    Status made = fs->CreateDirectory(root + "/" + name.substr(0, slash));
+    if (!made.ok() && made.code() != StatusCode::kAlreadyExists) return made;
+  }
+  return Status::Ok();
+}
+
 Status WithTensor(const Status& s, const std::string& tensor) {
   return Status(s.code(), "tensor '" + tensor + "': " + s.message());
 }
@@ -98,25 +109,6 @@ void CheckpointWriter::AddCopy(std::string source_path, std::string name) {
   files_.push_back({std::move(name), {}, std::move(source_path)});
 }
 
-Result<std::vector<std::string>> CheckpointWriter::AddCopiesOfOtherFiles(
-    const std::string& src_dir, std::vector<std::string>* warnings) {
-  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(src_dir));
-  std::vector<std::string> copied;
-  for (const std::string& name : names) {
-    if (name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors")) {
-      continue;
-    }
-    std::string from = src_dir + "/" + name;
-    if (fs_->IsDirectory(from)) {
-      warnings->push_back(from + ": sub-folder not copied");
-      continue;
-    }
-    AddCopy(from, name);
-    copied.push_back(name);
-  }
-  return copied;
-}
-
 Status CheckpointWriter::Plan() {
   if (!status_.ok() || planned_) return status_;
   for (Shard& shard : shards_) {
@@ -169,6 +161,7 @@ Status CheckpointWriter::WriteAll() {
   if (options_.progress) options_.progress->Finish();
   if (options_.write_index) SPK_RETURN_IF_ERROR(WriteIndex(out.temp_path()));
   for (const ExtraFile& f : files_) {
+    SPK_RETURN_IF_ERROR(CreateParentFolders(fs_, out.temp_path(), f.name));
     const std::string path = out.temp_path() + "/" + f.name;
     SPK_RETURN_IF_ERROR(f.source_path.empty() ? fs_->WriteFile(path, f.contents)
                                               : fs_->CopyFile(f.source_path, path));

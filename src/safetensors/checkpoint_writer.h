@@ -125,15 +125,9 @@ class CheckpointWriter {
   void AddTensors(size_t shard, std::vector<TensorSpec> tensors, TensorProducer producer);
   // A whole file written after the shards (config.json), in declaration order with the copies.
   void AddFile(std::string name, std::string contents);
-  // A file copied unchanged from `source_path` (tokenizer.json, README.md).
+  // A file copied unchanged from `source_path` (tokenizer.json, README.md). `name` may name a
+  // sub-folder ("1_Pooling/config.json"); its folders are created as needed.
   void AddCopy(std::string source_path, std::string name);
-  // AddCopy for every file of the source folder `src_dir` that a converted checkpoint keeps as it
-  // is: all but config.json, the shard index and *.safetensors (so the tokenizer, generation
-  // config, chat template, remote code, README). Sub-folders are reported in `warnings`, not
-  // copied. Returns the names, sorted.
-  Result<std::vector<std::string>> AddCopiesOfOtherFiles(const std::string& src_dir,
-                                                         std::vector<std::string>* warnings);
-
   // Lays out every shard (headers, offsets); Finish calls it when the caller has not. Touches no
   // file, so a dry run may call it to learn the output's size.
   Status Plan();

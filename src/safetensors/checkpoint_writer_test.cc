@@ -204,5 +204,15 @@ TEST_F(CheckpointWriterTest, DiskFullInTensorDataNamesTheTensor) {
   ExpectNothingLeft();
 }
 
+// A copy into a sub-folder creates the folder inside the output.
+TEST_F(CheckpointWriterTest, CopyIntoASubFolderCreatesIt) {
+  CheckpointWriter w(FileSystem::Default(), Options());
+  w.AddCopy(dir_ / "tokenizer.json", "1_Pooling/a/config.json");
+  w.AddCopy(dir_ / "tokenizer.json", "1_Pooling/b.json");
+  ASSERT_TRUE(w.Finish().ok()) << w.status().message();
+  EXPECT_EQ(*ReadWholeFile(dir_ / "out/1_Pooling/a/config.json"), "{\"model\": {}}");
+  EXPECT_EQ(Entries(dir_ / "out/1_Pooling"), (std::vector<std::string>{"a", "b.json"}));
+}
+
 }  // namespace
 }  // namespace spk

@@ -1,10 +1,11 @@
-#include "check/dequantize.h"
+#include "dequantize/dequantize.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <deque>
 
+#include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "quant/pack_quantized.h"
 #include "quant/rtn.h"
@@ -210,7 +211,7 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   }
   writer.AddFile("config.json", DenseConfig(src));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
-                       writer.AddCopiesOfOtherFiles(src.dir, &summary.warnings));
+                       CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
   SPK_RETURN_IF_ERROR(writer.Finish());
   summary.shards = writer.shards();
   return summary;

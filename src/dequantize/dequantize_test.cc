@@ -1,7 +1,7 @@
 // DequantizeCheckpoint through the CheckpointWriter: the same bytes whatever --threads and
 // --no-fsync say (fsyncs only without it), and faults at config.json, the index and a copied
 // tokenizer.json fail with the path named and nothing left behind.
-#include "check/dequantize.h"
+#include "dequantize/dequantize.h"
 
 #include <gtest/gtest.h>
 
