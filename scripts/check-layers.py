@@ -40,11 +40,15 @@ class Layer:
 LAYERS: tuple[Layer, ...] = (
     Layer("base", (), "`Status` / `Result<T>`, checked arithmetic, little-endian helpers, the worker "
           "pool, progress, the version (`version.h.in`, generated into the build folder)"),
-    Layer("io", ("base",), "files (mmap, pread, pwrite), the atomic output folder (temporary folder, "
-          "fsync, rename), a fault-injecting file for tests"),
+    Layer("io", ("base",), "the `FileSystem` (leveldb's Env: pread, pwrite, whole files, copies, "
+          "listings, folders, renames, removal, fsync; the only POSIX calls for checkpoint files, in "
+          "`posix_file_system.cc`), the atomic output folder (temporary folder, fsync, rename), a "
+          "fault-injecting file system for tests that fails any of those operations"),
     Layer("tensor", ("base",), "the dtype table, BF16/F16 conversions with round-to-nearest-even"),
     Layer("safetensors", ("io", "tensor"), "header parsing with the reference's rules, the writer "
-          "with offsets computed up front, the shard index"),
+          "with offsets computed up front, the shard index, reading a checkpoint folder "
+          "(`checkpoint_files.h`) and writing one (`checkpoint_writer.h`: the `CheckpointWriter` "
+          "every command that writes a checkpoint uses)"),
     Layer("quant", ("tensor",), "the scheme table (one row per `--scheme`) and its codecs, the scalar "
           "reference quantizer (RTN), packing, the scale search; `simd/`: Highway kernels "
           "(`*-inl.h`), each tested against the scalar reference"),
@@ -54,7 +58,7 @@ LAYERS: tuple[Layer, ...] = (
           "as they are"),
     Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
     Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint back to a dense one; the "
-          "packed-module reader `compare` uses"),
+          "packed-module reader `compare` uses", tests=("quantize",)),
     Layer("compare", ("dequantize",), "per-layer error of a quantized checkpoint against its source, "
           "the gain of a second one, their JSON/text/HTML reports"),
     Layer("inspect", ("quantize",), "what `inspect` and `quantize --json` report: the plan with its "
