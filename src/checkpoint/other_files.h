@@ -1,11 +1,23 @@
 // The files of a checkpoint folder that are neither its config nor its tensors: tokenizer,
-// generation config, chat template, remote code, README. quantize and dequantize copy them into
-// their output as they are, through their CheckpointWriter (which copies them when it finishes,
-// into its temporary folder, so a failed copy leaves nothing behind).
+// generation config, chat template, remote code, README, and every sub-folder (a
+// sentence-transformers model's 1_Pooling/config.json, a remote-code package). quantize and
+// dequantize copy them into their output as they are, as llm-compressor's model_free_ptq does,
+// through their CheckpointWriter (which copies them when it finishes, into its temporary folder, so
+// a failed copy leaves nothing behind). The walk happens before Finish writes anything, so a file
+// that cannot be copied fails the run at once.
+//
+// Links: a link is followed (a file's bytes are copied, a folder is walked, under the link's own
+// name) when it resolves inside the source folder, or, for a snapshot of the Hugging Face cache
+// (`models--org--name/snapshots/<commit>`), inside the model's cache folder, where every file links
+// to `../../blobs/`. A link that resolves anywhere else is refused: copying it would put a file
+// from outside the checkpoint (a home folder, /etc) into an output that is made to be shared.
+// FileSystem has no lstat or realpath yet, so links are inspected with std::filesystem (read-only
+// metadata); listing and copying go through `fs`.
 //
 // Ownership: nothing is kept; the writer must outlive the call. Thread safety: call from the
-// writer's thread. Errors: the file system's listing error (NotFound, IoError) naming the folder;
-// copy errors come from CheckpointWriter::Finish, naming the file.
+// writer's thread. Errors: InvalidInput naming the link and where it leads (outside the source,
+// nowhere, or back into a folder being walked); the file system's listing error (NotFound,
+// IoError) naming the folder; copy errors come from CheckpointWriter::Finish, naming the file.
 #pragma once
 
 #include <string>
@@ -17,9 +29,12 @@
 
 namespace spk {
 
-// Declares to `out` a copy of every file of `src_dir` other than config.json, the shard index and
-// *.safetensors; sub-folders are reported in `warnings`, not copied. Returns the names to be
-// copied.
+// Declares to `out` a copy of every file of `src_dir`, sub-folders included, in name order, except
+// what the writers produce (the top-level config.json, shard index and *.safetensors) and what
+// model_free_ptq skips too (the top-level .cache/ that `huggingface-cli download --local-dir`
+// leaves, and .gitattributes). Entries that are neither files nor folders (sockets, pipes) are
+// reported in `warnings`. Returns the names to be copied, relative to `src_dir`
+// ("1_Pooling/config.json").
 Result<std::vector<std::string>> CopyOtherFiles(FileSystem* fs, const std::string& src_dir,
                                                 CheckpointWriter* out,
                                                 std::vector<std::string>* warnings);
