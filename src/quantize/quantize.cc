@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "base/parallel.h"
-#include "base/version.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
+#include "quantize/record.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 
@@ -240,7 +240,8 @@ Status WriteIndex(const std::vector<OutputShard>& shards, const std::string& dir
 }
 
 Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const SchemeChoice& choice,
-                   const QuantizeOptions& options, const std::string& dir) {
+                   const QuantizeOptions& options, const QuantizeSummary& summary,
+                   const std::string& dir) {
   nlohmann::ordered_json config = src.config.json;
   config["quantization_config"] =
       MakeQuantizationConfig(*choice.scheme, choice.params.group_size, plan.ignore_entries);
@@ -253,10 +254,8 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Sch
     (*layer_config)["quantization_config"] = config["quantization_config"];
   }
   // Outside quantization_config: older compressed-tensors releases reject unknown QuantizationArgs.
-  config["sparkulator"] = {
-      {"version", kSparkulatorVersion}, {"scheme", options.scheme}, {"method", options.method}};
-  if (IsDraft(plan.family.family))
-    config["sparkulator"]["target_precision"] = options.target_precision;
+  config["sparkulator"] = QuantizeRecord(options, plan, choice.params.group_size,
+                                         summary.source_tensor_bytes, summary.output_tensor_bytes);
   return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
 }
 
@@ -348,7 +347,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   }
   progress->Finish();
   if (src.files.sharded()) SPK_RETURN_IF_ERROR(WriteIndex(shards, out_dir.temp_path()));
-  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, choice, options, out_dir.temp_path()));
+  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, choice, options, summary, out_dir.temp_path()));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
   SPK_RETURN_IF_ERROR(out_dir.Commit(options.durability));
