@@ -25,6 +25,7 @@ void AddBenchCommand(CLI::App& app, CommandBody* run);
 void AddCheckCommand(CLI::App& app, CommandBody* run);
 void AddCompareCommand(CLI::App& app, CommandBody* run);
 void AddDequantizeCommand(CLI::App& app, CommandBody* run);
+void AddCardCommand(CLI::App& app, CommandBody* run);
 
 // Prints "sparkulator: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);
