@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <memory>
 
-#include "check/dequantize.h"
 #include "commands.h"
+#include "dequantize/dequantize.h"
 
 namespace spk::cli {
 

@@ -1,9 +1,9 @@
 #include "check/check.h"
 
 #include "check/checker.h"
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
 #include "io/fs_util.h"
-#include "quantize/report.h"
 
 namespace spk {
 namespace check_internal {

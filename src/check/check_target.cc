@@ -1,10 +1,10 @@
 // Checker parts: the draft/target pairing (--target).
 #include "check/checker.h"
 
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
 #include "io/fs_util.h"
 #include "quant/scheme.h"
-#include "quantize/report.h"
 
 namespace spk::check_internal {
 

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "base/parallel.h"
+#include "base/version.h"
+#include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "io/atomic_dir.h"
@@ -273,28 +275,6 @@ Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
 }
 
 }  // namespace
-
-// Copies every other file of the source (tokenizer, generation config, chat template, remote code,
-// README) as it is; sub-folders are reported, not copied.
-Result<std::vector<std::string>> CopyOtherFiles(const std::string& src_dir,
-                                                const std::string& dst_dir,
-                                                std::vector<std::string>* warnings) {
-  SPK_ASSIGN_OR_RETURN(auto names, ListDirectory(src_dir));
-  std::vector<std::string> copied;
-  for (const std::string& name : names) {
-    if (name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors")) {
-      continue;
-    }
-    std::string from = src_dir + "/" + name;
-    if (IsDirectory(from)) {
-      warnings->push_back(fmt::format("{}: sub-folder not copied", from));
-      continue;
-    }
-    SPK_RETURN_IF_ERROR(CopyFile(from, dst_dir + "/" + name));
-    copied.push_back(name);
-  }
-  return copied;
-}
 
 Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
                                            Progress* progress, const std::atomic<bool>* cancel) {

@@ -59,13 +59,6 @@ struct QuantizeSummary {
   double seconds = 0;
 };
 
-// Copies every file of `src_dir` other than config.json, the shard index and *.safetensors
-// (tokenizer, generation config, chat template, remote code, README) into `dst_dir`; sub-folders
-// are reported in `warnings`, not copied. Shared with `dequantize`. Returns the copied names.
-Result<std::vector<std::string>> CopyOtherFiles(const std::string& src_dir,
-                                                const std::string& dst_dir,
-                                                std::vector<std::string>* warnings);
-
 // `cancel`, when given, is polled between row blocks (Ctrl-C): the run stops with Status::Cancelled
 // and the temporary output folder is removed.
 Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,

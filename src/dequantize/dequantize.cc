@@ -1,16 +1,16 @@
-#include "check/dequantize.h"
+#include "dequantize/dequantize.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 
+#include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
 #include "quant/pack_quantized.h"
 #include "quant/rtn.h"
-#include "quantize/quantize.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 #include "tensor/float_convert.h"
