@@ -11,13 +11,16 @@
 namespace spk::plot {
 namespace {
 
-// Layout in px. The gap between the names and the plot leaves room for the value label of a
-// negative bar; the right margin for a positive one.
-constexpr double kNames = 250, kGap = 110, kPlot = 420, kRight = 120, kRow = 18;
+// Layout in px: names, plot, then the value labels (at the bar's end for magnitudes, in their own
+// column for deviations, so that they never run over the "1" line or each other).
+constexpr double kNames = 250, kGap = 10, kPlot = 420, kRight = 280, kRow = 18;
 constexpr double kTitleY = 20, kLegendY = 40;
 
 double Left() { return kNames + kGap; }
 double Width() { return Left() + kPlot + kRight; }
+// How far an interval may reach past the points before it is clipped at the axis' end: a
+// 2-sample interval of +2000% would otherwise squash every bar into the "1" line.
+constexpr double kIntervalReach = 2;
 
 std::string TickText(double v, double step, bool percent) {
   int decimals = step >= 1 ? 0 : step >= 0.1 ? 1 : step >= 0.01 ? 2 : 3;
@@ -147,38 +150,52 @@ std::string BarChart(const ChartSpec& spec) {
 
 std::string DeviationChart(const ChartSpec& spec) {
   auto pct = [](double ratio) { return (ratio - 1) * 100; };
-  double lo = 0, hi = 0;
+  double lo = 0, hi = 0;  // the points' range first, then the intervals within reach of it
   for (const Bar& b : spec.bars) {
     if (!std::isfinite(b.value)) continue;
-    lo = std::min({lo, pct(b.value), b.has_ci ? pct(b.ci_low) : 0});
-    hi = std::max({hi, pct(b.value), b.has_ci ? pct(b.ci_high) : 0});
+    lo = std::min(lo, pct(b.value));
+    hi = std::max(hi, pct(b.value));
   }
-  return Chart(
-      spec, lo, hi, /*percent=*/true, /*deviation=*/true,
-      [&](const Bar& b, const Frame& f, double y) {
-        if (!std::isfinite(b.value)) return NotAvailable(f, y);
-        double d = pct(b.value), x0 = f.X(0), x1 = f.X(d);
-        std::string s = fmt::format(
-            "<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.0f}\" "
-            "fill=\"{}\"><title>{}</title></rect>",
-            std::min(x0, x1), y + 3, std::max(1.0, std::fabs(x1 - x0)), kRow - 6, b.color,
-            EscapeXml(b.tooltip));
-        double outer = x1;
-        if (b.has_ci) {
-          double cl = f.X(pct(b.ci_low)), ch = f.X(pct(b.ci_high)), cy = y + kRow / 2;
-          s += fmt::format(
-              "<line x1=\"{0:.1f}\" y1=\"{2:.1f}\" x2=\"{1:.1f}\" y2=\"{2:.1f}\" "
-              "stroke=\"#222\"/><line x1=\"{0:.1f}\" y1=\"{3:.1f}\" x2=\"{0:.1f}\" "
-              "y2=\"{4:.1f}\" stroke=\"#222\"/><line x1=\"{1:.1f}\" y1=\"{3:.1f}\" "
-              "x2=\"{1:.1f}\" y2=\"{4:.1f}\" stroke=\"#222\"/>",
-              cl, ch, cy, cy - 4, cy + 4);
-          outer = d >= 0 ? std::max(x1, ch) : std::min(x1, cl);
-        }
-        std::string text = fmt::format("{:.4f} ({:+.2f}%)", b.value, d);
-        return s + fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"{}\">{}</text>",
-                               d >= 0 ? outer + 4 : outer - 4, y + kRow - 5,
-                               d >= 0 ? "start" : "end", text);
-      });
+  double reach = kIntervalReach * std::max(hi - lo, 1.0);
+  double lo_limit = std::max(-100.0, lo - reach), hi_limit = hi + reach;
+  for (const Bar& b : spec.bars) {
+    if (!std::isfinite(b.value) || !b.has_ci) continue;
+    lo = std::min(lo, std::max(lo_limit, pct(b.ci_low)));
+    hi = std::max(hi, std::min(hi_limit, pct(b.ci_high)));
+  }
+  return Chart(spec, lo, hi, /*percent=*/true, /*deviation=*/true,
+               [&](const Bar& b, const Frame& f, double y) {
+                 if (!std::isfinite(b.value)) return NotAvailable(f, y);
+                 double d = pct(b.value), x0 = f.X(0), x1 = f.X(d);
+                 std::string s = fmt::format(
+                     "<rect class=\"bar\" x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" "
+                     "height=\"{:.0f}\" fill=\"{}\"><title>{}</title></rect>",
+                     std::min(x0, x1), y + 3, std::max(1.0, std::fabs(x1 - x0)), kRow - 6, b.color,
+                     EscapeXml(b.tooltip));
+                 std::string text = fmt::format("{:.4f} ({:+.2f}%)", b.value, d);
+                 if (b.has_ci) {
+                   double l = pct(b.ci_low), h = pct(b.ci_high), cy = y + kRow / 2;
+                   double cl = f.X(std::max(l, f.ticks.lo)), ch = f.X(std::min(h, f.ticks.hi));
+                   s += fmt::format(
+                       "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" "
+                       "stroke=\"#222\"/>",
+                       cl, cy, ch, cy);
+                   for (auto [x, clipped] : {std::pair{cl, l < f.ticks.lo}, {ch, h > f.ticks.hi}}) {
+                     // A cap where the interval ends, an open end where the axis clips it.
+                     s += clipped ? fmt::format(
+                                        "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2\" "
+                                        "fill=\"#222\"/>",
+                                        x, cy)
+                                  : fmt::format(
+                                        "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" "
+                                        "y2=\"{2:.1f}\" stroke=\"#222\"/>",
+                                        x, cy - 4, cy + 4);
+                   }
+                   text += fmt::format(", 95% CI {:+.1f}% .. {:+.1f}%", l, h);
+                 }
+                 return s + fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>",
+                                        Left() + kPlot + 10, y + kRow - 5, text);
+               });
 }
 
 }  // namespace spk::plot

@@ -5,8 +5,9 @@
 //   - BarChart: a magnitude (an error, a size): bars start at 0.
 //   - DeviationChart: a ratio, whose interesting part is its distance from 1 (0.96 is "4% less"):
 //     bars start at the "1" line and show ratio - 1 in percent, on an axis fitted to the smallest
-//     and largest deviation (and confidence interval), so a 0.5% difference is visible. Value
-//     labels sit outside the bar's end, away from the "1" line.
+//     and largest deviation, so a 0.5% difference is visible; confidence intervals reaching far
+//     beyond the points are clipped at the axis' end (an open dot; the label has the numbers).
+//     Value labels sit in a column right of the plot, away from the "1" line.
 // A chart is a self-contained <svg> element (no script, no external style); each bar is a
 // <rect class="bar">, each legend swatch a <rect class="legend">. Ownership: values in,
 // a string out. Thread safety: pure functions. Error policy: cannot fail; non-finite values are

@@ -56,6 +56,18 @@ TEST(DeviationChart, DrawsConfidenceIntervalsAndNonFiniteRows) {
   EXPECT_NE(svg.find(">+15%<"), std::string::npos);  // 5% steps, up past the upper end of the CI
 }
 
+TEST(DeviationChart, ClipsIntervalsFarBeyondThePoints) {
+  // bench's real 2-block interval on vLLM CPU: -8.8% with a 95% CI of -96.4% .. +2178.3%.
+  ChartSpec spec{"speed", "decode tok/s ratio - 1 (%)", {}, {}, "slower", "faster"};
+  spec.bars.push_back({"w4a16 @ 128", 0.9116, 0.036, 22.783, true, "#d62728", ""});
+  spec.bars.push_back({"w4a16 @ 512", 0.9626, 0.662, 1.399, true, "#d62728", ""});
+  std::string svg = DeviationChart(spec);
+  EXPECT_EQ(svg.find(">+2000%<"), std::string::npos) << "the axis is fitted to the points";
+  EXPECT_NE(svg.find("95% CI -96.4% .. +2178.3%"), std::string::npos) << "the label keeps it";
+  EXPECT_NE(svg.find("<circle"), std::string::npos) << "a clipped end is drawn open";
+  EXPECT_GT(FirstBarWidth(svg), 20) << "the -8.8% bar is visible";
+}
+
 TEST(BarChart, StartsAtZeroAndLabelsTheAxis) {
   ChartSpec spec{"error", "relative error", {}, {}, "", ""};
   spec.bars.push_back({"a", 0.012, 0, 0, false, "#4e79a7", "a"});
