@@ -122,6 +122,28 @@ def test_numbers_equal_the_json(made):
         assert row[1:5] == ["2", f"{drafted:.0f}", f"{accepted:.0f}", f"{100 * accepted / drafted:.1f}%"]
 
 
+def tensor_bytes(folder):
+    """Bytes of every tensor's data in a folder's safetensors files (from their headers)."""
+    import struct
+    total = 0
+    for f in folder.glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            header = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
+        total += sum(t["data_offsets"][1] - t["data_offsets"][0] for k, t in header.items() if k != "__metadata__")
+    return total
+
+
+def test_quantize_records_what_the_card_needs(made, tmp_path):
+    draft, files, card = made
+    record = json.loads((draft / "config.json").read_text())["sparkulator"]
+    assert record["source_tensor_bytes"] == tensor_bytes(tmp_path / "src")
+    assert record["output_tensor_bytes"] == tensor_bytes(draft)
+    assert record["group_size"] == 128 and record["family"] == "dflash" and record["data_free"]
+    kept = {k["tensor"] for k in record["kept_dense"]}
+    assert kept and all(re.search(r"self_attn\.(q|k|v)_proj\.weight$", t) for t in kept)
+    assert all(f"`{t}`" in card.read_text() for t in kept)
+
+
 def test_update_keeps_prose_and_refuses_to_overwrite(made):
     draft, files, card = made
     text = card.read_text()
