@@ -30,7 +30,7 @@ std::string PrecisionOf(const ModelConfig& config) {
 }  // namespace
 
 Status Checker::CheckTarget() {
-  SPK_ASSIGN_OR_RETURN(std::string target_dir, ResolveModelPath(options_.target));
+  SPK_ASSIGN_OR_RETURN(std::string target_dir, ResolveModelPath(fs_, options_.target));
   std::string path = target_dir + "/config.json";
   SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
   SPK_ASSIGN_OR_RETURN(ModelConfig target, ParseModelConfig(path, text));

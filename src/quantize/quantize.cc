@@ -3,49 +3,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <optional>
+#include <memory>
 #include <vector>
 
-#include "base/parallel.h"
-#include "base/version.h"
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
-#include "io/atomic_dir.h"
-#include "io/fs_util.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
 #include "quantize/record.h"
-#include "safetensors/index.h"
-#include "safetensors/writer.h"
+#include "safetensors/checkpoint_writer.h"
 
 namespace spk {
 namespace {
-
-// Source bytes per work item: large enough to amortize a pread, small enough that workers x block
-// stays far below the memory budget.
-constexpr uint64_t kBlockBytes = 4u << 20;
-// Cap on the bytes all workers hold at once (a source block plus its packed output and scales,
-// about 1.5 blocks each), so that peak memory stays far below the 384 MiB budget on machines with
-// many cores, whatever --threads says and whatever the checkpoint's size.
-constexpr uint64_t kMaxBytesInFlight = 192u << 20;
-constexpr int kMaxWorkers = static_cast<int>(kMaxBytesInFlight / (kBlockBytes * 3 / 2));
-
-// An output tensor is a copied source tensor, or one of the tensors the scheme's codec stores for
-// a quantized weight (quant/codec.h).
-struct OutputTensor {
-  TensorSpec spec;
-  size_t source_index;             // into SourceCheckpoint::tensors
-  std::optional<TensorRole> role;  // nullopt: copied as it is
-};
-
-struct OutputShard {
-  std::string file;
-  std::vector<OutputTensor> tensors;  // in the order the reference writer lays them out
-  SafetensorsLayout layout;
-};
 
 std::string ModuleOf(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
@@ -58,192 +29,109 @@ struct SchemeChoice {
 };
 
 // The tensors that replace one quantized weight, as the scheme's codec stores them (docs/formats.md
-// section 2).
-std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index,
-                                           const SchemeChoice& choice) {
-  std::string m = ModuleOf(t.name);
-  std::vector<OutputTensor> out;
-  for (StoredTensor& st :
-       choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1])) {
-    out.push_back({{m + std::string(st.suffix), st.dtype, std::move(st.shape)}, index, st.role});
+// section 2), named after its module.
+std::vector<TensorSpec> QuantizedTensorSpecs(const std::string& weight_name,
+                                             const std::vector<StoredTensor>& stored) {
+  std::string m = ModuleOf(weight_name);
+  std::vector<TensorSpec> out;
+  for (const StoredTensor& st : stored) {
+    out.push_back({m + std::string(st.suffix), st.dtype, st.shape});
   }
   return out;
 }
 
-Result<std::vector<OutputShard>> PlanOutputShards(const SourceCheckpoint& src,
-                                                  const QuantPlan& plan,
-                                                  const SchemeChoice& choice) {
-  std::vector<OutputShard> shards(src.files.shard_files().size());
-  for (size_t s = 0; s < shards.size(); ++s) shards[s].file = src.files.shard_files()[s];
-  for (size_t i = 0; i < src.tensors.size(); ++i) {
-    OutputShard& shard = shards[src.tensor_shard[i]];
-    const TensorMeta& t = src.tensors[i];
-    if (plan.tensors[i].action == TensorAction::kQuantize) {
-      for (OutputTensor& o : QuantizedTensors(t, i, choice)) {
-        shard.tensors.push_back(std::move(o));
-      }
-    } else {
-      shard.tensors.push_back({{t.name, t.dtype, t.shape}, i, std::nullopt});
-    }
-  }
-  for (OutputShard& shard : shards) {
-    std::vector<TensorSpec> specs;
-    for (const OutputTensor& o : shard.tensors) specs.push_back(o.spec);
-    SortLikeReference(specs);
-    // Reorder the output tensors to match the layout order.
-    std::vector<OutputTensor> ordered;
-    for (const TensorSpec& spec : specs) {
-      auto it = std::find_if(shard.tensors.begin(), shard.tensors.end(),
-                             [&](const OutputTensor& o) { return o.spec.name == spec.name; });
-      ordered.push_back(std::move(*it));
-    }
-    shard.tensors = std::move(ordered);
-    SPK_ASSIGN_OR_RETURN(shard.layout, SafetensorsLayout::Plan(std::move(specs)));
-  }
-  return shards;
+size_t IndexOfRole(const std::vector<StoredTensor>& stored, TensorRole role) {
+  return static_cast<size_t>(FindRole(stored, role) - stored.data());
 }
 
-struct WriteContext {
-  const SourceCheckpoint* src;
-  const SchemeChoice* choice;
-  int threads;
-  Progress* progress;
-  const std::atomic<bool>* cancel;
-  QuantMethod method = QuantMethod::kRtn;
-  Durability durability = Durability::kSynced;
-};
-
-// Writes one block at its offset and, when the output must end up on disk, starts its writeback
-// at once: the disk then works while later blocks are computed, instead of all at the final fsync.
-Status WriteBlock(const WriteContext& ctx, WritableFile& out, uint64_t offset,
-                  std::span<const uint8_t> bytes) {
-  SPK_RETURN_IF_ERROR(out.WriteAt(offset, bytes));
-  if (ctx.durability == Durability::kSynced) out.StartWriteback(offset, bytes.size());
-  return Status::Ok();
-}
-
-Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
-                  const SafetensorsReader& reader, WritableFile& out, uint64_t offset) {
-  uint64_t total = entry.nbytes();
-  size_t blocks = static_cast<size_t>((total + kBlockBytes - 1) / kBlockBytes);
-  return ParallelFor(
-      ctx.threads, blocks,
-      [&](size_t b) -> Status {
-        uint64_t begin = b * kBlockBytes;
-        std::vector<uint8_t> buf(std::min(kBlockBytes, total - begin));
-        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
-        SPK_RETURN_IF_ERROR(WriteBlock(ctx, out, offset + begin, buf));
-        ctx.progress->Advance(buf.size());
-        return Status::Ok();
-      },
-      ctx.cancel);
-}
-
-// Where each of a quantized weight's stored tensors starts in the output file, by role.
-class QuantizedOffsets {
- public:
-  uint64_t& operator[](TensorRole role) { return at_[static_cast<size_t>(role)]; }
-  uint64_t operator[](TensorRole role) const { return at_[static_cast<size_t>(role)]; }
-
- private:
-  std::array<uint64_t, kTensorRoleCount> at_{};
-};
-
-Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
-                      const SafetensorsReader& reader, WritableFile& out,
-                      const QuantizedOffsets& at) {
-  const QuantParams& qp = ctx.choice->params;
-  const WeightCodec& codec = *ctx.choice->scheme->codec;
+// Quantizes one weight: each block reads rows of the source weight, quantizes them and writes
+// their packed values and scales; `finish` writes the original shape and the zero points, which
+// pack across rows and so wait for every block. The sink's tensors are `stored`, in its order.
+TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEntry& entry,
+                                const SchemeChoice& choice, QuantMethod method,
+                                const std::vector<StoredTensor>& stored) {
+  const QuantParams qp = choice.params;
+  const WeightCodec* codec = choice.scheme->codec;
   const int64_t rows = entry.shape[0], cols = entry.shape[1];
   const uint64_t elem = DTypeBits(entry.dtype) / 8;
   const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
-  const std::vector<StoredTensor> stored = codec.Tensors(qp, entry.dtype, rows, cols);
-  const int64_t words = FindRole(stored, TensorRole::kPacked)->shape[1];
-  const int64_t groups = FindRole(stored, TensorRole::kScale)->shape[1];
+  const size_t packed_at = IndexOfRole(stored, TensorRole::kPacked);
+  const size_t scale_at = IndexOfRole(stored, TensorRole::kScale);
+  const size_t shape_at = IndexOfRole(stored, TensorRole::kShape);
+  const int64_t words = stored[packed_at].shape[1];
+  const int64_t groups = stored[scale_at].shape[1];
   const StoredTensor* zp_tensor = FindRole(stored, TensorRole::kZeroPoint);
+  const bool asymmetric = zp_tensor != nullptr;
   const int64_t rows_per_block =
-      std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
-  const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
-  std::vector<int32_t> zero_points(zp_tensor ? static_cast<size_t>(rows * groups) : 0);
+      std::max<int64_t>(1, kWriterBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  // Filled row block by row block, packed and written by `finish`.
+  auto zero_points =
+      std::make_shared<std::vector<int32_t>>(asymmetric ? static_cast<size_t>(rows * groups) : 0);
 
-  Status s = ParallelFor(
-      ctx.threads, blocks,
-      [&](size_t b) -> Status {
-        int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
-        int64_t n = std::min(rows_per_block, rows - r0);
-        std::vector<uint8_t> weight(static_cast<size_t>(n) * row_bytes);
-        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, r0 * row_bytes, weight));
-        std::vector<int32_t> packed(static_cast<size_t>(n * words));
-        std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
-        RowBlockQuantOutput q{packed.data(), scales.data(),
-                              zp_tensor ? zero_points.data() + r0 * groups : nullptr};
-        Status qs = codec.QuantizeRows(qp, ctx.method, entry.dtype, weight.data(), n, cols, q);
-        if (!qs.ok()) {
-          return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
-                                               entry.name, r0, r0 + n - 1, qs.message()));
-        }
-        SPK_RETURN_IF_ERROR(
-            WriteBlock(ctx, out, at[TensorRole::kPacked] + r0 * words * 4,
-                       {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
-        SPK_RETURN_IF_ERROR(
-            WriteBlock(ctx, out, at[TensorRole::kScale] + r0 * groups * elem, scales));
-        ctx.progress->Advance(weight.size());
-        return Status::Ok();
-      },
-      ctx.cancel);
-  SPK_RETURN_IF_ERROR(s);
-  int64_t shape[2] = {rows, cols};
-  SPK_RETURN_IF_ERROR(
-      out.WriteAt(at[TensorRole::kShape], {reinterpret_cast<const uint8_t*>(shape), 16}));
-  if (zp_tensor == nullptr) return Status::Ok();
-  // Zero points pack across rows, so they are written once every row block is done.
-  std::vector<int32_t> zp_packed(static_cast<size_t>(zp_tensor->shape[0] * zp_tensor->shape[1]));
-  PackZeroPoints(qp.bits, zero_points.data(), rows, groups, zp_packed.data());
-  return out.WriteAt(at[TensorRole::kZeroPoint],
+  TensorProducer p;
+  p.blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
+  p.write_block = [=, &reader, &entry](size_t b, const TensorSink& out) -> Status {
+    int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
+    int64_t n = std::min(rows_per_block, rows - r0);
+    std::vector<uint8_t> weight(static_cast<size_t>(n) * row_bytes);
+    SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, r0 * row_bytes, weight));
+    std::vector<int32_t> packed(static_cast<size_t>(n * words));
+    std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
+    RowBlockQuantOutput q{packed.data(), scales.data(),
+                          asymmetric ? zero_points->data() + r0 * groups : nullptr};
+    Status qs = codec->QuantizeRows(qp, method, entry.dtype, weight.data(), n, cols, q);
+    if (!qs.ok()) {
+      return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
+                                           entry.name, r0, r0 + n - 1, qs.message()));
+    }
+    SPK_RETURN_IF_ERROR(
+        out.Write(packed_at, static_cast<uint64_t>(r0 * words) * 4,
+                  {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
+    SPK_RETURN_IF_ERROR(out.Write(scale_at, static_cast<uint64_t>(r0 * groups) * elem, scales));
+    out.Advance(weight.size());
+    return Status::Ok();
+  };
+  const int bits = qp.bits;
+  const size_t zp_at = asymmetric ? IndexOfRole(stored, TensorRole::kZeroPoint) : 0;
+  const int64_t zp_words = asymmetric ? zp_tensor->shape[0] * zp_tensor->shape[1] : 0;
+  p.finish = [=](const TensorSink& out) -> Status {
+    int64_t shape[2] = {rows, cols};
+    SPK_RETURN_IF_ERROR(out.Write(shape_at, 0, {reinterpret_cast<const uint8_t*>(shape), 16}));
+    if (zp_words == 0) return Status::Ok();
+    std::vector<int32_t> zp_packed(static_cast<size_t>(zp_words));
+    PackZeroPoints(bits, zero_points->data(), rows, groups, zp_packed.data());
+    return out.Write(zp_at, 0,
                      {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4});
+  };
+  return p;
 }
 
-Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem* fs,
-                  const std::string& path) {
-  SPK_ASSIGN_OR_RETURN(auto out, fs->CreateForWrite(path));
-  SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*out, shard.layout));
-  const SourceCheckpoint& src = *ctx.src;
-  for (const OutputTensor& o : shard.tensors) {
-    // A quantized weight is written once, when its packed tensor comes up.
-    if (o.role && *o.role != TensorRole::kPacked) continue;
-    const TensorMeta& meta = src.tensors[o.source_index];
-    const SafetensorsReader& reader = src.files.shard(src.tensor_shard[o.source_index]);
-    const TensorEntry* entry = reader.header().Find(meta.name);
-    if (!o.role) {
-      SPK_ASSIGN_OR_RETURN(uint64_t offset, shard.layout.AbsoluteOffset(o.spec.name));
-      SPK_RETURN_IF_ERROR(CopyTensor(ctx, *entry, reader, *out, offset));
-      continue;
-    }
-    QuantizedOffsets at;
-    for (const OutputTensor& part : shard.tensors) {
-      if (part.source_index != o.source_index || !part.role) continue;
-      SPK_ASSIGN_OR_RETURN(at[*part.role], shard.layout.AbsoluteOffset(part.spec.name));
-    }
-    SPK_RETURN_IF_ERROR(QuantizeTensor(ctx, *entry, reader, *out, at));
-  }
-  if (ctx.durability == Durability::kSynced) SPK_RETURN_IF_ERROR(out->Sync());
-  return out->Close();
-}
-
-Status WriteIndex(const std::vector<OutputShard>& shards, const std::string& dir) {
-  ShardIndex index;
-  for (const OutputShard& shard : shards) {
-    for (const TensorSpec& spec : shard.layout.tensors()) {
-      index.weight_map[spec.name] = shard.file;
-      index.total_size += shard.layout.TensorBytes(spec.name);
+// Declares every output tensor: a quantized weight becomes the codec's stored tensors, any other
+// tensor is copied as it is, each into the output shard named like its source shard.
+void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
+                      const SchemeChoice& choice, QuantMethod method, CheckpointWriter& writer) {
+  for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    const TensorMeta& t = src.tensors[i];
+    const size_t shard = src.tensor_shard[i];
+    const SafetensorsReader& reader = src.files.shard(shard);
+    const TensorEntry& entry = *reader.header().Find(t.name);
+    if (plan.tensors[i].action == TensorAction::kQuantize) {
+      std::vector<StoredTensor> stored =
+          choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1]);
+      writer.AddTensors(shard, QuantizedTensorSpecs(t.name, stored),
+                        QuantizeProducer(reader, entry, choice, method, stored));
+    } else {
+      writer.AddTensors(shard, {{t.name, t.dtype, t.shape}}, CopyTensorProducer(reader, entry));
     }
   }
-  return WriteWholeFile(dir + "/" + std::string(kShardIndexFileName), SerializeShardIndex(index));
 }
 
-Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const SchemeChoice& choice,
-                   const QuantizeOptions& options, const QuantizeSummary& summary,
-                   const std::string& dir) {
+// The source's config.json with the quantization_config vLLM and compressed-tensors read, and
+// the record of this run (quantize/record.h).
+std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
+                            const SchemeChoice& choice, const QuantizeOptions& options,
+                            const QuantizeSummary& summary) {
   nlohmann::ordered_json config = src.config.json;
   config["quantization_config"] =
       MakeQuantizationConfig(*choice.scheme, choice.params.group_size, plan.ignore_entries);
@@ -258,7 +146,7 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Sch
   // Outside quantization_config: older compressed-tensors releases reject unknown QuantizationArgs.
   config["sparkulator"] = QuantizeRecord(options, plan, choice.params.group_size,
                                          summary.source_tensor_bytes, summary.output_tensor_bytes);
-  return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
+  return config.dump(2) + "\n";
 }
 
 Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
@@ -293,44 +181,37 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   plan_options.scheme = choice.scheme;
   plan_options.group_size = choice.params.group_size;
   SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, plan_options));
-  SPK_ASSIGN_OR_RETURN(auto shards, PlanOutputShards(src, plan, choice));
+  uint64_t source_bytes = 0;
+  for (const TensorMeta& t : src.tensors) source_bytes += t.nbytes();
+  auto write = CheckpointWriterOptions::For(options.destination, options.force, options.threads,
+                                            options.durability, src.files.sharded());
+  write.progress = progress;
+  write.progress_label = "quantize";
+  write.cancel = cancel;
+  write.progress_total = source_bytes;
+  CheckpointWriter writer(fs, std::move(write));
+  AddOutputTensors(src, plan, choice,
+                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn, writer);
+  SPK_RETURN_IF_ERROR(writer.Plan());
 
   QuantizeSummary summary;
   summary.source_dir = src.dir;
   summary.destination = options.destination;
-  summary.shards = shards.size();
+  summary.shards = writer.shards();
   summary.tensors = src.tensors;
   summary.scheme = options.scheme;
   summary.warnings = src.files.warnings();
-  for (const TensorMeta& t : src.tensors) summary.source_tensor_bytes += t.nbytes();
-  for (const OutputShard& shard : shards) {
-    summary.output_tensor_bytes += shard.layout.file_size() - shard.layout.data_start();
-  }
+  summary.source_tensor_bytes = source_bytes;
+  summary.output_tensor_bytes = writer.tensor_bytes();
   if (options.dry_run) {
     summary.plan = std::move(plan);
     return summary;
   }
 
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
-                       AtomicOutputDir::Create(options.destination, options.force));
-  const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
-  WriteContext ctx{&src,
-                   &choice,
-                   workers,
-                   progress,
-                   cancel,
-                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
-                   options.durability};
-  progress->Start("quantize", summary.source_tensor_bytes);
-  for (const OutputShard& shard : shards) {
-    SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));
-  }
-  progress->Finish();
-  if (src.files.sharded()) SPK_RETURN_IF_ERROR(WriteIndex(shards, out_dir.temp_path()));
-  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, choice, options, summary, out_dir.temp_path()));
+  writer.AddFile("config.json", QuantizedConfig(src, plan, choice, options, summary));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
-                       CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
-  SPK_RETURN_IF_ERROR(out_dir.Commit(options.durability));
+                       CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
+  SPK_RETURN_IF_ERROR(writer.Finish());
   summary.plan = std::move(plan);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
