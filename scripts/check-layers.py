@@ -59,14 +59,19 @@ LAYERS: tuple[Layer, ...] = (
     Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
     Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint back to a dense one; the "
           "packed-module reader `compare` uses", tests=("quantize",)),
-    Layer("compare", ("dequantize",), "per-layer error of a quantized checkpoint against its source, "
-          "the gain of a second one, their JSON/text/HTML reports"),
+    Layer("compare", ("dequantize", "plot"), "per-layer error of a quantized checkpoint against its "
+          "source, the gain of a second one, their JSON/text/HTML reports"),
     Layer("inspect", ("quantize",), "what `inspect` and `quantize --json` report: the plan with its "
           "reasons, sizes, the serving line"),
     Layer("check", ("checkpoint",), "loadability and fidelity findings (`check`), the vLLM source "
           "scan", tests=("quantize",)),
+    Layer("plot", ("base",), "SVG charts fitted to their data: magnitudes from 0, ratios as their "
+          "change from 1, axes with units, legends (compare's HTML, bench's SVG, the card's chart)"),
     Layer("http", ("base",), "HTTP/SSE client and the Prometheus text parser"),
-    Layer("bench", ("http",), "arms, the ABBA schedule, statistics, reports"),
+    Layer("bench", ("http", "plot"), "arms, the ABBA schedule, server shapes (prompt cutting), memory "
+          "per arm, statistics, reports"),
+    Layer("card", ("check", "bench", "plot"), "`sparkulator card`: the model card of a quantized "
+          "checkpoint from its `config.json` record, `check` and bench results"),
 )
 # tools/ (the CLI) sits above every layer; no layer includes it.
 TOP = "tools"
