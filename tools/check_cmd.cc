@@ -13,13 +13,13 @@
 namespace spk::cli {
 namespace {
 
-int RunVllmInspection(const std::string& dir, bool json) {
-  auto findings = InspectVllmSource(dir);
+int RunVllmInspection(FileSystem* fs, const std::string& dir, bool json) {
+  auto findings = InspectVllmSource(fs, dir);
   if (!findings.ok()) return ReportError(findings.status());
   if (json) {
     nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (const Finding& f : *findings) out.push_back(FindingToJson(f));
-    auto version = ReadVllmVersion(dir);
+    auto version = ReadVllmVersion(fs, dir);
     nlohmann::ordered_json report = {{"vllm", dir}};
     if (version.ok()) {
       report["vllm_version"] = version->version ? version->version->text : "";
@@ -67,7 +67,7 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
   sub->callback([=] {
     *run = [=] {
       if (options->checkpoint.empty() && !options->vllm_dir.empty()) {
-        return RunVllmInspection(options->vllm_dir, *json);
+        return RunVllmInspection(FileSystem::Default(), options->vllm_dir, *json);
       }
       if (options->checkpoint.empty()) {
         return ReportError(Status::Usage("check: pass CKPT (or --vllm DIR)"));

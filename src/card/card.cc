@@ -172,7 +172,7 @@ std::string Serving(const CheckReport& report, const CardOptions& options) {
 Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Card* card) {
   std::string out;
   if (!options.vllm_dir.empty()) {
-    SPK_ASSIGN_OR_RETURN(std::vector<Finding> patches, InspectVllmSource(options.vllm_dir));
+    SPK_ASSIGN_OR_RETURN(std::vector<Finding> patches, InspectVllmSource(fs, options.vllm_dir));
     out += "\n## vLLM patches\n\nWhat `sparkulator check --vllm` reports for the vLLM in `" +
            std::filesystem::path(options.vllm_dir).filename().string() +
            "`; each patch applies to the model file it names (a draft whose model file is not "

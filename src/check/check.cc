@@ -3,7 +3,6 @@
 #include "check/checker.h"
 #include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
-#include "io/fs_util.h"
 
 namespace spk {
 namespace check_internal {
@@ -11,8 +10,9 @@ namespace check_internal {
 Result<CheckReport> Checker::Run() {
   if (options_.tp < 1) return Status::Usage("--tp must be at least 1");
   SPK_RETURN_IF_ERROR(ResolveVllm());
-  LoadFiles();
-  if (!LoadConfig()) return report_;
+  SPK_RETURN_IF_ERROR(LoadFiles());
+  SPK_ASSIGN_OR_RETURN(bool config_loaded, LoadConfig());
+  if (!config_loaded) return std::move(report_);
   std::vector<std::string> names;
   for (const auto& [name, located] : tensors_) names.push_back(name);
   family_ = DetectFamily(config_, names, Preset::kAuto);
@@ -47,8 +47,9 @@ Result<CheckReport> Checker::Run() {
 Status Checker::ResolveVllm() {
   std::optional<VllmVersion> version;
   if (!options_.vllm_dir.empty()) {
-    SPK_ASSIGN_OR_RETURN(VllmVersionSource read, ReadVllmVersion(options_.vllm_dir));
+    SPK_ASSIGN_OR_RETURN(VllmVersionSource read, ReadVllmVersion(fs_, options_.vllm_dir));
     vllm_.tree = options_.vllm_dir;
+    vllm_.fs = fs_;
     version = read.version;
     vllm_.version_source = read.source;
   }

@@ -1,20 +1,21 @@
 // Checker parts: config.json and quantization_config (formats, schemes, group sizes, keys).
 #include "check/checker.h"
 
-#include "io/fs_util.h"
 #include "quant/scheme.h"
 
 namespace spk::check_internal {
 
-bool Checker::LoadConfig() {
+// A config.json that cannot be read is an error of the run (as in LoadFiles); one that does not
+// parse is a finding.
+Result<bool> Checker::LoadConfig() {
   std::string path = dir_ + "/config.json";
-  if (!FileExists(path)) {
+  if (!fs_->FileExists(path)) {
     Add(Severity::kError, "config-missing", "", "config.json",
         "no config.json: vLLM cannot build the model", "copy config.json from the source model");
     return false;
   }
-  auto text = ReadWholeFile(path);
-  auto parsed = text.ok() ? ParseModelConfig(path, *text) : Result<ModelConfig>(text.status());
+  SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(path));
+  auto parsed = ParseModelConfig(path, text);
   if (!parsed.ok()) {
     Add(Severity::kError, "config-invalid", "", "config.json", parsed.status().message(),
         "fix config.json");

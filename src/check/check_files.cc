@@ -3,26 +3,23 @@
 
 #include <algorithm>
 
-#include "io/fs_util.h"
-
 namespace spk::check_internal {
 
-void Checker::LoadFiles() {
-  auto listing = ListDirectory(dir_);
+// A folder or index that cannot be read is an error of the run, not a finding: nothing can be said
+// about a checkpoint whose files the disk does not give back.
+Status Checker::LoadFiles() {
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> listing, fs_->ListDirectory(dir_));
   std::vector<std::string> present;
-  if (listing.ok()) {
-    for (const std::string& name : *listing) {
-      if (HasSuffix(name, ".safetensors") && FileExists(dir_ + "/" + name)) {
-        present.push_back(name);
-      }
+  for (const std::string& name : listing) {
+    if (HasSuffix(name, ".safetensors") && fs_->FileExists(dir_ + "/" + name)) {
+      present.push_back(name);
     }
   }
   std::sort(present.begin(), present.end());
   std::string index_path = dir_ + "/" + std::string(kShardIndexFileName);
-  if (FileExists(index_path)) {
-    auto text = ReadWholeFile(index_path);
-    auto parsed =
-        text.ok() ? ParseShardIndex(index_path, *text) : Result<ShardIndex>(text.status());
+  if (fs_->FileExists(index_path)) {
+    SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(index_path));
+    auto parsed = ParseShardIndex(index_path, text);
     if (!parsed.ok()) {
       Add(Severity::kError, "index-invalid", "", std::string(kShardIndexFileName),
           parsed.status().message(),
@@ -36,7 +33,7 @@ void Checker::LoadFiles() {
       Add(Severity::kError, "no-safetensors", "", "",
           "the folder holds no .safetensors file; vLLM has nothing to load",
           "save the weights as safetensors (model.safetensors or shards with an index)");
-      return;
+      return Status::Ok();
     }
     if (present.size() > 1) {
       Add(Severity::kWarning, "index-missing", "", "",
@@ -46,7 +43,7 @@ void Checker::LoadFiles() {
           "write model.safetensors.index.json");
     }
     for (const std::string& f : present) OpenShard(f, true);
-    return;
+    return Status::Ok();
   }
   std::map<std::string, size_t> listed;  // file -> tensors the index places there
   for (const auto& [tensor, file] : index_->weight_map) listed[file]++;
@@ -65,6 +62,7 @@ void Checker::LoadFiles() {
     if (!listed.count(file)) OpenShard(file, false);
   }
   CheckIndexAgainstShards();
+  return Status::Ok();
 }
 
 void Checker::OpenShard(const std::string& file, bool listed) {

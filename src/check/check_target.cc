@@ -3,7 +3,6 @@
 
 #include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
-#include "io/fs_util.h"
 #include "quant/scheme.h"
 
 namespace spk::check_internal {
@@ -32,7 +31,7 @@ std::string PrecisionOf(const ModelConfig& config) {
 Status Checker::CheckTarget() {
   SPK_ASSIGN_OR_RETURN(std::string target_dir, ResolveModelPath(fs_, options_.target));
   std::string path = target_dir + "/config.json";
-  SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(path));
   SPK_ASSIGN_OR_RETURN(ModelConfig target, ParseModelConfig(path, text));
   auto mismatch = [&](const char* code, const char* what, std::optional<int64_t> draft,
                       std::optional<int64_t> tgt, const char* fix) {

@@ -82,10 +82,10 @@ class Checker {
                                 std::move(message), std::move(fix)});
   }
 
-  void LoadFiles();
+  Status LoadFiles();
   void OpenShard(const std::string& file, bool listed);
   void CheckIndexAgainstShards();
-  bool LoadConfig();
+  Result<bool> LoadConfig();  // false: config.json is missing or invalid (a finding)
   void CheckQuantConfig();
   void CollectModules();
   void CheckModules();

@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "io/fs_util.h"
-
 namespace spk {
 namespace {
 
@@ -81,10 +79,10 @@ bool IsGuarded(const std::vector<std::string>& lines, size_t use, std::string_vi
 
 }  // namespace
 
-Result<std::string> VllmModelsDir(const std::string& dir) {
+Result<std::string> VllmModelsDir(FileSystem* fs, const std::string& dir) {
   for (const std::string& candidate :
        {dir + "/vllm/model_executor/models", dir + "/model_executor/models"}) {
-    if (IsDirectory(candidate)) return candidate;
+    if (fs->IsDirectory(candidate)) return candidate;
   }
   return Status::NotFound(fmt::format(
       "{}: no vllm/model_executor/models folder; pass the folder that holds the installed "
@@ -105,12 +103,13 @@ std::vector<std::string> SplitSourceLines(const std::string& text) {
   return lines;
 }
 
-Result<std::optional<std::vector<std::string>>> ReadVllmModelFile(const std::string& dir,
+Result<std::optional<std::vector<std::string>>> ReadVllmModelFile(FileSystem* fs,
+                                                                  const std::string& dir,
                                                                   std::string_view name) {
-  SPK_ASSIGN_OR_RETURN(std::string models, VllmModelsDir(dir));
+  SPK_ASSIGN_OR_RETURN(std::string models, VllmModelsDir(fs, dir));
   std::string path = models + "/" + std::string(name);
-  if (!FileExists(path)) return std::optional<std::vector<std::string>>();
-  SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  if (!fs->FileExists(path)) return std::optional<std::vector<std::string>>();
+  SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
   return std::optional<std::vector<std::string>>(SplitSourceLines(text));
 }
 

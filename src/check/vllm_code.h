@@ -5,7 +5,8 @@
 //
 // The guard test is textual, not a Python parser: a use is guarded when an enclosing `if`/`elif`
 // header (all its lines, up to the colon) names the guard and does not negate it with `not`; the
-// walk stops at the enclosing `def` or `class`. Pure functions over files; thread-safe.
+// walk stops at the enclosing `def` or `class`. Pure functions over the files of the FileSystem
+// they are given (FaultInjectingFileSystem reaches every read); thread-safe.
 // Errors: NotFound when DIR holds no vllm/model_executor/models; IoError from reading.
 #pragma once
 
@@ -15,17 +16,19 @@
 #include <vector>
 
 #include "base/status.h"
+#include "io/file.h"
 
 namespace spk {
 
 // DIR/vllm/model_executor/models, or DIR/model_executor/models when DIR is the package itself.
-Result<std::string> VllmModelsDir(const std::string& dir);
+Result<std::string> VllmModelsDir(FileSystem* fs, const std::string& dir);
 
 std::vector<std::string> SplitSourceLines(const std::string& text);
 
 // The lines of model file `name` ("qwen3_dflash.py") in the tree, or nullopt when the tree has no
 // such file.
-Result<std::optional<std::vector<std::string>>> ReadVllmModelFile(const std::string& dir,
+Result<std::optional<std::vector<std::string>>> ReadVllmModelFile(FileSystem* fs,
+                                                                  const std::string& dir,
                                                                   std::string_view name);
 
 // 1-based numbers of the lines that contain `needle` outside every enclosing `if` guard naming

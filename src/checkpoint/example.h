@@ -7,8 +7,10 @@
 // eagle3-speculators writes the same tensors with a speculators-format config (the
 // transformer_layer_config path of quantize).
 //
-// Deterministic: the same family, seed and size give the same bytes. Written atomically (temporary
-// folder, then rename). Errors: Usage for an unknown family, AlreadyExists/IoError from the output.
+// Deterministic: the same family, seed and size give the same bytes. Written through
+// CheckpointWriter (safetensors/checkpoint_writer.h), tensors in declaration order: atomically
+// (temporary folder, then rename), fsynced, and nothing left behind on failure.
+// Errors: Usage for an unknown family, AlreadyExists/IoError from the output.
 #pragma once
 
 #include <cstdint>

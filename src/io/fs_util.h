@@ -1,7 +1,7 @@
-// Whole-file and folder helpers on FileSystem::Default(), for code that reads files no test needs
-// to fault (the vLLM source scan, check's own reads, test set-up). Code that reads or writes a
-// checkpoint takes a FileSystem* and calls its methods instead (io/file.h), so that
-// FaultInjectingFileSystem reaches it.
+// Whole-file and folder helpers on FileSystem::Default(), for code that touches files no test needs
+// to fault (the HTML report `compare --html` writes, test set-up). Library code that reads or
+// writes files, checkpoints and vLLM trees alike, takes a FileSystem* and calls its methods instead
+// (io/file.h), so that FaultInjectingFileSystem reaches it.
 // Thread safety: free functions with no shared state. Errors: IoError/NotFound Statuses naming the
 // path.
 #pragma once

@@ -113,7 +113,7 @@ Status CheckpointWriter::Plan() {
   if (!status_.ok() || planned_) return status_;
   for (Shard& shard : shards_) {
     std::vector<TensorSpec> specs = shard.tensors;
-    SortLikeReference(specs);
+    if (!options_.declared_order) SortLikeReference(specs);
     auto layout = SafetensorsLayout::Plan(std::move(specs));
     if (!layout.ok()) {
       return SetError(Status(layout.status().code(), options_.destination + "/" + shard.file +

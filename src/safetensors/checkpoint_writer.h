@@ -12,8 +12,10 @@
 //   SPK_RETURN_IF_ERROR(w.Finish());  // or w.Abandon()
 //
 // Within a shard, tensors are laid out in the order the reference writer picks (safetensors/
-// writer.h SortLikeReference), so the bytes are those Python's save_file writes; they do not depend
-// on the thread count or on the order the producers run in. A producer declares a group of tensors
+// writer.h SortLikeReference), so the bytes are those Python's save_file writes (or, with
+// declared_order, in the order they were added); they do not depend on the thread count or on the
+// order the producers run in. Groups run one after another, shard by shard, in the order they were
+// added; only the blocks of one group run concurrently. A producer declares a group of tensors
 // filled together (a quantized weight's packed values, scales, shape and zero points) and fills
 // them through a TensorSink in `blocks` independent work items, then an optional `finish` step that
 // runs once every block is done (data that spans blocks, such as zero points packed across rows).
@@ -58,6 +60,9 @@ struct CheckpointWriterOptions {
   // kPageCache (--no-fsync) skips every fsync and writeback hint; the rename stays atomic.
   Durability durability = Durability::kSynced;
   bool write_index = false;  // write model.safetensors.index.json (the source was sharded)
+  // Lay each shard's tensors out in the order they were added instead of the reference writer's
+  // order (`example` keeps the layout its files have always had).
+  bool declared_order = false;
   // Started as progress->Start(progress_label, progress_total) before the first shard and
   // finished after the last; producers advance it through TensorSink::Advance.
   Progress* progress = nullptr;
