@@ -5,15 +5,18 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <map>
 #include <optional>
 #include <vector>
 
 #include "base/parallel.h"
 #include "base/version.h"
+#include "checkpoint/global_scale_sets.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "io/atomic_dir.h"
 #include "io/fs_util.h"
+#include "quant/float_formats.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
 #include "safetensors/index.h"
@@ -109,6 +112,7 @@ struct WriteContext {
   const std::atomic<bool>* cancel;
   QuantMethod method = QuantMethod::kRtn;
   Durability durability = Durability::kSynced;
+  std::map<size_t, float> global_scales;  // source tensor index -> weight_global_scale (NVFP4)
 };
 
 // Writes one block at its offset and, when the output must end up on disk, starts its writeback
@@ -147,22 +151,33 @@ class QuantizedOffsets {
   std::array<uint64_t, kTensorRoleCount> at_{};
 };
 
+// Bytes of one stored row of `t` (its shape past the first dimension).
+uint64_t StoredRowBytes(const StoredTensor& t) {
+  uint64_t n = DTypeBits(t.dtype) / 8;
+  for (size_t d = 1; d < t.shape.size(); ++d) n *= static_cast<uint64_t>(t.shape[d]);
+  return n;
+}
+
+// Source rows per work item: about kBlockBytes, a multiple of the codec's row alignment.
+int64_t RowsPerBlock(const WeightCodec& codec, uint64_t row_bytes) {
+  const int64_t align = codec.RowAlignment();
+  const int64_t rows = std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  return std::max(align, rows / align * align);
+}
+
 Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
                       const SafetensorsReader& reader, WritableFile& out,
-                      const QuantizedOffsets& at) {
+                      const QuantizedOffsets& at, float global_scale) {
   const QuantParams& qp = ctx.choice->params;
   const WeightCodec& codec = *ctx.choice->scheme->codec;
   const int64_t rows = entry.shape[0], cols = entry.shape[1];
-  const uint64_t elem = DTypeBits(entry.dtype) / 8;
-  const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(entry.dtype) / 8);
   const std::vector<StoredTensor> stored = codec.Tensors(qp, entry.dtype, rows, cols);
-  const int64_t words = FindRole(stored, TensorRole::kPacked)->shape[1];
-  const int64_t groups = FindRole(stored, TensorRole::kScale)->shape[1];
   const StoredTensor* zp_tensor = FindRole(stored, TensorRole::kZeroPoint);
-  const int64_t rows_per_block =
-      std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  const int64_t groups = zp_tensor ? zp_tensor->shape[1] : 0;
+  const int64_t rows_per_block = RowsPerBlock(codec, row_bytes);
   const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
-  std::vector<int32_t> zero_points(zp_tensor ? static_cast<size_t>(rows * groups) : 0);
+  std::vector<int32_t> zero_points(static_cast<size_t>(rows * groups));
 
   Status s = ParallelFor(
       ctx.threads, blocks,
@@ -171,34 +186,89 @@ Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
         int64_t n = std::min(rows_per_block, rows - r0);
         std::vector<uint8_t> weight(static_cast<size_t>(n) * row_bytes);
         SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, r0 * row_bytes, weight));
-        std::vector<int32_t> packed(static_cast<size_t>(n * words));
-        std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
-        RowBlockQuantOutput q{packed.data(), scales.data(),
-                              zp_tensor ? zero_points.data() + r0 * groups : nullptr};
-        Status qs = codec.QuantizeRows(qp, ctx.method, entry.dtype, weight.data(), n, cols, q);
+        // One buffer per row-wise stored tensor, holding this block's rows of it.
+        std::vector<std::vector<uint8_t>> parts(stored.size());
+        RowBlockBytes q;
+        for (size_t i = 0; i < stored.size(); ++i) {
+          const int64_t per_row = stored[i].weight_rows_per_row;
+          if (per_row == 0) continue;
+          parts[i].resize(
+              static_cast<size_t>((n + per_row - 1) / per_row * StoredRowBytes(stored[i])));
+          q[stored[i].role] = parts[i].data();
+        }
+        if (zp_tensor)
+          q[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(zero_points.data() + r0 * groups);
+        Status qs = codec.QuantizeRows(qp, ctx.method, entry.dtype, weight.data(), n, cols,
+                                       global_scale, q);
         if (!qs.ok()) {
           return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
                                                entry.name, r0, r0 + n - 1, qs.message()));
         }
-        SPK_RETURN_IF_ERROR(
-            WriteBlock(ctx, out, at[TensorRole::kPacked] + r0 * words * 4,
-                       {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
-        SPK_RETURN_IF_ERROR(
-            WriteBlock(ctx, out, at[TensorRole::kScale] + r0 * groups * elem, scales));
+        for (size_t i = 0; i < stored.size(); ++i) {
+          if (parts[i].empty()) continue;
+          const uint64_t first_row = static_cast<uint64_t>(r0 / stored[i].weight_rows_per_row);
+          SPK_RETURN_IF_ERROR(WriteBlock(
+              ctx, out, at[stored[i].role] + first_row * StoredRowBytes(stored[i]), parts[i]));
+        }
         ctx.progress->Advance(weight.size());
         return Status::Ok();
       },
       ctx.cancel);
   SPK_RETURN_IF_ERROR(s);
-  int64_t shape[2] = {rows, cols};
-  SPK_RETURN_IF_ERROR(
-      out.WriteAt(at[TensorRole::kShape], {reinterpret_cast<const uint8_t*>(shape), 16}));
+  if (FindRole(stored, TensorRole::kShape) != nullptr) {
+    int64_t shape[2] = {rows, cols};
+    SPK_RETURN_IF_ERROR(
+        out.WriteAt(at[TensorRole::kShape], {reinterpret_cast<const uint8_t*>(shape), 16}));
+  }
+  if (FindRole(stored, TensorRole::kGlobalScale) != nullptr) {
+    SPK_RETURN_IF_ERROR(out.WriteAt(at[TensorRole::kGlobalScale],
+                                    {reinterpret_cast<const uint8_t*>(&global_scale), 4}));
+  }
   if (zp_tensor == nullptr) return Status::Ok();
   // Zero points pack across rows, so they are written once every row block is done.
   std::vector<int32_t> zp_packed(static_cast<size_t>(zp_tensor->shape[0] * zp_tensor->shape[1]));
   PackZeroPoints(qp.bits, zero_points.data(), rows, groups, zp_packed.data());
   return out.WriteAt(at[TensorRole::kZeroPoint],
                      {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4});
+}
+
+// The first pass of a format with global scales (NVFP4): the absolute maximum of every quantized
+// weight, read block by block and never held, pooled over each fused set (q/k/v, gate/up; the
+// partners may sit in other shards), as the global scale of each source tensor index.
+Result<std::map<size_t, float>> ComputeGlobalScales(const WriteContext& ctx,
+                                                    const QuantPlan& plan) {
+  const SourceCheckpoint& src = *ctx.src;
+  std::vector<size_t> quantized;
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    if (plan.tensors[i].action == TensorAction::kQuantize) quantized.push_back(i);
+  }
+  std::map<std::string, float> set_absmax;
+  for (size_t i : quantized) {
+    const SafetensorsReader& reader = src.files.shard(src.tensor_shard[i]);
+    const TensorEntry& entry = *reader.header().Find(src.tensors[i].name);
+    const uint64_t total = entry.nbytes();
+    const size_t blocks = static_cast<size_t>((total + kBlockBytes - 1) / kBlockBytes);
+    std::vector<float> block_max(blocks, 0.0f);
+    SPK_RETURN_IF_ERROR(ParallelFor(
+        ctx.threads, blocks,
+        [&](size_t b) -> Status {
+          const uint64_t begin = b * kBlockBytes;
+          std::vector<uint8_t> buf(std::min(kBlockBytes, total - begin));
+          SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
+          block_max[b] =
+              AbsMaxOf(entry.dtype, buf.data(), buf.size() / (DTypeBits(entry.dtype) / 8));
+          return Status::Ok();
+        },
+        ctx.cancel));
+    float& m = set_absmax[GlobalScaleSetKey(entry.name)];
+    for (float v : block_max) m = std::max(m, v);
+  }
+  std::map<size_t, float> scales;
+  for (size_t i : quantized) {
+    const TensorMeta& t = src.tensors[i];
+    scales[i] = NvFp4GlobalScale(set_absmax[GlobalScaleSetKey(t.name)], t.dtype);
+  }
+  return scales;
 }
 
 Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem* fs,
@@ -222,7 +292,9 @@ Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem*
       if (part.source_index != o.source_index || !part.role) continue;
       SPK_ASSIGN_OR_RETURN(at[*part.role], shard.layout.AbsoluteOffset(part.spec.name));
     }
-    SPK_RETURN_IF_ERROR(QuantizeTensor(ctx, *entry, reader, *out, at));
+    const auto gs = ctx.global_scales.find(o.source_index);
+    SPK_RETURN_IF_ERROR(QuantizeTensor(ctx, *entry, reader, *out, at,
+                                       gs == ctx.global_scales.end() ? 0.0f : gs->second));
   }
   if (ctx.durability == Durability::kSynced) SPK_RETURN_IF_ERROR(out->Sync());
   return out->Close();
@@ -266,11 +338,18 @@ Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
     return Status::Usage(
         fmt::format("unknown scheme '{}': use one of {}", options.scheme, SchemeNames()));
   }
-  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, options.group_size));
   if (options.method != "rtn" && options.method != "search") {
     return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
   }
-  return SchemeChoice{scheme, ParamsFor(*scheme, options.group_size)};
+  if (options.method == "search" && !scheme->codec->SupportsSearch()) {
+    return Status::Usage(fmt::format(
+        "--method search is not available for --scheme {} (its scales are fixed by the format); "
+        "use --method rtn",
+        scheme->name));
+  }
+  const int64_t group_size = options.group_size.value_or(scheme->default_group_size);
+  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, group_size));
+  return SchemeChoice{scheme, ParamsFor(*scheme, group_size)};
 }
 
 }  // namespace
@@ -342,6 +421,9 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
                    cancel,
                    options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
                    options.durability};
+  if (choice.scheme->codec->HasGlobalScale()) {
+    SPK_ASSIGN_OR_RETURN(ctx.global_scales, ComputeGlobalScales(ctx, plan));
+  }
   progress->Start("quantize", summary.source_tensor_bytes);
   for (const OutputShard& shard : shards) {
     SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));
