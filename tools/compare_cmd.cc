@@ -5,8 +5,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "check/compare.h"
 #include "commands.h"
+#include "compare/compare.h"
+#include "compare/report.h"
 #include "io/fs_util.h"
 
 namespace spk::cli {

@@ -1,16 +1,17 @@
-// `sparkulator dequantize SRC DST [--force] [--json]`: a pack-quantized checkpoint back to a dense
-// one in the source's dtype, config.json without quantization_config.
+// `sparkulator dequantize SRC DST [--force] [--threads N] [--no-fsync] [--json]`: a pack-quantized
+// checkpoint back to a dense one in the source's dtype, config.json without quantization_config.
 #include <cstdio>
 #include <memory>
 
-#include "check/dequantize.h"
 #include "commands.h"
+#include "dequantize/dequantize.h"
 
 namespace spk::cli {
 
 void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
   auto options = std::make_shared<DequantizeOptions>();
   auto json = std::make_shared<bool>(false);
+  auto no_fsync = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "dequantize",
       "Write a dense copy of a compressed-tensors pack-quantized checkpoint (weights in the "
@@ -18,8 +19,10 @@ void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("SRC", options->source, "The quantized checkpoint")->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist)")->required();
   sub->add_flag("--force", options->force, "Replace DST if it exists");
+  AddWriteFlags(sub, &options->threads, no_fsync.get());
   sub->add_flag("--json", *json, "Print a summary as JSON");
   sub->callback([=] {
+    options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;
     *run = [=] {
       auto summary = DequantizeCheckpoint(*options, FileSystem::Default());
       if (!summary.ok()) return ReportError(summary.status());

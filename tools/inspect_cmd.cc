@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "commands.h"
+#include "inspect/report.h"
 #include "plan_flags.h"
-#include "quantize/report.h"
 
 namespace spk::cli {
 

@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "commands.h"
+#include "inspect/report.h"
 #include "plan_flags.h"
-#include "quantize/report.h"
 
 namespace spk::cli {
 namespace {
@@ -59,14 +59,9 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
                   "Scale choice: rtn (min-max round-to-nearest, bit-exact with llm-compressor) or "
                   "search (per-group scale search for a lower reconstruction error, same format)")
       ->capture_default_str();
-  sub->add_option("--threads", options->threads, "Worker threads (0 = all cores)")
-      ->capture_default_str();
+  AddWriteFlags(sub, &options->threads, no_fsync.get());
   sub->add_flag("--force", options->force, "Replace DST if it exists");
   sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
-  sub->add_flag("--no-fsync", *no_fsync,
-                "Do not wait for the output to reach the disk (as cp does): faster when the "
-                "output fits in free memory, but a power loss soon after can leave DST with "
-                "missing data. By default every file is fsynced before the final rename");
   sub->add_flag("--json", *json, "Print a machine-readable summary on stdout");
   sub->callback([=] {
     options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;

@@ -1,9 +1,9 @@
 #include "check/check.h"
 
 #include "check/checker.h"
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
 #include "io/fs_util.h"
-#include "quantize/report.h"
 
 namespace spk {
 namespace check_internal {
@@ -77,7 +77,7 @@ using Json = nlohmann::ordered_json;
 using check_internal::Checker;
 
 Result<CheckReport> CheckCheckpoint(FileSystem* fs, const CheckOptions& options) {
-  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(options.checkpoint));
+  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(fs, options.checkpoint));
   Checker checker(fs, options, dir);
   return checker.Run();
 }

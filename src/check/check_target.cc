@@ -1,10 +1,10 @@
 // Checker parts: the draft/target pairing (--target).
 #include "check/checker.h"
 
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
 #include "io/fs_util.h"
 #include "quant/scheme.h"
-#include "quantize/report.h"
 
 namespace spk::check_internal {
 
@@ -30,7 +30,7 @@ std::string PrecisionOf(const ModelConfig& config) {
 }  // namespace
 
 Status Checker::CheckTarget() {
-  SPK_ASSIGN_OR_RETURN(std::string target_dir, ResolveModelPath(options_.target));
+  SPK_ASSIGN_OR_RETURN(std::string target_dir, ResolveModelPath(fs_, options_.target));
   std::string path = target_dir + "/config.json";
   SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
   SPK_ASSIGN_OR_RETURN(ModelConfig target, ParseModelConfig(path, text));

@@ -10,7 +10,6 @@
 #include "checkpoint/family.h"
 #include "checkpoint/plan.h"
 #include "io/atomic_dir.h"
-#include "io/fs_util.h"
 #include "safetensors/index.h"
 #include "safetensors/writer.h"
 #include "tensor/float_convert.h"
@@ -246,7 +245,7 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
   SPK_ASSIGN_OR_RETURN(DType dtype, ParseExampleDType(o.dtype));
   SPK_ASSIGN_OR_RETURN(auto layout, FamilyLayout(o, TorchDTypeName(dtype)));
   auto& [config, tensors] = layout;
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(o.dir, o.force));
+  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(fs, o.dir, o.force));
   std::mt19937_64 rng(o.seed);
   size_t per_shard = (tensors.size() + o.shards - 1) / o.shards;
   ShardIndex index;
@@ -264,14 +263,14 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
     }
   }
   if (o.shards > 1) {
-    SPK_RETURN_IF_ERROR(WriteWholeFile(out.temp_path() + "/" + std::string(kShardIndexFileName),
-                                       SerializeShardIndex(index)));
+    SPK_RETURN_IF_ERROR(fs->WriteFile(out.temp_path() + "/" + std::string(kShardIndexFileName),
+                                      SerializeShardIndex(index)));
   }
-  SPK_RETURN_IF_ERROR(WriteWholeFile(out.temp_path() + "/config.json", config.dump(2) + "\n"));
+  SPK_RETURN_IF_ERROR(fs->WriteFile(out.temp_path() + "/config.json", config.dump(2) + "\n"));
   Json generation = {{"bos_token_id", 1}, {"eos_token_id", 2}, {"do_sample", false}};
   SPK_RETURN_IF_ERROR(
-      WriteWholeFile(out.temp_path() + "/generation_config.json", generation.dump(2) + "\n"));
-  SPK_RETURN_IF_ERROR(WriteWholeFile(
+      fs->WriteFile(out.temp_path() + "/generation_config.json", generation.dump(2) + "\n"));
+  SPK_RETURN_IF_ERROR(fs->WriteFile(
       out.temp_path() + "/README.md",
       fmt::format("# sparkulator example ({})\n\nRandom weights written by `sparkulator example`; "
                   "for testing the quantizer, not for generating text.\n",

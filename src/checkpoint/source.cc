@@ -4,8 +4,6 @@
 
 #include <cstdlib>
 
-#include "io/fs_util.h"
-
 namespace spk {
 namespace {
 
@@ -22,24 +20,24 @@ bool LooksLikeRepoId(const std::string& spec) {
          spec.find('/', slash + 1) == std::string::npos && spec[0] != '.';
 }
 
-Result<std::string> ResolveInHubCache(const std::string& repo_id) {
+Result<std::string> ResolveInHubCache(FileSystem* fs, const std::string& repo_id) {
   std::string cache = HubCacheDir();
   std::string repo_dir = cache + "/models--" + repo_id.substr(0, repo_id.find('/')) + "--" +
                          repo_id.substr(repo_id.find('/') + 1);
-  if (!IsDirectory(repo_dir)) {
+  if (!fs->IsDirectory(repo_dir)) {
     return Status::NotFound(fmt::format(
         "'{}' is neither a folder nor a model in the local Hugging Face cache ({} does not exist); "
         "download it first (sparkulator never uses the network)",
         repo_id, repo_dir));
   }
-  auto ref = ReadWholeFile(repo_dir + "/refs/main");
+  auto ref = fs->ReadFile(repo_dir + "/refs/main");
   if (ref.ok()) {
     std::string commit = *ref;
     while (!commit.empty() && (commit.back() == '\n' || commit.back() == ' ')) commit.pop_back();
     std::string snapshot = repo_dir + "/snapshots/" + commit;
-    if (IsDirectory(snapshot)) return snapshot;
+    if (fs->IsDirectory(snapshot)) return snapshot;
   }
-  auto snapshots = ListDirectory(repo_dir + "/snapshots");
+  auto snapshots = fs->ListDirectory(repo_dir + "/snapshots");
   if (!snapshots.ok() || snapshots->empty()) {
     return Status::NotFound(fmt::format("{}: no snapshot in the Hugging Face cache", repo_dir));
   }
@@ -52,10 +50,10 @@ Result<std::string> ResolveInHubCache(const std::string& repo_id) {
 
 }  // namespace
 
-Result<std::string> ResolveModelPath(const std::string& spec) {
-  if (IsDirectory(spec)) return spec;
-  if (LooksLikeRepoId(spec) && !FileExists(spec)) return ResolveInHubCache(spec);
-  if (FileExists(spec)) {
+Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec) {
+  if (fs->IsDirectory(spec)) return spec;
+  if (LooksLikeRepoId(spec) && !fs->FileExists(spec)) return ResolveInHubCache(fs, spec);
+  if (fs->FileExists(spec)) {
     return Status::InvalidInput(fmt::format(
         "{}: is a file; pass the model folder that holds config.json and the safetensors", spec));
   }
@@ -63,14 +61,14 @@ Result<std::string> ResolveModelPath(const std::string& spec) {
 }
 
 Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string& spec) {
-  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(spec));
+  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(fs, spec));
   std::string config_path = dir + "/config.json";
-  if (!FileExists(config_path)) {
+  if (!fs->FileExists(config_path)) {
     return Status::NotFound(fmt::format(
         "{}: missing; a Hugging Face model folder needs its config.json (vLLM reads it too)",
         config_path));
   }
-  SPK_ASSIGN_OR_RETURN(std::string config_text, ReadWholeFile(config_path));
+  SPK_ASSIGN_OR_RETURN(std::string config_text, fs->ReadFile(config_path));
   SPK_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_path, config_text));
   SPK_ASSIGN_OR_RETURN(SafetensorsCheckpoint files, SafetensorsCheckpoint::Open(fs, dir));
   SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}};

@@ -2,6 +2,7 @@
 // in the local Hugging Face cache (no network), opens its safetensors shards, parses config.json
 // and lists the tensors in shard order then data order.
 //
+// Every file is read through the FileSystem passed in, which must outlive the SourceCheckpoint.
 // Ownership: a SourceCheckpoint owns its open shard readers; it is movable, not copyable.
 // Thread safety: reads through `files` are thread-safe. Errors: NotFound for a missing folder,
 // config.json or repo id; InvalidInput for malformed files (the message names the file).
@@ -21,7 +22,7 @@ namespace spk {
 // A folder path as is; "org/name" (when no such folder exists) as
 // $HF_HUB_CACHE or $HF_HOME/hub or ~/.cache/huggingface/hub / models--org--name / snapshots /
 // <ref>, where <ref> comes from refs/main, or is the only snapshot.
-Result<std::string> ResolveModelPath(const std::string& spec);
+Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec);
 
 struct SourceCheckpoint {
   std::string dir;

@@ -2,15 +2,16 @@
 // looks like a checkpoint. Files are written into a temporary folder beside DST
 // (".<dstname>.tmp-<pid>-<random>"), and Commit() fsyncs them and renames the folder to DST.
 //
-//   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(dst, force));
+//   SPK_ASSIGN_OR_RETURN(AtomicOutputDir out, AtomicOutputDir::Create(fs, dst, force));
 //   ... write files under out.temp_path() ...
 //   SPK_RETURN_IF_ERROR(out.Commit());
 //
-// Ownership: the object owns the temporary folder; destroying it without a successful Commit()
-// removes the folder and everything in it (so an error path cleans up by returning). Movable, not
-// copyable. Thread safety: none; use from one thread (files inside may be written from many).
-// Errors: AlreadyExists for a non-empty DST without force, NotFound for a missing parent folder,
-// IoError for file system failures.
+// Every file system call goes through the FileSystem given to Create, which must outlive the
+// object. Ownership: the object owns the temporary folder; destroying it without a successful
+// Commit() removes the folder and everything in it (so an error path cleans up by returning).
+// Movable, not copyable. Thread safety: none; use from one thread (files inside may be written from
+// many). Errors: AlreadyExists for a non-empty DST without force, NotFound for a missing parent
+// folder, IoError for file system failures.
 #pragma once
 
 #include <string>
@@ -24,7 +25,7 @@ class AtomicOutputDir {
  public:
   // Refuses a DST that exists and is not an empty folder unless `force` (then Commit replaces it),
   // and a DST whose parent folder does not exist. Creates the temporary folder.
-  static Result<AtomicOutputDir> Create(const std::string& dst, bool force);
+  static Result<AtomicOutputDir> Create(FileSystem* fs, const std::string& dst, bool force);
 
   AtomicOutputDir(AtomicOutputDir&& other) noexcept;
   AtomicOutputDir& operator=(AtomicOutputDir&& other) noexcept;
@@ -42,10 +43,12 @@ class AtomicOutputDir {
   Status Commit(Durability durability = Durability::kSynced);
 
  private:
-  AtomicOutputDir(std::string dst, std::string temp_path, bool force)
-      : dst_(std::move(dst)), temp_path_(std::move(temp_path)), force_(force) {}
+  AtomicOutputDir(FileSystem* fs, std::string dst, std::string temp_path, bool force)
+      : fs_(fs), dst_(std::move(dst)), temp_path_(std::move(temp_path)), force_(force) {}
   void RemoveTemp();
+  Status SyncTree(const std::string& root);
 
+  FileSystem* fs_ = nullptr;
   std::string dst_;
   std::string temp_path_;  // empty once committed or moved from
   bool force_ = false;

@@ -26,7 +26,7 @@ int CountHiddenSiblings(const std::string& dir) {
 TEST(AtomicOutputDirTest, CommitRenamesTempToDst) {
   testing::ScopedTempDir dir;
   const std::string dst = dir / "out";
-  auto out = AtomicOutputDir::Create(dst, /*force=*/false);
+  auto out = AtomicOutputDir::Create(FileSystem::Default(), dst, /*force=*/false);
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_THAT(out->temp_path(), HasSubstr("/.out.tmp-"));
   EXPECT_TRUE(IsDirectory(out->temp_path()));
@@ -41,7 +41,7 @@ TEST(AtomicOutputDirTest, DestructorWithoutCommitRemovesTemp) {
   testing::ScopedTempDir dir;
   std::string temp;
   {
-    auto out = AtomicOutputDir::Create(dir / "out", false);
+    auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "out", false);
     ASSERT_TRUE(out.ok());
     temp = out->temp_path();
     AtomicOutputDir moved = std::move(*out);  // ownership moves; only one removal
@@ -57,7 +57,7 @@ TEST(AtomicOutputDirTest, RefusesNonEmptyDstWithoutForce) {
   testing::ScopedTempDir dir;
   fs::create_directory(dir / "out");
   ASSERT_TRUE(WriteWholeFile(dir / "out/old.txt", "old").ok());
-  auto out = AtomicOutputDir::Create(dir / "out", false);
+  auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "out", false);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kAlreadyExists);
   EXPECT_THAT(out.status().message(), HasSubstr("--force"));
@@ -67,7 +67,7 @@ TEST(AtomicOutputDirTest, RefusesNonEmptyDstWithoutForce) {
 TEST(AtomicOutputDirTest, AcceptsExistingEmptyDst) {
   testing::ScopedTempDir dir;
   fs::create_directory(dir / "out");
-  auto out = AtomicOutputDir::Create(dir / "out/", false);
+  auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "out/", false);
   ASSERT_TRUE(out.ok());
   ASSERT_TRUE(WriteWholeFile(out->temp_path() + "/new.txt", "new").ok());
   ASSERT_TRUE(out->Commit().ok());
@@ -78,7 +78,7 @@ TEST(AtomicOutputDirTest, ForceReplacesExistingDst) {
   testing::ScopedTempDir dir;
   fs::create_directory(dir / "out");
   ASSERT_TRUE(WriteWholeFile(dir / "out/old.txt", "old").ok());
-  auto out = AtomicOutputDir::Create(dir / "out", /*force=*/true);
+  auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "out", /*force=*/true);
   ASSERT_TRUE(out.ok());
   EXPECT_TRUE(FileExists(dir / "out/old.txt"));  // untouched until Commit
   ASSERT_TRUE(WriteWholeFile(out->temp_path() + "/new.txt", "new").ok());
@@ -91,7 +91,7 @@ TEST(AtomicOutputDirTest, ForceReplacesExistingDst) {
 
 TEST(AtomicOutputDirTest, RefusesMissingParent) {
   testing::ScopedTempDir dir;
-  auto out = AtomicOutputDir::Create(dir / "no/such/out", true);
+  auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "no/such/out", true);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(out.status().message(), HasSubstr("does not exist"));
@@ -100,7 +100,7 @@ TEST(AtomicOutputDirTest, RefusesMissingParent) {
 TEST(AtomicOutputDirTest, RefusesDstThatIsAFile) {
   testing::ScopedTempDir dir;
   ASSERT_TRUE(WriteWholeFile(dir / "out", "x").ok());
-  auto out = AtomicOutputDir::Create(dir / "out", true);
+  auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "out", true);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kAlreadyExists);
 }

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <vector>
 
 #include "io/fs_util.h"
@@ -62,6 +63,73 @@ TEST(FaultInjectionTest, TruncatedFileAppearsShorterAndShortReadsFail) {
   EXPECT_EQ(s.code(), StatusCode::kIoError);
   EXPECT_THAT(s.message(), HasSubstr("ends at byte 30"));
   EXPECT_THAT(s.message(), HasSubstr(path));
+}
+
+// A fault aimed at a file name hits that file in any folder (a random temporary one too), for
+// whole-file writes and as the destination of a copy; other files are untouched.
+TEST(FaultInjectionTest, WriteFaultByNameCoversWholeFilesAndCopies) {
+  testing::ScopedTempDir dir;
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  ASSERT_TRUE(fs.WriteFile(dir / "tokenizer.json", "{}").ok());
+  fs.FailOperation(FileOp::kWrite, "config.json", ENOSPC);
+  Status s = fs.WriteFile(dir / "config.json", "{}");
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("disk full while writing " + (dir / "config.json")));
+  EXPECT_TRUE(fs.WriteFile(dir / "other.json", "{}").ok());
+  fs.FailOperation(FileOp::kWrite, "copy.json", ENOSPC);
+  EXPECT_THAT(fs.CopyFile(dir / "tokenizer.json", dir / "copy.json").message(),
+              HasSubstr("disk full while writing " + (dir / "copy.json")));
+  fs.ClearFaults();
+  EXPECT_TRUE(fs.WriteFile(dir / "config.json", "{}").ok());
+}
+
+TEST(FaultInjectionTest, ReadFaultsCoverWholeFilesAndCopySources) {
+  testing::ScopedTempDir dir;
+  ASSERT_TRUE(WriteWholeFile(dir / "index.json", std::string(100, 'x')).ok());
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.FailReadsFrom(dir / "index.json", 60);
+  auto read = fs.ReadFile(dir / "index.json");
+  ASSERT_FALSE(read.ok());
+  EXPECT_THAT(read.status().message(), HasSubstr("cannot read " + (dir / "index.json")));
+  EXPECT_FALSE(fs.CopyFile(dir / "index.json", dir / "copy.json").ok());
+  fs.ClearFaults();
+  fs.FailOperation(FileOp::kRead, "index.json", EIO);
+  EXPECT_THAT(fs.ReadFile(dir / "index.json").status().message(), HasSubstr("Input/output error"));
+  fs.ClearFaults();
+  EXPECT_EQ(*fs.ReadFile(dir / "index.json"), std::string(100, 'x'));
+}
+
+TEST(FaultInjectionTest, WriteLimitCountsWholeFiles) {
+  testing::ScopedTempDir dir;
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.SetWriteLimit(10);
+  EXPECT_TRUE(fs.WriteFile(dir / "a", "123456").ok());
+  EXPECT_THAT(fs.WriteFile(dir / "b", "123456").message(), HasSubstr("disk full while writing"));
+  EXPECT_EQ(fs.bytes_written(), 6u);
+}
+
+TEST(FaultInjectionTest, FolderOperationsFailOnRequest) {
+  testing::ScopedTempDir dir;
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.FailOperation(FileOp::kList, dir.path(), EIO);
+  fs.FailOperation(FileOp::kCreateDirectory, "sub", EIO);
+  fs.FailOperation(FileOp::kRename, "renamed", EIO);
+  fs.FailOperation(FileOp::kSync, "a", EIO);
+  fs.FailOperation(FileOp::kRemove, "a", EIO);
+  EXPECT_THAT(fs.ListDirectory(dir.path()).status().message(), HasSubstr("cannot list"));
+  EXPECT_THAT(fs.CreateDirectory(dir / "sub").message(), HasSubstr("cannot create folder"));
+  ASSERT_TRUE(fs.WriteFile(dir / "a", "x").ok());
+  EXPECT_THAT(fs.Rename(dir / "a", dir / "renamed").message(),
+              HasSubstr("cannot rename " + (dir / "renamed")));
+  EXPECT_THAT(fs.SyncPath(dir / "a").message(), HasSubstr("cannot sync"));
+  EXPECT_THAT(fs.RemoveAll(dir / "a").message(), HasSubstr("cannot remove"));
+  EXPECT_TRUE(fs.FileExists(dir / "a"));  // nothing happened
+  fs.ClearFaults();
+  EXPECT_TRUE(fs.CreateDirectory(dir / "sub").ok());
+  EXPECT_TRUE(fs.Rename(dir / "a", dir / "renamed").ok());
+  EXPECT_TRUE(fs.SyncPath(dir / "renamed").ok());
+  EXPECT_TRUE(fs.RemoveAll(dir / "sub").ok());
+  EXPECT_EQ(*fs.ListDirectory(dir.path()), std::vector<std::string>{"renamed"});
 }
 
 }  // namespace

@@ -1,19 +1,26 @@
-// File abstraction for everything sparkulator reads and writes: positional reads (pread) and writes
-// (pwrite) behind small interfaces, so that tests can swap in a FaultInjectingFileSystem.
+// File abstraction for everything sparkulator reads and writes (leveldb's Env): positional reads
+// (pread) and writes (pwrite), whole files, folders, copies, renames and removal behind one
+// interface, so that tests can swap in a FaultInjectingFileSystem and reach every error path.
+// Outside src/io/ no code calls POSIX or std::filesystem for checkpoint files; it takes a
+// FileSystem*.
 //
 // Ownership: FileSystem::Default() is a process-lifetime singleton that callers never delete. Files
-// are returned as std::unique_ptr and close their descriptor when destroyed. Thread safety: ReadAt
-// and WriteAt may be called concurrently from several threads on one file object (writes to
+// are returned as std::unique_ptr and close their descriptor when destroyed. A FileSystemWrapper
+// does not own the file system it forwards to. Thread safety: every FileSystem method may be called
+// from several threads; ReadAt and WriteAt may be called concurrently on one file object (writes to
 // disjoint ranges); Sync and Close must not race with writes. Errors: every failure is an IoError
-// Status whose message names the path and the OS error; a disk that fills up reads "disk full while
-// writing <path>". A short read (the file is shorter than expected, e.g. truncated while we read
-// it) is an IoError too, never a silently zero-filled buffer.
+// Status whose message names the path and the OS error (NotFound for a missing file or folder
+// where noted); a disk that fills up reads "disk full while writing <path>". A short read (the file
+// is shorter than expected, e.g. truncated while we read it) is an IoError too, never a silently
+// zero-filled buffer.
 #pragma once
 
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -52,15 +59,78 @@ class WritableFile {
 // kernel, as cp does: the rename is still atomic against a crash of sparkulator itself.
 enum class Durability { kSynced, kPageCache };
 
+// What a path names, following symlinks.
+enum class FileKind { kMissing, kFile, kDirectory, kOther };
+
 class FileSystem {
  public:
   virtual ~FileSystem();
+  // NotFound for a missing file, InvalidInput for a folder.
   virtual Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) = 0;
   // Creates `path` (mode 0644) or truncates an existing file.
   virtual Result<std::unique_ptr<WritableFile>> CreateForWrite(const std::string& path) = 0;
 
-  // The POSIX file system (pread/pwrite, O_CLOEXEC).
+  // Whole files (config.json, the shard index, tokenizer files). ReadFile: NotFound when missing.
+  virtual Result<std::string> ReadFile(const std::string& path) = 0;
+  // Creates or truncates `path` and writes `data`; no fsync (AtomicOutputDir::Commit syncs).
+  virtual Status WriteFile(const std::string& path, std::string_view data) = 0;
+  // Copies the bytes of `from` to `to` (created or truncated); no fsync.
+  virtual Status CopyFile(const std::string& from, const std::string& to) = 0;
+
+  virtual FileKind KindOf(const std::string& path) = 0;
+  // Names of the entries of `dir` (files and folders), sorted bytewise, without "." and "..";
+  // NotFound for a missing folder.
+  virtual Result<std::vector<std::string>> ListDirectory(const std::string& dir) = 0;
+  // Creates one folder (mode 0755); AlreadyExists when `path` exists.
+  virtual Status CreateDirectory(const std::string& path) = 0;
+  // rename(2): atomic within one file system; replaces an empty folder or a file at `to`.
+  virtual Status Rename(const std::string& from, const std::string& to) = 0;
+  // Removes `path` and, for a folder, everything under it; a missing path is OK.
+  virtual Status RemoveAll(const std::string& path) = 0;
+  // fsync(2) of a file or folder by name (a folder's fsync makes its entries durable).
+  virtual Status SyncPath(const std::string& path) = 0;
+
+  bool IsDirectory(const std::string& path) { return KindOf(path) == FileKind::kDirectory; }
+  bool FileExists(const std::string& path) { return KindOf(path) == FileKind::kFile; }
+
+  // The POSIX file system (pread/pwrite, O_CLOEXEC, copy_file_range).
   static FileSystem* Default();
+};
+
+// Forwards every call to another file system; subclass it to change a few operations (tests).
+class FileSystemWrapper : public FileSystem {
+ public:
+  explicit FileSystemWrapper(FileSystem* target) : target_(target) {}
+  FileSystem* target() const { return target_; }
+
+  Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
+    return target_->OpenForRead(path);
+  }
+  Result<std::unique_ptr<WritableFile>> CreateForWrite(const std::string& path) override {
+    return target_->CreateForWrite(path);
+  }
+  Result<std::string> ReadFile(const std::string& path) override { return target_->ReadFile(path); }
+  Status WriteFile(const std::string& path, std::string_view data) override {
+    return target_->WriteFile(path, data);
+  }
+  Status CopyFile(const std::string& from, const std::string& to) override {
+    return target_->CopyFile(from, to);
+  }
+  FileKind KindOf(const std::string& path) override { return target_->KindOf(path); }
+  Result<std::vector<std::string>> ListDirectory(const std::string& dir) override {
+    return target_->ListDirectory(dir);
+  }
+  Status CreateDirectory(const std::string& path) override {
+    return target_->CreateDirectory(path);
+  }
+  Status Rename(const std::string& from, const std::string& to) override {
+    return target_->Rename(from, to);
+  }
+  Status RemoveAll(const std::string& path) override { return target_->RemoveAll(path); }
+  Status SyncPath(const std::string& path) override { return target_->SyncPath(path); }
+
+ private:
+  FileSystem* target_;
 };
 
 // "<what> <path>: <strerror(err)>", the common shape of an OS error message.

@@ -91,5 +91,27 @@ TEST(PosixFileTest, EnospcMessageSaysDiskFull) {
   EXPECT_THAT(s.message(), HasSubstr("disk full while writing /out/x.safetensors"));
 }
 
+TEST(PosixFileSystemTest, FoldersRenamesAndRemoval) {
+  testing::ScopedTempDir dir;
+  FileSystem* fs = FileSystem::Default();
+  EXPECT_EQ(fs->KindOf(dir / "t"), FileKind::kMissing);
+  ASSERT_TRUE(fs->CreateDirectory(dir / "t").ok());
+  EXPECT_EQ(fs->CreateDirectory(dir / "t").code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(fs->KindOf(dir / "t"), FileKind::kDirectory);
+  ASSERT_TRUE(fs->CreateDirectory(dir / "t/nested").ok());
+  ASSERT_TRUE(fs->WriteFile(dir / "t/nested/a.json", "{}").ok());
+  EXPECT_EQ(fs->KindOf(dir / "t/nested/a.json"), FileKind::kFile);
+  EXPECT_TRUE(fs->SyncPath(dir / "t/nested/a.json").ok());
+  EXPECT_TRUE(fs->SyncPath(dir / "t").ok());
+  ASSERT_TRUE(fs->Rename(dir / "t", dir / "u").ok());
+  EXPECT_EQ(*fs->ReadFile(dir / "u/nested/a.json"), "{}");
+  EXPECT_THAT(fs->Rename(dir / "t", dir / "v").message(),
+              HasSubstr("cannot rename " + (dir / "t")));
+  ASSERT_TRUE(fs->RemoveAll(dir / "u").ok());
+  EXPECT_EQ(fs->KindOf(dir / "u"), FileKind::kMissing);
+  EXPECT_TRUE(fs->RemoveAll(dir / "u").ok());  // missing is fine
+  EXPECT_THAT(fs->SyncPath(dir / "u").message(), HasSubstr(dir / "u"));
+}
+
 }  // namespace
 }  // namespace spk

@@ -1,5 +1,7 @@
-// Small whole-file and folder helpers on the local POSIX file system (config.json, tokenizer files,
-// index files, copying the files that a quantized checkpoint keeps unchanged).
+// Whole-file and folder helpers on FileSystem::Default(), for code that reads files no test needs
+// to fault (the vLLM source scan, check's own reads, test set-up). Code that reads or writes a
+// checkpoint takes a FileSystem* and calls its methods instead (io/file.h), so that
+// FaultInjectingFileSystem reaches it.
 // Thread safety: free functions with no shared state. Errors: IoError/NotFound Statuses naming the
 // path.
 #pragma once
@@ -13,12 +15,10 @@
 namespace spk {
 
 Result<std::string> ReadWholeFile(const std::string& path);
-// Creates or truncates `path` and writes `data` (no fsync; AtomicOutputDir::Commit syncs).
+// Creates or truncates `path` and writes `data` (no fsync).
 Status WriteWholeFile(const std::string& path, std::string_view data);
-// Copies the bytes of `src` to `dst` (created or truncated), in the kernel where possible
-// (copy_file_range), falling back to read/write.
 Status CopyFile(const std::string& src, const std::string& dst);
-// Names of the entries of `dir` (files and folders), sorted bytewise, without "." and "..".
+// Sorted entry names, as FileSystem::ListDirectory.
 Result<std::vector<std::string>> ListDirectory(const std::string& dir);
 // True if `path` is a folder (following symlinks).
 bool IsDirectory(const std::string& path);

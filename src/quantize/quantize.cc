@@ -3,50 +3,21 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
-#include <map>
-#include <optional>
+#include <memory>
 #include <vector>
 
-#include "base/parallel.h"
 #include "base/version.h"
-#include "checkpoint/global_scale_sets.h"
+#include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
-#include "io/atomic_dir.h"
-#include "io/fs_util.h"
-#include "quant/float_formats.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
-#include "safetensors/index.h"
-#include "safetensors/writer.h"
+#include "quantize/global_scales.h"
+#include "safetensors/checkpoint_writer.h"
 
 namespace spk {
 namespace {
-
-// Source bytes per work item: large enough to amortize a pread, small enough that workers x block
-// stays far below the memory budget.
-constexpr uint64_t kBlockBytes = 4u << 20;
-// Cap on the bytes all workers hold at once (a source block plus its packed output and scales,
-// about 1.5 blocks each), so that peak memory stays far below the 384 MiB budget on machines with
-// many cores, whatever --threads says and whatever the checkpoint's size.
-constexpr uint64_t kMaxBytesInFlight = 192u << 20;
-constexpr int kMaxWorkers = static_cast<int>(kMaxBytesInFlight / (kBlockBytes * 3 / 2));
-
-// An output tensor is a copied source tensor, or one of the tensors the scheme's codec stores for
-// a quantized weight (quant/codec.h).
-struct OutputTensor {
-  TensorSpec spec;
-  size_t source_index;             // into SourceCheckpoint::tensors
-  std::optional<TensorRole> role;  // nullopt: copied as it is
-};
-
-struct OutputShard {
-  std::string file;
-  std::vector<OutputTensor> tensors;  // in the order the reference writer lays them out
-  SafetensorsLayout layout;
-};
 
 std::string ModuleOf(const std::string& weight_name) {
   return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
@@ -59,97 +30,16 @@ struct SchemeChoice {
 };
 
 // The tensors that replace one quantized weight, as the scheme's codec stores them (docs/formats.md
-// section 2).
-std::vector<OutputTensor> QuantizedTensors(const TensorMeta& t, size_t index,
-                                           const SchemeChoice& choice) {
-  std::string m = ModuleOf(t.name);
-  std::vector<OutputTensor> out;
-  for (StoredTensor& st :
-       choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1])) {
-    out.push_back({{m + std::string(st.suffix), st.dtype, std::move(st.shape)}, index, st.role});
+// section 2), named after its module.
+std::vector<TensorSpec> QuantizedTensorSpecs(const std::string& weight_name,
+                                             const std::vector<StoredTensor>& stored) {
+  std::string m = ModuleOf(weight_name);
+  std::vector<TensorSpec> out;
+  for (const StoredTensor& st : stored) {
+    out.push_back({m + std::string(st.suffix), st.dtype, st.shape});
   }
   return out;
 }
-
-Result<std::vector<OutputShard>> PlanOutputShards(const SourceCheckpoint& src,
-                                                  const QuantPlan& plan,
-                                                  const SchemeChoice& choice) {
-  std::vector<OutputShard> shards(src.files.shard_files().size());
-  for (size_t s = 0; s < shards.size(); ++s) shards[s].file = src.files.shard_files()[s];
-  for (size_t i = 0; i < src.tensors.size(); ++i) {
-    OutputShard& shard = shards[src.tensor_shard[i]];
-    const TensorMeta& t = src.tensors[i];
-    if (plan.tensors[i].action == TensorAction::kQuantize) {
-      for (OutputTensor& o : QuantizedTensors(t, i, choice)) {
-        shard.tensors.push_back(std::move(o));
-      }
-    } else {
-      shard.tensors.push_back({{t.name, t.dtype, t.shape}, i, std::nullopt});
-    }
-  }
-  for (OutputShard& shard : shards) {
-    std::vector<TensorSpec> specs;
-    for (const OutputTensor& o : shard.tensors) specs.push_back(o.spec);
-    SortLikeReference(specs);
-    // Reorder the output tensors to match the layout order.
-    std::vector<OutputTensor> ordered;
-    for (const TensorSpec& spec : specs) {
-      auto it = std::find_if(shard.tensors.begin(), shard.tensors.end(),
-                             [&](const OutputTensor& o) { return o.spec.name == spec.name; });
-      ordered.push_back(std::move(*it));
-    }
-    shard.tensors = std::move(ordered);
-    SPK_ASSIGN_OR_RETURN(shard.layout, SafetensorsLayout::Plan(std::move(specs)));
-  }
-  return shards;
-}
-
-struct WriteContext {
-  const SourceCheckpoint* src;
-  const SchemeChoice* choice;
-  int threads;
-  Progress* progress;
-  const std::atomic<bool>* cancel;
-  QuantMethod method = QuantMethod::kRtn;
-  Durability durability = Durability::kSynced;
-  std::map<size_t, float> global_scales;  // source tensor index -> weight_global_scale (NVFP4)
-};
-
-// Writes one block at its offset and, when the output must end up on disk, starts its writeback
-// at once: the disk then works while later blocks are computed, instead of all at the final fsync.
-Status WriteBlock(const WriteContext& ctx, WritableFile& out, uint64_t offset,
-                  std::span<const uint8_t> bytes) {
-  SPK_RETURN_IF_ERROR(out.WriteAt(offset, bytes));
-  if (ctx.durability == Durability::kSynced) out.StartWriteback(offset, bytes.size());
-  return Status::Ok();
-}
-
-Status CopyTensor(const WriteContext& ctx, const TensorEntry& entry,
-                  const SafetensorsReader& reader, WritableFile& out, uint64_t offset) {
-  uint64_t total = entry.nbytes();
-  size_t blocks = static_cast<size_t>((total + kBlockBytes - 1) / kBlockBytes);
-  return ParallelFor(
-      ctx.threads, blocks,
-      [&](size_t b) -> Status {
-        uint64_t begin = b * kBlockBytes;
-        std::vector<uint8_t> buf(std::min(kBlockBytes, total - begin));
-        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
-        SPK_RETURN_IF_ERROR(WriteBlock(ctx, out, offset + begin, buf));
-        ctx.progress->Advance(buf.size());
-        return Status::Ok();
-      },
-      ctx.cancel);
-}
-
-// Where each of a quantized weight's stored tensors starts in the output file, by role.
-class QuantizedOffsets {
- public:
-  uint64_t& operator[](TensorRole role) { return at_[static_cast<size_t>(role)]; }
-  uint64_t operator[](TensorRole role) const { return at_[static_cast<size_t>(role)]; }
-
- private:
-  std::array<uint64_t, kTensorRoleCount> at_{};
-};
 
 // Bytes of one stored row of `t` (its shape past the first dimension).
 uint64_t StoredRowBytes(const StoredTensor& t) {
@@ -158,161 +48,111 @@ uint64_t StoredRowBytes(const StoredTensor& t) {
   return n;
 }
 
-// Source rows per work item: about kBlockBytes, a multiple of the codec's row alignment.
+// Source rows per block: about kWriterBlockBytes, a multiple of the codec's row alignment (a
+// block scale covers 128 rows).
 int64_t RowsPerBlock(const WeightCodec& codec, uint64_t row_bytes) {
   const int64_t align = codec.RowAlignment();
-  const int64_t rows = std::max<int64_t>(1, kBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  const int64_t rows = std::max<int64_t>(1, kWriterBlockBytes / std::max<uint64_t>(row_bytes, 1));
   return std::max(align, rows / align * align);
 }
 
-Status QuantizeTensor(const WriteContext& ctx, const TensorEntry& entry,
-                      const SafetensorsReader& reader, WritableFile& out,
-                      const QuantizedOffsets& at, float global_scale) {
-  const QuantParams& qp = ctx.choice->params;
-  const WeightCodec& codec = *ctx.choice->scheme->codec;
+// Quantizes one weight: each block reads rows of the source weight, quantizes them and writes
+// their rows of every row-wise stored tensor (quant/codec.h RowBlockBytes); `finish` writes the
+// per-weight tensors: the original shape, the global scale, and the zero points, which pack
+// across rows and so wait for every block. The sink's tensors are `stored`, in its order.
+TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEntry& entry,
+                                const SchemeChoice& choice, QuantMethod method,
+                                const std::vector<StoredTensor>& stored, float global_scale) {
+  const QuantParams qp = choice.params;
+  const WeightCodec* codec = choice.scheme->codec;
   const int64_t rows = entry.shape[0], cols = entry.shape[1];
   const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(entry.dtype) / 8);
-  const std::vector<StoredTensor> stored = codec.Tensors(qp, entry.dtype, rows, cols);
   const StoredTensor* zp_tensor = FindRole(stored, TensorRole::kZeroPoint);
-  const int64_t groups = zp_tensor ? zp_tensor->shape[1] : 0;
-  const int64_t rows_per_block = RowsPerBlock(codec, row_bytes);
-  const size_t blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
-  std::vector<int32_t> zero_points(static_cast<size_t>(rows * groups));
+  const int64_t groups = zp_tensor != nullptr ? zp_tensor->shape[1] : 0;
+  const int64_t rows_per_block = RowsPerBlock(*codec, row_bytes);
+  // Filled row block by row block, packed and written by `finish`.
+  auto zero_points = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(rows * groups));
 
-  Status s = ParallelFor(
-      ctx.threads, blocks,
-      [&](size_t b) -> Status {
-        int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
-        int64_t n = std::min(rows_per_block, rows - r0);
-        std::vector<uint8_t> weight(static_cast<size_t>(n) * row_bytes);
-        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, r0 * row_bytes, weight));
-        // One buffer per row-wise stored tensor, holding this block's rows of it.
-        std::vector<std::vector<uint8_t>> parts(stored.size());
-        RowBlockBytes q;
-        for (size_t i = 0; i < stored.size(); ++i) {
-          const int64_t per_row = stored[i].weight_rows_per_row;
-          if (per_row == 0) continue;
-          parts[i].resize(
-              static_cast<size_t>((n + per_row - 1) / per_row * StoredRowBytes(stored[i])));
-          q[stored[i].role] = parts[i].data();
-        }
-        if (zp_tensor)
-          q[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(zero_points.data() + r0 * groups);
-        Status qs = codec.QuantizeRows(qp, ctx.method, entry.dtype, weight.data(), n, cols,
-                                       global_scale, q);
-        if (!qs.ok()) {
-          return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
-                                               entry.name, r0, r0 + n - 1, qs.message()));
-        }
-        for (size_t i = 0; i < stored.size(); ++i) {
-          if (parts[i].empty()) continue;
-          const uint64_t first_row = static_cast<uint64_t>(r0 / stored[i].weight_rows_per_row);
-          SPK_RETURN_IF_ERROR(WriteBlock(
-              ctx, out, at[stored[i].role] + first_row * StoredRowBytes(stored[i]), parts[i]));
-        }
-        ctx.progress->Advance(weight.size());
-        return Status::Ok();
-      },
-      ctx.cancel);
-  SPK_RETURN_IF_ERROR(s);
-  if (FindRole(stored, TensorRole::kShape) != nullptr) {
-    int64_t shape[2] = {rows, cols};
-    SPK_RETURN_IF_ERROR(
-        out.WriteAt(at[TensorRole::kShape], {reinterpret_cast<const uint8_t*>(shape), 16}));
-  }
-  if (FindRole(stored, TensorRole::kGlobalScale) != nullptr) {
-    SPK_RETURN_IF_ERROR(out.WriteAt(at[TensorRole::kGlobalScale],
-                                    {reinterpret_cast<const uint8_t*>(&global_scale), 4}));
-  }
-  if (zp_tensor == nullptr) return Status::Ok();
-  // Zero points pack across rows, so they are written once every row block is done.
-  std::vector<int32_t> zp_packed(static_cast<size_t>(zp_tensor->shape[0] * zp_tensor->shape[1]));
-  PackZeroPoints(qp.bits, zero_points.data(), rows, groups, zp_packed.data());
-  return out.WriteAt(at[TensorRole::kZeroPoint],
-                     {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4});
+  TensorProducer p;
+  p.blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
+  p.write_block = [=, &reader, &entry](size_t b, const TensorSink& out) -> Status {
+    int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
+    int64_t n = std::min(rows_per_block, rows - r0);
+    std::vector<uint8_t> weight(static_cast<size_t>(n) * row_bytes);
+    SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, r0 * row_bytes, weight));
+    // One buffer per row-wise stored tensor, holding this block's rows of it.
+    std::vector<std::vector<uint8_t>> parts(stored.size());
+    RowBlockBytes q;
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const int64_t per_row = stored[i].weight_rows_per_row;
+      if (per_row == 0) continue;
+      parts[i].resize(static_cast<size_t>((n + per_row - 1) / per_row) * StoredRowBytes(stored[i]));
+      q[stored[i].role] = parts[i].data();
+    }
+    if (groups > 0) {
+      q[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(zero_points->data() + r0 * groups);
+    }
+    Status qs =
+        codec->QuantizeRows(qp, method, entry.dtype, weight.data(), n, cols, global_scale, q);
+    if (!qs.ok()) {
+      return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
+                                           entry.name, r0, r0 + n - 1, qs.message()));
+    }
+    for (size_t i = 0; i < stored.size(); ++i) {
+      if (parts[i].empty()) continue;
+      const uint64_t first_row = static_cast<uint64_t>(r0 / stored[i].weight_rows_per_row);
+      SPK_RETURN_IF_ERROR(out.Write(i, first_row * StoredRowBytes(stored[i]), parts[i]));
+    }
+    out.Advance(weight.size());
+    return Status::Ok();
+  };
+  p.finish = [=](const TensorSink& out) -> Status {
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const StoredTensor& t = stored[i];
+      if (t.role == TensorRole::kShape) {
+        int64_t shape[2] = {rows, cols};
+        SPK_RETURN_IF_ERROR(out.Write(i, 0, {reinterpret_cast<const uint8_t*>(shape), 16}));
+      } else if (t.role == TensorRole::kGlobalScale) {
+        SPK_RETURN_IF_ERROR(
+            out.Write(i, 0, {reinterpret_cast<const uint8_t*>(&global_scale), sizeof(float)}));
+      } else if (t.role == TensorRole::kZeroPoint) {
+        std::vector<int32_t> zp_packed(static_cast<size_t>(t.shape[0] * t.shape[1]));
+        PackZeroPoints(qp.bits, zero_points->data(), rows, groups, zp_packed.data());
+        SPK_RETURN_IF_ERROR(out.Write(
+            i, 0, {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4}));
+      }
+    }
+    return Status::Ok();
+  };
+  return p;
 }
 
-// The first pass of a format with global scales (NVFP4): the absolute maximum of every quantized
-// weight, read block by block and never held, pooled over each fused set (q/k/v, gate/up; the
-// partners may sit in other shards), as the global scale of each source tensor index.
-Result<std::map<size_t, float>> ComputeGlobalScales(const WriteContext& ctx,
-                                                    const QuantPlan& plan) {
-  const SourceCheckpoint& src = *ctx.src;
-  std::vector<size_t> quantized;
+// Declares every output tensor: a quantized weight becomes the codec's stored tensors, any other
+// tensor is copied as it is, each into the output shard named like its source shard.
+void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
+                      const SchemeChoice& choice, QuantMethod method,
+                      const GlobalScales& global_scales, CheckpointWriter& writer) {
+  for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
   for (size_t i = 0; i < src.tensors.size(); ++i) {
-    if (plan.tensors[i].action == TensorAction::kQuantize) quantized.push_back(i);
-  }
-  std::map<std::string, float> set_absmax;
-  for (size_t i : quantized) {
-    const SafetensorsReader& reader = src.files.shard(src.tensor_shard[i]);
-    const TensorEntry& entry = *reader.header().Find(src.tensors[i].name);
-    const uint64_t total = entry.nbytes();
-    const size_t blocks = static_cast<size_t>((total + kBlockBytes - 1) / kBlockBytes);
-    std::vector<float> block_max(blocks, 0.0f);
-    SPK_RETURN_IF_ERROR(ParallelFor(
-        ctx.threads, blocks,
-        [&](size_t b) -> Status {
-          const uint64_t begin = b * kBlockBytes;
-          std::vector<uint8_t> buf(std::min(kBlockBytes, total - begin));
-          SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
-          block_max[b] =
-              AbsMaxOf(entry.dtype, buf.data(), buf.size() / (DTypeBits(entry.dtype) / 8));
-          return Status::Ok();
-        },
-        ctx.cancel));
-    float& m = set_absmax[GlobalScaleSetKey(entry.name)];
-    for (float v : block_max) m = std::max(m, v);
-  }
-  std::map<size_t, float> scales;
-  for (size_t i : quantized) {
     const TensorMeta& t = src.tensors[i];
-    scales[i] = NvFp4GlobalScale(set_absmax[GlobalScaleSetKey(t.name)], t.dtype);
-  }
-  return scales;
-}
-
-Status WriteShard(const WriteContext& ctx, const OutputShard& shard, FileSystem* fs,
-                  const std::string& path) {
-  SPK_ASSIGN_OR_RETURN(auto out, fs->CreateForWrite(path));
-  SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*out, shard.layout));
-  const SourceCheckpoint& src = *ctx.src;
-  for (const OutputTensor& o : shard.tensors) {
-    // A quantized weight is written once, when its packed tensor comes up.
-    if (o.role && *o.role != TensorRole::kPacked) continue;
-    const TensorMeta& meta = src.tensors[o.source_index];
-    const SafetensorsReader& reader = src.files.shard(src.tensor_shard[o.source_index]);
-    const TensorEntry* entry = reader.header().Find(meta.name);
-    if (!o.role) {
-      SPK_ASSIGN_OR_RETURN(uint64_t offset, shard.layout.AbsoluteOffset(o.spec.name));
-      SPK_RETURN_IF_ERROR(CopyTensor(ctx, *entry, reader, *out, offset));
-      continue;
-    }
-    QuantizedOffsets at;
-    for (const OutputTensor& part : shard.tensors) {
-      if (part.source_index != o.source_index || !part.role) continue;
-      SPK_ASSIGN_OR_RETURN(at[*part.role], shard.layout.AbsoluteOffset(part.spec.name));
-    }
-    const auto gs = ctx.global_scales.find(o.source_index);
-    SPK_RETURN_IF_ERROR(QuantizeTensor(ctx, *entry, reader, *out, at,
-                                       gs == ctx.global_scales.end() ? 0.0f : gs->second));
-  }
-  if (ctx.durability == Durability::kSynced) SPK_RETURN_IF_ERROR(out->Sync());
-  return out->Close();
-}
-
-Status WriteIndex(const std::vector<OutputShard>& shards, const std::string& dir) {
-  ShardIndex index;
-  for (const OutputShard& shard : shards) {
-    for (const TensorSpec& spec : shard.layout.tensors()) {
-      index.weight_map[spec.name] = shard.file;
-      index.total_size += shard.layout.TensorBytes(spec.name);
+    const size_t shard = src.tensor_shard[i];
+    const SafetensorsReader& reader = src.files.shard(shard);
+    const TensorEntry& entry = *reader.header().Find(t.name);
+    if (plan.tensors[i].action == TensorAction::kQuantize) {
+      std::vector<StoredTensor> stored =
+          choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1]);
+      writer.AddTensors(
+          shard, QuantizedTensorSpecs(t.name, stored),
+          QuantizeProducer(reader, entry, choice, method, stored, global_scales.For(i)));
+    } else {
+      writer.AddTensors(shard, {{t.name, t.dtype, t.shape}}, CopyTensorProducer(reader, entry));
     }
   }
-  return WriteWholeFile(dir + "/" + std::string(kShardIndexFileName), SerializeShardIndex(index));
 }
 
-Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const SchemeChoice& choice,
-                   const QuantizeOptions& options, const std::string& dir) {
+// The source's config.json with the quantization_config vLLM and compressed-tensors read.
+std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
+                            const SchemeChoice& choice, const QuantizeOptions& options) {
   nlohmann::ordered_json config = src.config.json;
   config["quantization_config"] =
       MakeQuantizationConfig(*choice.scheme, choice.params.group_size, plan.ignore_entries);
@@ -329,7 +169,7 @@ Status WriteConfig(const SourceCheckpoint& src, const QuantPlan& plan, const Sch
       {"version", kSparkulatorVersion}, {"scheme", options.scheme}, {"method", options.method}};
   if (IsDraft(plan.family.family))
     config["sparkulator"]["target_precision"] = options.target_precision;
-  return WriteWholeFile(dir + "/config.json", config.dump(2) + "\n");
+  return config.dump(2) + "\n";
 }
 
 Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
@@ -354,28 +194,6 @@ Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
 
 }  // namespace
 
-// Copies every other file of the source (tokenizer, generation config, chat template, remote code,
-// README) as it is; sub-folders are reported, not copied.
-Result<std::vector<std::string>> CopyOtherFiles(const std::string& src_dir,
-                                                const std::string& dst_dir,
-                                                std::vector<std::string>* warnings) {
-  SPK_ASSIGN_OR_RETURN(auto names, ListDirectory(src_dir));
-  std::vector<std::string> copied;
-  for (const std::string& name : names) {
-    if (name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors")) {
-      continue;
-    }
-    std::string from = src_dir + "/" + name;
-    if (IsDirectory(from)) {
-      warnings->push_back(fmt::format("{}: sub-folder not copied", from));
-      continue;
-    }
-    SPK_RETURN_IF_ERROR(CopyFile(from, dst_dir + "/" + name));
-    copied.push_back(name);
-  }
-  return copied;
-}
-
 Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
                                            Progress* progress, const std::atomic<bool>* cancel) {
   auto start = std::chrono::steady_clock::now();
@@ -393,47 +211,42 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   plan_options.scheme = choice.scheme;
   plan_options.group_size = choice.params.group_size;
   SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, plan_options));
-  SPK_ASSIGN_OR_RETURN(auto shards, PlanOutputShards(src, plan, choice));
+  uint64_t source_bytes = 0;
+  for (const TensorMeta& t : src.tensors) source_bytes += t.nbytes();
+  auto write = CheckpointWriterOptions::For(options.destination, options.force, options.threads,
+                                            options.durability, src.files.sharded());
+  write.progress = progress;
+  write.progress_label = "quantize";
+  write.cancel = cancel;
+  write.progress_total = source_bytes;
+  GlobalScales global_scales;
+  if (choice.scheme->codec->HasGlobalScale() && !options.dry_run) {
+    SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, options.threads, cancel));
+  }
+  CheckpointWriter writer(fs, std::move(write));
+  AddOutputTensors(src, plan, choice,
+                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
+                   global_scales, writer);
+  SPK_RETURN_IF_ERROR(writer.Plan());
 
   QuantizeSummary summary;
   summary.source_dir = src.dir;
   summary.destination = options.destination;
-  summary.shards = shards.size();
+  summary.shards = writer.shards();
   summary.tensors = src.tensors;
   summary.scheme = options.scheme;
   summary.warnings = src.files.warnings();
-  for (const TensorMeta& t : src.tensors) summary.source_tensor_bytes += t.nbytes();
-  for (const OutputShard& shard : shards) {
-    summary.output_tensor_bytes += shard.layout.file_size() - shard.layout.data_start();
-  }
+  summary.source_tensor_bytes = source_bytes;
+  summary.output_tensor_bytes = writer.tensor_bytes();
   if (options.dry_run) {
     summary.plan = std::move(plan);
     return summary;
   }
 
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
-                       AtomicOutputDir::Create(options.destination, options.force));
-  const int workers = std::min(ResolveThreadCount(options.threads), kMaxWorkers);
-  WriteContext ctx{&src,
-                   &choice,
-                   workers,
-                   progress,
-                   cancel,
-                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
-                   options.durability};
-  if (choice.scheme->codec->HasGlobalScale()) {
-    SPK_ASSIGN_OR_RETURN(ctx.global_scales, ComputeGlobalScales(ctx, plan));
-  }
-  progress->Start("quantize", summary.source_tensor_bytes);
-  for (const OutputShard& shard : shards) {
-    SPK_RETURN_IF_ERROR(WriteShard(ctx, shard, fs, out_dir.temp_path() + "/" + shard.file));
-  }
-  progress->Finish();
-  if (src.files.sharded()) SPK_RETURN_IF_ERROR(WriteIndex(shards, out_dir.temp_path()));
-  SPK_RETURN_IF_ERROR(WriteConfig(src, plan, choice, options, out_dir.temp_path()));
+  writer.AddFile("config.json", QuantizedConfig(src, plan, choice, options));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
-                       CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
-  SPK_RETURN_IF_ERROR(out_dir.Commit(options.durability));
+                       CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
+  SPK_RETURN_IF_ERROR(writer.Finish());
   summary.plan = std::move(plan);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

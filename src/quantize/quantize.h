@@ -2,12 +2,13 @@
 // checkpoint out.
 //
 // One tensor's path through this file: the plan (checkpoint/plan.h) says quantize or keep; the
-// output shard's header is computed up front from shapes and the scheme (OutputShard); then each
-// source tensor is read in row blocks, quantized by quant/rtn.h (or copied in chunks) and written
-// at its final offset. Memory stays bounded by the block size times the worker count, whatever the
-// checkpoint's size. The output is written into a temporary folder beside DST and renamed at the
-// end (io/atomic_dir.h), so a failed or interrupted run leaves nothing that looks like a
-// checkpoint. Output bytes do not depend on the thread count.
+// tensor is declared to the CheckpointWriter (safetensors/checkpoint_writer.h) as the scheme's
+// stored tensors with a producer that reads the source in row blocks and quantizes them with
+// quant/rtn.h, or as a copy; the writer computes every header up front, runs the producers on the
+// worker pool and writes each block at its final offset. Memory stays bounded by the block size
+// times the worker count, whatever the checkpoint's size. The output is written into a temporary
+// folder beside DST and renamed at the end, so a failed or interrupted run leaves nothing that
+// looks like a checkpoint. Output bytes do not depend on the thread count.
 //
 // Thread safety: QuantizeCheckpoint runs its own workers; call it from one thread.
 // Errors: InvalidInput/NotFound/AlreadyExists/Usage for bad input (exit 2), IoError for the file
@@ -59,13 +60,6 @@ struct QuantizeSummary {
   std::vector<std::string> warnings;
   double seconds = 0;
 };
-
-// Copies every file of `src_dir` other than config.json, the shard index and *.safetensors
-// (tokenizer, generation config, chat template, remote code, README) into `dst_dir`; sub-folders
-// are reported in `warnings`, not copied. Shared with `dequantize`. Returns the copied names.
-Result<std::vector<std::string>> CopyOtherFiles(const std::string& src_dir,
-                                                const std::string& dst_dir,
-                                                std::vector<std::string>* warnings);
 
 // `cancel`, when given, is polled between row blocks (Ctrl-C): the run stops with Status::Cancelled
 // and the temporary output folder is removed.

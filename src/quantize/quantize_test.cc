@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "checkpoint/example.h"
+#include "checkpoint/fault_test_util.h"
 #include "io/fault_injection.h"
 #include "io/file.h"
 #include "io/test_util.h"
@@ -28,15 +29,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// A small DFlash checkpoint: several tensors, row blocks and copied tensors.
-std::string MakeSource(const spk::testing::ScopedTempDir& dir) {
+// A small DFlash checkpoint: several tensors, row blocks and copied tensors; with `shards` > 1 an
+// index, and a tokenizer.json to copy.
+std::string MakeSource(const spk::testing::ScopedTempDir& dir, int shards = 1) {
   ExampleOptions options;
   options.dir = dir / "src";
+  options.shards = shards;
   options.hidden = 256;
   options.intermediate = 768;
   options.layers = 2;
   const Status s = WriteExampleCheckpoint(options, FileSystem::Default());
   EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(FileSystem::Default()->WriteFile(options.dir + "/tokenizer.json", "{}").ok());
   return options.dir;
 }
 
@@ -138,18 +142,17 @@ TEST(QuantizeTest, ReadErrorIsAnIoErrorAndLeavesNothing) {
 
 // Truncates the real file on disk to half its size once a few reads have gone through, as
 // another process truncating the source while we read it would.
-class TruncatingFileSystem final : public FileSystem {
+class TruncatingFileSystem final : public FileSystemWrapper {
  public:
   TruncatingFileSystem(std::string victim, int reads_before)
-      : victim_(std::move(victim)), reads_left_(reads_before) {}
+      : FileSystemWrapper(FileSystem::Default()),
+        victim_(std::move(victim)),
+        reads_left_(reads_before) {}
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
-    SPK_ASSIGN_OR_RETURN(auto file, FileSystem::Default()->OpenForRead(path));
+    SPK_ASSIGN_OR_RETURN(auto file, target()->OpenForRead(path));
     if (path != victim_) return file;
     return std::unique_ptr<RandomAccessFile>(new File(std::move(file), this));
-  }
-  Result<std::unique_ptr<WritableFile>> CreateForWrite(const std::string& path) override {
-    return FileSystem::Default()->CreateForWrite(path);
   }
 
  private:
@@ -206,6 +209,16 @@ TEST(QuantizeTest, RealSmallTmpfsFillsUpCleanly) {
             std::string::npos)
       << result.status().message();
   EXPECT_TRUE(left.empty()) << left.front();
+}
+
+// Faults at config.json, the index and tokenizer.json, reading the source or writing the output.
+TEST(QuantizeTest, FaultsAtConfigIndexAndCopiedFilesNameThePathAndLeaveNothing) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir, /*shards=*/2);
+  test_util::ExpectEachFileFaultFailsCleanly(
+      src, dir.path(), {"src"}, [&](FileSystem* fs, const std::string& dst) {
+        return QuantizeCheckpoint(Options(src, dst, 2), fs, nullptr).status();
+      });
 }
 
 }  // namespace

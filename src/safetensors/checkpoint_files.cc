@@ -2,8 +2,6 @@
 
 #include <set>
 
-#include "io/fs_util.h"
-
 namespace spk {
 namespace {
 
@@ -15,11 +13,11 @@ bool HasSafetensorsSuffix(const std::string& name) {
          name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
 }
 
-Result<std::vector<std::string>> SafetensorsFilesIn(const std::string& dir) {
-  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDirectory(dir));
+Result<std::vector<std::string>> SafetensorsFilesIn(FileSystem* fs, const std::string& dir) {
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs->ListDirectory(dir));
   std::vector<std::string> files;
   for (std::string& name : names) {
-    if (HasSafetensorsSuffix(name) && FileExists(dir + "/" + name))
+    if (HasSafetensorsSuffix(name) && fs->FileExists(dir + "/" + name))
       files.push_back(std::move(name));
   }
   return files;
@@ -28,14 +26,14 @@ Result<std::vector<std::string>> SafetensorsFilesIn(const std::string& dir) {
 }  // namespace
 
 Result<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(FileSystem* fs, const std::string& dir) {
-  if (!IsDirectory(dir)) return Status::NotFound("no such model folder: " + dir);
+  if (!fs->IsDirectory(dir)) return Status::NotFound("no such model folder: " + dir);
   SafetensorsCheckpoint ckpt;
   ckpt.dir_ = dir;
-  SPK_ASSIGN_OR_RETURN(std::vector<std::string> present, SafetensorsFilesIn(dir));
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> present, SafetensorsFilesIn(fs, dir));
 
   const std::string index_path = dir + "/" + std::string(kShardIndexFileName);
-  if (FileExists(index_path)) {
-    SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(index_path));
+  if (fs->FileExists(index_path)) {
+    SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(index_path));
     SPK_ASSIGN_OR_RETURN(ShardIndex index, ParseShardIndex(index_path, text));
     std::set<std::string> listed;
     for (const auto& [tensor, file] : index.weight_map) listed.insert(file);
@@ -48,7 +46,7 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(FileSystem* fs, const 
       }
     }
     ckpt.index_ = std::move(index);
-  } else if (FileExists(dir + "/" + std::string(kSingleFileName))) {
+  } else if (fs->FileExists(dir + "/" + std::string(kSingleFileName))) {
     ckpt.shard_files_ = {std::string(kSingleFileName)};
   } else if (present.size() == 1) {
     ckpt.shard_files_ = present;
@@ -69,7 +67,7 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(FileSystem* fs, const 
 Status SafetensorsCheckpoint::OpenShards(FileSystem* fs) {
   for (const std::string& file : shard_files_) {
     const std::string path = dir_ + "/" + file;
-    if (!FileExists(path)) {
+    if (!fs->FileExists(path)) {
       return Status::NotFound(path + " is named in " + std::string(kShardIndexFileName) +
                               " but does not exist; the checkpoint is incomplete");
     }

@@ -65,3 +65,18 @@ def test_dequantize_restores_a_speculators_config(spk, tmp_path):
     spk("dequantize", q, dq)
     assert json.loads((dq / "config.json").read_text()) == json.loads(
         (src / "config.json").read_text())
+
+
+def test_dequantize_threads_and_no_fsync_write_the_same_bytes(spk, tmp_path):
+    """--threads and --no-fsync (the CheckpointWriter's) change how the output is written, never what."""
+    src, q = tmp_path / "src", tmp_path / "q"
+    spk("example", src, "--family", "dflash", "--shards", "2")
+    spk("quantize", src, q)
+    spk("dequantize", q, tmp_path / "one", "--threads", "1")
+    spk("dequantize", q, tmp_path / "three", "--threads", "3", "--no-fsync")
+    one = {p.name: p.read_bytes() for p in (tmp_path / "one").iterdir()}
+    three = {p.name: p.read_bytes() for p in (tmp_path / "three").iterdir()}
+    assert len(one) >= 4 and one == three  # two shards, index, config, README, ...
+    assert not list(tmp_path.glob(".three.tmp-*")), "the temporary folder must be renamed away"
+    proc = spk("dequantize", q, tmp_path / "bad", "--threads", "x", expect=2)
+    assert "--threads" in proc.stderr

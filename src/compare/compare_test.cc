@@ -6,7 +6,8 @@
 #include <cmath>
 #include <limits>
 
-#include "check/compare.h"
+#include "compare/compare.h"
+#include "compare/report.h"
 
 namespace spk {
 namespace {

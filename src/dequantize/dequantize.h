@@ -3,14 +3,16 @@
 //
 // PackedModuleReader streams the dequantized rows of one quantized module (quant/rtn.h
 // DequantizeRows: exactly compressed-tensors' decompress); `compare` reads through it too.
-// DequantizeCheckpoint writes like `quantize` does: each output shard's header is planned up front
-// (safetensors/writer.h), tensors are dequantized in row blocks and written at their final offsets
-// (memory bounded by the block size), into a temporary folder renamed at the end
-// (io/atomic_dir.h). Output is deterministic.
+// DequantizeCheckpoint writes through the same CheckpointWriter as `quantize`
+// (safetensors/checkpoint_writer.h): headers planned up front, modules dequantized in row blocks on
+// the worker pool and written at their final offsets (memory bounded by the block size), fsynced
+// unless --no-fsync, into a temporary folder renamed at the end. Output is deterministic and does
+// not depend on the thread count.
 // Ownership: a PackedModuleReader points into the SourceCheckpoint it was opened on, which must
-// outlive it. Thread safety: one thread per reader; DequantizeCheckpoint runs on the calling
-// thread. Errors: InvalidInput naming the file and tensor for inconsistent tensors or an
-// unsupported scheme, NotFound/AlreadyExists for paths, IoError for the file system.
+// outlive it. Thread safety: ReadRows may be called from several threads at once, each with its own
+// RowBlock; DequantizeCheckpoint runs its own workers, call it from one thread. Errors:
+// InvalidInput naming the file and tensor for inconsistent tensors or an unsupported scheme,
+// NotFound/AlreadyExists for paths, IoError for the file system.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +71,9 @@ struct DequantizeOptions {
   std::string source;       // quantized checkpoint: folder or org/name in the HF cache
   std::string destination;  // must not exist (or be empty) unless force
   bool force = false;
+  int threads = 0;  // 0: all cores
+  // kPageCache (--no-fsync) skips every fsync; the rename stays atomic.
+  Durability durability = Durability::kSynced;
 };
 
 struct DequantizeSummary {

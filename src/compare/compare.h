@@ -2,14 +2,13 @@
 // layer, and what that does to each layer's output.
 //
 // For every module stored as weight_packed in QUANTIZED, its source weight W (SRC's
-// <module>.weight) and the dequantized weight W' (check/dequantize.h, exactly compressed-tensors'
-// decompress) are streamed in row blocks (memory bounded by the block size) to give: relative
-// Frobenius error
-// ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error, the fraction of weights the
-// quantizer clipped (|w/s + zp| beyond the integer range by more than half a step), and the
-// relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from a fixed seed
-// (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers come worst
-// first. Reports: JSON, text, and a self-contained HTML page with inline SVG charts (no script).
+// <module>.weight) and the dequantized weight W' (dequantize/dequantize.h, exactly
+// compressed-tensors' decompress) are streamed in row blocks (memory bounded by the block size) to
+// give: relative Frobenius error ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error,
+// the fraction of weights the quantizer clipped (|w/s + zp| beyond the integer range by more than
+// half a step), and the relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from
+// a fixed seed (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers
+// come worst first. compare/report.h renders the reports.
 //
 // With a second quantized checkpoint Q2 of the same source (e.g. `--method rtn` and `--method
 // search`), CompareGain runs CompareCheckpoints on each and joins the two reports by module: every
@@ -26,7 +25,6 @@
 #pragma once
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -73,11 +71,6 @@ struct CompareReport {
 
 Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options);
 
-// `with_paths` false leaves out the two folder paths (golden files).
-nlohmann::ordered_json CompareReportToJson(const CompareReport& report, bool with_paths = true);
-std::string RenderCompareReport(const CompareReport& report, size_t top = 20);
-std::string CompareReportHtml(const CompareReport& report);
-
 // One module of two quantized outputs Q and Q2 of the same source.
 struct LayerGain {
   LayerError q, q2;
@@ -104,9 +97,5 @@ Result<GainReport> CompareGain(FileSystem* fs, const CompareOptions& options,
                                const std::string& quantized2);
 // The join itself (consumes both reports); InvalidInput when the module sets differ.
 Result<GainReport> JoinCompareReports(CompareReport q, CompareReport q2);
-
-nlohmann::ordered_json GainReportToJson(const GainReport& report, bool with_paths = true);
-std::string RenderGainReport(const GainReport& report, size_t top = 20);
-std::string GainReportHtml(const GainReport& report);
 
 }  // namespace spk

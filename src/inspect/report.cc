@@ -1,10 +1,11 @@
-#include "quantize/report.h"
+#include "inspect/report.h"
 
 #include <fmt/format.h>
 
 #include <map>
 
 #include "checkpoint/quant_config.h"
+#include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
 
 namespace spk {
@@ -78,32 +79,6 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
 }
 
 }  // namespace
-
-// The serving recipe of docs/vllm.md for the checkpoint at `path`.
-std::string ServeLine(const FamilyDetection& family, const std::string& path,
-                      const std::string& target) {
-  const int k = family.num_speculative_tokens;
-  switch (family.family) {
-    case ModelFamily::kDFlash:
-      return fmt::format(
-          "vllm serve {} --max-num-seqs 4 --max-num-batched-tokens 8192 --speculative-config "
-          "'{{\"method\":\"dflash\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
-          target, path, k);
-    case ModelFamily::kEagle3:
-      return fmt::format(
-          "vllm serve {} --speculative-config "
-          "'{{\"method\":\"eagle3\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
-          target, path, k);
-    case ModelFamily::kMtp:
-      return fmt::format(
-          "vllm serve {} --speculative-config "
-          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":{}}}'",
-          path, k);
-    case ModelFamily::kLlm:
-      return fmt::format("vllm serve {}", path);
-  }
-  return "";
-}
 
 Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
   const QuantPlan& plan = s.plan;

@@ -1,24 +1,20 @@
-#include "check/dequantize.h"
+#include "dequantize/dequantize.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
+#include <deque>
 
+#include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
-#include "io/atomic_dir.h"
-#include "io/fs_util.h"
 #include "quant/pack_quantized.h"
 #include "quant/rtn.h"
-#include "quantize/quantize.h"
-#include "safetensors/index.h"
-#include "safetensors/writer.h"
+#include "safetensors/checkpoint_writer.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
 namespace {
 
-constexpr uint64_t kBlockBytes = 4u << 20;
 constexpr std::string_view kPacked = kPackedSuffix;
 
 // A tensor the codec stores beside weight_packed (weight_scale, weight_shape, ...).
@@ -34,7 +30,8 @@ std::string ModuleOfAux(const std::string& name) { return name.substr(0, name.rf
 }  // namespace
 
 int64_t RowsPerBlock(int64_t cols) {
-  return std::max<int64_t>(1, static_cast<int64_t>(kBlockBytes / (4 * std::max<int64_t>(cols, 1))));
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(kWriterBlockBytes / (4 * std::max<int64_t>(cols, 1))));
 }
 
 Result<PackedModuleReader> PackedModuleReader::Open(const SourceCheckpoint& ckpt,
@@ -145,32 +142,32 @@ Status PackedModuleReader::ReadRows(int64_t r0, int64_t n, RowBlock* block) cons
 
 namespace {
 
-struct OutputTensor {
-  TensorSpec spec;
-  std::string source;  // tensor to copy, or the module to dequantize
-  bool dequantize = false;
-};
-
-Status CopyTensorBytes(const SafetensorsReader& reader, const TensorEntry& entry, WritableFile& out,
-                       uint64_t offset) {
-  for (uint64_t begin = 0; begin < entry.nbytes(); begin += kBlockBytes) {
-    std::vector<uint8_t> buf(std::min(kBlockBytes, entry.nbytes() - begin));
-    SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
-    SPK_RETURN_IF_ERROR(out.WriteAt(offset + begin, buf));
-  }
-  return Status::Ok();
-}
-
-Status WriteDequantized(const PackedModuleReader& module, WritableFile& out, uint64_t offset) {
+// Dequantizes one module in row blocks into its dense <module>.weight (the sink's tensor 0).
+TensorProducer DequantizeProducer(const PackedModuleReader& module) {
   const int64_t step = RowsPerBlock(module.cols());
   const uint64_t row_bytes = static_cast<uint64_t>(module.cols()) * DTypeBits(module.dtype()) / 8;
-  PackedModuleReader::RowBlock block;
-  for (int64_t r0 = 0; r0 < module.rows(); r0 += step) {
-    int64_t n = std::min(step, module.rows() - r0);
-    SPK_RETURN_IF_ERROR(module.ReadRows(r0, n, &block));
-    SPK_RETURN_IF_ERROR(out.WriteAt(offset + static_cast<uint64_t>(r0) * row_bytes, block.bytes));
+  TensorProducer p;
+  p.blocks = static_cast<size_t>((module.rows() + step - 1) / step);
+  p.write_block = [&module, step, row_bytes](size_t b, const TensorSink& out) -> Status {
+    const int64_t r0 = static_cast<int64_t>(b) * step;
+    PackedModuleReader::RowBlock block;
+    SPK_RETURN_IF_ERROR(module.ReadRows(r0, std::min(step, module.rows() - r0), &block));
+    return out.Write(0, static_cast<uint64_t>(r0) * row_bytes, block.bytes);
+  };
+  return p;
+}
+
+// config.json as it was before quantize: without everything quantize added, the scheme (also
+// inside a speculators draft's transformer_layer_config) and its own provenance record.
+std::string DenseConfig(const SourceCheckpoint& src) {
+  nlohmann::ordered_json config = src.config.json;
+  config.erase("quantization_config");
+  config.erase("sparkulator");
+  if (auto layer = config.find("transformer_layer_config");
+      layer != config.end() && layer->is_object()) {
+    layer->erase("quantization_config");
   }
-  return Status::Ok();
+  return config.dump(2) + "\n";
 }
 
 }  // namespace
@@ -188,76 +185,38 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   summary.destination = options.destination;
   summary.warnings = src.files.warnings();
 
-  // Plan every output shard: weight_packed becomes <module>.weight, its aux tensors go away.
-  std::vector<std::vector<OutputTensor>> shards(src.files.num_shards());
-  std::vector<SafetensorsLayout> layouts;
-  std::vector<PackedModuleReader> modules;
-  std::map<std::string, size_t> module_index;
+  CheckpointWriter writer(
+      fs, CheckpointWriterOptions::For(options.destination, options.force, options.threads,
+                                       options.durability, src.files.sharded()));
+  for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
+  // weight_packed becomes <module>.weight, its aux tensors go away, every other tensor is copied.
+  // A deque keeps each reader where its producer points while more are added.
+  std::deque<PackedModuleReader> modules;
   for (size_t i = 0; i < src.tensors.size(); ++i) {
     const TensorMeta& t = src.tensors[i];
-    auto& shard = shards[src.tensor_shard[i]];
+    const size_t shard = src.tensor_shard[i];
     if (t.name.ends_with(kPacked)) {
       std::string module = t.name.substr(0, t.name.size() - kPacked.size());
-      SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(src, module, scheme));
-      shard.push_back(
-          {{module + ".weight", reader.dtype(), {reader.rows(), reader.cols()}}, module, true});
-      module_index[module] = modules.size();
+      SPK_ASSIGN_OR_RETURN(PackedModuleReader reader,
+                           PackedModuleReader::Open(src, module, scheme));
       modules.push_back(std::move(reader));
+      const PackedModuleReader& m = modules.back();
+      writer.AddTensors(shard, {{module + ".weight", m.dtype(), {m.rows(), m.cols()}}},
+                        DequantizeProducer(m));
+      ++summary.dequantized_modules;
     } else if (!IsQuantAux(*scheme.scheme->codec, t.name) ||
                !src.files.Find(ModuleOfAux(t.name) + std::string(kPacked))) {
-      shard.push_back({{t.name, t.dtype, t.shape}, t.name, false});
+      const SafetensorsReader& reader = src.files.shard(shard);
+      writer.AddTensors(shard, {{t.name, t.dtype, t.shape}},
+                        CopyTensorProducer(reader, *reader.header().Find(t.name)));
+      ++summary.copied_tensors;
     }
   }
-  for (auto& shard : shards) {
-    std::vector<TensorSpec> specs;
-    for (const OutputTensor& o : shard) specs.push_back(o.spec);
-    SortLikeReference(specs);
-    SPK_ASSIGN_OR_RETURN(auto layout, SafetensorsLayout::Plan(std::move(specs)));
-    layouts.push_back(std::move(layout));
-  }
-
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out_dir,
-                       AtomicOutputDir::Create(options.destination, options.force));
-  ShardIndex index;
-  for (size_t s = 0; s < shards.size(); ++s) {
-    const std::string& file = src.files.shard_files()[s];
-    SPK_ASSIGN_OR_RETURN(auto out, fs->CreateForWrite(out_dir.temp_path() + "/" + file));
-    SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*out, layouts[s]));
-    for (const OutputTensor& o : shards[s]) {
-      SPK_ASSIGN_OR_RETURN(uint64_t offset, layouts[s].AbsoluteOffset(o.spec.name));
-      index.weight_map[o.spec.name] = file;
-      index.total_size += layouts[s].TensorBytes(o.spec.name);
-      if (o.dequantize) {
-        SPK_RETURN_IF_ERROR(WriteDequantized(modules[module_index[o.source]], *out, offset));
-        ++summary.dequantized_modules;
-      } else {
-        auto located = src.files.Find(o.source);
-        SPK_RETURN_IF_ERROR(
-            CopyTensorBytes(src.files.shard(located->shard), *located->entry, *out, offset));
-        ++summary.copied_tensors;
-      }
-    }
-    SPK_RETURN_IF_ERROR(out->Sync());
-    SPK_RETURN_IF_ERROR(out->Close());
-  }
-  if (src.files.sharded()) {
-    SPK_RETURN_IF_ERROR(WriteWholeFile(out_dir.temp_path() + "/" + std::string(kShardIndexFileName),
-                                       SerializeShardIndex(index)));
-  }
-  nlohmann::ordered_json config = src.config.json;
-  // Everything quantize added: the scheme (also inside a speculators draft's
-  // transformer_layer_config) and its own provenance record.
-  config.erase("quantization_config");
-  config.erase("sparkulator");
-  if (auto layer = config.find("transformer_layer_config");
-      layer != config.end() && layer->is_object()) {
-    layer->erase("quantization_config");
-  }
-  SPK_RETURN_IF_ERROR(WriteWholeFile(out_dir.temp_path() + "/config.json", config.dump(2) + "\n"));
+  writer.AddFile("config.json", DenseConfig(src));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
-                       CopyOtherFiles(src.dir, out_dir.temp_path(), &summary.warnings));
-  SPK_RETURN_IF_ERROR(out_dir.Commit());
-  summary.shards = shards.size();
+                       CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
+  SPK_RETURN_IF_ERROR(writer.Finish());
+  summary.shards = writer.shards();
   return summary;
 }
 

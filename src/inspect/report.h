@@ -1,5 +1,6 @@
 // What `inspect` and `quantize --json` tell a user: the tensors, the detected family, the plan with
-// its reasons, the sizes before and after, and the `vllm serve` line that fits the checkpoint.
+// its reasons, the sizes before and after, and the `vllm serve` line that fits the checkpoint
+// (checkpoint/serve_line.h).
 //
 // Builds plain JSON values (for --json) and renders them as text; no I/O beyond what the callers
 // pass. Thread-safe (pure functions). Errors: InspectCheckpoint returns the errors of opening the
@@ -21,12 +22,6 @@ nlohmann::ordered_json PlanReport(const QuantizeSummary& summary, bool with_tens
 // Inspect: for an unquantized checkpoint, what `quantize` with these options would do; for a
 // compressed-tensors checkpoint, its scheme and which modules are quantized.
 Result<nlohmann::ordered_json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs);
-
-// The `vllm serve` line of docs/vllm.md ("Serving") for a checkpoint of `family` at `path`, served
-// with `target` (drafts), with the draft's num_speculative_tokens (FamilyDetection); shared by
-// inspect, quantize and check.
-std::string ServeLine(const FamilyDetection& family, const std::string& path,
-                      const std::string& target);
 
 // Human-readable rendering of either report.
 std::string RenderReport(const nlohmann::ordered_json& report, bool with_tensors);

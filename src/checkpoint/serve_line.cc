@@ -1,0 +1,32 @@
+#include "checkpoint/serve_line.h"
+
+#include <fmt/format.h>
+
+namespace spk {
+
+std::string ServeLine(const FamilyDetection& family, const std::string& path,
+                      const std::string& target) {
+  const int k = family.num_speculative_tokens;
+  switch (family.family) {
+    case ModelFamily::kDFlash:
+      return fmt::format(
+          "vllm serve {} --max-num-seqs 4 --max-num-batched-tokens 8192 --speculative-config "
+          "'{{\"method\":\"dflash\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+          target, path, k);
+    case ModelFamily::kEagle3:
+      return fmt::format(
+          "vllm serve {} --speculative-config "
+          "'{{\"method\":\"eagle3\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+          target, path, k);
+    case ModelFamily::kMtp:
+      return fmt::format(
+          "vllm serve {} --speculative-config "
+          "'{{\"method\":\"mtp\",\"num_speculative_tokens\":{}}}'",
+          path, k);
+    case ModelFamily::kLlm:
+      return fmt::format("vllm serve {}", path);
+  }
+  return "";
+}
+
+}  // namespace spk

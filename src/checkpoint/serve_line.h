@@ -1,0 +1,19 @@
+// The `vllm serve` command line that fits a checkpoint, as docs/vllm.md ("Serving") gives it for
+// each family: a draft is served beside its target with a --speculative-config, MTP layers inside
+// their own model, a plain LLM alone. inspect, quantize --json and check print it.
+//
+// A pure function over values; thread-safe. No errors: every family has a line.
+#pragma once
+
+#include <string>
+
+#include "checkpoint/family.h"
+
+namespace spk {
+
+// The line for a checkpoint of `family` at `path`, served with `target` (drafts), with the draft's
+// num_speculative_tokens (FamilyDetection).
+std::string ServeLine(const FamilyDetection& family, const std::string& path,
+                      const std::string& target);
+
+}  // namespace spk

@@ -1,0 +1,208 @@
+#include "safetensors/checkpoint_writer.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "base/parallel.h"
+#include "io/atomic_dir.h"
+#include "safetensors/index.h"
+
+namespace spk {
+namespace {
+
+// Cap on the bytes all workers hold at once (a block of source data plus what a producer makes of
+// it, about 1.5 blocks each), so that peak memory stays far below the 384 MiB budget on machines
+// with many cores, whatever --threads says and whatever the checkpoint's size.
+constexpr uint64_t kMaxBytesInFlight = 192u << 20;
+constexpr int kMaxWorkers = static_cast<int>(kMaxBytesInFlight / (kWriterBlockBytes * 3 / 2));
+
+// Creates the folders of `name` ("a/b/c.json": a and a/b) under `root`, those that exist already
+// too.
+Status CreateParentFolders(FileSystem* fs, const std::string& root, const std::string& name) {
+  for (size_t slash = name.find('/'); slash != std::string::npos;
+       slash = name.find('/', slash + 1)) {
+    Status made = fs->CreateDirectory(root + "/" + name.substr(0, slash));
+    if (!made.ok() && made.code() != StatusCode::kAlreadyExists) return made;
+  }
+  return Status::Ok();
+}
+
+Status WithTensor(const Status& s, const std::string& tensor) {
+  return Status(s.code(), "tensor '" + tensor + "': " + s.message());
+}
+
+}  // namespace
+
+Status TensorSink::Write(size_t tensor, uint64_t offset, std::span<const uint8_t> bytes) const {
+  if (tensor >= targets_.size()) {
+    return Status::Internal(dst_file_ + ": a producer wrote to tensor #" + std::to_string(tensor) +
+                            " of " + std::to_string(targets_.size()));
+  }
+  const Target& t = targets_[tensor];
+  if (offset > t.nbytes || bytes.size() > t.nbytes - offset) {
+    return Status::Internal(dst_file_ + ": tensor '" + t.spec->name + "': a write of " +
+                            std::to_string(bytes.size()) + " bytes at " + std::to_string(offset) +
+                            " runs past its " + std::to_string(t.nbytes) + " bytes");
+  }
+  Status written = file_->WriteAt(t.offset + offset, bytes);
+  if (!written.ok()) return WithTensor(written, t.spec->name);
+  // Start the block's writeback at once: the disk then works while later blocks are computed,
+  // instead of all at the final fsync.
+  if (start_writeback_) file_->StartWriteback(t.offset + offset, bytes.size());
+  return Status::Ok();
+}
+
+void TensorSink::Advance(uint64_t units) const {
+  if (progress_ != nullptr) progress_->Advance(units);
+}
+
+TensorProducer CopyTensorProducer(const SafetensorsReader& reader, const TensorEntry& entry) {
+  const uint64_t total = entry.nbytes();
+  TensorProducer p;
+  p.blocks = static_cast<size_t>((total + kWriterBlockBytes - 1) / kWriterBlockBytes);
+  p.write_block = [&reader, &entry, total](size_t b, const TensorSink& out) -> Status {
+    const uint64_t begin = b * kWriterBlockBytes;
+    std::vector<uint8_t> buf(std::min(kWriterBlockBytes, total - begin));
+    Status read = reader.ReadTensorBytes(entry, begin, buf);
+    if (!read.ok()) return WithTensor(read, entry.name);
+    SPK_RETURN_IF_ERROR(out.Write(0, begin, buf));
+    out.Advance(buf.size());
+    return Status::Ok();
+  };
+  return p;
+}
+
+CheckpointWriter::CheckpointWriter(FileSystem* fs, CheckpointWriterOptions options)
+    : fs_(fs), options_(std::move(options)) {}
+
+CheckpointWriter::~CheckpointWriter() = default;  // Finish never leaves a temporary folder
+
+Status CheckpointWriter::SetError(Status status) {
+  if (status_.ok()) status_ = status;
+  return status_;
+}
+
+size_t CheckpointWriter::AddShard(std::string file_name) {
+  shards_.push_back({std::move(file_name), {}, {}, std::nullopt});
+  return shards_.size() - 1;
+}
+
+void CheckpointWriter::AddTensors(size_t shard, std::vector<TensorSpec> tensors,
+                                  TensorProducer producer) {
+  if (!status_.ok()) return;
+  if (planned_ || closed_ || shard >= shards_.size() || !producer.write_block) {
+    SetError(Status::Internal("CheckpointWriter::AddTensors: " +
+                              (tensors.empty() ? std::string("no tensor") : tensors[0].name) +
+                              ": after Plan/Finish, an unknown shard or no producer"));
+    return;
+  }
+  Shard& s = shards_[shard];
+  s.groups.push_back({s.tensors.size(), tensors.size(), std::move(producer)});
+  for (TensorSpec& t : tensors) s.tensors.push_back(std::move(t));
+}
+
+void CheckpointWriter::AddFile(std::string name, std::string contents) {
+  files_.push_back({std::move(name), std::move(contents), {}});
+}
+
+void CheckpointWriter::AddCopy(std::string source_path, std::string name) {
+  files_.push_back({std::move(name), {}, std::move(source_path)});
+}
+
+Status CheckpointWriter::Plan() {
+  if (!status_.ok() || planned_) return status_;
+  for (Shard& shard : shards_) {
+    std::vector<TensorSpec> specs = shard.tensors;
+    SortLikeReference(specs);
+    auto layout = SafetensorsLayout::Plan(std::move(specs));
+    if (!layout.ok()) {
+      return SetError(Status(layout.status().code(), options_.destination + "/" + shard.file +
+                                                         ": " + layout.status().message()));
+    }
+    shard.layout = std::move(*layout);
+  }
+  planned_ = true;
+  return Status::Ok();
+}
+
+uint64_t CheckpointWriter::tensor_bytes() const {
+  uint64_t total = 0;
+  for (const Shard& shard : shards_) {
+    total += shard.layout->file_size() - shard.layout->data_start();
+  }
+  return total;
+}
+
+Status CheckpointWriter::Finish() {
+  if (closed_ && status_.ok()) {
+    return SetError(Status::Internal("CheckpointWriter::Finish after Finish or Abandon for " +
+                                     options_.destination));
+  }
+  SPK_RETURN_IF_ERROR(Plan());
+  closed_ = true;
+  return SetError(WriteAll());
+}
+
+void CheckpointWriter::Abandon() {
+  if (!closed_)
+    SetError(Status::Cancelled("the output " + options_.destination + " was abandoned"));
+  closed_ = true;
+}
+
+// Everything lands in the temporary folder of `out`, which removes it on every early return.
+Status CheckpointWriter::WriteAll() {
+  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out,
+                       AtomicOutputDir::Create(fs_, options_.destination, options_.force));
+  const int workers = std::min(ResolveThreadCount(options_.threads), kMaxWorkers);
+  if (options_.progress) options_.progress->Start(options_.progress_label, options_.progress_total);
+  for (const Shard& shard : shards_) {
+    SPK_RETURN_IF_ERROR(WriteShard(shard, out.temp_path(), workers));
+  }
+  if (options_.progress) options_.progress->Finish();
+  if (options_.write_index) SPK_RETURN_IF_ERROR(WriteIndex(out.temp_path()));
+  for (const ExtraFile& f : files_) {
+    SPK_RETURN_IF_ERROR(CreateParentFolders(fs_, out.temp_path(), f.name));
+    const std::string path = out.temp_path() + "/" + f.name;
+    SPK_RETURN_IF_ERROR(f.source_path.empty() ? fs_->WriteFile(path, f.contents)
+                                              : fs_->CopyFile(f.source_path, path));
+  }
+  return out.Commit(options_.durability);
+}
+
+Status CheckpointWriter::WriteShard(const Shard& shard, const std::string& dir, int workers) {
+  const std::string path = dir + "/" + shard.file;
+  SPK_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file, fs_->CreateForWrite(path));
+  SPK_RETURN_IF_ERROR(WriteSafetensorsHeader(*file, *shard.layout));
+  const bool synced = options_.durability == Durability::kSynced;
+  for (const Group& group : shard.groups) {
+    TensorSink sink;
+    sink.file_ = file.get();
+    sink.dst_file_ = options_.destination + "/" + shard.file;
+    sink.start_writeback_ = synced;
+    sink.progress_ = options_.progress;
+    for (size_t i = group.first_tensor; i < group.first_tensor + group.count; ++i) {
+      const TensorSpec& spec = shard.tensors[i];
+      SPK_ASSIGN_OR_RETURN(uint64_t offset, shard.layout->AbsoluteOffset(spec.name));
+      sink.targets_.push_back({&spec, offset, shard.layout->TensorBytes(spec.name)});
+    }
+    const TensorProducer& p = group.producer;
+    SPK_RETURN_IF_ERROR(ParallelFor(
+        workers, p.blocks, [&](size_t b) { return p.write_block(b, sink); }, options_.cancel));
+    if (p.finish) SPK_RETURN_IF_ERROR(p.finish(sink));
+  }
+  if (synced) SPK_RETURN_IF_ERROR(file->Sync());
+  return file->Close();
+}
+
+Status CheckpointWriter::WriteIndex(const std::string& dir) {
+  ShardIndex index;
+  for (const Shard& shard : shards_) {
+    for (const TensorSpec& spec : shard.layout->tensors()) {
+      index.weight_map[spec.name] = shard.file;
+      index.total_size += shard.layout->TensorBytes(spec.name);
+    }
+  }
+  return fs_->WriteFile(dir + "/" + std::string(kShardIndexFileName), SerializeShardIndex(index));
+}
+
+}  // namespace spk
