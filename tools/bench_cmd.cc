@@ -37,6 +37,7 @@ struct BenchFlags {
   std::string json_path, svg_path;
   std::vector<std::string> report_files;
   std::string report_json;
+  std::string port_range;
 };
 
 Result<std::vector<size_t>> ParseLengths(const std::string& text) {
@@ -94,6 +95,18 @@ int RunMain(bench::BenchConfig config, const BenchFlags& flags) {
   auto lengths = ParseLengths(flags.prompt_lengths);
   if (!lengths.ok()) return ReportError(lengths.status());
   config.prompt_lengths = *lengths;
+  if (!flags.port_range.empty()) {
+    int first = 0, last = 0;
+    char dash = 0;
+    std::istringstream in(flags.port_range);
+    if (!(in >> first >> dash >> last) || dash != '-' || first < 1 || last > 65535 ||
+        first > last) {
+      return ReportError(Status::Usage("--port-range: '" + flags.port_range +
+                                       "' is not FIRST-LAST (e.g. 18130-18139)"));
+    }
+    config.port_first = first;
+    config.port_last = last;
+  }
 
   struct sigaction action {};
   action.sa_handler = OnSigint;
@@ -173,6 +186,8 @@ void AddBenchCommand(CLI::App& app, CommandBody* run) {
       ->capture_default_str();
   sub->add_option("--log-dir", config->log_dir, "Folder for launched servers' logs (kept)")
       ->capture_default_str();
+  sub->add_option("--port-range", flags->port_range,
+                  "Ports for launched servers' {port}, FIRST-LAST (default: any free port)");
   sub->add_flag("--start-reversed", config->start_reversed,
                 "Start the ABBA schedule with the last arm (alternate this between machines)");
   sub->add_option("--noisy-mad", config->noisy_relative_mad,

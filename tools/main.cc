@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   spk::cli::AddExampleCommand(app, &run);
   spk::cli::AddVersionCommand(app, &run);
   spk::cli::AddBenchCommand(app, &run);
+  spk::cli::AddCardCommand(app, &run);
 
   try {
     app.parse(argc, argv);

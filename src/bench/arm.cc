@@ -1,5 +1,7 @@
 #include "bench/arm.h"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -96,20 +98,33 @@ Result<ArmSpec> ParseArmSpec(std::string_view text) {
   return arm;
 }
 
-Result<int> FindFreePort() {
+// Binds 127.0.0.1:`port` (0: any) and releases it; the port bound, or -1 when it is taken.
+Result<int> TryBindLoopback(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status::IoError(std::string("socket: ") + std::strerror(errno));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(addr);
   if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
     ::close(fd);
+    if (port != 0 && errno == EADDRINUSE) return -1;
     return Status::IoError(std::string("cannot find a free port: ") + std::strerror(errno));
   }
   ::close(fd);
   return static_cast<int>(ntohs(addr.sin_port));
+}
+
+Result<int> FindFreePort(int first, int last) {
+  if (first == 0) return TryBindLoopback(0);
+  for (int port = first; port <= last; ++port) {
+    SPK_ASSIGN_OR_RETURN(int bound, TryBindLoopback(port));
+    if (bound > 0) return bound;
+  }
+  return Status::Unavailable(
+      fmt::format("no free port in --port-range {}-{} on 127.0.0.1", first, last));
 }
 
 LaunchedServer::~LaunchedServer() { Stop(); }

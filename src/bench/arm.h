@@ -38,8 +38,9 @@ Result<ArmSpec> ParseArmSpec(std::string_view text);
 // \`, a backslash outside quotes escapes the next character.
 Result<std::vector<std::string>> SplitCommandLine(std::string_view line);
 
-// A free TCP port on 127.0.0.1 (bound and released; another process could take it, rarely).
-Result<int> FindFreePort();
+// A free TCP port on 127.0.0.1 (bound and released; another process could take it, rarely): any
+// when `first` is 0, else the first free one in [first, last].
+Result<int> FindFreePort(int first = 0, int last = 0);
 
 class LaunchedServer {
  public:
@@ -66,6 +67,8 @@ class LaunchedServer {
   // The last `max_bytes` of the log, for error messages.
   std::string LogTail(size_t max_bytes = 4000) const;
   const std::string& log_path() const { return log_path_; }
+  // The process group of the server (its leader's pid), or -1 when it is not running.
+  pid_t process_group() const { return pid_; }
   std::string ExitDescription() const { return exit_description_; }
 
  private:

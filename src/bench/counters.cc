@@ -25,6 +25,19 @@ std::string_view CounterBaseName(std::string_view name) {
   return {};
 }
 
+// Mean of the series of one gauge over its label sets.
+struct GaugeMean {
+  double sum = 0;
+  int n = 0;
+  void Add(double v) {
+    sum += v;
+    ++n;
+  }
+  std::optional<double> Value() const {
+    return n > 0 ? std::optional<double>(sum / n) : std::nullopt;
+  }
+};
+
 }  // namespace
 
 SpecCounters SpecCounters::operator-(const SpecCounters& before) const {
@@ -52,7 +65,14 @@ MetricsSnapshot ExtractMetrics(const std::vector<http::MetricSample>& samples) {
   MetricsSnapshot snapshot;
   SpecCounters spec;
   bool any_spec = false;
+  GaugeMean accept_length, accept_rate;
   for (const http::MetricSample& s : samples) {
+    if (s.name == "sglang:num_running_reqs") {
+      snapshot.requests_running = snapshot.requests_running.value_or(0) + s.value;
+      continue;
+    }
+    if (s.name == "sglang:spec_accept_length") accept_length.Add(s.value);
+    if (s.name == "sglang:spec_accept_rate") accept_rate.Add(s.value);
     std::string_view base = CounterBaseName(s.name);
     if (base.empty()) continue;
     if (base == "num_requests_running" || base == "requests_processing") {
@@ -73,6 +93,8 @@ MetricsSnapshot ExtractMetrics(const std::vector<http::MetricSample>& samples) {
     any_spec = true;
   }
   if (any_spec) snapshot.spec = spec;
+  snapshot.sglang_accept_length = accept_length.Value();
+  snapshot.sglang_accept_rate = accept_rate.Value();
   return snapshot;
 }
 

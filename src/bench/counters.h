@@ -4,6 +4,9 @@
 // `..._num_accepted_tokens_total`, `..._num_accepted_tokens_per_pos_total{position}`; llama-server
 // the same names under `llamacpp:`, with or without `_total`. Series are SUMMED over every label
 // set (the `engine` label of a multi-engine server, model names); `*_created` series are ignored.
+// SGLang has no spec-decode counters, only windowed gauges (`sglang:spec_accept_length`,
+// `sglang:spec_accept_rate`, averaged over label sets) that cannot be differenced; they are kept as
+// server-reported context, and `sglang:num_running_reqs` is its idle signal.
 // Absent counters mean "no speculative decoding", never zero. Ownership: plain values. Thread
 // safety: pure functions. Error policy: no exceptions; nothing can fail.
 #pragma once
@@ -30,7 +33,9 @@ struct SpecCounters {
 struct MetricsSnapshot {
   std::optional<SpecCounters> spec;  // nullopt: the server exposes no spec-decode counters
   std::optional<double>
-      requests_running;  // vllm:num_requests_running or llamacpp:requests_processing
+      requests_running;  // vllm:num_requests_running, llamacpp:requests_processing, sglang:...
+  std::optional<double> sglang_accept_length;  // gauges: not differenceable
+  std::optional<double> sglang_accept_rate;
 };
 
 MetricsSnapshot ExtractMetrics(const std::vector<http::MetricSample>& samples);

@@ -30,6 +30,35 @@ double VerifySteps(const RequestRecord& r) {
   return static_cast<double>(r.completion_tokens.value_or(0) - r.first_chunk_tokens);
 }
 
+// SGLang: no counters; its per-request meta_info.spec_verify_ct gives the mean acceptance length
+// (tokens per verify step), and its gauges are kept as the server reported them.
+json SglangSpecJson(const std::vector<const RequestRecord*>& measured) {
+  double verify_steps = 0, tokens = 0;
+  json gauges = nullptr;
+  for (const RequestRecord* r : measured) {
+    if (!r->server_spec_gauges.is_null()) gauges = r->server_spec_gauges;
+    const json& stats = r->response_spec_stats;
+    if (!stats.is_object() || !stats.contains("spec_verify_ct") ||
+        !stats["spec_verify_ct"].is_number() || !r->completion_tokens) {
+      continue;
+    }
+    verify_steps += stats["spec_verify_ct"].get<double>();
+    tokens += static_cast<double>(*r->completion_tokens);
+  }
+  if (verify_steps <= 0 && gauges.is_null()) return nullptr;
+  return {
+      {"drafts", verify_steps > 0 ? json(verify_steps) : json(nullptr)},
+      {"draft_tokens", nullptr},
+      {"accepted_tokens", nullptr},
+      {"acceptance_rate", nullptr},
+      {"mean_acceptance_length", verify_steps > 0 ? json(tokens / verify_steps) : json(nullptr)},
+      {"per_position_rates", json::array()},
+      {"server_gauges", gauges},
+      {"source",
+       "SGLang: completion tokens / meta_info.spec_verify_ct; drafted and accepted counts are "
+       "not available (SGLang exposes windowed gauges, not counters)"}};
+}
+
 json SpecJson(const std::vector<const RequestRecord*>& measured) {
   SpecCounters total;
   size_t with = 0;
@@ -38,7 +67,7 @@ json SpecJson(const std::vector<const RequestRecord*>& measured) {
     total += *r->spec;
     ++with;
   }
-  if (with == 0 || total.draft_tokens <= 0) return nullptr;
+  if (with == 0 || total.draft_tokens <= 0) return SglangSpecJson(measured);
   json per_pos = json::array();
   for (const auto& [pos, value] : total.accepted_per_position) {
     per_pos.push_back(total.drafts > 0 ? json(value / total.drafts) : json(nullptr));
@@ -211,10 +240,41 @@ json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& o
   return {{"arms", arms}, {"comparisons", comparisons}};
 }
 
-std::string RenderMarkdown(const json& results) {
+std::string RenderMemoryTable(const json& results) {
+  auto gib = [](const json& v) { return NumOr(v, "{:.2f} GiB", "not available"); };
+  auto bytes_gib = [](const json& v) {
+    return v.is_number() ? fmt::format("{:.2f} GiB", v.get<double>() / (1024.0 * 1024 * 1024))
+                         : std::string("not available");
+  };
+  std::string out =
+      "| arm | model memory (vLLM log) | target checkpoint (vLLM log) | draft checkpoint (vLLM "
+      "log) | resident memory, all processes (RSS / PSS) | /metrics process RSS |\n"
+      "|---|---|---|---|---|---|\n";
+  for (const json& arm : results["arms"]) {
+    const json memory = arm.value("memory", json(nullptr));
+    const json none = json::object();
+    const json& log =
+        memory.is_object() && memory["vllm_log"].is_object() ? memory["vllm_log"] : none;
+    const json& process =
+        memory.is_object() && memory["process"].is_object() ? memory["process"] : none;
+    const json& metrics =
+        memory.is_object() && memory["metrics"].is_object() ? memory["metrics"] : none;
+    std::string resident = process.empty() ? "not available"
+                                           : bytes_gib(process["peak_rss_bytes"]) + " / " +
+                                                 bytes_gib(process["peak_pss_bytes"]);
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
+                       gib(log.value("model_loading_gib", json(nullptr))),
+                       gib(log.value("target_checkpoint_gib", json(nullptr))),
+                       gib(log.value("draft_checkpoint_gib", json(nullptr))), resident,
+                       bytes_gib(metrics.value("process_resident_memory_bytes", json(nullptr))));
+  }
+  return out;
+}
+
+std::string RenderDecodeTable(const json& results) {
   const json& arms = results["arms"];
   const json& comparisons = results["comparisons"];
-  std::string out = "### Decode rate (tok/s, mean ± sample stdev)\n\n| prompt |";
+  std::string out = "| prompt |";
   for (const json& arm : arms) out += " " + arm["name"].get<std::string>() + " tok/s |";
   for (const json& cmp : comparisons) out += " delta " + cmp["arm"].get<std::string>() + " |";
   out += "\n|---|";
@@ -241,12 +301,14 @@ std::string RenderMarkdown(const json& results) {
     for (const json& cmp : comparisons) out += " " + DeltaCell(cmp) + " |";
     out += "\n\ndelta: geometric mean of the paired per-block ratios, with its 95% t interval.\n";
   }
+  return out;
+}
 
-  out +=
-      "\n### Speculative decoding\n\n| arm | drafted | accepted | acceptance | mean acceptance "
-      "length | per position |\n"
+std::string RenderSpecTable(const json& results) {
+  std::string out =
+      "| arm | drafted | accepted | acceptance | mean acceptance length | per position |\n"
       "|---|---|---|---|---|---|\n";
-  for (const json& arm : arms) {
+  for (const json& arm : results["arms"]) {
     const json& s = arm["spec_decode"];
     if (s.is_null()) {
       out += "| " + arm["name"].get<std::string>() + " | no speculative decoding | | | | |\n";
@@ -256,11 +318,33 @@ std::string RenderMarkdown(const json& results) {
     for (const json& rate : s["per_position_rates"]) {
       per_pos += (per_pos.empty() ? "" : ", ") + NumOr(rate, "{:.3f}");
     }
-    out += fmt::format("| {} | {:.0f} | {:.0f} | {:.1f}% | {} | {} |\n",
-                       arm["name"].get<std::string>(), s["draft_tokens"].get<double>(),
-                       s["accepted_tokens"].get<double>(), s["acceptance_rate"].get<double>() * 100,
-                       NumOr(s["mean_acceptance_length"], "{:.3f}"), per_pos);
+    const char* na = "not available";
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
+        NumOr(s["draft_tokens"], "{:.0f}", na), NumOr(s["accepted_tokens"], "{:.0f}", na),
+        s["acceptance_rate"].is_number()
+            ? fmt::format("{:.1f}%", s["acceptance_rate"].get<double>() * 100)
+            : na,
+        NumOr(s["mean_acceptance_length"], "{:.3f}", na), per_pos.empty() ? "-" : per_pos);
   }
+  return out;
+}
+
+std::string RenderMarkdown(const json& results) {
+  const json& arms = results["arms"];
+  const json& comparisons = results["comparisons"];
+  std::string out;
+  if (results.contains("prompts") && results["prompts"].is_object()) {
+    const json& p = results["prompts"];
+    out += "prompts: " + p.value("description", std::string()) + "\n";
+    for (const json& what : p.value("degraded", json::array())) {
+      out += "degraded: " + what.get<std::string>() + "\n";
+    }
+    out += "\n";
+  }
+  out += "### Decode rate (tok/s, mean ± sample stdev)\n\n" + RenderDecodeTable(results);
+  out += "\n### Speculative decoding\n\n" + RenderSpecTable(results);
+  out += "\n### Memory per arm\n\n" + RenderMemoryTable(results);
 
   out +=
       "\n### Cells\n\n| arm | prompt | n | failures | mean tok/s | stdev | median | MAD | rel. MAD "
@@ -301,93 +385,6 @@ std::string RenderMarkdown(const json& results) {
     }
   }
   return out;
-}
-
-std::string RenderSvg(const json& results) {
-  constexpr double kWidth = 720, kHeight = 440, kLeft = 70, kRight = 170, kTop = 40, kBottom = 60;
-  static constexpr const char* kColors[] = {"#1f77b4", "#d62728", "#2ca02c",
-                                            "#9467bd", "#ff7f0e", "#17becf"};
-  const json& arms = results["arms"];
-  size_t cells = arms.empty() ? 0 : arms[0]["cells"].size();
-  double y_max = 1;
-  for (const json& arm : arms) {
-    for (const json& cell : arm["cells"]) {
-      if (!cell["mean_tok_s"].is_number()) continue;
-      double top = cell["mean_tok_s"].get<double>() +
-                   (cell["stdev_tok_s"].is_number() ? cell["stdev_tok_s"].get<double>() : 0);
-      y_max = std::max(y_max, top * 1.1);
-    }
-  }
-  double plot_w = kWidth - kLeft - kRight, plot_h = kHeight - kTop - kBottom;
-  auto x_of = [&](size_t i) {
-    return kLeft + plot_w * (static_cast<double>(i) + 0.5) / std::max<size_t>(cells, 1);
-  };
-  auto y_of = [&](double v) { return kTop + plot_h * (1 - v / y_max); };
-  std::string svg = fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" "
-      "width=\"{0}\" "
-      "height=\"{1}\" viewBox=\"0 0 {0} {1}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"22\" font-size=\"15\">Decode rate by prompt length (mean ± sample "
-      "stdev)</text>\n",
-      kWidth, kHeight, kLeft);
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{0}\" y2=\"{2}\" stroke=\"black\"/>\n",
-                     kLeft, kTop, kTop + plot_h);
-  svg += fmt::format("<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"black\"/>\n",
-                     kLeft, kTop + plot_h, kLeft + plot_w);
-  for (int t = 0; t <= 5; ++t) {
-    double v = y_max * t / 5;
-    svg += fmt::format(
-        "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:.0f}</text>\n",
-        kLeft, y_of(v), kLeft + plot_w, kLeft - 6, y_of(v) + 4, v);
-  }
-  for (size_t i = 0; i < cells; ++i) {
-    svg +=
-        fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x_of(i),
-                    kTop + plot_h + 18, arms[0]["cells"][i]["prompt_tokens"].get<size_t>());
-  }
-  svg +=
-      fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">prompt tokens</text>\n",
-                  kLeft + plot_w / 2, kHeight - 15);
-  svg += fmt::format(
-      "<text transform=\"translate(18 {:.1f}) rotate(-90)\" text-anchor=\"middle\">decode "
-      "tok/s</text>\n",
-      kTop + plot_h / 2);
-  for (size_t a = 0; a < arms.size(); ++a) {
-    const char* color = kColors[a % std::size(kColors)];
-    double offset = (static_cast<double>(a) - (static_cast<double>(arms.size()) - 1) / 2) * 6;
-    std::string points;
-    for (size_t i = 0; i < cells; ++i) {
-      const json& cell = arms[a]["cells"][i];
-      if (!cell["mean_tok_s"].is_number()) continue;
-      double x = x_of(i) + offset, mean = cell["mean_tok_s"].get<double>();
-      points += fmt::format("{:.1f},{:.1f} ", x, y_of(mean));
-      if (cell["stdev_tok_s"].is_number()) {
-        double sd = cell["stdev_tok_s"].get<double>();
-        svg += fmt::format(
-            "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\"/>"
-            "<line x1=\"{4:.1f}\" y1=\"{1:.1f}\" x2=\"{5:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\"/>"
-            "<line x1=\"{4:.1f}\" y1=\"{2:.1f}\" x2=\"{5:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\"/>\n",
-            x, y_of(mean - sd), y_of(mean + sd), color, x - 4, x + 4);
-      }
-      svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.5\" fill=\"{}\"/>\n", x,
-                         y_of(mean), color);
-    }
-    if (!points.empty()) {
-      svg += fmt::format(
-          "<polyline points=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\"/>\n", points,
-          color);
-    }
-    double ly = kTop + 10 + 20 * static_cast<double>(a);
-    svg += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-        "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>\n",
-        kLeft + plot_w + 15, ly - 10, color, kLeft + plot_w + 32, ly,
-        EscapeXml(arms[a]["name"].get<std::string>()));
-  }
-  svg += "</svg>\n";
-  return svg;
 }
 
 Result<json> PoolResults(const std::vector<json>& results, const std::vector<std::string>& names) {

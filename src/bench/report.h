@@ -26,11 +26,20 @@ struct AnalysisOptions {
 // {"arms": [...], "comparisons": [...]} from the requests (warm-up requests excluded).
 nlohmann::json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& options);
 
-// The card-style tables of a results document.
+// The card-style tables of a results document: all of them, or one section (the model card
+// composes its own page from these).
 std::string RenderMarkdown(const nlohmann::json& results);
+std::string RenderDecodeTable(const nlohmann::json& results);  // tok/s per prompt, delta + CI
+std::string RenderSpecTable(const nlohmann::json& results);    // drafted, accepted, acceptance
+std::string RenderMemoryTable(const nlohmann::json& results);  // bench/memory.h, per arm
 
-// A plot of mean decode tok/s by prompt length per arm, with +-1 sample stdev error bars.
+// Two panels (report_svg.cc): mean decode tok/s by prompt length per arm with +-1 sample stdev
+// error bars, and each arm's change against the baseline (ratio - 1, in %) with its 95% CI on a
+// scale fitted to the data around the 0% line.
 std::string RenderSvg(const nlohmann::json& results);
+// The second panel alone: each arm's decode tok/s ratio to the baseline, per prompt length and
+// overall, as its change from 1 with its 95% CI (plot::DeviationChart). Empty with one arm.
+std::string RenderDeltaSvg(const nlohmann::json& results);
 
 // Pools the comparisons of several results files (one per machine) by inverse-variance weighting of
 // per-machine log ratios. `names` label the machines (file names).

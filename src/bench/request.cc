@@ -161,12 +161,13 @@ json RequestRecord::ToJson() const {
             {"total_s", total_s},
             {"decode_tok_s", ok ? json(decode_tok_s) : json(nullptr)},
             {"spec_decode", spec ? CountersToJson(*spec) : json(nullptr)},
-            {"response_spec_stats", response_spec_stats}};
+            {"response_spec_stats", response_spec_stats},
+            {"server_spec_gauges", server_spec_gauges}};
   if (!spec_note.empty()) j["spec_decode_note"] = spec_note;
   return j;
 }
 
-json BuildRequestBody(const std::string& prompt, const RequestSettings& settings) {
+json BuildRequestBody(const json& prompt, const RequestSettings& settings) {
   json body = {{"stream", true},
                {"stream_options", {{"include_usage", true}}},
                {"temperature", 0},
@@ -204,8 +205,7 @@ Result<MetricsSnapshot> ScrapeSettled(const http::Url& url, const RequestSetting
   }
 }
 
-Status MeasureRequest(const http::Url& url, const std::string& prompt,
-                      const RequestSettings& settings,
+Status MeasureRequest(const http::Url& url, const json& prompt, const RequestSettings& settings,
                       std::chrono::steady_clock::time_point bench_start, RequestRecord* record) {
   std::optional<MetricsSnapshot> before;
   if (settings.scrape_metrics) {
@@ -301,6 +301,12 @@ Status MeasureRequest(const http::Url& url, const std::string& prompt,
       record->spec_note = "metrics unavailable after the request: " + after.status().message();
     } else if (before->spec && after->spec) {
       record->spec = *after->spec - *before->spec;
+    } else if (after->sglang_accept_length || after->sglang_accept_rate) {
+      auto opt = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+      record->server_spec_gauges = {{"sglang:spec_accept_length", opt(after->sglang_accept_length)},
+                                    {"sglang:spec_accept_rate", opt(after->sglang_accept_rate)}};
+      record->spec_note =
+          "SGLang exposes windowed gauges, not counters: drafted/accepted not available";
     } else {
       record->spec_note = "no speculative decoding counters on /metrics";
     }

@@ -56,20 +56,22 @@ struct RequestRecord {
   std::optional<SpecCounters> spec;              // counter deltas around this request
   std::string spec_note;                         // why spec is absent, when it is
   nlohmann::json response_spec_stats = nullptr;  // per-request stats sent by the server, verbatim
+  nlohmann::json server_spec_gauges = nullptr;   // SGLang's windowed gauges after the request
 
   nlohmann::json ToJson() const;
 };
 
 // The request body for a completion (or chat completion) of `prompt`: greedy, fixed output length,
 // streaming with usage, thinking off.
-nlohmann::json BuildRequestBody(const std::string& prompt, const RequestSettings& settings);
+// `prompt` is a string, or (completions only) an array of token ids.
+nlohmann::json BuildRequestBody(const nlohmann::json& prompt, const RequestSettings& settings);
 
 // Scrapes /metrics until the server is idle (running == 0) and two scrapes agree. Returns nullopt
 // counters inside the snapshot when the server has none; an error when /metrics cannot be read.
 Result<MetricsSnapshot> ScrapeSettled(const http::Url& url, const RequestSettings& settings);
 
 // Measures one request. `record` carries the identification fields in and the measurement out.
-Status MeasureRequest(const http::Url& url, const std::string& prompt,
+Status MeasureRequest(const http::Url& url, const nlohmann::json& prompt,
                       const RequestSettings& settings,
                       std::chrono::steady_clock::time_point bench_start, RequestRecord* record);
 

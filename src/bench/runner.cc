@@ -10,8 +10,10 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "base/version.h"
+#include "bench/memory.h"
 #include "bench/report.h"
 #include "bench/request.h"
 #include "bench/schedule.h"
@@ -30,6 +32,8 @@ struct ArmState {
   std::string model;
   json server_info = json::object();
   bool warmed = false;
+  PeakMemory process_memory;      // launched arms
+  json metrics_memory = nullptr;  // URL arms: what /metrics offers
 };
 
 std::string FirstLineOf(const std::string& path, const std::string& prefix) {
@@ -149,6 +153,7 @@ class Run {
       if (!arm.warmed) {
         SPK_RETURN_IF_ERROR(WarmUp(turn.arm));
         arm.warmed = true;
+        SampleMemory(arm);
       }
       for (size_t length : config_.prompt_lengths) {
         RequestRecord record;
@@ -166,6 +171,7 @@ class Run {
               arm.server->ExitDescription(), arm.server->log_path(), arm.server->LogTail()));
         }
       }
+      SampleMemory(arm);
     }
     return Status::Ok();
   }
@@ -184,13 +190,13 @@ class Run {
       arm["logs"] = arms_[a].logs;
       arm["model"] = arms_[a].model;
       arm["server"] = arms_[a].server_info;
+      arm["memory"] = MemoryJson(arms_[a]);
     }
     doc_["arms"] = analysis["arms"];
     doc_["comparisons"] = analysis["comparisons"];
     doc_["model"] = arms_.empty() ? "" : arms_[0].model;
     doc_["server"] = arms_.empty() ? json(nullptr) : arms_[0].server_info;
-    doc_["prompts"] =
-        prompts_ ? json{{"exact", prompts_->exact}, {"method", prompts_->method}} : json(nullptr);
+    doc_["prompts"] = prompts_ ? prompts_->ToJson() : json(nullptr);
     doc_["interrupted"] = interrupted;
     doc_["finished_at"] = NowIso();
     json requests = json::array();
@@ -201,6 +207,45 @@ class Run {
 
  private:
   bool Cancelled() const { return cancel_ != nullptr && cancel_->load(); }
+
+  // A launched arm: its process group's memory now. A URL arm: /metrics' process gauges.
+  void SampleMemory(ArmState& arm) {
+    if (arm.server) {
+      if (auto sample = ProcessGroupMemory(arm.server->process_group())) {
+        arm.process_memory.Add(*sample);
+      }
+      return;
+    }
+    if (!config_.scrape_metrics) return;
+    http::RequestOptions options;
+    options.idle_timeout = std::chrono::milliseconds(10000);
+    auto response = http::Get(arm.url, "/metrics", options);
+    if (!response.ok() || response->status != 200) return;
+    auto samples = http::ParsePrometheusText(response->body);
+    if (samples.ok()) arm.metrics_memory = MetricsMemory(*samples);
+  }
+
+  // The memory figures of one arm, each source as what it is (bench/memory.h).
+  static json MemoryJson(const ArmState& arm) {
+    if (!arm.spec.launched()) {
+      json j = {{"kind", "url"}, {"metrics", arm.metrics_memory}};
+      if (arm.metrics_memory.is_null()) {
+        j["note"] = "not available: /metrics has no process_resident_memory_bytes";
+      }
+      return j;
+    }
+    json j = {{"kind", "launched"}, {"process", arm.process_memory.ToJson()}};
+    j["vllm_log"] =
+        arm.logs.empty() ? json(nullptr) : ParseVllmLogMemory(ReadLog(arm.logs.back())).ToJson();
+    return j;
+  }
+
+  static std::string ReadLog(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+  }
 
   Status CheckUrlArms() {
     for (ArmState& arm : arms_) {
@@ -223,7 +268,7 @@ class Run {
   }
 
   Status LaunchServer(ArmState& arm) {
-    SPK_ASSIGN_OR_RETURN(int port, FindFreePort());
+    SPK_ASSIGN_OR_RETURN(int port, FindFreePort(config_.port_first, config_.port_last));
     std::error_code ec;
     std::filesystem::create_directories(config_.log_dir, ec);
     std::string log = (std::filesystem::path(config_.log_dir) /
@@ -268,10 +313,10 @@ class Run {
       options.idle_timeout =
           std::chrono::milliseconds(static_cast<long>(config_.request_timeout_s * 1000));
       options.cancel = cancel_;
-      SPK_ASSIGN_OR_RETURN(PromptSet set,
-                           BuildPrompts(arm.url, arm.model, BuiltinCorpus(), config_.prompt_lengths,
-                                        config_.repeats + 1, options));
-      progress_("prompts: " + set.method);
+      PromptRequest request{arm.model, config_.chat, config_.prompt_lengths, config_.repeats + 1};
+      SPK_ASSIGN_OR_RETURN(PromptSet set, BuildPrompts(arm.url, BuiltinCorpus(), request, options));
+      for (const std::string& what : set.degraded) progress_("degraded: " + what);
+      progress_("prompts: " + set.description);
       prompts_ = std::move(set);
     }
     return Status::Ok();
@@ -302,7 +347,7 @@ class Run {
         std::chrono::milliseconds(static_cast<long>(config_.request_timeout_s * 1000));
     settings.scrape_metrics = config_.scrape_metrics;
     settings.cancel = cancel_;
-    const std::string& prompt = prompts_->prompts.at(record->prompt_length).at(record->variant);
+    const json& prompt = prompts_->prompts.at(record->prompt_length).at(record->variant);
     Status status = MeasureRequest(arm.url, prompt, settings, start_, record);
     if (!status.ok()) return status;
     records_.push_back(*record);

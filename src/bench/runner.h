@@ -35,6 +35,7 @@ struct BenchConfig {
   double launch_timeout_s = 1200;
   double stop_grace_s = 15;
   std::string log_dir = ".";
+  int port_first = 0, port_last = 0;  // launched servers' ports; 0: any free port
   bool start_reversed = false;
   double noisy_relative_mad = 0.05;
   bool scrape_metrics = true;

@@ -163,7 +163,7 @@ TEST(CompareGain, TextAndHtmlShowTheGain) {
   EXPECT_EQ(html.find("<script"), std::string::npos);
   size_t svgs = 0, rects = 0;
   for (size_t p = 0; (p = html.find("<svg", p)) != std::string::npos; ++p) ++svgs;
-  for (size_t p = 0; (p = html.find("<rect", p)) != std::string::npos; ++p) ++rects;
+  for (size_t p = 0; (p = html.find("<rect class=\"bar\"", p)) != std::string::npos; ++p) ++rects;
   EXPECT_EQ(svgs, 2u);
   EXPECT_EQ(rects, 3u + 3u);  // one bar per layer and per kind
   EXPECT_NE(html.find("weight SSE Q2 / Q: <b>0.6667</b>"), std::string::npos);

@@ -7,6 +7,7 @@
 
 #include "base/xml_escape.h"
 #include "checkpoint/family.h"
+#include "plot/svg_chart.h"
 
 namespace spk {
 namespace {
@@ -27,51 +28,37 @@ std::string KindColor(const std::vector<Kind>& kinds, const std::string& kind) {
   return "#888888";
 }
 
-// Horizontal bar chart: one labelled bar per item, scaled to the largest value.
-struct Bar {
-  std::string label, color, tooltip;
-  double value;
-};
+// The legend of a chart coloured by layer kind (KindColor).
+template <typename Kind>  // KindSummary or KindGain
+std::vector<plot::LegendEntry> KindLegend(const std::vector<Kind>& kinds) {
+  std::vector<plot::LegendEntry> legend;
+  for (const Kind& k : kinds) legend.push_back({k.kind, KindColor(kinds, k.kind)});
+  return legend;
+}
 
-// `mark` > 0 draws a dashed reference line at that value (1 = no gain, for ratios).
-std::string BarChart(const std::string& title, const std::vector<Bar>& bars,
-                     const std::string& axis_label, double mark = 0) {
-  constexpr int kLabelWidth = 300, kPlotWidth = 420, kRow = 16, kTop = 30, kBottom = 30;
-  int height = kTop + kRow * static_cast<int>(bars.size()) + kBottom;
-  double vmax = mark;
-  for (const Bar& b : bars) vmax = std::max(vmax, b.value);
-  if (vmax <= 0) vmax = 1;
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" "
-      "aria-label=\"{}\">\n<text x=\"4\" y=\"18\" class=\"title\">{}</text>\n",
-      kLabelWidth + kPlotWidth + 80, height, EscapeXml(title), EscapeXml(title));
-  for (size_t i = 0; i < bars.size(); ++i) {
-    const Bar& b = bars[i];
-    int y = kTop + static_cast<int>(i) * kRow;
-    double w = std::max(1.0, b.value / vmax * kPlotWidth);
-    svg += fmt::format(
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\">{}</text>"
-        "<rect x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" "
-        "fill=\"{}\"><title>{}</title></rect>"
-        "<text x=\"{:.1f}\" y=\"{}\" class=\"value\">{:.4g}</text>\n",
-        kLabelWidth - 6, y + kRow - 4, EscapeXml(b.label), kLabelWidth, y + 2, w, kRow - 4, b.color,
-        EscapeXml(b.tooltip), kLabelWidth + w + 4, y + kRow - 4, b.value);
-  }
-  int axis_y = kTop + kRow * static_cast<int>(bars.size()) + 4;
-  if (mark > 0) {
-    double x = kLabelWidth + mark / vmax * kPlotWidth;
-    svg += fmt::format(
-        "<line x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" stroke=\"#333\" "
-        "stroke-dasharray=\"4 3\"/><text x=\"{:.1f}\" y=\"{}\" class=\"label\">{:.4g}</text>\n",
-        x, kTop - 4, x, axis_y, x + 3, kTop - 4, mark);
-  }
-  svg += fmt::format(
-      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#333\"/>"
-      "<text x=\"{}\" y=\"{}\" class=\"label\">0</text>"
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"end\" class=\"label\">{:.4g} ({})</text>\n</svg>\n",
-      kLabelWidth, axis_y, kLabelWidth + kPlotWidth, axis_y, kLabelWidth, axis_y + 16,
-      kLabelWidth + kPlotWidth, axis_y + 16, vmax, EscapeXml(axis_label));
-  return svg;
+// A bar of a chart (plot/svg_chart.h) coloured by its layer kind.
+plot::Bar KindBar(std::string label, double value, std::string color, std::string tooltip) {
+  plot::Bar bar;
+  bar.label = std::move(label);
+  bar.value = value;
+  bar.color = std::move(color);
+  bar.tooltip = std::move(tooltip);
+  return bar;
+}
+
+// The per-layer and per-kind charts of a report; `draw` is plot::BarChart (errors, from 0) or
+// plot::DeviationChart (ratios, from 1).
+struct ChartPair {
+  std::string layers, kinds;
+};
+ChartPair LayerAndKindCharts(std::string (*draw)(const plot::ChartSpec&), const std::string& what,
+                             const std::string& axis, std::vector<plot::Bar> layer_bars,
+                             std::vector<plot::Bar> kind_bars,
+                             std::vector<plot::LegendEntry> legend, const std::string& below = "",
+                             const std::string& above = "") {
+  return {draw({what + " per layer (model order)", axis, std::move(layer_bars), std::move(legend),
+                below, above}),
+          draw({what + " by layer type (mean)", axis, std::move(kind_bars), {}, below, above})};
 }
 
 // Layers in model order (layer index, then name), for the per-layer chart. `module_of` gives an
@@ -135,9 +122,6 @@ std::string TotalsLine(const char* label, const CompareReport& r) {
       label, r.quantized, r.scheme, r.total_sse, r.overall_rel_fro, r.mean_snr_db,
       r.mean_output_rel_error);
 }
-
-// Charts cannot draw +inf (Q exact, Q2 not): such a bar is drawn at 0 and its tooltip says inf.
-double Drawable(double v) { return std::isfinite(v) ? v : 0.0; }
 
 }  // namespace
 
@@ -203,20 +187,19 @@ std::string RenderCompareReport(const CompareReport& r, size_t top) {
 }
 
 std::string CompareReportHtml(const CompareReport& r) {
-  std::vector<Bar> layer_bars;
+  std::vector<plot::Bar> layer_bars;
   for (const LayerError* l : ModelOrder(
            r.layers, [](const LayerError& l) -> auto& { return l; })) {
-    layer_bars.push_back({l->module, KindColor(r.kinds, l->kind),
-                          fmt::format("{}: rel err {:.5f}, SNR {:.2f} dB, output err {:.5f}",
-                                      l->module, l->rel_fro, l->snr_db, l->output_rel_error),
-                          l->rel_fro});
+    layer_bars.push_back(
+        KindBar(l->module, l->rel_fro, KindColor(r.kinds, l->kind),
+                fmt::format("{}: rel err {:.5f}, SNR {:.2f} dB, output err {:.5f}", l->module,
+                            l->rel_fro, l->snr_db, l->output_rel_error)));
   }
-  std::vector<Bar> kind_bars;
+  std::vector<plot::Bar> kind_bars;
   for (const KindSummary& k : r.kinds) {
-    kind_bars.push_back(
-        {k.kind, KindColor(r.kinds, k.kind),
-         fmt::format("{}: {} layers, mean rel err {:.5f}", k.kind, k.layers, k.mean_rel_fro),
-         k.mean_rel_fro});
+    kind_bars.push_back(KindBar(
+        k.kind, k.mean_rel_fro, KindColor(r.kinds, k.kind),
+        fmt::format("{}: {} layers, mean rel err {:.5f}", k.kind, k.layers, k.mean_rel_fro)));
   }
   std::string rows;
   for (const LayerError& l : r.layers) {
@@ -226,6 +209,9 @@ std::string CompareReportHtml(const CompareReport& r) {
         EscapeXml(l.module), l.out, l.in, l.rel_fro, l.snr_db, l.cosine, l.max_abs,
         l.clipped_fraction, l.output_rel_error);
   }
+  ChartPair charts = LayerAndKindCharts(
+      plot::BarChart, "relative error", "relative error ||W - Q|| / ||W|| (unitless)",
+      std::move(layer_bars), std::move(kind_bars), KindLegend(r.kinds));
   return HtmlPage(
       r.quantized,
       fmt::format(
@@ -256,10 +242,7 @@ std::string CompareReportHtml(const CompareReport& r) {
           fmt::arg("snr", r.mean_snr_db), fmt::arg("cosine", r.min_cosine),
           fmt::arg("out_err", r.mean_output_rel_error),
           fmt::arg("worst", EscapeXml(r.layers.empty() ? "" : r.layers.front().module)),
-          fmt::arg("layer_chart", BarChart("relative Frobenius error per layer (model order)",
-                                           layer_bars, "relative error")),
-          fmt::arg("kind_chart",
-                   BarChart("mean relative error by layer type", kind_bars, "relative error")),
+          fmt::arg("layer_chart", charts.layers), fmt::arg("kind_chart", charts.kinds),
           fmt::arg("rows", rows)));
 }
 
@@ -323,21 +306,19 @@ std::string RenderGainReport(const GainReport& g, size_t top) {
 }
 
 std::string GainReportHtml(const GainReport& g) {
-  std::vector<Bar> layer_bars;
+  std::vector<plot::Bar> layer_bars;
   for (const LayerGain* l : ModelOrder(
            g.layers, [](const LayerGain& l) -> auto& { return l.q; })) {
     layer_bars.push_back(
-        {l->q.module, KindColor(g.kinds, l->q.kind),
-         fmt::format("{}: weight SSE Q2/Q {:.4f}, output error squared Q2/Q {:.4f}", l->q.module,
-                     l->sse_ratio, l->output_se_ratio),
-         Drawable(l->sse_ratio)});
+        KindBar(l->q.module, l->sse_ratio, KindColor(g.kinds, l->q.kind),
+                fmt::format("{}: weight SSE Q2/Q {:.4f}, output error squared Q2/Q {:.4f}",
+                            l->q.module, l->sse_ratio, l->output_se_ratio)));
   }
-  std::vector<Bar> kind_bars;
+  std::vector<plot::Bar> kind_bars;
   for (const KindGain& k : g.kinds) {
-    kind_bars.push_back(
-        {k.kind, KindColor(g.kinds, k.kind),
-         fmt::format("{}: {} layers, weight SSE Q2/Q {:.4f}", k.kind, k.layers, k.sse_ratio),
-         Drawable(k.sse_ratio)});
+    kind_bars.push_back(KindBar(
+        k.kind, k.sse_ratio, KindColor(g.kinds, k.kind),
+        fmt::format("{}: {} layers, weight SSE Q2/Q {:.4f}", k.kind, k.layers, k.sse_ratio)));
   }
   std::string rows;
   for (const LayerGain& l : g.layers) {
@@ -354,9 +335,13 @@ std::string GainReportHtml(const GainReport& g) {
         label, EscapeXml(r.quantized), EscapeXml(r.scheme), r.total_sse, r.overall_rel_fro,
         r.mean_snr_db, r.mean_output_rel_error);
   };
-  return HtmlPage(g.q2.quantized + " vs " + g.q.quantized,
-                  fmt::format(
-                      R"(<h1>Gain of Q2 over Q</h1>
+  ChartPair charts = LayerAndKindCharts(
+      plot::DeviationChart, "weight SSE Q2 / Q", "weight SSE ratio Q2 / Q, change from 1 (%)",
+      std::move(layer_bars), std::move(kind_bars), KindLegend(g.kinds), "Q2 closer", "Q2 further");
+  return HtmlPage(
+      g.q2.quantized + " vs " + g.q.quantized,
+      fmt::format(
+          R"(<h1>Gain of Q2 over Q</h1>
 <p>source: {source}</p>
 <table class="summary">
 <tr><th></th><th>checkpoint</th><th>scheme</th><th>weight SSE</th><th>overall rel. error</th>
@@ -374,15 +359,11 @@ std::string GainReportHtml(const GainReport& g) {
 <th>weight SSE Q2/Q</th><th>output error&sup2; Q2/Q</th></tr>
 {rows}</table>
 )",
-                      fmt::arg("source", EscapeXml(g.q.source)),
-                      fmt::arg("q", totals_row("Q", g.q)), fmt::arg("q2", totals_row("Q2", g.q2)),
-                      fmt::arg("ratio", g.sse_ratio), fmt::arg("layers", g.layers.size()),
-                      fmt::arg("better", g.layers_better), fmt::arg("worse", g.layers_worse),
-                      fmt::arg("layer_chart", BarChart("weight SSE Q2 / Q per layer (model order)",
-                                                       layer_bars, "ratio", 1.0)),
-                      fmt::arg("kind_chart", BarChart("weight SSE Q2 / Q by layer type", kind_bars,
-                                                      "ratio", 1.0)),
-                      fmt::arg("rows", rows)));
+          fmt::arg("source", EscapeXml(g.q.source)), fmt::arg("q", totals_row("Q", g.q)),
+          fmt::arg("q2", totals_row("Q2", g.q2)), fmt::arg("ratio", g.sse_ratio),
+          fmt::arg("layers", g.layers.size()), fmt::arg("better", g.layers_better),
+          fmt::arg("worse", g.layers_worse), fmt::arg("layer_chart", charts.layers),
+          fmt::arg("kind_chart", charts.kinds), fmt::arg("rows", rows)));
 }
 
 }  // namespace spk

@@ -7,13 +7,13 @@
 #include <memory>
 #include <vector>
 
-#include "base/version.h"
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
 #include "quantize/global_scales.h"
+#include "quantize/record.h"
 #include "safetensors/checkpoint_writer.h"
 
 namespace spk {
@@ -150,9 +150,11 @@ void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
   }
 }
 
-// The source's config.json with the quantization_config vLLM and compressed-tensors read.
+// The source's config.json with the quantization_config vLLM and compressed-tensors read, and
+// the record of this run (quantize/record.h).
 std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
-                            const SchemeChoice& choice, const QuantizeOptions& options) {
+                            const SchemeChoice& choice, const QuantizeOptions& options,
+                            const QuantizeSummary& summary) {
   nlohmann::ordered_json config = src.config.json;
   config["quantization_config"] =
       MakeQuantizationConfig(*choice.scheme, choice.params.group_size, plan.ignore_entries);
@@ -165,10 +167,8 @@ std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
     (*layer_config)["quantization_config"] = config["quantization_config"];
   }
   // Outside quantization_config: older compressed-tensors releases reject unknown QuantizationArgs.
-  config["sparkulator"] = {
-      {"version", kSparkulatorVersion}, {"scheme", options.scheme}, {"method", options.method}};
-  if (IsDraft(plan.family.family))
-    config["sparkulator"]["target_precision"] = options.target_precision;
+  config["sparkulator"] = QuantizeRecord(options, plan, choice.params.group_size,
+                                         summary.source_tensor_bytes, summary.output_tensor_bytes);
   return config.dump(2) + "\n";
 }
 
@@ -243,7 +243,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
     return summary;
   }
 
-  writer.AddFile("config.json", QuantizedConfig(src, plan, choice, options));
+  writer.AddFile("config.json", QuantizedConfig(src, plan, choice, options, summary));
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
   SPK_RETURN_IF_ERROR(writer.Finish());

@@ -11,6 +11,14 @@ split over --engines engine labels, updated --counter-delay seconds after the la
 num_requests_running stays 1. `simulate()` gives the exact ground truth.
 
 Tokenizer: a token is a run of non-space characters with its leading spaces (regex \\s*\\S+).
+
+Server shapes (what `bench` must cope with): by default vLLM's, whose /v1/completions takes a list of
+token ids as the prompt; --no-token-prompts answers such a prompt with HTTP 400 (text prompts only),
+--no-detokenize answers /detokenize with 404, --no-tokenize answers /tokenize with 404; --sglang
+exposes SGLang's metrics instead (the gauges sglang:spec_accept_length / sglang:spec_accept_rate and
+sglang:num_running_reqs, no counters) and puts meta_info.spec_verify_ct in the last chunk. A
+non-streaming completion (bench's token-id probe) answers one token at once and is not counted
+as a request for --die-after, --fail-every and friends.
 """
 import argparse
 import json
@@ -43,6 +51,15 @@ def simulate(max_tokens, pattern, num_spec):
         produced += a + 1
         chunks.append(a + 1)
     return steps, drafted, accepted, per_pos, chunks
+
+
+def own_rss_bytes():
+    """This process's resident memory (as prometheus_client's process collector reports it)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 class State:
@@ -103,10 +120,26 @@ def make_handler(state):
             else:
                 self.send_json(404, {"error": "not found"})
 
+        def sglang_metrics(self):
+            with state.lock:
+                steps = sum(c["drafts"] for c in state.engines)
+                accepted = sum(c["accepted"] for c in state.engines)
+                running = state.running
+            length = 1 + accepted / steps if steps else 0.0
+            rate = accepted / (steps * args.num_spec) if steps else 0.0
+            lab = 'model_name="standin-model",tp_rank="0"'
+            return ("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs{%s} %d\n"
+                    "# TYPE sglang:spec_accept_length gauge\nsglang:spec_accept_length{%s} %.4f\n"
+                    "# TYPE sglang:spec_accept_rate gauge\nsglang:spec_accept_rate{%s} %.4f\n"
+                    % (lab, running, lab, length, lab, rate))
+
         def metrics(self):
+            if args.sglang:
+                return self.sglang_metrics()
             p = "llamacpp:" if args.llamacpp else "vllm:"
             total = "" if args.llamacpp else "_total"
-            lines = ["# HELP %snum_requests_running Requests running.\n# TYPE %snum_requests_running gauge"
+            lines = ["# TYPE process_resident_memory_bytes gauge",
+                     "process_resident_memory_bytes %d" % own_rss_bytes()] + ["# HELP %snum_requests_running Requests running.\n# TYPE %snum_requests_running gauge"
                      % (p, p)]
             with state.lock:
                 running_name = "llamacpp:requests_processing" if args.llamacpp else "vllm:num_requests_running"
@@ -138,6 +171,8 @@ def make_handler(state):
                     ids = state.token_ids(text)
                 return self.send_json(200, {"tokens": ids, "count": len(ids), "max_model_len": 1 << 20})
             if self.path == "/detokenize":
+                if args.no_detokenize:
+                    return self.send_json(404, {"error": "not found"})
                 with state.lock:
                     text = "".join(state.vocab_rev[i] for i in body["tokens"])
                 return self.send_json(200, {"prompt": text})
@@ -150,7 +185,24 @@ def make_handler(state):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
                 self.wfile.flush()
 
+        def prompt_tokens(self, body, chat):
+            """The prompt's token count, or None when this server shape rejects the prompt."""
+            prompt = body["messages"][0]["content"] if chat else body.get("prompt", "")
+            if isinstance(prompt, list):
+                if args.no_token_prompts or not all(isinstance(t, int) for t in prompt):
+                    return None
+                return len(prompt)
+            with state.lock:
+                return len(state.token_ids(prompt))
+
         def completion(self, body, chat):
+            prompt_tokens = self.prompt_tokens(body, chat)
+            if prompt_tokens is None:
+                return self.send_json(400, {"error": "prompt must be a string"})
+            if not body.get("stream"):
+                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 1,
+                         "total_tokens": prompt_tokens + 1}
+                return self.send_json(200, {"choices": [{"index": 0, "text": "alpha "}], "usage": usage})
             with state.lock:
                 state.requests += 1
                 index = state.requests
@@ -161,9 +213,7 @@ def make_handler(state):
             warm = index <= args.warmup_requests
             pattern = args.warmup_pattern if warm else args.accept_pattern
             max_tokens = int(body.get("max_tokens", 16))
-            prompt = body["messages"][0]["content"] if chat else body.get("prompt", "")
             with state.lock:
-                prompt_tokens = len(state.token_ids(prompt))
                 state.running += 1
             steps, drafted, accepted, per_pos, chunks = simulate(
                 max_tokens, [0] if args.no_spec else pattern, args.num_spec)
@@ -173,11 +223,11 @@ def make_handler(state):
                 if rest:
                     chunks.append(rest)
             try:
-                self.stream(args, index, chat, prompt_tokens, max_tokens, chunks)
+                self.stream(args, index, chat, prompt_tokens, max_tokens, chunks, steps)
             finally:
                 self.finish_counters(args, index, steps, accepted, per_pos)
 
-        def stream(self, args, index, chat, prompt_tokens, max_tokens, chunks):
+        def stream(self, args, index, chat, prompt_tokens, max_tokens, chunks, steps):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.send_header("Transfer-Encoding", "chunked")
@@ -212,7 +262,10 @@ def make_handler(state):
                 self.chunk(held)
             usage = {"prompt_tokens": prompt_tokens, "completion_tokens": max_tokens,
                      "total_tokens": prompt_tokens + max_tokens}
-            self.chunk(b"data: " + json.dumps({"choices": [], "usage": usage}).encode() + b"\n\n: done soon\n")
+            last = {"choices": [], "usage": usage}
+            if args.sglang:
+                last["meta_info"] = {"spec_verify_ct": steps}
+            self.chunk(b"data: " + json.dumps(last).encode() + b"\n\n: done soon\n")
             self.chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
@@ -255,6 +308,11 @@ def parse_args(argv=None):
     p.add_argument("--tokens-per-chunk", type=int, default=1, help="with --no-spec")
     p.add_argument("--token-ids", action="store_true", help="send token_ids in every chunk")
     p.add_argument("--no-tokenize", action="store_true")
+    p.add_argument("--no-detokenize", action="store_true")
+    p.add_argument("--no-token-prompts", action="store_true", help="reject token-id prompts (HTTP 400)")
+    p.add_argument("--sglang", action="store_true", help="SGLang's gauges instead of counters")
+    p.add_argument("--log-like-vllm", action="store_true",
+                   help="print vLLM 0.32's weight-memory log lines (target 1.25, draft 0.25 GiB) at start")
     p.add_argument("--die-after", type=int, default=0, help="exit when completion request N+1 arrives")
     p.add_argument("--fail-every", type=int, default=0, help="answer 503 to every Nth completion")
     p.add_argument("--malformed-every", type=int, default=0, help="send a malformed event in every Nth")
@@ -269,6 +327,14 @@ def main():
     args = parse_args()
     server = ThreadingHTTPServer(("127.0.0.1", args.port), make_handler(State(args)))
     server.daemon_threads = True
+    if args.log_like_vllm:  # the formats of vllm/v1/worker/gpu_model_runner.py and weight_utils.py
+        print("(Worker pid=%d) INFO [weight_utils.py:1108] Filesystem type for checkpoints: EXT4. "
+              "Checkpoint size: 1.25 GiB. Available RAM: 12.00 GiB." % os.getpid())
+        print("(Worker pid=%d) INFO [gpu_model_runner.py:5071] Loading drafter model..." % os.getpid())
+        print("(Worker pid=%d) INFO [weight_utils.py:1108] Filesystem type for checkpoints: EXT4. "
+              "Checkpoint size: 0.25 GiB. Available RAM: 12.00 GiB." % os.getpid())
+        print("(Worker pid=%d) INFO [gpu_model_runner.py:5150] Model loading took 1.52 GiB memory "
+              "and 1.000000 seconds" % os.getpid())
     print("standin listening on 127.0.0.1:%d" % server.server_address[1], flush=True)
     try:
         server.serve_forever()

@@ -136,6 +136,8 @@ class SvgCounter(HTMLParser):
 
     def handle_starttag(self, tag, attrs):
         self.counts[tag] = self.counts.get(tag, 0) + 1
+        if tag == "rect" and ("class", "bar") in attrs:  # a chart's bar (plot/svg_chart.h)
+            self.counts["bar"] = self.counts.get("bar", 0) + 1
 
 
 def test_html_report_renders_in_headless_chromium(llm, spk, tmp_path):
@@ -148,7 +150,7 @@ def test_html_report_renders_in_headless_chromium(llm, spk, tmp_path):
     parsed = SvgCounter()
     parsed.feed(text)
     assert parsed.counts["svg"] == 2
-    assert parsed.counts["rect"] == 14 + 7  # one bar per layer, one per layer type
+    assert parsed.counts["bar"] == 14 + 7  # one bar per layer, one per layer type
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium is not installed (scripts/install-deps.sh installs it)")
@@ -158,7 +160,7 @@ def test_html_report_renders_in_headless_chromium(llm, spk, tmp_path):
                          timeout=120).stdout
     rendered = SvgCounter()
     rendered.feed(dom)
-    assert rendered.counts.get("svg") == 2 and rendered.counts.get("rect") == 21
+    assert rendered.counts.get("svg") == 2 and rendered.counts.get("bar") == 21
     png = tmp_path / "shot.png"
     subprocess.run(base + [f"--screenshot={png}", "--window-size=1000,1400", html.as_uri()],
                    capture_output=True, timeout=120)
@@ -290,7 +292,7 @@ def test_gain_text_and_html(dflash, spk, tmp_path):
     parsed.feed(text)
     n = report["summary"]["layers"]
     assert parsed.counts["svg"] == 2
-    assert parsed.counts["rect"] == n + len(report["by_kind"])  # one gain bar per layer and kind
+    assert parsed.counts["bar"] == n + len(report["by_kind"])  # one gain bar per layer and kind
     assert parsed.counts["tr"] == 3 + 1 + n  # totals table (header, Q, Q2) + layer header + rows
     assert f"<b>{report['summary']['sse_ratio']:.4f}</b>" in text
 

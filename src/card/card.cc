@@ -1,0 +1,259 @@
+#include "card/card.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+
+#include "bench/report.h"
+#include "card/front_matter.h"
+#include "check/check.h"
+#include "check/vllm_source.h"
+#include "io/fs_util.h"
+
+namespace spk::card {
+namespace {
+
+using nlohmann::json;
+
+Result<json> ReadJson(const std::string& path) {
+  SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+  json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded()) return Status::InvalidInput(path + ": not valid JSON");
+  return parsed;
+}
+
+std::string Str(const json& j, const char* key, const std::string& fallback = "") {
+  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
+                                                                : fallback;
+}
+
+double Gib(const json& bytes) {
+  return bytes.is_number() ? bytes.get<double>() / (1024.0 * 1024 * 1024) : 0;
+}
+
+// The Hub id of the source: --base-model, else "org/name" of a Hugging Face cache path
+// (.../models--org--name/snapshots/...), else the source itself when it reads like "org/name".
+std::string BaseModel(const std::string& source, const std::string& override_id) {
+  if (!override_id.empty()) return override_id;
+  size_t at = source.find("models--");
+  if (at != std::string::npos) {
+    std::string rest = source.substr(at + 8);
+    rest = rest.substr(0, rest.find('/'));
+    size_t sep = rest.find("--");
+    if (sep != std::string::npos) return rest.substr(0, sep) + "/" + rest.substr(sep + 2);
+  }
+  bool repo_like = !source.empty() && source[0] != '/' && source[0] != '.' &&
+                   std::count(source.begin(), source.end(), '/') == 1 &&
+                   !std::filesystem::exists(source);
+  return repo_like ? source : "";
+}
+
+// The source's license: its README front matter, else its config.json; "" when neither says.
+std::string SourceLicense(const std::string& source) {
+  if (auto readme = ReadWholeFile(source + "/README.md"); readme.ok()) {
+    std::string license = FrontMatterScalar(*readme, "license");
+    if (!license.empty()) return license;
+  }
+  if (auto config = ReadJson(source + "/config.json"); config.ok()) {
+    return Str(*config, "license");
+  }
+  return "";
+}
+
+std::string SchemeWords(const std::string& scheme, const json& record) {
+  long long group = record.value("group_size", 0LL);
+  std::string grouping = group > 0 ? fmt::format("groups of {}", group) : "per output channel";
+  if (scheme.rfind("w4a16", 0) == 0) {
+    return "4-bit integer weights (" + grouping + ", one BF16 scale each), 16-bit activations";
+  }
+  if (scheme.rfind("w8a16", 0) == 0) {
+    return "8-bit integer weights (" + grouping + ", one BF16 scale each), 16-bit activations";
+  }
+  return scheme;
+}
+
+std::string WhatItIs(const std::string& name, const json& record, const std::string& family,
+                     const std::string& base_model, const std::string& target) {
+  std::string scheme = Str(record, "scheme", "?");
+  std::string draft = family == "llm" ? "model" : family + " speculative-decoding draft";
+  std::string out = fmt::format(
+      "# {name}\n\nA {scheme} quantization of the {draft} `{source}`: {words}. It is written in "
+      "the compressed-tensors `pack-quantized` format that vLLM loads on its fast W{bits}A16 "
+      "kernels, made with sparkulator {version}, data-free (no calibration set).\n",
+      fmt::arg("name", name), fmt::arg("scheme", scheme),
+      fmt::arg("words", SchemeWords(scheme, record)), fmt::arg("draft", draft),
+      fmt::arg("source", base_model.empty() ? Str(record, "source") : base_model),
+      fmt::arg("bits", scheme.rfind("w8", 0) == 0 ? 8 : 4),
+      fmt::arg("version", Str(record, "version", "?")));
+  if (family == "llm") return out;
+  std::string precision = Str(record, "target_precision", "unquantized");
+  out += fmt::format(
+      "\n## Pairing\n\nThis draft pairs with the **{precision}** target{named}: that is the target "
+      "it was trained against, recorded when it was quantized (`config.json`, "
+      "`sparkulator.target_precision`). Serve it with a target of that precision only: a "
+      "cross-paired draft (trained against one precision of the target, served with another) gets "
+      "about 0% acceptance. `sparkulator check DRAFT --target TARGET` checks the pairing.\n",
+      fmt::arg("precision", precision),
+      fmt::arg("named", target.empty() || target == "<target>" ? "" : " (`" + target + "`)"));
+  return out;
+}
+
+std::string SizesAndRecipe(const json& record, const std::string& checkpoint) {
+  double before = Gib(record["source_tensor_bytes"]), after = Gib(record["output_tensor_bytes"]);
+  std::string out = "\n## Size\n\n| | weights |\n|---|---|\n";
+  out += fmt::format("| source | {:.3f} GiB ({} bytes) |\n", before,
+                     record.value("source_tensor_bytes", 0ULL));
+  out += fmt::format("| this checkpoint | {:.3f} GiB ({} bytes) |\n", after,
+                     record.value("output_tensor_bytes", 0ULL));
+  if (before > 0) out += fmt::format("| ratio | x{:.3f} |\n", after / before);
+  std::string method = Str(record, "method", "rtn");
+  std::string command =
+      fmt::format("sparkulator quantize {} {} --scheme {} --method {} --group-size {}",
+                  Str(record, "source"), std::filesystem::path(checkpoint).filename().string(),
+                  Str(record, "scheme"), method, record.value("group_size", 128LL));
+  if (record.contains("target_precision")) {
+    command += " --target-precision " + Str(record, "target_precision");
+  }
+  out += fmt::format(
+      "\n## Recipe\n\n| | |\n|---|---|\n| scheme | {} |\n| group size | {} |\n| method | {} |\n"
+      "| data-free | {} |\n| family (preset) | {} ({}) |\n| sparkulator | {} |\n\n"
+      "```\n{}\n```\n",
+      Str(record, "scheme"), record.value("group_size", 0LL),
+      method == "search" ? "search (per-group scale search for a lower reconstruction error)"
+                         : "rtn (min-max round-to-nearest, bit-exact with llm-compressor)",
+      record.value("data_free", true) ? "yes" : "no", Str(record, "family", "?"),
+      Str(record, "preset", "auto"), Str(record, "version", "?"), command);
+  return out;
+}
+
+// One row per reason, with every tensor it keeps dense.
+std::string KeptDense(const json& record, const json& quant_config) {
+  std::string out = "\n## Modules kept dense\n\n";
+  std::string ignore = quant_config.value("ignore", json::array()).dump();
+  const json kept = record.value("kept_dense", json::array());
+  if (kept.empty()) {
+    return out + "Every Linear module is quantized (`quantization_config.ignore`: `" + ignore +
+           "`).\n";
+  }
+  std::vector<std::pair<std::string, std::string>> rows;  // reason, tensors
+  for (const json& k : kept) {
+    std::string reason = Str(k, "reason"), tensor = "`" + Str(k, "tensor") + "`";
+    auto row =
+        std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == reason; });
+    if (row == rows.end()) {
+      rows.emplace_back(reason, tensor);
+    } else {
+      row->second += ", " + tensor;
+    }
+  }
+  out += "| tensors | reason |\n|---|---|\n";
+  for (const auto& [reason, tensors] : rows) out += "| " + tensors + " | " + reason + " |\n";
+  return out + "\n`quantization_config.ignore`: `" + ignore + "`\n";
+}
+
+// Every `from` in `text` replaced by `to` (left to right, never rescanning what was put in).
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  if (from.empty()) return text;
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+std::string Serving(const CheckReport& report, const CardOptions& options) {
+  std::string serve = report.serve;
+  if (!options.target.empty()) serve = ReplaceAll(serve, "<target>", options.target);
+  if (!options.repo_id.empty()) serve = ReplaceAll(serve, options.checkpoint, options.repo_id);
+  return "\n## Serving with vLLM\n\n```\n" + serve + "\n```\n";
+}
+
+// The patches `check --vllm DIR` reports for that vLLM tree, and `check`'s findings.
+Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Card* card) {
+  std::string out;
+  if (!options.vllm_dir.empty()) {
+    SPK_ASSIGN_OR_RETURN(std::vector<Finding> patches, InspectVllmSource(options.vllm_dir));
+    out += "\n## vLLM patches\n\nWhat `sparkulator check --vllm` reports for the vLLM in `" +
+           std::filesystem::path(options.vllm_dir).filename().string() +
+           "`; each patch applies to the model file it names (a draft whose model file is not "
+           "named needs none). Apply with `patch -p1` in the folder that holds `vllm`.\n\n";
+    if (patches.empty()) out += "`sparkulator check --vllm` finds no blocker in this vLLM.\n";
+    for (const Finding& p : patches) {
+      out +=
+          fmt::format("- **{}** `{}`: {}\n\n```diff\n{}\n```\n", p.code, p.file, p.message, p.fix);
+    }
+  }
+  if (!options.check) return out;
+  CheckOptions check;
+  check.checkpoint = options.checkpoint;
+  check.vllm_dir = options.vllm_dir;
+  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(fs, check));
+  card->check_errors = CountSeverity(report.findings, Severity::kError);
+  out += fmt::format(
+      "\n## Check\n\n`sparkulator check` (judged for vLLM {}): {} error(s), {} "
+      "warning(s).\n\n",
+      report.vllm_version, card->check_errors, CountSeverity(report.findings, Severity::kWarning));
+  for (const Finding& f : report.findings) {
+    out += fmt::format("- {} `{}` {}: {}\n", SeverityName(f.severity), f.code, f.module, f.message);
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::string& existing) {
+  const std::string config_path = options.checkpoint + "/config.json";
+  SPK_ASSIGN_OR_RETURN(json config, ReadJson(config_path));
+  if (!config.contains("quantization_config") || !config.contains("sparkulator") ||
+      !config["sparkulator"].is_object()) {
+    return Status::InvalidInput(
+        config_path +
+        ": no quantization_config and \"sparkulator\" record; sparkulator card describes a "
+        "checkpoint written by `sparkulator quantize` (quantize it first)");
+  }
+  const json& record = config["sparkulator"];
+  CheckOptions check_options;
+  check_options.checkpoint = options.checkpoint;
+  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(fs, check_options));
+
+  Card card;
+  std::string source = Str(record, "source");
+  std::string base_model = BaseModel(source, options.base_model);
+  std::vector<nlohmann::json> results;
+  for (const std::string& path : options.bench_files) {
+    SPK_ASSIGN_OR_RETURN(json doc, ReadJson(path));
+    if (!doc.contains("arms") || !doc.contains("comparisons")) {
+      return Status::InvalidInput(path + ": not a `sparkulator bench --json` results file");
+    }
+    results.push_back(std::move(doc));
+  }
+
+  OwnedKeys keys;
+  keys.base_model = base_model;
+  keys.license = SourceLicense(source);
+  keys.scheme = Str(record, "scheme");
+  keys.family = report.family;
+  std::string name = std::filesystem::path(options.checkpoint).filename().string();
+  std::string body = WhatItIs(name, record, report.family, base_model, options.target);
+  if (base_model.empty()) {
+    body += "\nThe source was a local folder (`" + source +
+            "`) with no Hugging Face id; pass `--base-model ORG/NAME` to name it.\n";
+  }
+  body += SizesAndRecipe(record, options.checkpoint);
+  body += KeptDense(record, config["quantization_config"]);
+  body += Serving(report, options);
+  SPK_ASSIGN_OR_RETURN(std::string checks, CheckSections(fs, options, &card));
+  body += checks;
+  if (!results.empty()) {
+    body +=
+        "\n## Benchmarks\n\n" + BenchSections(results, options.bench_files, options.chart_files);
+  }
+  for (size_t i = 0; i < results.size(); ++i) {
+    bool wanted = i < options.chart_files.size() && !options.chart_files[i].empty();
+    card.chart_svgs.push_back(wanted ? bench::RenderDeltaSvg(results[i]) : "");
+  }
+  card.markdown = MergeCard(existing, keys, body);
+  return card;
+}
+
+}  // namespace spk::card

@@ -1,0 +1,58 @@
+#include "card/front_matter.h"
+
+#include <gtest/gtest.h>
+
+#include "card/card.h"
+
+namespace spk::card {
+namespace {
+
+OwnedKeys Keys() { return {"org/model", "apache-2.0", "w4a16", "dflash"}; }
+
+TEST(MergeCard, NewCardHasFrontMatterAndTheGeneratedBlock) {
+  std::string card = MergeCard("", Keys(), "# body\n");
+  EXPECT_EQ(card.rfind("---\nbase_model: org/model\nbase_model_relation: quantized\n", 0), 0u)
+      << card;
+  EXPECT_NE(card.find("license: apache-2.0\n"), std::string::npos);
+  EXPECT_NE(card.find("- speculative-decoding\n- dflash\n"), std::string::npos);
+  EXPECT_NE(card.find(std::string(kGeneratedBegin) + "\n# body\n" + kGeneratedEnd),
+            std::string::npos);
+}
+
+TEST(MergeCard, UpdateKeepsProseAndForeignKeysAndReplacesOnlyTheBlock) {
+  std::string first = MergeCard("", Keys(), "# old numbers\n");
+  std::string edited = first;
+  edited.replace(edited.find("tags:"), 0, "datasets:\n- my/data\n");
+  edited.insert(edited.find(kGeneratedBegin), "My own introduction.\n\n");
+  edited += "\n## Citation\nPlease cite.\n";
+  OwnedKeys no_license = Keys();
+  no_license.license = "";  // unknown now: the card's earlier license stays
+  std::string updated = MergeCard(edited, no_license, "# new numbers\n");
+  EXPECT_EQ(updated.find("old numbers"), std::string::npos);
+  EXPECT_NE(updated.find("# new numbers\n"), std::string::npos);
+  EXPECT_NE(updated.find("My own introduction."), std::string::npos);
+  EXPECT_NE(updated.find("## Citation\nPlease cite."), std::string::npos);
+  EXPECT_NE(updated.find("datasets:\n- my/data\n"), std::string::npos);
+  EXPECT_NE(updated.find("license: apache-2.0"), std::string::npos);
+  EXPECT_EQ(updated.find("base_model_relation"), updated.rfind("base_model_relation"));
+}
+
+TEST(MergeCard, ACardWithoutMarkersKeepsItsProseAboveTheBlock) {
+  std::string card = MergeCard("---\nlicense: mit\n---\n\nHand-written card.\n",
+                               {"", "", "w4a16", "llm"}, "# generated\n");
+  EXPECT_NE(card.find("license: mit\n"), std::string::npos);
+  EXPECT_EQ(card.find("base_model:"), std::string::npos);  // unknown: left out
+  EXPECT_LT(card.find("Hand-written card."), card.find(kGeneratedBegin));
+  EXPECT_EQ(card.find("speculative-decoding"), std::string::npos);
+}
+
+TEST(FrontMatterScalar, ReadsAndUnquotes) {
+  EXPECT_EQ(FrontMatterScalar("---\nlicense: \"other: see LICENSE\"\ntags:\n- a\n---\n", "license"),
+            "other: see LICENSE");
+  EXPECT_EQ(FrontMatterScalar("no front matter", "license"), "");
+  std::string card = MergeCard("", {"a/b", "other: see LICENSE", "w4a16", "llm"}, "");
+  EXPECT_NE(card.find("license: \"other: see LICENSE\"\n"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spk::card

@@ -1,0 +1,167 @@
+"""`sparkulator card` end to end: a DFlash draft quantized by sparkulator, benchmarked on two stand-in
+"machines" (tests/python/standin_server.py: NOT a real LLM server, with known ground truth), turned
+into a model card. The card's numbers must equal the JSON they came from, its front matter must parse
+as YAML, its Markdown must render (markdown-it-py), and updating it must keep the author's prose."""
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+import yaml
+from markdown_it import MarkdownIt
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from conftest import spk_bin  # noqa: E402
+from test_bench import bench, standin  # noqa: E402,F401
+
+
+def spk(*args):
+    return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def made(standin, tmp_path):
+    """(draft folder, [results json paths], card path) with the card written."""
+    src, draft = tmp_path / "src", tmp_path / "draft-w4a16"
+    assert spk("example", src, "--family", "dflash").returncode == 0
+    (src / "README.md").write_text("---\nlicense: apache-2.0\n---\nThe source's card.\n")
+    r = spk("quantize", src, draft, "--target-precision", "fp8")
+    assert r.returncode == 0, r.stderr
+    files = []
+    for machine in (1, 2):
+        a, b = standin("--accept-pattern", "1"), standin("--accept-pattern", "2,1,3,0")
+        out = tmp_path / f"m{machine}.json"
+        r = bench("--arm", "bf16=" + a, "--arm", "w4a16=" + b, "--prompt-lengths", "16,48",
+                  "--repeats", "3", "--warmup", "1", "--max-tokens", "21", "--json", str(out))
+        assert r.returncode == 0, r.stderr
+        files.append(out)
+    card = tmp_path / "card" / "README.md"
+    card.parent.mkdir()
+    args = ["card", draft, "--target", "org/target", "--base-model", "org/draft", "--repo-id",
+            "org/draft-w4a16", "-o", card]
+    for f in files:
+        args += ["--bench", f]
+    r = spk(*args)
+    assert r.returncode == 0, r.stderr
+    return draft, files, card
+
+
+def front_matter(text):
+    assert text.startswith("---\n")
+    return yaml.safe_load(text.split("---\n")[1])
+
+
+def section(text, heading):
+    start = text.index(heading)
+    nxt = text.find("\n### ", start + 1)
+    return text[start:nxt if nxt > 0 else len(text)]
+
+
+def table_rows(text, first_cell):
+    return [[c.strip() for c in line.strip("|").split("|")]
+            for line in text.splitlines() if line.startswith("| " + first_cell + " |")]
+
+
+def test_front_matter_parses_and_carries_the_source(made):
+    draft, files, card = made
+    fm = front_matter(card.read_text())
+    assert fm["base_model"] == "org/draft" and fm["base_model_relation"] == "quantized"
+    assert fm["library_name"] == "vllm" and fm["pipeline_tag"] == "text-generation"
+    assert fm["license"] == "apache-2.0"  # from the source's README front matter
+    assert {"w4a16", "int4", "dflash", "speculative-decoding"} <= set(fm["tags"])
+
+
+def test_markdown_renders(made):
+    draft, files, card = made
+    html = MarkdownIt("commonmark").enable("table").render(card.read_text().split("---\n", 2)[2])
+    assert html.count("<table>") >= 2 + 3 * len(files) + 2  # size, recipe, per machine, pooled
+    assert "<h2>Serving with vLLM</h2>" in html and "<h3>Pooled across machines (" in html
+    assert '<img src="bench-1.svg"' in html
+
+
+def test_numbers_equal_the_json(made):
+    draft, files, card = made
+    text = card.read_text()
+    record = json.loads((draft / "config.json").read_text())["sparkulator"]
+    assert f"| source | {record['source_tensor_bytes'] / 2**30:.3f} GiB ({record['source_tensor_bytes']} bytes) |" in text
+    assert "**fp8** target" in text
+    [serve] = [line for line in text.splitlines() if line.startswith("vllm serve ")]
+    assert serve.startswith("vllm serve org/target ") and '"model":"org/draft-w4a16"' in serve
+    pooled = {"bf16": [0, 0], "w4a16": [0, 0]}
+    for i, f in enumerate(files, 1):
+        res = json.loads(f.read_text())
+        part = section(text, f"### Machine {i}:")
+        cmp = res["comparisons"][0]
+        for c, cell in enumerate(res["arms"][0]["cells"]):
+            n = cell["prompt_tokens"]
+            [row] = table_rows(part, str(n))
+            for a, arm in enumerate(res["arms"]):
+                ac = arm["cells"][c]
+                assert row[1 + a].startswith(f"{ac['mean_tok_s']:.1f} ± {ac['stdev_tok_s']:.1f}")
+            cc = cmp["cells"][c]
+            import math
+            assert row[3].startswith("%+.1f%%" % ((math.exp(cc["log_ratio"]) - 1) * 100))
+            assert f"{(cc['ci_low'] - 1) * 100:+.1f}% .. {(cc['ci_high'] - 1) * 100:+.1f}%" in row[3]
+        for arm in res["arms"]:
+            s = arm["spec_decode"]
+            [row] = table_rows(part, arm["name"])[:1]
+            assert row[1:4] == [f"{s['draft_tokens']:.0f}", f"{s['accepted_tokens']:.0f}",
+                                f"{s['acceptance_rate'] * 100:.1f}%"]
+            pooled[arm["name"]][0] += s["draft_tokens"]
+            pooled[arm["name"]][1] += s["accepted_tokens"]
+        svg = ET.parse(card.parent / f"bench-{i}.svg").getroot()
+        bars = [e for e in svg.iter() if e.tag.endswith("rect") and e.get("class") == "bar"]
+        assert len(bars) == len(cmp["cells"]) + 1  # one per prompt length and the overall delta
+    pool = section(text, "### Pooled across machines")
+    for name, (drafted, accepted) in pooled.items():
+        [row] = [r for r in table_rows(pool, name) if len(r) == 6]
+        assert row[1:5] == ["2", f"{drafted:.0f}", f"{accepted:.0f}", f"{100 * accepted / drafted:.1f}%"]
+
+
+def tensor_bytes(folder):
+    """Bytes of every tensor's data in a folder's safetensors files (from their headers)."""
+    import struct
+    total = 0
+    for f in folder.glob("*.safetensors"):
+        with open(f, "rb") as fh:
+            header = json.loads(fh.read(struct.unpack("<Q", fh.read(8))[0]))
+        total += sum(t["data_offsets"][1] - t["data_offsets"][0] for k, t in header.items() if k != "__metadata__")
+    return total
+
+
+def test_quantize_records_what_the_card_needs(made, tmp_path):
+    draft, files, card = made
+    record = json.loads((draft / "config.json").read_text())["sparkulator"]
+    assert record["source_tensor_bytes"] == tensor_bytes(tmp_path / "src")
+    assert record["output_tensor_bytes"] == tensor_bytes(draft)
+    assert record["group_size"] == 128 and record["family"] == "dflash" and record["data_free"]
+    kept = {k["tensor"] for k in record["kept_dense"]}
+    assert kept and all(re.search(r"self_attn\.(q|k|v)_proj\.weight$", t) for t in kept)
+    assert all(f"`{t}`" in card.read_text() for t in kept)
+
+
+def test_update_keeps_prose_and_refuses_to_overwrite(made):
+    draft, files, card = made
+    text = card.read_text()
+    edited = text.replace("<!-- sparkulator card: generated begin", "## Why this draft\nBecause.\n\n"
+                          "<!-- sparkulator card: generated begin").replace("tags:", "datasets:\n- a/b\ntags:")
+    card.write_text(edited + "\n## Citation\nCite us.\n")
+    r = spk("card", draft, "-o", card)
+    assert r.returncode == 2 and "--update" in r.stderr and card.read_text().endswith("Cite us.\n")
+    r = spk("card", draft, "-o", card, "--update")
+    assert r.returncode == 0, r.stderr
+    new = card.read_text()
+    assert "## Why this draft\nBecause." in new and new.endswith("## Citation\nCite us.\n")
+    assert front_matter(new)["datasets"] == ["a/b"]
+    assert "## Benchmarks" not in new  # no --bench this time: the generated part was replaced
+
+
+def test_not_a_sparkulator_checkpoint_is_a_clear_error(tmp_path):
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text('{"model_type": "llama"}')
+    r = spk("card", tmp_path / "m")
+    assert r.returncode == 2 and "config.json" in r.stderr and "sparkulator quantize" in r.stderr
