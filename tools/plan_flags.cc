@@ -15,12 +15,14 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
                                 : fmt::format("\n  {:<11} llm-compressor preset {}; group sizes {}",
                                               "", s.preset, GroupSizeList(s));
   }
-  sub->add_option("--scheme", options->scheme, "Quantization scheme:" + schemes)
+  sub->add_option(
+         "--scheme", options->scheme,
+         "Quantization scheme, by name or llm-compressor preset name (any case):" + schemes)
       ->capture_default_str();
   sub->add_option("--group-size", options->group_size,
                   "Columns per scale, one of the scheme's group sizes (listed under --scheme); -1 "
-                  "for one scale per output channel")
-      ->capture_default_str();
+                  "for one scale per output channel. Default: the scheme's first (128 for the "
+                  "integer schemes)");
   sub->add_option(
          "--preset", flags->preset,
          "Draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or "

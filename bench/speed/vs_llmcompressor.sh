@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # sparkulator quantize against llm-compressor's model_free_ptq on the same checkpoint and scheme
-# (W4A16, group 128), interleaved rounds, medians; then checks that the two outputs are
-# bit-identical (every tensor, with torch.equal).
-#   vs_llmcompressor.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS]
+# (SCHEME, an llm-compressor preset name, default W4A16), interleaved rounds, medians; then checks
+# that the two outputs are bit-identical (every tensor, with torch.equal).
+#   [SCHEME=FP8_DYNAMIC] vs_llmcompressor.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS]
 # sparkulator runs with --preset none, so that it quantizes the same Linear weights as
 # model_free_ptq with ignore=[] (a DFlash preset would keep q/k/v dense). Both the default (fsync)
 # and --no-fsync are timed; llm-compressor does not fsync.
 set -euo pipefail
-spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-3}
+spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-3} scheme=${SCHEME:-W4A16}
 here=$(dirname "$(realpath "$0")")
 work=${WORK:-$(dirname "$ckpt")/vs-llmc.$$}
 mkdir -p "$work"
@@ -19,11 +19,11 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 : >"$work/proc"; : >"$work/call"; : >"$work/spk"; : >"$work/spkn"
 for ((i = 1; i <= rounds; ++i)); do
   rm -rf "$work/l"; sync
-  t0=$(now); call=$(python3 "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" 2>/dev/null | tail -1); t1=$(now)
+  t0=$(now); call=$(python3 "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" "$scheme" 2>/dev/null | tail -1); t1=$(now)
   echo "$t1 - $t0" | bc -l >>"$work/proc"; echo "$call" >>"$work/call"
   for mode in spk spkn; do
     rm -rf "$work/s"; sync
-    flags=(--preset none); [[ $mode == spkn ]] && flags+=(--no-fsync)
+    flags=(--preset none --scheme "$scheme"); [[ $mode == spkn ]] && flags+=(--no-fsync)
     t0=$(now); "$spk" quantize "$ckpt" "$work/s" "${flags[@]}" >/dev/null; t1=$(now)
     echo "$t1 - $t0" | bc -l >>"$work/$mode"
   done

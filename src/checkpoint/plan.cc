@@ -193,6 +193,51 @@ size_t QuantPlan::quantized_count() const {
                        [](const TensorPlan& t) { return t.action == TensorAction::kQuantize; });
 }
 
+// The [out, in] one --tp partition of `vllm_module` holds (row-parallel layers split in, column-
+// parallel out, replicated ones neither), or the reason it does not split.
+std::optional<std::string> SplitForTp(std::string_view vllm_module, int tp, int64_t* out,
+                                      int64_t* in) {
+  if (IsRowParallel(vllm_module)) {
+    if (*in % tp != 0) return fmt::format("in_features {} does not split over --tp {}", *in, tp);
+    *in /= tp;
+  } else if (!IsReplicated(vllm_module)) {
+    if (*out % tp != 0) return fmt::format("out_features {} does not split over --tp {}", *out, tp);
+    *out /= tp;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
+                                                     std::string_view vllm_module, int64_t out,
+                                                     int64_t in, int64_t group_size, int tp) {
+  if (scheme.format == "pack-quantized") {
+    return KernelRuleViolation(vllm_module, out, in, scheme.bits, group_size, tp);
+  }
+  // The FP8/INT8/FP4 kernels (CUTLASS, Marlin FP8/FP4, the CPU int8 GEMM) take any output size;
+  // a tensor-parallel shard must hold whole groups. FP8 blocks may be partial in the rows only:
+  // vLLM's block kernels need whole column blocks (compressed-tensors' initialize.py says so, and
+  // model_free_ptq fails to save a weight with a partial column block), and with --tp > 1 whole
+  // row blocks per shard.
+  const int64_t width = scheme.strategy == WeightStrategy::kBlock ? 128 : group_size;
+  int64_t out_part = out, in_part = in;
+  if (auto split = SplitForTp(vllm_module, tp, &out_part, &in_part)) return split;
+  if (width > 0 && scheme.strategy != WeightStrategy::kBlock && in_part % width != 0) {
+    return fmt::format("in_features per partition {} is not a multiple of the group size {}",
+                       in_part, width);
+  }
+  if (scheme.strategy == WeightStrategy::kBlock && in_part % width != 0) {
+    return fmt::format("in_features per partition {} is not a multiple of the 128-column block",
+                       in_part);
+  }
+  if (scheme.strategy == WeightStrategy::kBlock && tp > 1 && out_part % width != 0) {
+    return fmt::format(
+        "out_features per --tp {} partition {} is not a multiple of the 128-row "
+        "block",
+        tp, out_part);
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
                                                int64_t in, int bits, int64_t group_size, int tp) {
   if (group_size != kChannelWise && !IsMarlinGroupSize(group_size)) {
@@ -203,13 +248,7 @@ std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int
     return fmt::format("in_features {} is not a multiple of the group size {}", in, group_size);
   }
   int64_t out_part = out, in_part = in;
-  if (IsRowParallel(vllm_module)) {
-    if (in % tp != 0) return fmt::format("in_features {} does not split over --tp {}", in, tp);
-    in_part = in / tp;
-  } else if (!IsReplicated(vllm_module)) {
-    if (out % tp != 0) return fmt::format("out_features {} does not split over --tp {}", out, tp);
-    out_part = out / tp;
-  }
+  if (auto split = SplitForTp(vllm_module, tp, &out_part, &in_part)) return split;
   if (out_part % 64 != 0) {
     return fmt::format("out_features per partition {} is not a multiple of 64 (Marlin)", out_part);
   }
@@ -266,8 +305,8 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
       if (auto why = FamilyKeepReason(plan.family, module)) {
         p.reason = *why;
       } else if (auto rule =
-                     KernelRuleViolation(p.vllm_module, p.out_features, p.in_features,
-                                         options.scheme->bits, options.group_size, options.tp)) {
+                     SchemeKernelRuleViolation(*options.scheme, p.vllm_module, p.out_features,
+                                               p.in_features, options.group_size, options.tp)) {
         p.reason = *rule;
       } else {
         p.action = TensorAction::kQuantize;

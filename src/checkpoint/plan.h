@@ -81,6 +81,13 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
 // nullopt. Always nullopt when the family rules are off (--preset none).
 std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
 
+// The kernel rules of `scheme`'s format for one Linear: Marlin's for pack-quantized rows
+// (KernelRuleViolation), whole groups (and whole blocks under --tp > 1) per tensor-parallel
+// partition for the float and int8 formats. Returns the broken rule, or nullopt.
+std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
+                                                     std::string_view vllm_module, int64_t out,
+                                                     int64_t in, int64_t group_size, int tp);
+
 // The Marlin rules of docs/vllm.md for one Linear; returns the broken rule, or nullopt if it may
 // run there.
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,

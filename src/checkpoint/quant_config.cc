@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cassert>
 
 namespace spk {
 namespace {
@@ -85,28 +84,66 @@ std::string StringOr(const Json& obj, const char* key) {
 
 }  // namespace
 
-Json MakeQuantizationConfig(const QuantScheme& scheme, int64_t group_size,
-                            const std::vector<std::string>& ignore) {
-  const bool channel = group_size == kChannelWise;
+namespace {
+
+// compressed-tensors' QuantizationArgs with every key at its default, in the order its
+// model_dump writes them, then `fields` over it (the rows' activation arguments).
+Json QuantizationArgs(const Json& fields) {
+  Json args = {{"actorder", nullptr},
+               {"block_structure", nullptr},
+               {"dynamic", false},
+               {"group_size", nullptr},
+               {"num_bits", 8},
+               {"observer", nullptr},
+               {"observer_kwargs", Json::object()},
+               {"scale_dtype", nullptr},
+               {"strategy", "tensor"},
+               {"symmetric", true},
+               {"type", "int"},
+               {"zp_dtype", nullptr}};
+  for (const auto& [key, value] : fields.items()) args[key] = value;
+  return args;
+}
+
+Json WeightArgs(const QuantScheme& scheme, int64_t group_size) {
+  const bool grouped = scheme.strategy != WeightStrategy::kBlock && group_size != kChannelWise;
   Json weights = {
       {"actorder", nullptr},
-      {"block_structure", nullptr},
+      {"block_structure",
+       scheme.strategy == WeightStrategy::kBlock ? Json::array({128, 128}) : Json(nullptr)},
       {"dynamic", false},
-      {"group_size", channel ? Json(nullptr) : Json(group_size)},
+      {"group_size", grouped ? Json(group_size) : Json(nullptr)},
       {"num_bits", scheme.bits},
-      {"observer", scheme.observer},
+      {"observer", scheme.observer.empty() ? Json(nullptr) : Json(scheme.observer)},
       {"observer_kwargs", Json::object()},
-      {"strategy", channel ? "channel" : "group"},
+      {"strategy", StrategyName(scheme.strategy, group_size)},
       {"symmetric", scheme.symmetric},
       {"type", WeightTypeName(scheme.type)},
   };
-  // Weight-only rows write null; a row with activation arguments names them (none yet).
-  assert(scheme.input_activations.empty());
+  // The rows written as model_free_ptq writes them carry its scale_dtype and zp_dtype keys, which
+  // only compressed-tensors releases that know these formats accept; the original int rows stay
+  // readable by older releases without them.
+  if (scheme.observer.empty()) {
+    weights = QuantizationArgs(weights);
+    const std::string_view scale = ScaleDTypeName(scheme.scale_dtype);
+    weights["scale_dtype"] = scale.empty() ? Json(nullptr) : Json(scale);
+  }
+  return weights;
+}
+
+}  // namespace
+
+Json MakeQuantizationConfig(const QuantScheme& scheme, int64_t group_size,
+                            const std::vector<std::string>& ignore) {
+  Json activations = nullptr;
+  if (!scheme.input_activations.empty()) {
+    activations = QuantizationArgs(Json::parse(scheme.input_activations));
+  }
   Json group = {{"format", scheme.format},
-                {"input_activations", nullptr},
+                {"input_activations", activations},
                 {"output_activations", nullptr},
                 {"targets", Json::array({"Linear"})},
-                {"weights", weights}};
+                {"weights", WeightArgs(scheme, group_size)}};
   return Json{{"config_groups", {{"group_0", group}}},
               {"format", scheme.format},
               {"global_compression_ratio", nullptr},
@@ -143,6 +180,7 @@ Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file,
     auto w = g.find("weights");
     if (w != g.end() && w->is_object()) {
       SPK_ASSIGN_OR_RETURN(group.weights, ParseWeights(file, name, *w, &view.unknown_weight_keys));
+      group.weights->format = group.format.empty() ? view.format : group.format;
     }
     auto in = g.find("input_activations");
     group.has_input_activations = in != g.end() && !in->is_null();
@@ -152,7 +190,7 @@ Result<QuantizationConfigView> ParseQuantizationConfig(std::string_view file,
 }
 
 const QuantScheme* FindSchemeFor(const WeightQuantArgs& args) {
-  return FindSchemeFor(args.type, args.num_bits, args.symmetric);
+  return FindSchemeFor(args.format, args.type, args.num_bits, args.symmetric, args.strategy);
 }
 
 namespace {
@@ -163,14 +201,18 @@ std::string Grouping(int64_t group_size) {
 }  // namespace
 
 std::string SchemeLabel(const QuantScheme& scheme, int64_t group_size) {
+  if (scheme.strategy == WeightStrategy::kBlock)
+    return std::string(scheme.name) + " (128x128 blocks)";
   return std::string(scheme.name) + Grouping(group_size);
 }
 
 std::string SchemeLabel(const WeightQuantArgs& args) {
   const int64_t group_size = args.group_size.value_or(kChannelWise);
   if (const QuantScheme* scheme = FindSchemeFor(args)) return SchemeLabel(*scheme, group_size);
+  const bool grouped = args.strategy == "group" || args.strategy == "channel";
   return fmt::format("{} {}-bit{}{}, not a sparkulator scheme", args.type, args.num_bits,
-                     args.symmetric ? "" : " asymmetric", Grouping(group_size));
+                     args.symmetric ? "" : " asymmetric",
+                     grouped ? Grouping(group_size) : fmt::format(" ({})", args.strategy));
 }
 
 Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label,
@@ -180,13 +222,16 @@ Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label,
     if (!g.weights) continue;
     const WeightQuantArgs& w = *g.weights;
     const QuantScheme* scheme = FindSchemeFor(w);
-    if (scheme == nullptr || (w.strategy != "group" && w.strategy != "channel")) {
+    if (scheme == nullptr) {
       return Status::InvalidInput(fmt::format(
-          "{}: config group {} has weights type '{}' num_bits {} strategy '{}'; only the schemes "
-          "{} (group or channel strategy) are supported",
-          file_label, g.name, w.type, w.num_bits, w.strategy, SchemeNames()));
+          "{}: config group {} has weights format '{}' type '{}' num_bits {} strategy '{}'; only "
+          "the schemes {} are supported",
+          file_label, g.name, w.format, w.type, w.num_bits, w.strategy, SchemeNames()));
     }
-    const int64_t group_size = w.strategy == "channel" ? kChannelWise : w.group_size.value_or(0);
+    // Blocks are 128 columns wide (block_structure [128, 128]); the params carry the width.
+    const int64_t group_size = w.strategy == "channel" ? kChannelWise
+                               : w.strategy == "block" ? 128
+                                                       : w.group_size.value_or(0);
     const QuantParams params = ParamsFor(*scheme, group_size);
     SPK_RETURN_IF_ERROR(ValidateParams(params).WithContext(file_label));
     return CheckpointScheme{scheme, params};

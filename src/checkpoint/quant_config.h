@@ -26,8 +26,9 @@ struct WeightQuantArgs {
   int num_bits = 4;
   bool symmetric = true;
   std::optional<int64_t> group_size;  // nullopt for channel-wise
-  std::string strategy = "group";     // "group" or "channel" (others read, not written)
+  std::string strategy = "group";     // "group", "channel", "block" or "tensor_group"
   std::string type = "int";
+  std::string format;  // the config group's format, else quantization_config.format
 };
 
 struct ConfigGroup {
@@ -46,8 +47,8 @@ struct QuantizationConfigView {
   std::vector<std::string> unknown_weight_keys;  // keys older compressed-tensors releases reject
 };
 
-// The quantization_config object for one weight-only scheme of the registry (quant/scheme.h)
-// targeting Linear layers, at `group_size` (kChannelWise: strategy "channel").
+// The quantization_config object for one scheme of the registry (quant/scheme.h) targeting Linear
+// layers, at `group_size` (kChannelWise: strategy "channel"), with the row's activation arguments.
 nlohmann::ordered_json MakeQuantizationConfig(const QuantScheme& scheme, int64_t group_size,
                                               const std::vector<std::string>& ignore);
 

@@ -22,12 +22,14 @@ TEST(QuantConfigTest, EveryRowWritesItsFieldsAndReadsBackAsItself) {
       const Json& w = qc["config_groups"]["group_0"]["weights"];
       EXPECT_EQ(qc["format"], s.format);
       EXPECT_EQ(qc["config_groups"]["group_0"]["format"], s.format);
-      EXPECT_EQ(w["type"], "int");
+      EXPECT_EQ(w["type"], WeightTypeName(s.type));
       EXPECT_EQ(w["num_bits"], s.bits);
       EXPECT_EQ(w["symmetric"], s.symmetric);
-      EXPECT_EQ(w["strategy"], g == kChannelWise ? "channel" : "group");
-      EXPECT_EQ(w["group_size"], g == kChannelWise ? Json(nullptr) : Json(g));
-      EXPECT_TRUE(qc["config_groups"]["group_0"]["input_activations"].is_null());
+      EXPECT_EQ(w["strategy"], StrategyName(s.strategy, g));
+      const bool grouped = g != kChannelWise && s.strategy != WeightStrategy::kBlock;
+      EXPECT_EQ(w["group_size"], grouped ? Json(g) : Json(nullptr));
+      EXPECT_EQ(qc["config_groups"]["group_0"]["input_activations"].is_null(),
+                s.input_activations.empty());
       auto read = SchemeFromConfig("config.json", WithQuantization(qc));
       ASSERT_TRUE(read.ok()) << read.status().message();
       EXPECT_EQ(read->scheme, &s);
@@ -40,29 +42,34 @@ TEST(QuantConfigTest, EveryRowWritesItsFieldsAndReadsBackAsItself) {
   }
   EXPECT_EQ(SchemeLabel(*FindScheme("w8a16-asym"), 128), "w8a16-asym (group 128)");
   EXPECT_EQ(SchemeLabel(*FindScheme("w4a16"), kChannelWise), "w4a16 (channel)");
+  EXPECT_EQ(SchemeLabel(*FindScheme("fp8-block"), 128), "fp8-block (128x128 blocks)");
+  EXPECT_EQ(SchemeLabel(*FindScheme("nvfp4a16"), 16), "nvfp4a16 (group 16)");
 }
 
-// An FP8 checkpoint (compressed-tensors type "float", 8 bits) is not shown as w8a16 any more, and
-// dequantize/compare refuse it by name instead of misreading its tensors.
+// A static per-tensor FP8 checkpoint (the FP8 preset: type "float", 8 bits, strategy "tensor") has
+// no row: it is not shown as fp8-dynamic or w8a16, and dequantize/compare refuse it by name
+// instead of misreading its tensors.
 TEST(QuantConfigTest, SchemesWithNoRowAreNamedAndRefused) {
   WeightQuantArgs fp8;
   fp8.num_bits = 8;
   fp8.type = "float";
-  fp8.strategy = "channel";
-  EXPECT_EQ(SchemeLabel(fp8), "float 8-bit (channel), not a sparkulator scheme");
+  fp8.strategy = "tensor";
+  fp8.format = "float-quantized";
+  EXPECT_EQ(SchemeLabel(fp8), "float 8-bit (tensor), not a sparkulator scheme");
   EXPECT_EQ(FindSchemeFor(fp8), nullptr);
   Json qc = {
       {"config_groups",
        {{"group_0",
          {{"targets", {"Linear"}},
           {"weights",
-           {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "channel"}}}}}}}};
+           {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "tensor"}}}}}}}};
   auto read = SchemeFromConfig("ckpt/config.json", WithQuantization(qc));
   ASSERT_FALSE(read.ok());
   EXPECT_EQ(read.status().code(), StatusCode::kInvalidInput);
-  EXPECT_NE(read.status().message().find("ckpt/config.json: config group group_0 has weights type "
-                                         "'float' num_bits 8"),
-            std::string::npos)
+  EXPECT_NE(
+      read.status().message().find("ckpt/config.json: config group group_0 has weights format "
+                                   "'' type 'float' num_bits 8 strategy 'tensor'"),
+      std::string::npos)
       << read.status().message();
   auto none = SchemeFromConfig("ckpt/config.json", WithQuantization(Json::object()));
   EXPECT_FALSE(none.ok());

@@ -128,8 +128,11 @@ Status PackedModuleReader::ReadRows(int64_t r0, int64_t n, RowBlock* block) cons
     block->zero_points.assign(zp, zp + n * groups_);
   }
   block->bytes.resize(static_cast<size_t>(n * cols_) * elem);
-  Status s = codec_->DequantizeRows(params_, dtype_, packed.data(), scales.data(), zp, n, cols_,
-                                    block->bytes.data());
+  RowBlockBytes in;
+  in[TensorRole::kPacked] = reinterpret_cast<uint8_t*>(packed.data());
+  in[TensorRole::kScale] = scales.data();
+  in[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(const_cast<int32_t*>(zp));
+  Status s = codec_->DequantizeRows(params_, dtype_, in, 0.0f, n, cols_, block->bytes.data());
   if (!s.ok()) {
     return Status(s.code(), fmt::format("module '{}': rows {}..{}: {}", module_, r0, r0 + n - 1,
                                         s.message()));

@@ -1,6 +1,38 @@
 #include "quant/codec.h"
 
+#include <fmt/format.h>
+
+#include <cmath>
+
 namespace spk {
+
+Status ValidateWeight(const QuantParams& p, DType weight_dtype, int64_t rows, int64_t cols,
+                      bool partial_groups) {
+  SPK_RETURN_IF_ERROR(ValidateParams(p));
+  if (!IsQuantizableFloat(weight_dtype)) {
+    return Status::InvalidInput(fmt::format(
+        "weight dtype {} cannot be quantized (BF16, F16 or F32 only)", DTypeName(weight_dtype)));
+  }
+  if (rows <= 0 || cols <= 0 || (!partial_groups && !GroupFits(cols, p.group_size))) {
+    return Status::InvalidInput(fmt::format(
+        "a [{}, {}] weight cannot be stored with group size {}: the columns must be a positive "
+        "multiple of it",
+        rows, cols, p.group_size));
+  }
+  return Status::Ok();
+}
+
+Status RequireFiniteRow(std::span<const float> row, int64_t r) {
+  for (size_t c = 0; c < row.size(); ++c) {
+    if (!std::isfinite(row[c])) {
+      return Status::InvalidInput(fmt::format(
+          "weight row {} column {} is {}; only finite weights can be quantized (check the source "
+          "checkpoint)",
+          r, c, std::isnan(row[c]) ? "NaN" : "Inf"));
+    }
+  }
+  return Status::Ok();
+}
 
 const StoredTensor* FindRole(std::span<const StoredTensor> tensors, TensorRole role) {
   for (const StoredTensor& t : tensors) {

@@ -4,12 +4,15 @@
 // spelling out tensor suffixes, shapes and dtypes themselves.
 //
 // A quantized module `<m>` replaces `<m>.weight` (rows x cols, row-major, in a float dtype) by the
-// tensors Tensors() lists, named `<m>` + suffix. Codecs are stateless singletons that live for the
-// whole program: thread-safe, and the pointers and string_views they return never dangle.
-// Errors: Validate and the row functions return InvalidInput naming what is wrong (the caller adds
-// the file and tensor); undersized buffers are caller bugs.
+// tensors Tensors() lists, named `<m>` + suffix. Every stored tensor is a byte array: a row block
+// of the weight produces the matching rows of each row-wise tensor (RowBlockBytes), so the codec
+// interface is the same for int32-packed, F8, I8 and U8-packed formats. Codecs are stateless
+// singletons that live for the whole program: thread-safe, and the pointers and string_views they
+// return never dangle. Errors: Validate and the row functions return InvalidInput naming what is
+// wrong (the caller adds the file and tensor); undersized buffers are caller bugs.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,14 +27,29 @@
 namespace spk {
 
 // What a stored tensor holds, so that writers and readers can find "the scale" without its name.
-enum class TensorRole { kPacked, kScale, kShape, kZeroPoint };
-inline constexpr size_t kTensorRoleCount = 4;
+// kPacked is the quantized values (`weight_packed`, or `weight` for F8/I8 formats); kGlobalScale
+// the per-tensor `weight_global_scale` of NVFP4.
+enum class TensorRole { kPacked, kScale, kShape, kZeroPoint, kGlobalScale };
+inline constexpr size_t kTensorRoleCount = 5;
 
 struct StoredTensor {
   std::string_view suffix;  // appended to the module name: ".weight_packed"
   TensorRole role;
   DType dtype;
   std::vector<int64_t> shape;
+  // Weight rows per stored row: 1 for row-wise tensors, 128 for FP8 block scales; 0 for a tensor
+  // written once per weight (weight_shape, weight_global_scale, packed zero points).
+  int64_t weight_rows_per_row = 1;
+};
+
+// Where QuantizeRows writes (and DequantizeRows reads) one row block: for each role, the first
+// byte of the block's rows of that stored tensor (row r0 / weight_rows_per_row), or nullptr for
+// roles the format does not store per row. kZeroPoint is the exception: an UNPACKED int32 rows x
+// groups array, packed across rows by the caller once the tensor is done (PackZeroPoints).
+struct RowBlockBytes {
+  std::array<uint8_t*, kTensorRoleCount> at{};
+  uint8_t*& operator[](TensorRole role) { return at[static_cast<size_t>(role)]; }
+  uint8_t* operator[](TensorRole role) const { return at[static_cast<size_t>(role)]; }
 };
 
 // How QuantizeRows computes its scales: min-max round-to-nearest (bit-exact with
@@ -58,18 +76,46 @@ class WeightCodec {
   virtual std::vector<StoredTensor> Tensors(const QuantParams& p, DType weight_dtype, int64_t rows,
                                             int64_t cols) const = 0;
 
-  // Quantizes a block of rows (quant/rtn.h's RowBlockQuantOutput; zero points UNPACKED) with the
-  // fastest kernel of `method`. Output bytes do not depend on the CPU.
-  virtual Status QuantizeRows(const QuantParams& p, QuantMethod method, DType dtype,
-                              const uint8_t* weight, int64_t rows, int64_t cols,
-                              const RowBlockQuantOutput& out) const = 0;
+  // Row blocks handed to QuantizeRows/DequantizeRows start at a multiple of this many rows (128
+  // for FP8 blocks: a block scale covers 128 rows); 1 for row-wise formats.
+  virtual int64_t RowAlignment() const { return 1; }
 
-  // Dequantizes a block of rows into `out` (rows x cols in `dtype`), exactly as the reference
-  // decompressor does. zero_points is UNPACKED or nullptr for symmetric parameters.
-  virtual Status DequantizeRows(const QuantParams& p, DType dtype, const int32_t* packed,
-                                const uint8_t* scales, const int32_t* zero_points, int64_t rows,
-                                int64_t cols, uint8_t* out) const = 0;
+  // True when QuantizeRows takes QuantMethod::kSearch (the error-minimising scale search).
+  virtual bool SupportsSearch() const { return false; }
+
+  // True when the format stores a per-tensor global scale (NVFP4): the caller computes it over
+  // the weight and its fused partners first (GlobalScaleFor) and passes it to every row block.
+  virtual bool HasGlobalScale() const { return false; }
+
+  // The dtype DequantizeRows writes for a weight stored from `weight_dtype`: the weight's own for
+  // most formats; compressed-tensors decompresses the FP4 formats to BF16 whatever the source.
+  virtual DType DequantizedDType(DType weight_dtype) const { return weight_dtype; }
+
+  // Quantizes a block of `rows` rows (a multiple of RowAlignment() apart from the tensor's last
+  // block) with the fastest kernel of `method`, writing each row-wise stored tensor's rows to
+  // `out`. `global_scale` is the tensor's weight_global_scale (HasGlobalScale), else ignored.
+  // Output bytes do not depend on the CPU.
+  virtual Status QuantizeRows(const QuantParams& p, QuantMethod method, DType dtype,
+                              const uint8_t* weight, int64_t rows, int64_t cols, float global_scale,
+                              const RowBlockBytes& out) const = 0;
+
+  // Dequantizes a block of rows stored at `in` into `out` (rows x cols in
+  // DequantizedDType(dtype)), exactly as the reference decompressor does. `dtype` is the dtype
+  // the scales were stored in for formats that store them in the weight's dtype.
+  virtual Status DequantizeRows(const QuantParams& p, DType dtype, const RowBlockBytes& in,
+                                float global_scale, int64_t rows, int64_t cols,
+                                uint8_t* out) const = 0;
 };
+
+// The checks every codec's Validate starts with: parameters sparkulator writes, a BF16/F16/F32
+// weight, positive dimensions, and (unless `partial_groups`) columns a multiple of the group size.
+// InvalidInput saying which fails.
+Status ValidateWeight(const QuantParams& p, DType weight_dtype, int64_t rows, int64_t cols,
+                      bool partial_groups);
+
+// Ok when every value of `row` (row `r` of a block) is finite; otherwise InvalidInput naming the
+// row and column, as the int kernels word it (quant/rtn.h).
+Status RequireFiniteRow(std::span<const float> row, int64_t r);
 
 // The tensor of `tensors` with `role`, or nullptr.
 const StoredTensor* FindRole(std::span<const StoredTensor> tensors, TensorRole role);

@@ -20,18 +20,7 @@ class PackQuantized final : public WeightCodec {
 
   Status Validate(const QuantParams& p, DType weight_dtype, int64_t rows,
                   int64_t cols) const override {
-    SPK_RETURN_IF_ERROR(ValidateParams(p));
-    if (!IsQuantizableFloat(weight_dtype)) {
-      return Status::InvalidInput(fmt::format(
-          "weight dtype {} cannot be quantized (BF16, F16 or F32 only)", DTypeName(weight_dtype)));
-    }
-    if (rows <= 0 || !GroupFits(cols, p.group_size)) {
-      return Status::InvalidInput(fmt::format(
-          "a [{}, {}] weight cannot be stored with group size {}: the columns must be a positive "
-          "multiple of it",
-          rows, cols, p.group_size));
-    }
-    return Status::Ok();
+    return ValidateWeight(p, weight_dtype, rows, cols, false);
   }
 
   std::vector<StoredTensor> Tensors(const QuantParams& p, DType weight_dtype, int64_t rows,
@@ -39,26 +28,37 @@ class PackQuantized final : public WeightCodec {
     std::vector<StoredTensor> out = {
         {kPackedSuffix, TensorRole::kPacked, DType::kI32, PackedShape(rows, cols, p.bits)},
         {kScaleSuffix, TensorRole::kScale, weight_dtype, ScaleShape(rows, cols, p.group_size)},
-        {kShapeSuffix, TensorRole::kShape, DType::kI64, {2}},
+        {kShapeSuffix, TensorRole::kShape, DType::kI64, {2}, 0},
     };
     if (!p.symmetric) {
       out.push_back({kZeroPointSuffix, TensorRole::kZeroPoint, DType::kI32,
-                     ZeroPointShape(rows, cols, p.bits, p.group_size)});
+                     ZeroPointShape(rows, cols, p.bits, p.group_size), 0});
     }
     return out;
   }
 
+  bool SupportsSearch() const override { return true; }
+
   Status QuantizeRows(const QuantParams& p, QuantMethod method, DType dtype, const uint8_t* weight,
-                      int64_t rows, int64_t cols, const RowBlockQuantOutput& out) const override {
-    return method == QuantMethod::kSearch
-               ? QuantizeRowsSearchFast(p, dtype, weight, rows, cols, out)
-               : QuantizeRowsRtnFast(p, dtype, weight, rows, cols, out);
+                      int64_t rows, int64_t cols, float /*global_scale*/,
+                      const RowBlockBytes& out) const override {
+    const RowBlockQuantOutput q = IntOutput(out);
+    return method == QuantMethod::kSearch ? QuantizeRowsSearchFast(p, dtype, weight, rows, cols, q)
+                                          : QuantizeRowsRtnFast(p, dtype, weight, rows, cols, q);
   }
 
-  Status DequantizeRows(const QuantParams& p, DType dtype, const int32_t* packed,
-                        const uint8_t* scales, const int32_t* zero_points, int64_t rows,
-                        int64_t cols, uint8_t* out) const override {
-    return spk::DequantizeRows(p, dtype, packed, scales, zero_points, rows, cols, out);
+  Status DequantizeRows(const QuantParams& p, DType dtype, const RowBlockBytes& in,
+                        float /*global_scale*/, int64_t rows, int64_t cols,
+                        uint8_t* out) const override {
+    const RowBlockQuantOutput q = IntOutput(in);
+    return spk::DequantizeRows(p, dtype, q.packed, q.scales, q.zero_points, rows, cols, out);
+  }
+
+ private:
+  // The int kernels' view of the block: int32 words, scale bytes, unpacked int32 zero points.
+  static RowBlockQuantOutput IntOutput(const RowBlockBytes& b) {
+    return {reinterpret_cast<int32_t*>(b[TensorRole::kPacked]), b[TensorRole::kScale],
+            reinterpret_cast<int32_t*>(b[TensorRole::kZeroPoint])};
   }
 };
 

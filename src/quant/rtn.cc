@@ -12,18 +12,6 @@
 namespace spk {
 namespace {
 
-// torch.finfo(dtype).eps: the scale that replaces 0 so that all-zero groups do not divide by zero.
-float DTypeEps(DType dtype) {
-  switch (dtype) {
-    case DType::kBF16:
-      return 0x1p-7f;
-    case DType::kF16:
-      return 0x1p-10f;
-    default:
-      return 0x1p-23f;
-  }
-}
-
 // torch.round: round half to even (the default floating-point rounding mode).
 float RoundHalfToEven(float x) { return std::nearbyint(x); }
 
@@ -105,6 +93,17 @@ void UnpackValues(int bits, int64_t count, WordAt word_at, Store store) {
 }
 
 }  // namespace
+
+float DTypeEps(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return 0x1p-7f;
+    case DType::kF16:
+      return 0x1p-10f;
+    default:
+      return 0x1p-23f;
+  }
+}
 
 GroupRange GroupMinMax(std::span<const float> values) {
   assert(!values.empty());

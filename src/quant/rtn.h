@@ -38,6 +38,10 @@ struct GroupQuantParams {
   int32_t zero_point = 0;
 };
 
+// torch.finfo(dtype).eps of BF16, F16 or F32: the scale that replaces 0 so that all-zero groups do
+// not divide by zero.
+float DTypeEps(DType dtype);
+
 // Smallest and largest value of a group (exact; no clamping to include 0).
 struct GroupRange {
   float min = 0.0f;

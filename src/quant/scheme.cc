@@ -4,25 +4,46 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
+#include <string>
 #include <vector>
 
+#include "quant/float_quantized.h"
+#include "quant/fp4_packed.h"
 #include "quant/pack_quantized.h"
 
 namespace spk {
 namespace {
 
-// What every integer weight-only row shares: packed int32 words, scales in the weight's dtype,
+constexpr int64_t kChannelOnly[] = {kChannelWise};
+constexpr int64_t kBlock128[] = {128};
+constexpr int64_t kGroup128[] = {128};
+constexpr int64_t kGroup16[] = {16};
+constexpr int64_t kGroup32[] = {32};
+
+// compressed-tensors' dynamic activation arguments of the presets (quant_scheme.py); the config
+// writer fills the other QuantizationArgs keys with their defaults.
+constexpr std::string_view kIntPerToken =
+    R"({"num_bits": 8, "type": "int", "strategy": "token", "dynamic": true})";
+constexpr std::string_view kFp8PerToken =
+    R"({"num_bits": 8, "type": "float", "strategy": "token", "dynamic": true})";
+constexpr std::string_view kFp8Group128 =
+    R"({"num_bits": 8, "type": "float", "strategy": "group", "group_size": 128, "dynamic": true})";
+
+// What every integer pack-quantized row shares: packed int32 words, scales in the weight's dtype,
 // Marlin's group sizes, compressed-tensors' "minmax" observer, no activation arguments.
 QuantScheme IntWeightOnly(std::string_view name, std::string_view preset, int bits, bool symmetric,
                           std::string_view summary) {
   return {.name = name,
           .preset = preset,
+          .alias = "",
           .type = WeightType::kInt,
           .bits = bits,
           .symmetric = symmetric,
           .group_sizes = kMarlinGroupSizes,
           .default_group_size = 128,
           .scale_dtype = ScaleDType::kLikeWeight,
+          .strategy = WeightStrategy::kGroupOrChannel,
           .global_scale = false,
           .format = "pack-quantized",
           .input_activations = "",
@@ -31,9 +52,37 @@ QuantScheme IntWeightOnly(std::string_view name, std::string_view preset, int bi
           .codec = &PackQuantizedCodec()};
 }
 
+// A row written exactly as llm-compressor's model_free_ptq writes its preset (observer null).
+QuantScheme Preset(std::string_view name, std::string_view preset, WeightType type, int bits,
+                   std::span<const int64_t> group_sizes, ScaleDType scale_dtype,
+                   WeightStrategy strategy, std::string_view activations, const WeightCodec& codec,
+                   std::string_view summary) {
+  return {.name = name,
+          .preset = preset,
+          .alias = "",
+          .type = type,
+          .bits = bits,
+          .symmetric = true,
+          .group_sizes = group_sizes,
+          .default_group_size = group_sizes[0],
+          .scale_dtype = scale_dtype,
+          .strategy = strategy,
+          .global_scale = strategy == WeightStrategy::kTensorGroup,
+          .format = codec.format(),
+          .input_activations = activations,
+          .observer = "",
+          .summary = summary,
+          .codec = &codec};
+}
+
+QuantScheme WithAlias(QuantScheme s, std::string_view alias) {
+  s.alias = alias;
+  return s;
+}
+
 // The rows. Their config.json is compressed-tensors' own preset (quant_scheme.py PRESET_SCHEMES)
 // at our group size; w8a16-asym has no preset there.
-const std::array<QuantScheme, 4> kSchemes = {
+const std::array<QuantScheme, 11> kSchemes = {
     IntWeightOnly("w4a16", "W4A16", 4, true,
                   "int4 weights, symmetric, one BF16/F16 scale per group (vLLM Marlin/Machete)"),
     IntWeightOnly("w4a16-asym", "W4A16_ASYM", 4, false,
@@ -41,7 +90,45 @@ const std::array<QuantScheme, 4> kSchemes = {
     IntWeightOnly("w8a16", "W8A16", 8, true, "int8 weights, symmetric, one scale per group"),
     IntWeightOnly("w8a16-asym", "", 8, false,
                   "int8 weights, asymmetric: a scale and an int8 zero point per group"),
+    Preset("w4afp8", "W4AFP8", WeightType::kInt, 4, kGroup128, ScaleDType::kLikeWeight,
+           WeightStrategy::kGroupOrChannel, kFp8PerToken, IntQuantizedCodec(),
+           "int4 weights per group of 128 (stored as I8), FP8 activations per token"),
+    WithAlias(Preset("w8a8", "W8A8", WeightType::kInt, 8, kChannelOnly, ScaleDType::kLikeWeight,
+                     WeightStrategy::kGroupOrChannel, kIntPerToken, IntQuantizedCodec(),
+                     "int8 weights per channel, int8 activations per token at run time"),
+              "INT8"),
+    Preset("fp8-dynamic", "FP8_DYNAMIC", WeightType::kFloat, 8, kChannelOnly,
+           ScaleDType::kLikeWeight, WeightStrategy::kGroupOrChannel, kFp8PerToken,
+           Fp8ChannelCodec(), "FP8 E4M3 weights per channel, FP8 activations per token"),
+    Preset("fp8-block", "FP8_BLOCK", WeightType::kFloat, 8, kBlock128, ScaleDType::kLikeWeight,
+           WeightStrategy::kBlock, kFp8Group128, Fp8BlockCodec(),
+           "FP8 E4M3 weights per 128x128 block, FP8 activations per group of 128"),
+    Preset("nvfp4a16", "NVFP4A16", WeightType::kFloat, 4, kGroup16, ScaleDType::kF8E4M3,
+           WeightStrategy::kTensorGroup, "", Nvfp4Codec(),
+           "FP4 E2M1 weights, an FP8 scale per 16 and a global scale per fused tensor"),
+    Preset("mxfp4a16", "MXFP4A16", WeightType::kFloat, 4, kGroup32, ScaleDType::kE8M0,
+           WeightStrategy::kGroupOrChannel, "", Mxfp4Codec(),
+           "FP4 E2M1 weights, a power-of-two (E8M0) scale per 32"),
+    Preset("mxfp8a16", "MXFP8A16", WeightType::kFloat, 8, kGroup32, ScaleDType::kE8M0,
+           WeightStrategy::kGroupOrChannel, "", Mxfp8Codec(),
+           "FP8 E4M3 weights, a power-of-two (E8M0) scale per 32"),
 };
+
+bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// "fp8_dynamic" and "fp8-dynamic" name the same row: the presets spell with '_', the rows '-'.
+bool NamesRow(const QuantScheme& s, std::string_view name) {
+  std::string dashed(name);
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  return EqualsIgnoringCase(s.name, name) || EqualsIgnoringCase(s.name, dashed) ||
+         (!s.preset.empty() && EqualsIgnoringCase(s.preset, name)) ||
+         (!s.alias.empty() && EqualsIgnoringCase(s.alias, name));
+}
 
 }  // namespace
 
@@ -57,17 +144,46 @@ std::string_view WeightTypeName(WeightType type) {
 
 std::span<const QuantScheme> AllSchemes() { return kSchemes; }
 
+std::string_view ScaleDTypeName(ScaleDType dtype) {
+  switch (dtype) {
+    case ScaleDType::kLikeWeight:
+      return "";
+    case ScaleDType::kF8E4M3:
+      return "torch.float8_e4m3fn";
+    case ScaleDType::kE8M0:
+      return "torch.uint8";
+  }
+  return "";
+}
+
+std::string_view StrategyName(WeightStrategy strategy, int64_t group_size) {
+  switch (strategy) {
+    case WeightStrategy::kBlock:
+      return "block";
+    case WeightStrategy::kTensorGroup:
+      return "tensor_group";
+    case WeightStrategy::kGroupOrChannel:
+      break;
+  }
+  return group_size == kChannelWise ? "channel" : "group";
+}
+
 const QuantScheme* FindScheme(std::string_view name) {
   for (const QuantScheme& scheme : kSchemes) {
-    if (scheme.name == name) return &scheme;
+    if (NamesRow(scheme, name)) return &scheme;
   }
   return nullptr;
 }
 
-const QuantScheme* FindSchemeFor(std::string_view type, int bits, bool symmetric) {
+const QuantScheme* FindSchemeFor(std::string_view format, std::string_view type, int bits,
+                                 bool symmetric, std::string_view strategy) {
   for (const QuantScheme& scheme : kSchemes) {
-    if (WeightTypeName(scheme.type) == type && scheme.bits == bits &&
-        scheme.symmetric == symmetric) {
+    const bool same_strategy =
+        scheme.strategy == WeightStrategy::kGroupOrChannel
+            ? (strategy == "group" || strategy == "channel" || strategy.empty())
+            : StrategyName(scheme.strategy, 0) == strategy;
+    if ((format.empty() || scheme.format == format) && WeightTypeName(scheme.type) == type &&
+        scheme.bits == bits && scheme.symmetric == symmetric && same_strategy) {
       return &scheme;
     }
   }

@@ -26,10 +26,20 @@ enum class WeightType { kInt, kFloat };
 // The value of QuantizationArgs.type: "int" or "float".
 std::string_view WeightTypeName(WeightType type);
 
-// The dtype of the stored scales.
+// The dtype of the stored scales (QuantizationArgs.scale_dtype).
 enum class ScaleDType {
   kLikeWeight,  // the source weight's dtype (BF16, F16 or F32), as llm-compressor writes W4A16
+  kF8E4M3,      // "torch.float8_e4m3fn": NVFP4 group scales
+  kE8M0,        // "torch.uint8": MX exponents
 };
+// The value QuantizationArgs.scale_dtype records: "" (null) for kLikeWeight.
+std::string_view ScaleDTypeName(ScaleDType dtype);
+
+// QuantizationArgs.strategy of the weights: group or channel by the group size (-1 = channel),
+// 128 x 128 blocks, or groups under a per-tensor global scale (NVFP4).
+enum class WeightStrategy { kGroupOrChannel, kBlock, kTensorGroup };
+// "group", "channel", "block" or "tensor_group" for a row at `group_size`.
+std::string_view StrategyName(WeightStrategy strategy, int64_t group_size);
 
 // The group sizes vLLM's Marlin WNA16 kernels run (gptq_marlin / machete: -1, 32, 64, 128).
 inline constexpr int64_t kMarlinGroupSizes[] = {kChannelWise, 32, 64, 128};
@@ -39,28 +49,36 @@ bool IsMarlinGroupSize(int64_t group_size);
 struct QuantScheme {
   std::string_view name;    // "w4a16": the --scheme value and the label inspect/check print
   std::string_view preset;  // compressed-tensors / llm-compressor preset name, "" when none
+  std::string_view alias;   // another preset name for the same row ("INT8"), "" when none
   WeightType type;
   int bits;                              // weight bits: 4 or 8
   bool symmetric;                        // false: the checkpoint carries weight_zero_point
   std::span<const int64_t> group_sizes;  // allowed group sizes; kChannelWise = per channel
   int64_t default_group_size;            // the --group-size default
   ScaleDType scale_dtype;
-  bool global_scale;                   // a per-tensor weight_global_scale (NVFP4); none yet
-  std::string_view format;             // compressed-tensors format: "pack-quantized"
-  std::string_view input_activations;  // "": weight-only (input_activations: null)
-  std::string_view observer;           // QuantizationArgs.observer we record: "minmax"
-  std::string_view summary;            // one line for --help
-  const WeightCodec* codec;            // stored tensors, quantize and dequantize rows
+  WeightStrategy strategy;
+  bool global_scale;        // a per-tensor weight_global_scale (NVFP4)
+  std::string_view format;  // compressed-tensors format: "pack-quantized"
+  // The preset's input_activations QuantizationArgs as JSON ("" = weight-only, null): the
+  // dynamic activations vLLM quantizes at run time for W8A8, FP8_DYNAMIC, FP8_BLOCK and W4AFP8.
+  std::string_view input_activations;
+  std::string_view observer;  // QuantizationArgs.observer we record: "minmax"; "" writes null
+  std::string_view summary;   // one line for --help
+  const WeightCodec* codec;   // stored tensors, quantize and dequantize rows
 };
 
-// Every scheme, in help order: w4a16, w4a16-asym, w8a16, w8a16-asym.
+// Every scheme, in help order: w4a16, w4a16-asym, w8a16, w8a16-asym, then the float and
+// activation-quantized rows.
 std::span<const QuantScheme> AllSchemes();
-// The scheme named exactly `name`, or nullptr.
+// The scheme whose name, preset or alias is `name`, ignoring case ("w4a16", "W4A16",
+// "fp8_dynamic", "INT8"), or nullptr.
 const QuantScheme* FindScheme(std::string_view name);
-// The scheme a parsed quantization_config describes (type "int"/"float", num_bits, symmetric), or
-// nullptr when sparkulator has no such row. The group size is checked separately
-// (AllowsGroupSize): a row with a strange group size is still that scheme, wrongly grouped.
-const QuantScheme* FindSchemeFor(std::string_view type, int bits, bool symmetric);
+// The scheme a parsed quantization_config describes (format, type "int"/"float", num_bits,
+// symmetric, strategy), or nullptr when sparkulator has no such row. An empty format matches any
+// row (configs that omit it). The group size is checked separately (AllowsGroupSize): a row with a
+// strange group size is still that scheme, wrongly grouped.
+const QuantScheme* FindSchemeFor(std::string_view format, std::string_view type, int bits,
+                                 bool symmetric, std::string_view strategy);
 
 // "w4a16, w4a16-asym, ...": the names, for messages.
 std::string SchemeNames();

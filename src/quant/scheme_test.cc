@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "quant/pack_quantized.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -21,7 +22,10 @@ TEST(SchemeTest, RowsAreWellFormedAndFindable) {
   for (const QuantScheme& s : AllSchemes()) {
     EXPECT_TRUE(names.insert(s.name).second) << s.name;
     EXPECT_EQ(FindScheme(s.name), &s);
-    EXPECT_EQ(FindSchemeFor(WeightTypeName(s.type), s.bits, s.symmetric), &s) << s.name;
+    EXPECT_EQ(FindSchemeFor(s.format, WeightTypeName(s.type), s.bits, s.symmetric,
+                            StrategyName(s.strategy, s.default_group_size)),
+              &s)
+        << s.name;
     ASSERT_NE(s.codec, nullptr) << s.name;
     EXPECT_EQ(s.codec->format(), s.format) << s.name;
     EXPECT_FALSE(s.summary.empty());
@@ -31,19 +35,31 @@ TEST(SchemeTest, RowsAreWellFormedAndFindable) {
       EXPECT_TRUE(ValidateGroupSize(s, g).ok());
     }
   }
-  EXPECT_EQ(names, (std::set<std::string_view>{"w4a16", "w4a16-asym", "w8a16", "w8a16-asym"}));
+  EXPECT_EQ(names, (std::set<std::string_view>{"w4a16", "w4a16-asym", "w8a16", "w8a16-asym",
+                                               "w4afp8", "w8a8", "fp8-dynamic", "fp8-block",
+                                               "nvfp4a16", "mxfp4a16", "mxfp8a16"}));
 }
 
-TEST(SchemeTest, FindSchemeIsExact) {
+// --scheme takes our names and llm-compressor's preset names, in any case.
+TEST(SchemeTest, FindSchemeTakesPresetNamesInAnyCase) {
   ASSERT_NE(FindScheme("w4a16"), nullptr);
   EXPECT_EQ(FindScheme("w4a16")->bits, 4);
   EXPECT_TRUE(FindScheme("w4a16")->symmetric);
   EXPECT_FALSE(FindScheme("w8a16-asym")->symmetric);
-  EXPECT_EQ(FindScheme("W4A16"), nullptr);
+  EXPECT_EQ(FindScheme("W4A16"), FindScheme("w4a16"));
+  EXPECT_EQ(FindScheme("W4A16_ASYM"), FindScheme("w4a16-asym"));
+  EXPECT_EQ(FindScheme("FP8_DYNAMIC"), FindScheme("fp8-dynamic"));
+  EXPECT_EQ(FindScheme("fp8_block"), FindScheme("fp8-block"));
+  EXPECT_EQ(FindScheme("INT8"), FindScheme("w8a8"));
+  EXPECT_EQ(FindScheme("NvFp4A16"), FindScheme("nvfp4a16"));
   EXPECT_EQ(FindScheme("w4a16 "), nullptr);
   EXPECT_EQ(FindScheme(""), nullptr);
-  EXPECT_EQ(FindSchemeFor("float", 8, true), nullptr);  // FP8: no row yet
-  EXPECT_EQ(FindSchemeFor("int", 3, true), nullptr);
+  EXPECT_EQ(FindScheme("NVFP4"), nullptr);  // activation FP4: not a data-free preset we write
+  EXPECT_EQ(FindSchemeFor("float-quantized", "float", 8, true, "tensor"), nullptr);
+  EXPECT_EQ(FindSchemeFor("pack-quantized", "int", 3, true, "group"), nullptr);
+  EXPECT_EQ(FindSchemeFor("int-quantized", "int", 8, true, "channel"), FindScheme("w8a8"));
+  EXPECT_EQ(FindSchemeFor("pack-quantized", "int", 8, true, "channel"), FindScheme("w8a16"));
+  EXPECT_EQ(FindSchemeFor("float-quantized", "float", 8, true, "block"), FindScheme("fp8-block"));
   EXPECT_EQ(FindScheme("w4a16")->preset, "W4A16");
 }
 
@@ -67,6 +83,7 @@ TEST(SchemeTest, GroupSizes) {
 TEST(SchemeTest, StoredTensorsPerRow) {
   const int64_t rows = 64, cols = 256;
   for (const QuantScheme& s : AllSchemes()) {
+    if (s.codec != &PackQuantizedCodec()) continue;  // the float formats: quant/codecs_test.cc
     for (int64_t g : s.group_sizes) {
       const QuantParams p = ParamsFor(s, g);
       ASSERT_TRUE(s.codec->Validate(p, DType::kBF16, rows, cols).ok());
@@ -110,6 +127,7 @@ TEST(SchemeTest, CodecRoundTripsPerRow) {
   std::vector<float> w_bf16(w.size());
   ConvertToFloat(DType::kBF16, bf16.data(), w_bf16.data(), w.size());
   for (const QuantScheme& s : AllSchemes()) {
+    if (s.codec != &PackQuantizedCodec()) continue;
     for (int64_t g : s.group_sizes) {
       const QuantParams p = ParamsFor(s, g);
       const int64_t groups = g == kChannelWise ? 1 : cols / g;
@@ -118,9 +136,13 @@ TEST(SchemeTest, CodecRoundTripsPerRow) {
         std::vector<int32_t> packed(static_cast<size_t>(rows * words));
         std::vector<uint8_t> scales(static_cast<size_t>(rows * groups) * 2);
         std::vector<int32_t> zp(p.symmetric ? 0 : static_cast<size_t>(rows * groups));
-        RowBlockQuantOutput out{packed.data(), scales.data(), p.symmetric ? nullptr : zp.data()};
+        RowBlockBytes out;
+        out[TensorRole::kPacked] = reinterpret_cast<uint8_t*>(packed.data());
+        out[TensorRole::kScale] = scales.data();
+        out[TensorRole::kZeroPoint] = p.symmetric ? nullptr : reinterpret_cast<uint8_t*>(zp.data());
         ASSERT_TRUE(
-            s.codec->QuantizeRows(p, method, DType::kBF16, bf16.data(), rows, cols, out).ok());
+            s.codec->QuantizeRows(p, method, DType::kBF16, bf16.data(), rows, cols, 0.0f, out)
+                .ok());
         if (method == QuantMethod::kRtn) {
           std::vector<int32_t> ref_packed(packed.size());
           std::vector<uint8_t> ref_scales(scales.size());
@@ -134,10 +156,8 @@ TEST(SchemeTest, CodecRoundTripsPerRow) {
           EXPECT_EQ(zp, ref_zp) << s.name << " g" << g;
         }
         std::vector<uint8_t> deq(bf16.size());
-        ASSERT_TRUE(s.codec
-                        ->DequantizeRows(p, DType::kBF16, packed.data(), scales.data(),
-                                         p.symmetric ? nullptr : zp.data(), rows, cols, deq.data())
-                        .ok());
+        ASSERT_TRUE(
+            s.codec->DequantizeRows(p, DType::kBF16, out, 0.0f, rows, cols, deq.data()).ok());
         std::vector<float> back(w.size()), scale_f(static_cast<size_t>(rows * groups));
         ConvertToFloat(DType::kBF16, deq.data(), back.data(), back.size());
         ConvertToFloat(DType::kBF16, scales.data(), scale_f.data(), scale_f.size());

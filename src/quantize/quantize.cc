@@ -12,6 +12,7 @@
 #include "checkpoint/source.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
+#include "quantize/global_scales.h"
 #include "quantize/record.h"
 #include "safetensors/checkpoint_writer.h"
 
@@ -40,33 +41,37 @@ std::vector<TensorSpec> QuantizedTensorSpecs(const std::string& weight_name,
   return out;
 }
 
-size_t IndexOfRole(const std::vector<StoredTensor>& stored, TensorRole role) {
-  return static_cast<size_t>(FindRole(stored, role) - stored.data());
+// Bytes of one stored row of `t` (its shape past the first dimension).
+uint64_t StoredRowBytes(const StoredTensor& t) {
+  uint64_t n = DTypeBits(t.dtype) / 8;
+  for (size_t d = 1; d < t.shape.size(); ++d) n *= static_cast<uint64_t>(t.shape[d]);
+  return n;
+}
+
+// Source rows per block: about kWriterBlockBytes, a multiple of the codec's row alignment (a
+// block scale covers 128 rows).
+int64_t RowsPerBlock(const WeightCodec& codec, uint64_t row_bytes) {
+  const int64_t align = codec.RowAlignment();
+  const int64_t rows = std::max<int64_t>(1, kWriterBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  return std::max(align, rows / align * align);
 }
 
 // Quantizes one weight: each block reads rows of the source weight, quantizes them and writes
-// their packed values and scales; `finish` writes the original shape and the zero points, which
-// pack across rows and so wait for every block. The sink's tensors are `stored`, in its order.
+// their rows of every row-wise stored tensor (quant/codec.h RowBlockBytes); `finish` writes the
+// per-weight tensors: the original shape, the global scale, and the zero points, which pack
+// across rows and so wait for every block. The sink's tensors are `stored`, in its order.
 TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEntry& entry,
                                 const SchemeChoice& choice, QuantMethod method,
-                                const std::vector<StoredTensor>& stored) {
+                                const std::vector<StoredTensor>& stored, float global_scale) {
   const QuantParams qp = choice.params;
   const WeightCodec* codec = choice.scheme->codec;
   const int64_t rows = entry.shape[0], cols = entry.shape[1];
-  const uint64_t elem = DTypeBits(entry.dtype) / 8;
-  const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
-  const size_t packed_at = IndexOfRole(stored, TensorRole::kPacked);
-  const size_t scale_at = IndexOfRole(stored, TensorRole::kScale);
-  const size_t shape_at = IndexOfRole(stored, TensorRole::kShape);
-  const int64_t words = stored[packed_at].shape[1];
-  const int64_t groups = stored[scale_at].shape[1];
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(entry.dtype) / 8);
   const StoredTensor* zp_tensor = FindRole(stored, TensorRole::kZeroPoint);
-  const bool asymmetric = zp_tensor != nullptr;
-  const int64_t rows_per_block =
-      std::max<int64_t>(1, kWriterBlockBytes / std::max<uint64_t>(row_bytes, 1));
+  const int64_t groups = zp_tensor != nullptr ? zp_tensor->shape[1] : 0;
+  const int64_t rows_per_block = RowsPerBlock(*codec, row_bytes);
   // Filled row block by row block, packed and written by `finish`.
-  auto zero_points =
-      std::make_shared<std::vector<int32_t>>(asymmetric ? static_cast<size_t>(rows * groups) : 0);
+  auto zero_points = std::make_shared<std::vector<int32_t>>(static_cast<size_t>(rows * groups));
 
   TensorProducer p;
   p.blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
@@ -75,33 +80,49 @@ TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEnt
     int64_t n = std::min(rows_per_block, rows - r0);
     std::vector<uint8_t> weight(static_cast<size_t>(n) * row_bytes);
     SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, r0 * row_bytes, weight));
-    std::vector<int32_t> packed(static_cast<size_t>(n * words));
-    std::vector<uint8_t> scales(static_cast<size_t>(n * groups) * elem);
-    RowBlockQuantOutput q{packed.data(), scales.data(),
-                          asymmetric ? zero_points->data() + r0 * groups : nullptr};
-    Status qs = codec->QuantizeRows(qp, method, entry.dtype, weight.data(), n, cols, q);
+    // One buffer per row-wise stored tensor, holding this block's rows of it.
+    std::vector<std::vector<uint8_t>> parts(stored.size());
+    RowBlockBytes q;
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const int64_t per_row = stored[i].weight_rows_per_row;
+      if (per_row == 0) continue;
+      parts[i].resize(static_cast<size_t>((n + per_row - 1) / per_row) * StoredRowBytes(stored[i]));
+      q[stored[i].role] = parts[i].data();
+    }
+    if (groups > 0) {
+      q[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(zero_points->data() + r0 * groups);
+    }
+    Status qs =
+        codec->QuantizeRows(qp, method, entry.dtype, weight.data(), n, cols, global_scale, q);
     if (!qs.ok()) {
       return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
                                            entry.name, r0, r0 + n - 1, qs.message()));
     }
-    SPK_RETURN_IF_ERROR(
-        out.Write(packed_at, static_cast<uint64_t>(r0 * words) * 4,
-                  {reinterpret_cast<const uint8_t*>(packed.data()), packed.size() * 4}));
-    SPK_RETURN_IF_ERROR(out.Write(scale_at, static_cast<uint64_t>(r0 * groups) * elem, scales));
+    for (size_t i = 0; i < stored.size(); ++i) {
+      if (parts[i].empty()) continue;
+      const uint64_t first_row = static_cast<uint64_t>(r0 / stored[i].weight_rows_per_row);
+      SPK_RETURN_IF_ERROR(out.Write(i, first_row * StoredRowBytes(stored[i]), parts[i]));
+    }
     out.Advance(weight.size());
     return Status::Ok();
   };
-  const int bits = qp.bits;
-  const size_t zp_at = asymmetric ? IndexOfRole(stored, TensorRole::kZeroPoint) : 0;
-  const int64_t zp_words = asymmetric ? zp_tensor->shape[0] * zp_tensor->shape[1] : 0;
   p.finish = [=](const TensorSink& out) -> Status {
-    int64_t shape[2] = {rows, cols};
-    SPK_RETURN_IF_ERROR(out.Write(shape_at, 0, {reinterpret_cast<const uint8_t*>(shape), 16}));
-    if (zp_words == 0) return Status::Ok();
-    std::vector<int32_t> zp_packed(static_cast<size_t>(zp_words));
-    PackZeroPoints(bits, zero_points->data(), rows, groups, zp_packed.data());
-    return out.Write(zp_at, 0,
-                     {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4});
+    for (size_t i = 0; i < stored.size(); ++i) {
+      const StoredTensor& t = stored[i];
+      if (t.role == TensorRole::kShape) {
+        int64_t shape[2] = {rows, cols};
+        SPK_RETURN_IF_ERROR(out.Write(i, 0, {reinterpret_cast<const uint8_t*>(shape), 16}));
+      } else if (t.role == TensorRole::kGlobalScale) {
+        SPK_RETURN_IF_ERROR(
+            out.Write(i, 0, {reinterpret_cast<const uint8_t*>(&global_scale), sizeof(float)}));
+      } else if (t.role == TensorRole::kZeroPoint) {
+        std::vector<int32_t> zp_packed(static_cast<size_t>(t.shape[0] * t.shape[1]));
+        PackZeroPoints(qp.bits, zero_points->data(), rows, groups, zp_packed.data());
+        SPK_RETURN_IF_ERROR(out.Write(
+            i, 0, {reinterpret_cast<const uint8_t*>(zp_packed.data()), zp_packed.size() * 4}));
+      }
+    }
+    return Status::Ok();
   };
   return p;
 }
@@ -109,7 +130,8 @@ TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEnt
 // Declares every output tensor: a quantized weight becomes the codec's stored tensors, any other
 // tensor is copied as it is, each into the output shard named like its source shard.
 void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
-                      const SchemeChoice& choice, QuantMethod method, CheckpointWriter& writer) {
+                      const SchemeChoice& choice, QuantMethod method,
+                      const GlobalScales& global_scales, CheckpointWriter& writer) {
   for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
   for (size_t i = 0; i < src.tensors.size(); ++i) {
     const TensorMeta& t = src.tensors[i];
@@ -119,8 +141,9 @@ void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
     if (plan.tensors[i].action == TensorAction::kQuantize) {
       std::vector<StoredTensor> stored =
           choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1]);
-      writer.AddTensors(shard, QuantizedTensorSpecs(t.name, stored),
-                        QuantizeProducer(reader, entry, choice, method, stored));
+      writer.AddTensors(
+          shard, QuantizedTensorSpecs(t.name, stored),
+          QuantizeProducer(reader, entry, choice, method, stored, global_scales.For(i)));
     } else {
       writer.AddTensors(shard, {{t.name, t.dtype, t.shape}}, CopyTensorProducer(reader, entry));
     }
@@ -155,11 +178,18 @@ Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
     return Status::Usage(
         fmt::format("unknown scheme '{}': use one of {}", options.scheme, SchemeNames()));
   }
-  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, options.group_size));
   if (options.method != "rtn" && options.method != "search") {
     return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
   }
-  return SchemeChoice{scheme, ParamsFor(*scheme, options.group_size)};
+  if (options.method == "search" && !scheme->codec->SupportsSearch()) {
+    return Status::Usage(fmt::format(
+        "--method search is not available for --scheme {} (its scales are fixed by the format); "
+        "use --method rtn",
+        scheme->name));
+  }
+  const int64_t group_size = options.group_size.value_or(scheme->default_group_size);
+  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, group_size));
+  return SchemeChoice{scheme, ParamsFor(*scheme, group_size)};
 }
 
 }  // namespace
@@ -189,9 +219,14 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   write.progress_label = "quantize";
   write.cancel = cancel;
   write.progress_total = source_bytes;
+  GlobalScales global_scales;
+  if (choice.scheme->codec->HasGlobalScale() && !options.dry_run) {
+    SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, options.threads, cancel));
+  }
   CheckpointWriter writer(fs, std::move(write));
   AddOutputTensors(src, plan, choice,
-                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn, writer);
+                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
+                   global_scales, writer);
   SPK_RETURN_IF_ERROR(writer.Plan());
 
   QuantizeSummary summary;

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,8 +36,8 @@ struct QuantizeOptions {
   // For drafts: the target precision the draft was trained against ("unquantized", "fp8", ...),
   // recorded in config.json so that `check --target` can catch a mismatched pairing.
   std::string target_precision = "unquantized";
-  PlanOptions plan;  // bits/group_size are filled from scheme and group size
-  int64_t group_size = 128;
+  PlanOptions plan;                   // bits/group_size are filled from scheme and group size
+  std::optional<int64_t> group_size;  // nullopt: the scheme's default (128 for the int rows)
   bool force = false;
   int threads = 0;       // 0: all cores
   bool dry_run = false;  // plan and report, write nothing
