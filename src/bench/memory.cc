@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "base/lines.h"
+
 namespace spk::bench {
 namespace {
 
@@ -73,12 +75,7 @@ json LogMemory::ToJson() const {
 LogMemory ParseVllmLogMemory(std::string_view log) {
   LogMemory memory;
   bool after_drafter = false;
-  size_t begin = 0;
-  while (begin < log.size()) {
-    size_t end = log.find('\n', begin);
-    if (end == std::string_view::npos) end = log.size();
-    std::string_view line = log.substr(begin, end - begin);
-    begin = end + 1;
+  for (std::string_view line : SplitLines(log)) {
     if (line.find(kDrafter) != std::string_view::npos) after_drafter = true;
     if (auto gib = NumberAfter(line, kModelLoading)) {
       memory.model_loading_gib = memory.model_loading_gib.value_or(0) + *gib;

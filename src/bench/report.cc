@@ -181,6 +181,15 @@ json CompareArms(const std::vector<const RequestRecord*>& base,
 
 std::string Percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1) * 100); }
 
+// `object[key]` when `object` is an object that has `key`, else null; never inserts and never
+// reads out of bounds (const operator[] with a missing key is undefined behaviour).
+const json& Field(const json& object, const char* key) {
+  static const json kNull;
+  if (!object.is_object()) return kNull;
+  auto it = object.find(key);
+  return it == object.end() ? kNull : *it;
+}
+
 std::string NumOr(const json& v, const char* format, const char* missing = "-") {
   return v.is_number() ? fmt::format(fmt::runtime(format), v.get<double>()) : missing;
 }
@@ -251,22 +260,21 @@ std::string RenderMemoryTable(const json& results) {
       "log) | resident memory, all processes (RSS / PSS) | /metrics process RSS |\n"
       "|---|---|---|---|---|---|\n";
   for (const json& arm : results["arms"]) {
-    const json memory = arm.value("memory", json(nullptr));
-    const json none = json::object();
-    const json& log =
-        memory.is_object() && memory["vllm_log"].is_object() ? memory["vllm_log"] : none;
-    const json& process =
-        memory.is_object() && memory["process"].is_object() ? memory["process"] : none;
-    const json& metrics =
-        memory.is_object() && memory["metrics"].is_object() ? memory["metrics"] : none;
-    std::string resident = process.empty() ? "not available"
-                                           : bytes_gib(process["peak_rss_bytes"]) + " / " +
-                                                 bytes_gib(process["peak_pss_bytes"]);
-    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
-                       gib(log.value("model_loading_gib", json(nullptr))),
-                       gib(log.value("target_checkpoint_gib", json(nullptr))),
-                       gib(log.value("draft_checkpoint_gib", json(nullptr))), resident,
-                       bytes_gib(metrics.value("process_resident_memory_bytes", json(nullptr))));
+    // operator[] on a const json with a missing key is undefined behaviour (it read past the
+    // object for arms without memory): look every optional field up with Field.
+    const json& memory = Field(arm, "memory");
+    const json& log = Field(memory, "vllm_log");
+    const json& process = Field(memory, "process");
+    const json& metrics = Field(memory, "metrics");
+    std::string resident = !process.is_object()
+                               ? "not available"
+                               : bytes_gib(Field(process, "peak_rss_bytes")) + " / " +
+                                     bytes_gib(Field(process, "peak_pss_bytes"));
+    out +=
+        fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
+                    gib(Field(log, "model_loading_gib")), gib(Field(log, "target_checkpoint_gib")),
+                    gib(Field(log, "draft_checkpoint_gib")), resident,
+                    bytes_gib(Field(metrics, "process_resident_memory_bytes")));
   }
   return out;
 }

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/lines.h"
 #include "card/card.h"
 
 namespace spk::card {
@@ -26,12 +27,8 @@ Page SplitPage(const std::string& text) {
 // Top-level blocks: (key, the block's text with its trailing newline).
 std::vector<std::pair<std::string, std::string>> Blocks(const std::string& front_matter) {
   std::vector<std::pair<std::string, std::string>> blocks;
-  size_t begin = 0;
-  while (begin < front_matter.size()) {
-    size_t end = front_matter.find('\n', begin);
-    if (end == std::string::npos) end = front_matter.size();
-    std::string line = front_matter.substr(begin, end - begin);
-    begin = end + 1;
+  for (std::string_view line_view : SplitLines(front_matter)) {
+    std::string line(line_view);
     bool continuation = !line.empty() && (line[0] == ' ' || line[0] == '-' || line[0] == '\t');
     if (continuation && !blocks.empty()) {
       blocks.back().second += line + "\n";
