@@ -17,6 +17,16 @@ constexpr std::string_view kModelLoading = "Model loading took ";
 constexpr std::string_view kCheckpointSize = "Checkpoint size: ";
 constexpr std::string_view kDrafter = "Loading drafter model";
 
+// `lines` with every invalid UTF-8 byte replaced by U+FFFD: a log is bytes, and nlohmann-json
+// throws when it dumps a string that is not UTF-8 (the fuzzer found a log line that ended bench).
+json ValidUtf8Lines(const std::vector<std::string>& lines) {
+  json out = json::array();
+  for (const std::string& line : lines) {
+    out.push_back(json::parse(json(line).dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
+  return out;
+}
+
 // The number right after `marker` in `line` (e.g. "69.34" of "took 69.34 GiB").
 std::optional<double> NumberAfter(std::string_view line, std::string_view marker) {
   size_t at = line.find(marker);
@@ -63,7 +73,7 @@ json LogMemory::ToJson() const {
   json j = {{"model_loading_gib", opt(model_loading_gib)},
             {"target_checkpoint_gib", opt(target_checkpoint_gib)},
             {"draft_checkpoint_gib", opt(draft_checkpoint_gib)},
-            {"lines", lines}};
+            {"lines", ValidUtf8Lines(lines)}};
   if (!model_loading_gib) {
     j["model_loading_note"] =
         "no \"Model loading took\" line in the log (vLLM 0.32's GPU model runners write one; its "

@@ -60,5 +60,13 @@ TEST(MetricsMemory, ReadsProcessGaugesOnly) {
   EXPECT_TRUE(MetricsMemory({{"vllm:x", {}, 1}}).is_null());
 }
 
+TEST(VllmLogMemory, NonUtf8LogLinesStillDumpAsJson) {
+  // Found by tests/fuzz/vllm_log_memory_fuzz.cc: a log is bytes, the results JSON must be UTF-8.
+  LogMemory m = ParseVllmLogMemory("Checkpoint size: 0\x8a\n");
+  ASSERT_EQ(m.lines.size(), 1u);
+  std::string dumped = m.ToJson().dump();
+  EXPECT_NE(dumped.find("0\xEF\xBF\xBD\""), std::string::npos) << dumped;  // U+FFFD
+}
+
 }  // namespace
 }  // namespace spk::bench
