@@ -36,13 +36,13 @@ constexpr std::string_view kShape = ".weight_shape";
 constexpr std::string_view kZeroPoint = ".weight_zero_point";
 constexpr std::string_view kWeight = ".weight";
 
-// Formats vLLM's compressed-tensors integration knows but this checker does not verify tensor by
-// tensor (vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py).
+// Formats compressed-tensors 0.19 knows (its CompressionFormat enum) but this checker does not
+// verify tensor by tensor yet.
 inline const std::set<std::string>& FormatsNotChecked() {
   static const std::set<std::string> kFormats = {
-      "naive-quantized",     "float-quantized",   "int-quantized", "nvfp4-pack-quantized",
-      "marlin-24",           "sparse-24-bitmask", "dense",         "mixed-precision",
-      "mxfp4-pack-quantized"};
+      "naive-quantized", "float-quantized",      "int-quantized",  "nvfp4-pack-quantized",
+      "marlin-24",       "sparse-24-bitmask",    "sparse-bitmask", "dense",
+      "mixed-precision", "mxfp4-pack-quantized", "mxfp8-quantized"};
   return kFormats;
 }
 

@@ -74,4 +74,8 @@ struct CheckpointScheme {
 // others than the ones we write, and they dequantize the same way).
 Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label, const ModelConfig& config);
 
+// Ok when sparkulator reads `scheme`'s tensors back (dequantize, compare): the pack-quantized
+// rows. Otherwise InvalidInput naming `file_label` and the scheme.
+Status RequireReadBack(const std::string& file_label, const QuantScheme& scheme);
+
 }  // namespace spk

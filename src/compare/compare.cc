@@ -235,6 +235,7 @@ Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& o
   }
   SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
                        SchemeFromConfig(quantized.dir + "/config.json", quantized.config));
+  SPK_RETURN_IF_ERROR(RequireReadBack(quantized.dir + "/config.json", *scheme.scheme));
   CompareReport report;
   report.source = src.dir;
   report.quantized = quantized.dir;

@@ -180,6 +180,7 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   }
   SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
                        SchemeFromConfig(src.dir + "/config.json", src.config));
+  SPK_RETURN_IF_ERROR(RequireReadBack(src.dir + "/config.json", *scheme.scheme));
   DequantizeSummary summary;
   summary.source_dir = src.dir;
   summary.destination = options.destination;
