@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "base/lines.h"
+
 namespace spk {
 namespace {
 
@@ -93,13 +95,7 @@ Result<std::string> VllmModelsDir(FileSystem* fs, const std::string& dir) {
 
 std::vector<std::string> SplitSourceLines(const std::string& text) {
   std::vector<std::string> lines;
-  size_t start = 0;
-  while (start < text.size()) {
-    size_t end = text.find('\n', start);
-    if (end == std::string::npos) end = text.size();
-    lines.push_back(text.substr(start, end - start));
-    start = end + 1;
-  }
+  for (std::string_view line : SplitLines(text)) lines.emplace_back(line);
   return lines;
 }
 

@@ -242,8 +242,10 @@ Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label,
       fmt::format("{}: quantization_config has no config group with weights", file_label));
 }
 
-Status RequireReadBack(const std::string& file_label, const QuantScheme& scheme) {
-  if (scheme.codec == &PackQuantizedCodec()) return Status::Ok();
+Result<CheckpointScheme> ReadableSchemeFromConfig(const std::string& file_label,
+                                                  const ModelConfig& config) {
+  SPK_ASSIGN_OR_RETURN(CheckpointScheme cs, SchemeFromConfig(file_label, config));
+  if (cs.scheme->codec == &PackQuantizedCodec()) return cs;
   // The other rows' codecs write bit-exact checkpoints, but reading their tensors back is not
   // tested against compressed-tensors yet: refuse rather than dequantize or measure wrongly.
   std::string readable;
@@ -254,7 +256,7 @@ Status RequireReadBack(const std::string& file_label, const QuantScheme& scheme)
   return Status::InvalidInput(
       fmt::format("{}: the checkpoint is {} ({}); dequantize and compare read pack-quantized "
                   "checkpoints only so far ({})",
-                  file_label, scheme.name, scheme.format, readable));
+                  file_label, cs.scheme->name, cs.scheme->format, readable));
 }
 
 }  // namespace spk

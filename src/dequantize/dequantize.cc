@@ -179,8 +179,7 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
         "{}/config.json has no quantization_config: the checkpoint is already dense", src.dir));
   }
   SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
-                       SchemeFromConfig(src.dir + "/config.json", src.config));
-  SPK_RETURN_IF_ERROR(RequireReadBack(src.dir + "/config.json", *scheme.scheme));
+                       ReadableSchemeFromConfig(src.dir + "/config.json", src.config));
   DequantizeSummary summary;
   summary.source_dir = src.dir;
   summary.destination = options.destination;
