@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
-
 namespace spk {
 
 Status ValidateWeight(const QuantParams& p, DType weight_dtype, int64_t rows, int64_t cols,
@@ -18,18 +16,6 @@ Status ValidateWeight(const QuantParams& p, DType weight_dtype, int64_t rows, in
         "a [{}, {}] weight cannot be stored with group size {}: the columns must be a positive "
         "multiple of it",
         rows, cols, p.group_size));
-  }
-  return Status::Ok();
-}
-
-Status RequireFiniteRow(std::span<const float> row, int64_t r) {
-  for (size_t c = 0; c < row.size(); ++c) {
-    if (!std::isfinite(row[c])) {
-      return Status::InvalidInput(fmt::format(
-          "weight row {} column {} is {}; only finite weights can be quantized (check the source "
-          "checkpoint)",
-          r, c, std::isnan(row[c]) ? "NaN" : "Inf"));
-    }
   }
   return Status::Ok();
 }

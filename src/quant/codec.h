@@ -113,10 +113,6 @@ class WeightCodec {
 Status ValidateWeight(const QuantParams& p, DType weight_dtype, int64_t rows, int64_t cols,
                       bool partial_groups);
 
-// Ok when every value of `row` (row `r` of a block) is finite; otherwise InvalidInput naming the
-// row and column, as the int kernels word it (quant/rtn.h).
-Status RequireFiniteRow(std::span<const float> row, int64_t r);
-
 // The tensor of `tensors` with `role`, or nullptr.
 const StoredTensor* FindRole(std::span<const StoredTensor> tensors, TensorRole role);
 

@@ -7,7 +7,9 @@
 #include <cmath>
 
 #include "quant/float_formats.h"
+#include "quant/float_rows.h"
 #include "quant/pack_quantized.h"
+#include "quant/simd/float_simd.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -58,32 +60,9 @@ class Fp4Packed final : public WeightCodec {
                       const uint8_t* weight, int64_t rows, int64_t cols, float global_scale,
                       const RowBlockBytes& out) const override {
     SPK_RETURN_IF_ERROR(Validate(p, dtype, rows, cols));
-    const int64_t g = p.group_size, groups = cols / g;
-    const size_t elem = DTypeBits(dtype) / 8;
-    std::vector<float> row(static_cast<size_t>(cols));
-    std::vector<uint8_t> nibbles(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      ConvertToFloat(dtype, weight + static_cast<size_t>(r * cols) * elem, row.data(), row.size());
-      SPK_RETURN_IF_ERROR(RequireFiniteRow(row, r));
-      for (int64_t j = 0; j < groups; ++j) {
-        const std::span<const float> w(row.data() + j * g, static_cast<size_t>(g));
-        float absmax = 0.0f;
-        for (float v : w) absmax = std::max(absmax, std::fabs(v));
-        uint8_t* scale = out[TensorRole::kScale] + r * groups + j;
-        Status s = kind_ == Fp4Kind::kNv
-                       ? QuantizeNvGroup(dtype, w, absmax, global_scale, scale, &nibbles[j * g])
-                       : QuantizeMxGroup(dtype, w, absmax, scale, &nibbles[j * g]);
-        if (!s.ok()) {
-          return Status::InvalidInput(fmt::format("weight row {} columns {}..{}: {}", r, j * g,
-                                                  j * g + g - 1, s.message()));
-        }
-      }
-      uint8_t* packed = out[TensorRole::kPacked] + r * (cols / 2);
-      for (int64_t c = 0; c < cols; c += 2) {
-        packed[c / 2] = static_cast<uint8_t>(nibbles[c] | (nibbles[c + 1] << 4));
-      }
-    }
-    return Status::Ok();
+    const ByteFormat format = kind_ == Fp4Kind::kNv ? ByteFormat::kNvfp4 : ByteFormat::kMxfp4;
+    return QuantizeByteRowsFast({format}, p, dtype, weight, rows, cols, global_scale,
+                                {out[TensorRole::kPacked], out[TensorRole::kScale]});
   }
 
   Status DequantizeRows(const QuantParams& p, DType dtype, const RowBlockBytes& in,
@@ -111,35 +90,6 @@ class Fp4Packed final : public WeightCodec {
   }
 
  private:
-  // NVFP4: calculate_qparams with the global scale, then _quantize in float32.
-  static Status QuantizeNvGroup(DType dtype, std::span<const float> w, float absmax,
-                                float global_scale, uint8_t* scale_out, uint8_t* nibbles) {
-    const float local = RoundToDType(absmax / RoundToDType(kFp4E2M1Max, dtype), dtype);
-    const float scaled = std::clamp(global_scale * local, -kFp8E4M3Max, kFp8E4M3Max);
-    float scale = E4M3ToFloat(FloatToE4M3(scaled));
-    if (scale == 0.0f) scale = kFp8E4M3Eps;
-    *scale_out = FloatToE4M3(scale);
-    const float effective = scale / global_scale;
-    for (size_t i = 0; i < w.size(); ++i) nibbles[i] = FloatToE2M1(w[i] / effective);
-    return Status::Ok();
-  }
-
-  // MXFP4: the E8M0 exponent of the group max, the scale in the weight dtype, then _quantize in
-  // the weight dtype.
-  static Status QuantizeMxGroup(DType dtype, std::span<const float> w, float absmax,
-                                uint8_t* scale_out, uint8_t* nibbles) {
-    const float scale = MxScaleValue(MxScaleExponent(absmax, dtype, 4), dtype);
-    if (!std::isfinite(scale)) {
-      return Status::InvalidInput(fmt::format(
-          "the group maximum {} gives an MX scale that overflows {}; keep this layer dense", absmax,
-          DTypeName(dtype)));
-    }
-    *scale_out = MxStoredExponent(scale);
-    for (size_t i = 0; i < w.size(); ++i)
-      nibbles[i] = FloatToE2M1(RoundToDType(w[i] / scale, dtype));
-    return Status::Ok();
-  }
-
   Fp4Kind kind_;
 };
 

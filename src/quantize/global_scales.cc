@@ -1,12 +1,14 @@
 #include "quantize/global_scales.h"
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "base/parallel.h"
 #include "checkpoint/global_scale_sets.h"
 #include "quant/float_formats.h"
+#include "quant/simd/float_simd.h"
 #include "safetensors/checkpoint_writer.h"
 
 namespace spk {
@@ -26,9 +28,11 @@ Result<float> TensorAbsMax(const SafetensorsReader& reader, const TensorEntry& e
       threads, blocks,
       [&](size_t b) -> Status {
         const uint64_t begin = b * kWriterBlockBytes;
-        std::vector<uint8_t> buf(std::min(kWriterBlockBytes, total - begin));
-        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, buf));
-        block_max[b] = AbsMaxOf(entry.dtype, buf.data(), buf.size() / elem);
+        // Not zero-filled: the read overwrites every byte.
+        const size_t size = static_cast<size_t>(std::min(kWriterBlockBytes, total - begin));
+        std::unique_ptr<uint8_t[]> buf(new uint8_t[size]);
+        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, {buf.get(), size}));
+        block_max[b] = simd::AbsMaxOf(entry.dtype, buf.get(), size / elem);
         return Status::Ok();
       },
       cancel));

@@ -238,6 +238,20 @@ HWY_INLINE void QuantizeGroup(const QuantParams& p, const float* w, size_t n, fl
   }
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// Bytes below 16, two per output byte with the even one low: each byte pair seen as a 16-bit lane
+// u[2k] | u[2k+1] << 8 becomes u[2k] | u[2k+1] << 4. Returns half as many bytes.
+template <class V>
+HWY_INLINE auto PackNibblePairs(V u) {
+  const hn::DFromV<V> d8;
+  const hn::Repartition<int16_t, decltype(d8)> d16;
+  const hn::Rebind<uint8_t, decltype(d16)> d8_half;
+  const auto pairs = hn::BitCast(d16, u);
+  return hn::DemoteTo(d8_half,
+                      hn::Or(hn::And(pairs, hn::Set(d16, 0x0F)), hn::ShiftRight<4>(pairs)));
+}
+#endif
+
 // PackRow for 8 bits (4 values per word, u = q + 128 = q ^ 0x80 byte by byte) and 4 bits (8 values
 // per word; byte k of the little-endian word stream is u[2k] | u[2k+1] << 4). Rows whose values do
 // not fill whole words go to the reference.
@@ -262,19 +276,35 @@ HWY_INLINE void Pack(int bits, const int8_t* q, size_t n, int32_t* words) {
     return;
   }
 #if HWY_TARGET != HWY_SCALAR  // one-lane vectors cannot pair bytes
-  const hn::Repartition<int16_t, decltype(d8)> d16;
-  const hn::Rebind<uint8_t, decltype(d16)> d8_half;
+  const hn::Rebind<uint8_t, hn::Repartition<int16_t, decltype(d8)>> d8_half;
   const auto offset = hn::Set(d8, 8);
   for (; i + lanes <= n; i += lanes) {
     const auto u = hn::Add(hn::LoadU(d8, reinterpret_cast<const uint8_t*>(q) + i), offset);
-    const auto pairs = hn::BitCast(d16, u);  // u[2k] | u[2k+1] << 8, both below 16
-    const auto nibbles = hn::Or(hn::And(pairs, hn::Set(d16, 0x0F)), hn::ShiftRight<4>(pairs));
-    hn::StoreU(hn::DemoteTo(d8_half, nibbles), d8_half, out + i / 2);
+    hn::StoreU(PackNibblePairs(u), d8_half, out + i / 2);
   }
 #endif
   for (; i < n; i += 2) {
     out[i / 2] = static_cast<uint8_t>((q[i] + 8) | ((q[i + 1] + 8) << 4));
   }
+}
+
+// The min/max of each of a row's `groups` groups of `width` values, then their scales and zero
+// points (ComputeGroupScale). False when a weight is not finite or a scale overflows.
+template <DType kType>
+HWY_INLINE bool RowGroupScales(const QuantParams& p, const float* row, size_t width, size_t groups,
+                               float* mins, float* maxs, float* scales, int32_t* zero_points) {
+  for (size_t j = 0; j < groups; ++j) {
+    bool finite = true;
+    const GroupRange range = MinMaxAndFinite(row + j * width, width, &finite);
+    if (!finite) return false;
+    mins[j] = range.min;
+    maxs[j] = range.max;
+  }
+  Scales<kType>(p, mins, maxs, groups, scales, zero_points);
+  for (size_t j = 0; j < groups; ++j) {
+    if (!std::isfinite(scales[j])) return false;
+  }
+  return true;
 }
 
 // The per-group hook of plain RTN: keeps RTN's codes, scale and zero point.
@@ -301,16 +331,11 @@ HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, i
   std::vector<int32_t> zero_points(groups);
   for (int64_t r = 0; r < rows; ++r) {
     ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
-    for (size_t j = 0; j < groups; ++j) {
-      bool finite = true;
-      const GroupRange range = MinMaxAndFinite(row.data() + j * width, width, &finite);
-      if (!finite) return false;
-      mins[j] = range.min;
-      maxs[j] = range.max;
+    if (!RowGroupScales<kType>(p, row.data(), width, groups, mins.data(), maxs.data(),
+                               scales.data(), zero_points.data())) {
+      return false;
     }
-    Scales<kType>(p, mins.data(), maxs.data(), groups, scales.data(), zero_points.data());
     for (size_t j = 0; j < groups; ++j) {
-      if (!std::isfinite(scales[j])) return false;
       const std::span<const float> w(row.data() + j * width, width);
       const std::span<int8_t> gq(q.data() + j * width, width);
       QuantizeGroup<kType>(p, w.data(), width, scales[j], zero_points[j], gq.data());

@@ -43,21 +43,8 @@ std::vector<float> MakeWeights(DType dtype, int64_t rows, int64_t cols, int64_t 
       float* group = w.data() + r * cols + g * width;
       const int kind = static_cast<int>((r * 7 + g) % 8);
       for (int64_t i = 0; i < width; ++i) {
-        float v = normal(rng);
+        float v = test_util::AwkwardWeight(kind, i, dtype, normal(rng));  // kinds 1-4
         switch (kind) {
-          case 1:  // outliers
-            if (i % 17 == 3) v *= 300.0f;
-            break;
-          case 2:  // all zero
-            v = 0.0f;
-            break;
-          case 3:  // signed zeros only
-            v = (i % 2) ? -0.0f : 0.0f;
-            break;
-          case 4:  // subnormal in F16/F32 (and tiny BF16 normals)
-            v *= 1e-6f;
-            if (dtype == DType::kF32) v *= 1e-33f;
-            break;
           case 5: {  // ties: absmax 7.5 or 127.5 times a power of two, values (k + 0.5) * 2^-6
             const float unit = 0x1p-6f;
             v = (static_cast<float>(static_cast<int>(rng() % 15)) - 7.0f + 0.5f) * unit;

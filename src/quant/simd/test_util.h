@@ -19,6 +19,24 @@ inline std::vector<uint8_t> Encode(DType dtype, const std::vector<float>& values
   return bytes;
 }
 
+// The awkward weights both kernel tests feed, by group kind: 1 outliers, 2 all zero, 3 signed
+// zeros only, 4 subnormals (F16/F32; tiny normals in BF16). `v` is a typical weight (sd ~0.02),
+// `i` the index in the group; other kinds return `v` unchanged for the caller's own cases.
+inline float AwkwardWeight(int kind, int64_t i, DType dtype, float v) {
+  switch (kind) {
+    case 1:
+      return i % 17 == 3 ? v * 300.0f : v;
+    case 2:
+      return 0.0f;
+    case 3:
+      return (i % 2) ? -0.0f : 0.0f;
+    case 4:
+      return dtype == DType::kF32 ? v * 1e-6f * 1e-33f : v * 1e-6f;
+    default:
+      return v;
+  }
+}
+
 struct QuantizerOutput {
   std::vector<int32_t> packed;
   std::vector<uint8_t> scales;

@@ -1,0 +1,463 @@
+// Per-target Highway kernels of the fast byte-format quantizer (see float_simd.h for the contract).
+// Included once per CPU target by float_simd.cc through hwy/foreach_target.h, hence the toggled
+// include guard. Each kernel mirrors one scalar step of quant/float_rows.h or
+// quant/float_formats.h (the comments name it); the conversions and dtype roundings are
+// rtn_simd-inl.h's own helpers.
+//
+// Kernels work on caller-owned buffers, keep no state and are thread-safe. The row kernels return
+// false when a weight is not finite or an MX scale overflows; the caller then asks the reference.
+
+#if defined(SPK_QUANT_SIMD_FLOAT_SIMD_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef SPK_QUANT_SIMD_FLOAT_SIMD_INL_H_
+#undef SPK_QUANT_SIMD_FLOAT_SIMD_INL_H_
+#else
+#define SPK_QUANT_SIMD_FLOAT_SIMD_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "hwy/highway.h"
+#include "quant/float_formats.h"
+#include "quant/float_rows.h"
+#include "quant/rtn.h"
+#include "tensor/dtype.h"
+#include "tensor/float_convert.h"
+
+// Only rtn_simd-inl.h's inline helpers (ToFloat, RoundTo, RowGroupScales, QuantizeGroup,
+// PackNibblePairs) are used here; its exported entry points belong to rtn_simd.cc.
+#define SPK_RTN_SIMD_HELPERS_ONLY
+#include "quant/simd/rtn_simd-inl.h"
+#undef SPK_RTN_SIMD_HELPERS_ONLY
+
+HWY_BEFORE_NAMESPACE();
+namespace spk {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using VI = hn::Vec<DI>;
+
+// float32 bits of the first value that is not finite: |bits| at or past it is Inf or NaN.
+constexpr int32_t kInfBits = 0x7F800000;
+
+// The largest |bits| of n floats (|x| as an integer: ordered like |x| for finite values, and at or
+// past kInfBits when a value is Inf or NaN). The float of the result is the group's absmax.
+HWY_INLINE int32_t MaxMagnitude(const float* v, size_t n) {
+  const DF df;
+  const DI di;
+  const size_t lanes = hn::Lanes(df);
+  const auto abs_mask = hn::Set(di, 0x7FFFFFFF);
+  int32_t m = 0;
+  size_t i = 0;
+  if (n >= lanes) {
+    auto acc = hn::And(hn::BitCast(di, hn::LoadU(df, v)), abs_mask);
+    for (i = lanes; i + lanes <= n; i += lanes) {
+      acc = hn::Max(acc, hn::And(hn::BitCast(di, hn::LoadU(df, v + i)), abs_mask));
+    }
+    m = hn::GetLane(hn::MaxOfLanes(di, acc));
+  }
+  for (; i < n; ++i) {
+    m = std::max(m, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
+  }
+  return m;
+}
+
+// AbsMaxOf (float_formats.h) on the stored bits: the largest |bits| of n values of a 16- or
+// 32-bit type whose Inf pattern is `inf`, NaN patterns (past it) skipped.
+template <typename T>
+HWY_INLINE T MaxFiniteOrInfMagnitude(const uint8_t* bytes, size_t n, T abs_mask, T inf) {
+  const hn::ScalableTag<T> d;
+  const size_t lanes = hn::Lanes(d);
+  const T* v = reinterpret_cast<const T*>(bytes);
+  auto acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto m = hn::And(hn::LoadU(d, v + i), hn::Set(d, abs_mask));
+    acc = hn::Max(acc, hn::IfThenZeroElse(hn::Gt(m, hn::Set(d, inf)), m));
+  }
+  T out = hn::GetLane(hn::MaxOfLanes(d, acc));
+  for (; i < n; ++i) {
+    T m;
+    std::memcpy(&m, bytes + i * sizeof(T), sizeof(T));
+    m &= abs_mask;
+    if (m <= inf) out = std::max(out, m);
+  }
+  return out;
+}
+
+// FloatToE4M3 on lanes, as int32 codes 0..255: round to nearest even on the bits (normals) or on
+// the 2^-9 grid (subnormals), saturation to 0x7E, NaN to 0x7F, the sign of zero kept.
+HWY_INLINE VI E4M3Codes(VF x) {
+  const DF df;
+  const DI di;
+  const auto bits = hn::BitCast(di, x);
+  const auto sign = hn::And(hn::ShiftRight<24>(bits), hn::Set(di, 0x80));
+  const auto abs_bits = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
+  const VF a = hn::BitCast(df, abs_bits);
+  const auto lsb = hn::And(hn::ShiftRight<20>(abs_bits), hn::Set(di, 1));
+  const auto rounded = hn::ShiftRight<20>(hn::Add(abs_bits, hn::Add(hn::Set(di, 0x7FFFF), lsb)));
+  // Rebias the exponent; past 448 (and Inf) the code saturates. Below 2^-6 the subnormal grid wins.
+  const auto normal = hn::Min(hn::Sub(rounded, hn::Set(di, (127 - 7) << 3)), hn::Set(di, 0x7E));
+  const VF grid = hn::Round(hn::Mul(hn::Min(a, hn::Set(df, 0x1p-6f)), hn::Set(df, 0x1p9f)));
+  const auto code = hn::IfThenElse(hn::RebindMask(di, hn::Lt(a, hn::Set(df, 0x1p-6f))),
+                                   hn::ConvertTo(di, grid), normal);
+  return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(x)), hn::Set(di, 0x7F), hn::Or(code, sign));
+}
+
+// E4M3ToFloat(FloatToE4M3(a)) for lanes a in [0, 448]: the E4M3 value a rounds to.
+HWY_INLINE VF RoundToE4M3Value(VF a) {
+  const DF df;
+  const DI di;
+  const auto bits = hn::BitCast(di, a);
+  const auto lsb = hn::And(hn::ShiftRight<20>(bits), hn::Set(di, 1));
+  const auto normal = hn::And(hn::Add(bits, hn::Add(hn::Set(di, 0x7FFFF), lsb)),
+                              hn::Set(di, static_cast<int32_t>(0xFFF00000u)));
+  const VF grid = hn::Mul(hn::Round(hn::Mul(a, hn::Set(df, 0x1p9f))), hn::Set(df, 0x1p-9f));
+  return hn::IfThenElse(hn::Lt(a, hn::Set(df, 0x1p-6f)), grid, hn::BitCast(df, normal));
+}
+
+// FloatToE2M1 on lanes, as int32 nibbles: 7 minus the thresholds |x| stays under (so NaN, under
+// none, gives 7 as the reference's else branch does), bit 3 set for x < 0 (not for -0.0).
+HWY_INLINE VI E2M1Codes(VF x) {
+  const DF df;
+  const DI di;
+  const VF a = hn::Abs(x);
+  auto index = hn::Set(di, 7);
+  const auto down_if = [&](auto mask) {
+    index = hn::Add(index, hn::VecFromMask(di, hn::RebindMask(di, mask)));
+  };
+  down_if(hn::Le(a, hn::Set(df, 5.0f)));
+  down_if(hn::Lt(a, hn::Set(df, 3.5f)));
+  down_if(hn::Le(a, hn::Set(df, 2.5f)));
+  down_if(hn::Lt(a, hn::Set(df, 1.75f)));
+  down_if(hn::Le(a, hn::Set(df, 1.25f)));
+  down_if(hn::Lt(a, hn::Set(df, 0.75f)));
+  down_if(hn::Le(a, hn::Set(df, 0.25f)));
+  const auto negative = hn::RebindMask(di, hn::Lt(x, hn::Zero(df)));
+  return hn::Or(index, hn::IfThenElseZero(negative, hn::Set(di, 8)));
+}
+
+// Stores the low byte of each int32 lane (codes 0..255).
+HWY_INLINE void StoreCodes(VI codes, uint8_t* out) {
+  const hn::Rebind<uint8_t, DI> d8;
+  hn::StoreU(hn::DemoteTo(d8, codes), d8, out);
+}
+
+// MxScaleExponent on lanes of group maxima (non-negative finite values of kType): the exponent
+// field E of round_to_power_2's result (the mantissa rounded up from 0.75), then 127 + log2 -
+// offset clamped to 0..255, 0 for a zero power and 255 for an infinite one.
+template <DType kType>
+HWY_INLINE VI MxExponentCodes(VF absmax, int32_t offset) {
+  const DF df;
+  const DI di;
+  // The power of two's float32 exponent field; exact for BF16/F32 values (their rounding bit is
+  // float32's bit 21) and for F16 normals (F16's bit 8 is float32's bit 21).
+  auto e = hn::ShiftRight<23>(hn::Add(hn::BitCast(di, absmax), hn::Set(di, 1 << 21)));
+  auto code = hn::Sub(e, hn::Set(di, offset));  // 127 + (E - 127) - offset
+  auto zero = hn::Eq(e, hn::Zero(di));
+  auto inf = hn::Eq(e, hn::Set(di, 255));
+  if constexpr (kType == DType::kF16) {
+    // F16 subnormals round to 2^-14 from 0.75 x 2^-14 up, else to 0; F16 overflows past 2^15.
+    const auto e16 = hn::Sub(e, hn::Set(di, 112));
+    const auto subnormal = hn::RebindMask(di, hn::Lt(absmax, hn::Set(df, 0x1p-14f)));
+    const auto to_min = hn::RebindMask(di, hn::Ge(absmax, hn::Set(df, 0.75f * 0x1p-14f)));
+    zero = hn::Or(hn::AndNot(to_min, subnormal), hn::Eq(e, hn::Zero(di)));
+    code = hn::IfThenElse(subnormal, hn::Set(di, 1 + 112 - offset), code);
+    inf = hn::AndNot(subnormal, hn::Gt(e16, hn::Set(di, 30)));
+  }
+  code = hn::Min(hn::Max(code, hn::Zero(di)), hn::Set(di, 255));
+  return hn::IfThenElse(inf, hn::Set(di, 255), hn::IfThenZeroElse(zero, code));
+}
+
+// MxScaleValue and MxStoredExponent of lanes of exponents: 2^(e - 127) rounded to kType (1 where
+// it underflows, stored as 127 then). Returns false when a scale overflows kType.
+template <DType kType>
+HWY_INLINE bool MxScaleValues(VI codes, VF* scales, VI* stored) {
+  const DF df;
+  const DI di;
+  // 2^(e - 127): the exponent field e, or the float32 subnormal 2^-127 for e = 0; Inf for 255.
+  const auto bits = hn::IfThenElse(hn::Eq(codes, hn::Zero(di)), hn::Set(di, 0x00400000),
+                                   hn::ShiftLeft<23>(codes));
+  const VF value = RoundTo<kType>(hn::BitCast(df, bits));
+  const auto underflow = hn::Eq(value, hn::Zero(df));
+  *scales = hn::IfThenElse(underflow, hn::Set(df, 1.0f), value);
+  *stored = hn::IfThenElse(hn::RebindMask(di, underflow), hn::Set(di, 127), codes);
+  return hn::AllFalse(df, hn::IsInf(value));
+}
+
+// The MX scales of n groups from their maxima; the tail runs the reference.
+template <DType kType>
+HWY_INLINE bool MxScales(int element_bits, const float* absmax, size_t n, float* scales,
+                         uint8_t* stored) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  const int32_t offset = element_bits == 4 ? 2 : 8;  // floor(log2(element max))
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    VF s;
+    VI e;
+    if (!MxScaleValues<kType>(MxExponentCodes<kType>(hn::LoadU(df, absmax + i), offset), &s, &e)) {
+      return false;
+    }
+    hn::StoreU(s, df, scales + i);
+    StoreCodes(e, stored + i);
+  }
+  for (; i < n; ++i) {
+    scales[i] = MxScaleValue(MxScaleExponent(absmax[i], kType, element_bits), kType);
+    if (!std::isfinite(scales[i])) return false;
+    stored[i] = MxStoredExponent(scales[i]);
+  }
+  return true;
+}
+
+// NvGroupDivisor for n groups: E4M3 scales under the global scale `gs` (finite, positive) and the
+// divisors s / gs of their values; the tail runs the reference.
+template <DType kType>
+HWY_INLINE void NvDivisors(float gs, const float* absmax, size_t n, float* divisors,
+                           uint8_t* stored) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  const VF six = hn::Set(df, RoundToDType(kFp4E2M1Max, kType));
+  const VF vgs = hn::Set(df, gs);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const VF local = RoundTo<kType>(hn::Div(hn::LoadU(df, absmax + i), six));
+    // local >= 0 and gs > 0: only the upper clamp can bite (Inf included).
+    const VF scaled = hn::Min(hn::Mul(vgs, local), hn::Set(df, kFp8E4M3Max));
+    VF scale = RoundToE4M3Value(scaled);
+    scale = hn::IfThenElse(hn::Eq(scale, hn::Zero(df)), hn::Set(df, kFp8E4M3Eps), scale);
+    StoreCodes(E4M3Codes(scale), stored + i);
+    hn::StoreU(hn::Div(scale, vgs), df, divisors + i);
+  }
+  for (; i < n; ++i) divisors[i] = NvGroupDivisor(absmax[i], kType, gs, stored + i);
+}
+
+// One group of E4M3 values: cast(clamp(R(w / scale), +-448)).
+template <DType kType>
+HWY_INLINE void E4M3Group(const float* w, size_t n, float scale, uint8_t* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  const VF vscale = hn::Set(df, scale);
+  const VF lim = hn::Set(df, kFp8E4M3Max);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const VF x = RoundTo<kType>(hn::Div(hn::LoadU(df, w + i), vscale));
+    StoreCodes(E4M3Codes(hn::Min(hn::Max(x, hn::Neg(lim)), lim)), out + i);
+  }
+  for (; i < n; ++i) out[i] = QuantizeToE4M3(w[i], scale, kType);
+}
+
+// One group of E2M1 nibbles (one per byte): NVFP4 divides in float32 (w / divisor), MXFP4 rounds
+// the quotient to kType first.
+template <DType kType, bool kRoundQuotient>
+HWY_INLINE void E2M1Group(const float* w, size_t n, float divisor, uint8_t* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  const VF vd = hn::Set(df, divisor);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    VF x = hn::Div(hn::LoadU(df, w + i), vd);
+    if constexpr (kRoundQuotient) x = RoundTo<kType>(x);
+    StoreCodes(E2M1Codes(x), out + i);
+  }
+  for (; i < n; ++i) {
+    out[i] = kRoundQuotient ? QuantizeMxToE2M1(w[i], divisor, kType) : FloatToE2M1(w[i] / divisor);
+  }
+}
+
+// Two nibbles per byte, the even one low (pack_fp4_to_uint8).
+HWY_INLINE void PackNibbles(const uint8_t* nibbles, size_t n, uint8_t* out) {
+  size_t i = 0;
+#if HWY_TARGET != HWY_SCALAR  // one-lane vectors cannot pair bytes
+  const hn::ScalableTag<uint8_t> d8;
+  const size_t lanes = hn::Lanes(d8);
+  const hn::Rebind<uint8_t, hn::Repartition<int16_t, decltype(d8)>> d8_half;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(PackNibblePairs(hn::LoadU(d8, nibbles + i)), d8_half, out + i / 2);
+  }
+#endif
+  for (; i < n; i += 2) out[i / 2] = static_cast<uint8_t>(nibbles[i] | (nibbles[i + 1] << 4));
+}
+
+// float-quantized, mxfp8-quantized (E4M3 values) and int-quantized (I8) rows. The scales of an
+// FP8 block see all rows of its band of block_rows rows, so a band is converted twice: once for
+// its group maxima, once to quantize (cheaper than holding block_rows float rows).
+template <DType kType>
+HWY_INLINE bool UnpackedRowsTyped(const ByteRowsLayout& l, const QuantParams& p,
+                                  const uint8_t* weight, int64_t rows, int64_t cols,
+                                  const ByteRowsOutput& out) {
+  const size_t width = static_cast<size_t>(ByteGroupWidth(p, cols));
+  const size_t groups = static_cast<size_t>(ByteGroups(p, cols));
+  const size_t n = static_cast<size_t>(cols), elem = DTypeBits(kType) / 8;
+  const size_t scale_bytes = l.format == ByteFormat::kMxfp8 ? 1 : elem;
+  std::vector<float> row(n), absmax(groups), mins(groups), maxs(groups), scales(groups);
+  std::vector<int32_t> zero_points(groups);
+  const auto load_row = [&](int64_t r) {
+    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
+  };
+  const auto group_width = [&](size_t j) { return std::min(width, n - j * width); };
+  for (int64_t r0 = 0; r0 < rows; r0 += l.block_rows) {
+    const int64_t band = std::min(l.block_rows, rows - r0);
+    uint8_t* scale_row = out.scales + static_cast<size_t>(r0 / l.block_rows) * groups * scale_bytes;
+    if (l.format == ByteFormat::kInt) {  // block_rows is 1: rtn_simd's min/max, scales, rounding
+      load_row(r0);
+      if (!RowGroupScales<kType>(p, row.data(), width, groups, mins.data(), maxs.data(),
+                                 scales.data(), zero_points.data())) {
+        return false;
+      }
+      for (size_t j = 0; j < groups; ++j) {
+        QuantizeGroup<kType>(p, row.data() + j * width, width, scales[j], 0,
+                             reinterpret_cast<int8_t*>(out.values + r0 * cols + j * width));
+      }
+      spk::ConvertFromFloat(kType, scales.data(), scale_row, groups);
+      continue;
+    }
+    std::fill(absmax.begin(), absmax.end(), 0.0f);
+    for (int64_t r = r0; r < r0 + band; ++r) {
+      load_row(r);
+      for (size_t j = 0; j < groups; ++j) {
+        const int32_t m = MaxMagnitude(row.data() + j * width, group_width(j));
+        if (m >= kInfBits) return false;
+        absmax[j] = std::max(absmax[j], std::bit_cast<float>(m));
+      }
+    }
+    if (l.format == ByteFormat::kMxfp8) {
+      if (!MxScales<kType>(8, absmax.data(), groups, scales.data(), scale_row)) return false;
+    } else {
+      for (size_t j = 0; j < groups; ++j) scales[j] = Fp8Scale(absmax[j], kType);
+      spk::ConvertFromFloat(kType, scales.data(), scale_row, groups);
+    }
+    for (int64_t r = r0; r < r0 + band; ++r) {
+      if (band > 1) load_row(r);  // a band of one row is still converted
+      for (size_t j = 0; j < groups; ++j) {
+        E4M3Group<kType>(row.data() + j * width, group_width(j), scales[j],
+                         out.values + r * cols + j * width);
+      }
+    }
+  }
+  return true;
+}
+
+// nvfp4- and mxfp4-pack-quantized rows: group maxima, the scales of the whole row at once, then
+// nibbles packed two per byte.
+template <DType kType>
+HWY_INLINE bool Fp4RowsTyped(ByteFormat f, const QuantParams& p, const uint8_t* weight,
+                             int64_t rows, int64_t cols, float global_scale,
+                             const ByteRowsOutput& out) {
+  const size_t g = static_cast<size_t>(p.group_size), n = static_cast<size_t>(cols);
+  const size_t groups = n / g, elem = DTypeBits(kType) / 8;
+  std::vector<float> row(n), absmax(groups), divisors(groups);
+  std::vector<uint8_t> nibbles(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
+    for (size_t j = 0; j < groups; ++j) {
+      const int32_t m = MaxMagnitude(row.data() + j * g, g);
+      if (m >= kInfBits) return false;
+      absmax[j] = std::bit_cast<float>(m);
+    }
+    uint8_t* scales = out.scales + static_cast<size_t>(r) * groups;
+    if (f == ByteFormat::kNvfp4) {
+      NvDivisors<kType>(global_scale, absmax.data(), groups, divisors.data(), scales);
+      for (size_t j = 0; j < groups; ++j) {
+        E2M1Group<kType, false>(row.data() + j * g, g, divisors[j], nibbles.data() + j * g);
+      }
+    } else {
+      if (!MxScales<kType>(4, absmax.data(), groups, divisors.data(), scales)) return false;
+      for (size_t j = 0; j < groups; ++j) {
+        E2M1Group<kType, true>(row.data() + j * g, g, divisors[j], nibbles.data() + j * g);
+      }
+    }
+    PackNibbles(nibbles.data(), n, out.values + static_cast<size_t>(r) * (n / 2));
+  }
+  return true;
+}
+
+template <DType kType>
+HWY_INLINE bool ByteRowsTyped(const ByteRowsLayout& l, const QuantParams& p, const uint8_t* weight,
+                              int64_t rows, int64_t cols, float global_scale,
+                              const ByteRowsOutput& out) {
+  if (IsFp4(l.format))
+    return Fp4RowsTyped<kType>(l.format, p, weight, rows, cols, global_scale, out);
+  return UnpackedRowsTyped<kType>(l, p, weight, rows, cols, out);
+}
+
+// ---- The per-target entry points exported to float_simd.cc (identical signatures on every
+// target).
+
+bool ByteRowsKernel(const ByteRowsLayout& l, const QuantParams& p, DType dtype,
+                    const uint8_t* weight, int64_t rows, int64_t cols, float global_scale,
+                    const ByteRowsOutput& out) {
+  switch (dtype) {
+    case DType::kBF16:
+      return ByteRowsTyped<DType::kBF16>(l, p, weight, rows, cols, global_scale, out);
+    case DType::kF16:
+      return ByteRowsTyped<DType::kF16>(l, p, weight, rows, cols, global_scale, out);
+    default:
+      return ByteRowsTyped<DType::kF32>(l, p, weight, rows, cols, global_scale, out);
+  }
+}
+
+float AbsMaxKernel(DType dtype, const uint8_t* values, size_t n) {
+  switch (dtype) {
+    case DType::kBF16:
+      return BF16ToFloat(
+          static_cast<uint16_t>(MaxFiniteOrInfMagnitude<int16_t>(values, n, 0x7FFF, 0x7F80)));
+    case DType::kF16:
+      return F16ToFloat(
+          static_cast<uint16_t>(MaxFiniteOrInfMagnitude<int16_t>(values, n, 0x7FFF, 0x7C00)));
+    default:
+      return std::bit_cast<float>(
+          MaxFiniteOrInfMagnitude<int32_t>(values, n, 0x7FFFFFFF, kInfBits));
+  }
+}
+
+void E4M3CodesKernel(const float* x, size_t n, uint8_t* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) StoreCodes(E4M3Codes(hn::LoadU(df, x + i)), out + i);
+  for (; i < n; ++i) out[i] = FloatToE4M3(x[i]);
+}
+
+void E2M1CodesKernel(const float* x, size_t n, uint8_t* out) {
+  const DF df;
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) StoreCodes(E2M1Codes(hn::LoadU(df, x + i)), out + i);
+  for (; i < n; ++i) out[i] = FloatToE2M1(x[i]);
+}
+
+bool MxScalesKernel(DType dtype, int element_bits, const float* absmax, size_t n, float* scales,
+                    uint8_t* stored) {
+  switch (dtype) {
+    case DType::kBF16:
+      return MxScales<DType::kBF16>(element_bits, absmax, n, scales, stored);
+    case DType::kF16:
+      return MxScales<DType::kF16>(element_bits, absmax, n, scales, stored);
+    default:
+      return MxScales<DType::kF32>(element_bits, absmax, n, scales, stored);
+  }
+}
+
+void NvDivisorsKernel(DType dtype, float global_scale, const float* absmax, size_t n,
+                      float* divisors, uint8_t* stored) {
+  switch (dtype) {
+    case DType::kBF16:
+      return NvDivisors<DType::kBF16>(global_scale, absmax, n, divisors, stored);
+    case DType::kF16:
+      return NvDivisors<DType::kF16>(global_scale, absmax, n, divisors, stored);
+    default:
+      return NvDivisors<DType::kF32>(global_scale, absmax, n, divisors, stored);
+  }
+}
+
+const char* FloatTargetNameKernel() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace spk
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
