@@ -1,14 +1,20 @@
-// Microbenchmarks of the quantizer kernels: each SIMD kernel of RTN (quant/simd/rtn_simd.h) and of
-// the scale search (quant/simd/search_simd.h), best target of this CPU, beside its scalar
-// reference, in bytes of BF16 weight processed per second on one core.
+// Microbenchmarks of the quantizer kernels: each SIMD kernel of RTN (quant/simd/rtn_simd.h), of
+// the scale search (quant/simd/search_simd.h) and the byte-format row quantizers
+// (quant/simd/float_simd.h), best target of this CPU, beside its scalar reference, in bytes of BF16
+// weight processed per second on one core.
 // Run: build/bench/quant_kernels_bench [--benchmark_filter=...].
 #include <benchmark/benchmark.h>
 
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "quant/float_formats.h"
+#include "quant/float_rows.h"
 #include "quant/rtn.h"
 #include "quant/search.h"
+#include "quant/simd/float_simd.h"
 #include "quant/simd/rtn_simd.h"
 #include "quant/simd/search_simd.h"
 #include "tensor/float_convert.h"
@@ -202,6 +208,51 @@ void BM_SearchRows(benchmark::State& state) {
                   kSimd ? simd::ActiveSearchTargetName() : "scalar");
 }
 
+// A byte-format row block (range(0) indexes kByteFormats), as the codecs run it.
+struct ByteFormatCase {
+  const char* name;
+  ByteRowsLayout layout;
+  QuantParams p;
+};
+constexpr ByteFormatCase kByteFormats[] = {
+    {"fp8-dynamic", {ByteFormat::kFp8, 1}, {8, true, kChannelWise}},
+    {"fp8-block", {ByteFormat::kFp8, 128}, {8, true, 128}},
+    {"w8a8", {ByteFormat::kInt, 1}, {8, true, kChannelWise}},
+    {"w4afp8", {ByteFormat::kInt, 1}, {4, true, 128}},
+    {"mxfp8a16", {ByteFormat::kMxfp8, 1}, {8, true, 32}},
+    {"nvfp4a16", {ByteFormat::kNvfp4, 1}, {4, true, 16}},
+    {"mxfp4a16", {ByteFormat::kMxfp4, 1}, {4, true, 32}},
+};
+
+template <bool kSimd>
+void BM_ByteRows(benchmark::State& state) {
+  const ByteFormatCase& c = kByteFormats[state.range(0)];
+  const int64_t rows = 128;  // one FP8 block band
+  const std::vector<uint8_t> in = RandomBF16(rows * kCols);
+  std::vector<uint8_t> values(rows * kCols), scales(rows * kCols * 2);
+  const float gs = NvFp4GlobalScale(AbsMaxOf(DType::kBF16, in.data(), rows * kCols), DType::kBF16);
+  const auto quantize = kSimd ? QuantizeByteRowsFast : QuantizeByteRows;
+  for (auto _ : state) {
+    const Status s = quantize(c.layout, c.p, DType::kBF16, in.data(), rows, kCols, gs,
+                              {values.data(), scales.data()});
+    if (!s.ok()) state.SkipWithError(s.message().c_str());
+    benchmark::DoNotOptimize(values.data());
+  }
+  SetWeights(state, rows * kCols);
+  state.SetLabel(std::string(kSimd ? simd::FloatActiveTargetName() : "scalar") + " " + c.name);
+}
+
+// NVFP4's global-scale pass: the absmax of BF16 weights.
+template <bool kSimd>
+void BM_AbsMax(benchmark::State& state) {
+  const std::vector<uint8_t> in = RandomBF16(kRows * kCols);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(kSimd ? simd::AbsMaxOf(DType::kBF16, in.data(), kRows * kCols)
+                                   : AbsMaxOf(DType::kBF16, in.data(), kRows * kCols));
+  }
+  SetWeights(state, kRows * kCols);
+}
+
 BENCHMARK(BM_ConvertBF16ToFloat<false>);
 BENCHMARK(BM_ConvertBF16ToFloat<true>);
 BENCHMARK(BM_ConvertF16ToFloat<false>);
@@ -220,6 +271,10 @@ BENCHMARK(BM_SearchKernels<false>);
 BENCHMARK(BM_SearchKernels<true>);
 BENCHMARK(BM_SearchRows<false>)->Arg(1)->Arg(0);
 BENCHMARK(BM_SearchRows<true>)->Arg(1)->Arg(0);
+BENCHMARK(BM_ByteRows<false>)->DenseRange(0, std::size(kByteFormats) - 1);
+BENCHMARK(BM_ByteRows<true>)->DenseRange(0, std::size(kByteFormats) - 1);
+BENCHMARK(BM_AbsMax<false>);
+BENCHMARK(BM_AbsMax<true>);
 
 }  // namespace
 }  // namespace spk

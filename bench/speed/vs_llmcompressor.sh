@@ -5,7 +5,8 @@
 #   [SCHEME=FP8_DYNAMIC] vs_llmcompressor.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS]
 # sparkulator runs with --preset none, so that it quantizes the same Linear weights as
 # model_free_ptq with ignore=[] (a DFlash preset would keep q/k/v dense). Both the default (fsync)
-# and --no-fsync are timed; llm-compressor does not fsync.
+# and --no-fsync are timed; llm-compressor does not fsync. CPU seconds (user + sys, all threads)
+# are recorded too: on a shared machine they move far less with the load than wall times do.
 set -euo pipefail
 spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-3} scheme=${SCHEME:-W4A16}
 here=$(dirname "$(realpath "$0")")
@@ -16,27 +17,35 @@ python3 -c "import llmcompressor" 2>/dev/null || { echo "pip install llmcompress
 
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-: >"$work/proc"; : >"$work/call"; : >"$work/spk"; : >"$work/spkn"
+: >"$work/proc"; : >"$work/call"; : >"$work/spk"; : >"$work/spkn"; : >"$work/cpu_l"; : >"$work/cpu_s"
+# Runs "$@" under /usr/bin/time and appends its user + sys CPU seconds to file $1.
+cpu() { local out=$1; shift; /usr/bin/time -f "%U %S" -o "$work/t" "$@"; awk '{print $1 + $2}' "$work/t" >>"$out"; }
 for ((i = 1; i <= rounds; ++i)); do
   rm -rf "$work/l"; sync
-  t0=$(now); call=$(python3 "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" "$scheme" 2>/dev/null | tail -1); t1=$(now)
+  t0=$(now); call=$(cpu "$work/cpu_l" python3 "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" "$scheme" 2>/dev/null | tail -1); t1=$(now)
   echo "$t1 - $t0" | bc -l >>"$work/proc"; echo "$call" >>"$work/call"
   for mode in spk spkn; do
     rm -rf "$work/s"; sync
     flags=(--preset none --scheme "$scheme"); [[ $mode == spkn ]] && flags+=(--no-fsync)
-    t0=$(now); "$spk" quantize "$ckpt" "$work/s" "${flags[@]}" >/dev/null; t1=$(now)
+    t0=$(now)
+    if [[ $mode == spk ]]; then cpu "$work/cpu_s" "$spk" quantize "$ckpt" "$work/s" "${flags[@]}" >/dev/null
+    else "$spk" quantize "$ckpt" "$work/s" "${flags[@]}" >/dev/null; fi
+    t1=$(now)
     echo "$t1 - $t0" | bc -l >>"$work/$mode"
   done
   echo "round $i: llm-compressor process $(tail -1 "$work/proc") s, call $call s;" \
     "sparkulator $(tail -1 "$work/spk") s, --no-fsync $(tail -1 "$work/spkn") s"
 done
 proc=$(median <"$work/proc") call=$(median <"$work/call") s=$(median <"$work/spk") sn=$(median <"$work/spkn")
+cl=$(median <"$work/cpu_l") cs=$(median <"$work/cpu_s")
 echo "---"
 printf "medians: llm-compressor process %.3f s, call %.3f s; sparkulator %.3f s, --no-fsync %.3f s\n" \
   "$proc" "$call" "$s" "$sn"
 printf "llm-compressor / sparkulator: call %.1fx, process %.1fx; against --no-fsync: %.1fx, %.1fx\n" \
   "$(echo "$call / $s" | bc -l)" "$(echo "$proc / $s" | bc -l)" \
   "$(echo "$call / $sn" | bc -l)" "$(echo "$proc / $sn" | bc -l)"
+printf "CPU seconds (user + sys): llm-compressor process %.2f, sparkulator %.2f: %.1fx\n" \
+  "$cl" "$cs" "$(echo "$cl / $cs" | bc -l)"
 python3 - "$work/l" "$work/s" <<'PY'
 import glob, sys
 import torch
