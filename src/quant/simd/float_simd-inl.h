@@ -101,9 +101,12 @@ HWY_INLINE VI E4M3Codes(VF x) {
   const auto rounded = hn::ShiftRight<20>(hn::Add(abs_bits, hn::Add(hn::Set(di, 0x7FFFF), lsb)));
   // Rebias the exponent; past 448 (and Inf) the code saturates. Below 2^-6 the subnormal grid wins.
   const auto normal = hn::Min(hn::Sub(rounded, hn::Set(di, (127 - 7) << 3)), hn::Set(di, 0x7E));
-  const VF grid = hn::Round(hn::Mul(hn::Min(a, hn::Set(df, 0x1p-6f)), hn::Set(df, 0x1p9f)));
+  // Subnormals: a * 2^9 (exact, at most 8 after the clamp) plus 2^23 makes the FPU round it to an
+  // integer, half to even, which is then the low bits of the sum (cheaper than Round + ConvertTo).
+  const VF magic = hn::Set(df, 0x1p23f);
+  const VF grid = hn::Add(hn::Mul(hn::Min(a, hn::Set(df, 0x1p-6f)), hn::Set(df, 0x1p9f)), magic);
   const auto code = hn::IfThenElse(hn::RebindMask(di, hn::Lt(a, hn::Set(df, 0x1p-6f))),
-                                   hn::ConvertTo(di, grid), normal);
+                                   hn::Sub(hn::BitCast(di, grid), hn::BitCast(di, magic)), normal);
   return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(x)), hn::Set(di, 0x7F), hn::Or(code, sign));
 }
 
@@ -241,11 +244,11 @@ HWY_INLINE void E4M3Group(const float* w, size_t n, float scale, uint8_t* out) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
   const VF vscale = hn::Set(df, scale);
-  const VF lim = hn::Set(df, kFp8E4M3Max);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const VF x = RoundTo<kType>(hn::Div(hn::LoadU(df, w + i), vscale));
-    StoreCodes(E4M3Codes(hn::Min(hn::Max(x, hn::Neg(lim)), lim)), out + i);
+    // No clamp to +-448 first: E4M3Codes saturates to the same code (+-Inf included), and the
+    // quotient of a finite weight by a positive scale is never NaN.
+    StoreCodes(E4M3Codes(RoundTo<kType>(hn::Div(hn::LoadU(df, w + i), vscale))), out + i);
   }
   for (; i < n; ++i) out[i] = QuantizeToE4M3(w[i], scale, kType);
 }
