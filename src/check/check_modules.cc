@@ -14,6 +14,7 @@ void Checker::CollectModules() {
                                 {kScale, &ModuleTensors::scale},
                                 {kShape, &ModuleTensors::shape},
                                 {kZeroPoint, &ModuleTensors::zero_point},
+                                {kGlobalScale, &ModuleTensors::global_scale},
                                 {kWeight, &ModuleTensors::weight}}) {
       if (HasSuffix(name, suffix)) {
         modules_[name.substr(0, name.size() - suffix.size())].*slot = located;
@@ -21,6 +22,7 @@ void Checker::CollectModules() {
       }
     }
   }
+  MarkUnpackedValues();
 }
 
 const ConfigGroup* Checker::MatchingGroup(const std::string& vllm_name,
@@ -71,10 +73,10 @@ void Checker::CheckModules() {
       continue;
     }
     TensorMeta meta;
-    if (mt.weight) {
+    if (mt.weight && !mt.packed) {
       meta = {module + std::string(kWeight), mt.weight->entry->dtype, mt.weight->entry->shape};
     } else {
-      // A packed weight is a 2-D float weight before packing; only its name decides the rules.
+      // A quantized weight is a 2-D float weight before quantization; only its name decides.
       meta = {module + std::string(kPacked), DType::kBF16, {1, 1}};
     }
     if (auto not_linear = NotALinearReason(meta, module)) {
@@ -156,9 +158,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   std::optional<std::pair<int64_t, int64_t>> dims;
   if (mt.packed) {
     const WeightQuantArgs* args = ArgsFor(group, qc_);
-    // Other formats' tensors are not verified yet (format-not-checked says so once, in the
-    // config); judging them by pack-quantized's rules would report errors vLLM does not have.
-    bool pack_quantized =
+    const bool pack_quantized =
         args != nullptr && (args->format.empty() || args->format == "pack-quantized");
     if (pack_quantized) {
       dims = CheckPackedTensors(module, mt, *args);
@@ -172,9 +172,13 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
               "keep the module dense (ignore it) or use another group size / --tp");
         }
       }
+    } else if (scheme_ && args != nullptr && args->format == scheme_->scheme->format) {
+      dims = CheckCodecTensors(module, mt, &lm);
+      if (dims) CheckVllmShapeRules(lm, dims->first, dims->second, file);
     }
   }
-  if (mt.weight && meta.shape.size() == 2) dims = std::pair{meta.shape[0], meta.shape[1]};
+  if (mt.weight && !mt.packed && meta.shape.size() == 2)
+    dims = std::pair{meta.shape[0], meta.shape[1]};
   NoteDraftModule(module, mt, vllm_quantized, dims);
   linears_.push_back(std::move(lm));
 }
@@ -239,6 +243,7 @@ void Checker::CheckFusedAgreement() {
           fmt::format("the shards' weight_scale dtypes differ ({})", fmt::join(scale_dtypes, ", ")),
           "requantize the shards from one source dtype");
     }
+    CheckGlobalScaleAgreement(members, fused);
   }
 }
 

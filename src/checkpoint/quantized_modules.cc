@@ -26,4 +26,23 @@ bool IsQuantAuxName(const WeightCodec& codec, std::string_view name) {
   return false;
 }
 
+DType WeightDTypeOfScales(DType scale_dtype) {
+  return IsQuantizableFloat(scale_dtype) ? scale_dtype : DType::kBF16;
+}
+
+std::optional<std::pair<int64_t, int64_t>> WeightDimsFromValues(
+    const WeightCodec& codec, const QuantParams& p, DType dtype,
+    const std::vector<int64_t>& values_shape) {
+  if (values_shape.size() != 2) return std::nullopt;
+  const int64_t rows = values_shape[0];
+  for (int64_t per_element : {1, 2}) {
+    const int64_t cols = values_shape[1] * per_element;
+    if (!codec.Validate(p, dtype, rows, cols).ok()) continue;
+    const auto tensors = codec.Tensors(p, dtype, rows, cols);
+    const StoredTensor* values = FindRole(tensors, TensorRole::kPacked);
+    if (values && values->shape == values_shape) return std::pair{rows, cols};
+  }
+  return std::nullopt;
+}
+
 }  // namespace spk

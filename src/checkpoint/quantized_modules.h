@@ -15,6 +15,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "quant/codec.h"
 #include "tensor/dtype.h"
@@ -33,5 +35,17 @@ std::optional<std::string> QuantizedModuleOf(
 // True when `name` is one of the tensors `codec` stores beside the values (weight_scale,
 // weight_shape, weight_zero_point, weight_global_scale).
 bool IsQuantAuxName(const WeightCodec& codec, std::string_view name);
+
+// The dtype to hand a codec for a module whose weight_scale is `scale_dtype`: scales in the
+// weight's dtype say what it was; E4M3 and E8M0 scales do not, and the codecs that store them
+// decompress to BF16 whatever the source (WeightCodec::DequantizedDType), so BF16.
+DType WeightDTypeOfScales(DType scale_dtype);
+
+// The [rows, cols] of the weight a module stores as values of `values_shape`, for the formats
+// that record no weight_shape (FP4 packs two values a byte, F8/I8 one), or nullopt when no valid
+// weight of `codec` at `p` is stored that way.
+std::optional<std::pair<int64_t, int64_t>> WeightDimsFromValues(
+    const WeightCodec& codec, const QuantParams& p, DType dtype,
+    const std::vector<int64_t>& values_shape);
 
 }  // namespace spk

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/quantized_modules.h"
 #include "quant/float_formats.h"
 #include "quant/pack_quantized.h"
 #include "quant/rtn.h"
@@ -19,23 +20,6 @@ uint64_t RowBytes(const TensorEntry& e) {
   uint64_t elements = 1;
   for (size_t d = 1; d < e.shape.size(); ++d) elements *= static_cast<uint64_t>(e.shape[d]);
   return elements * DTypeBits(e.dtype) / 8;
-}
-
-// The weight dimensions of a module whose format stores no weight_shape: the columns whose
-// values tensor has the stored shape (FP4 packs two values a byte, F8/I8 one).
-std::optional<std::pair<int64_t, int64_t>> DimsFromValues(const WeightCodec& codec,
-                                                          const QuantParams& p, DType dtype,
-                                                          const TensorEntry& values) {
-  if (values.shape.size() != 2) return std::nullopt;
-  const int64_t rows = values.shape[0];
-  for (int64_t per_element : {1, 2}) {
-    const int64_t cols = values.shape[1] * per_element;
-    if (!codec.Validate(p, dtype, rows, cols).ok()) continue;
-    const auto tensors = codec.Tensors(p, dtype, rows, cols);
-    const StoredTensor* packed = FindRole(tensors, TensorRole::kPacked);
-    if (packed && packed->shape == values.shape) return std::pair{rows, cols};
-  }
-  return std::nullopt;
 }
 
 }  // namespace
@@ -65,9 +49,7 @@ Result<QuantizedModuleReader> QuantizedModuleReader::Open(const SourceCheckpoint
   };
   SPK_ASSIGN_OR_RETURN(Located scale, find(kScaleSuffix));
   r.scale_dtype_ = scale.entry->dtype;
-  // Scales in the weight's dtype say what it was; E4M3 and E8M0 scales do not, and the codecs
-  // that store them decompress to BF16 whatever the source (DequantizedDType).
-  r.weight_dtype_ = IsQuantizableFloat(r.scale_dtype_) ? r.scale_dtype_ : DType::kBF16;
+  r.weight_dtype_ = WeightDTypeOfScales(r.scale_dtype_);
   const std::string value_suffix(r.codec_->suffixes().front());
   SPK_ASSIGN_OR_RETURN(Located values, find(value_suffix));
   if (auto shape = ckpt.files.Find(module + std::string(kShapeSuffix))) {
@@ -82,7 +64,8 @@ Result<QuantizedModuleReader> QuantizedModuleReader::Open(const SourceCheckpoint
             .ReadTensor(*shape->entry, {reinterpret_cast<uint8_t*>(dims), sizeof dims}));
     r.rows_ = dims[0];
     r.cols_ = dims[1];
-  } else if (auto dims = DimsFromValues(*r.codec_, params, r.weight_dtype_, *values.entry)) {
+  } else if (auto dims =
+                 WeightDimsFromValues(*r.codec_, params, r.weight_dtype_, values.entry->shape)) {
     std::tie(r.rows_, r.cols_) = *dims;
   } else {
     return Status::InvalidInput(fmt::format(
