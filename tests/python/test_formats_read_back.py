@@ -180,3 +180,4 @@ def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, tmp_pa
     assert sum(a == "quantized" for a in actions.values()) == PROJECTIONS
     assert report["size"]["bytes_after"] == sum(t.nbytes for t in stored.values())
     assert report["size"]["bytes_before"] == sum(t.nbytes for t in dense.values())
+
