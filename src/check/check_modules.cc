@@ -85,7 +85,8 @@ void Checker::CheckModules() {
                          : not_linear->starts_with("lm_head") ? "quantized-lm-head"
                                                               : "quantized-non-linear";
       Add(Severity::kError, code, module, FileOf(*mt.packed),
-          fmt::format("stored as weight_packed, but {}: vLLM cannot load it", *not_linear),
+          fmt::format("stored quantized ({}), but {}: vLLM cannot load it", mt.packed->entry->name,
+                      *not_linear),
           "keep it dense (add it to ignore and requantize)");
       continue;
     }
@@ -141,9 +142,10 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
                           ? "no config group targets it"
                           : fmt::format("the ignore list matches vLLM module '{}'", lm.fused);
     Add(Severity::kError, "vllm-expects-dense", module, file,
-        fmt::format("stored as weight_packed, but vLLM builds it dense ({}): loading fails with "
-                    "\"There is no module or parameter named '{}.weight_packed'\"",
-                    why, lm.vllm_name),
+        fmt::format("stored quantized ({}), but vLLM builds it dense ({}): loading fails with "
+                    "\"There is no module or parameter named '{}{}'\"",
+                    mt.packed->entry->name, why, lm.vllm_name,
+                    HasSuffix(mt.packed->entry->name, kPacked) ? kPacked : kScale),
         "remove the ignore entry that matches it (or store the module dense)");
   }
   // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
