@@ -1,0 +1,88 @@
+"""Interop: MoE checkpoints quantized by sparkulator must equal llm-compressor's model_free_ptq BYTE
+FOR BYTE (llmcompressor 0.14.0.1, compressed-tensors 0.19.0, on the CPU).
+
+The checkpoint is the tiny Qwen3-MoE of tests/e2e/moe_model.py (2 layers, 8 experts, router
+`mlp.gate` [8, 256]) in both layouts: per-expert 2-D weights (what save_pretrained writes) and the
+fused 3-D `mlp.experts.gate_up_proj` / `down_proj` of transformers 5, which model_free_ptq splits into
+per-expert weights (converter.py split_fused_moe_experts) and sparkulator splits the same way.
+Both tools quantize the same Linear weights: the reference is told to ignore the embeddings, lm_head
+and the routers (re:.*mlp\\.gate$, as llm-compressor's MoE examples do; it has no router default of
+its own), sparkulator keeps them dense by rule.
+
+Asserted, per layout and preset (W4A16, W4A16_ASYM, FP8_DYNAMIC, NVFP4A16): the same tensor names,
+dtypes, shapes and bytes, every expert projection quantized, the routers dense; the
+quantization_config's scheme parses to the same QuantizationScheme, and its ignore list names the
+routers (vLLM builds Qwen3-MoE's GateLinear with the model's quant_config). The integer presets'
+`observer` field is left out of the scheme comparison (see the test).
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import quantization_config, run_model_free_ptq, REPO, assert_same_tensors, load_dir
+
+pytest.importorskip("llmcompressor")
+sys.path.insert(0, str(REPO))
+
+from tests.e2e import moe_model  # noqa: E402
+
+PRESETS = ["W4A16", "W4A16_ASYM", "FP8_DYNAMIC", "NVFP4A16"]
+LAYOUTS = ["per_expert", "fused"]
+
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory, spk):
+    """(layout, preset) -> (reference folder, sparkulator folder)."""
+    root = tmp_path_factory.mktemp("moe")
+    jobs, out = [], {}
+    for layout in LAYOUTS:
+        src = moe_model.build(root / layout, layout, tokenizer=False)
+        for preset in PRESETS:
+            ref, ours = root / f"ref-{layout}-{preset}", root / f"ours-{layout}-{preset}"
+            jobs.append((str(src), str(ref), preset))
+            spk("quantize", src, ours, "--scheme", preset)
+            out[layout, preset] = ref, ours
+    run_model_free_ptq(jobs, ignore=["lm_head", "re:.*embed_tokens", "re:.*mlp\\.gate$"])
+    return out
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_tensors_equal_model_free_ptq_byte_for_byte(outputs, layout, preset):
+    ref_dir, ours_dir = outputs[layout, preset]
+    ref, ours = assert_same_tensors(ref_dir, ours_dir), load_dir(ours_dir)
+    experts = moe_model.EXPERTS * 3 * 2  # gate, up, down per expert, 2 layers
+    scales = [n for n in ref if n.endswith(".weight_scale") and ".mlp.experts." in n]
+    assert len(scales) == experts  # every expert projection quantized: not a vacuous comparison
+    assert not any(".experts.gate_up_proj" in n or ".experts.down_proj" in n for n in ours)
+    for layer in range(2):
+        assert ours[f"model.layers.{layer}.mlp.gate.weight"].shape == (moe_model.EXPERTS, 256)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_quantization_config_parses_as_the_reference(outputs, layout, preset):
+    ref, ours = map(quantization_config, outputs[layout, preset])
+    assert (ours.format, ours.quantization_status) == (ref.format, ref.quantization_status)
+    (theirs,), (mine,) = ref.config_groups.values(), ours.config_groups.values()
+    mine, theirs = mine.model_dump(), theirs.model_dump()
+    # For the integer presets sparkulator records the observer it emulates ("minmax"), the
+    # reference None; vLLM and compressed-tensors' decompression read neither (the dense suites
+    # compare the same way).
+    mine["weights"].pop("observer"), theirs["weights"].pop("observer")
+    assert mine == theirs
+    assert "re:.*mlp\\.gate$" in ours.ignore
+
+
+def test_inspect_names_the_split_and_the_router_rule(spk, tmp_path):
+    src = moe_model.build(tmp_path / "fused", "fused", tokenizer=False)
+    report = json.loads(spk("inspect", src, "--json").stdout)
+    reasons = {t["name"]: t["reason"] for t in report["tensors"]}
+    split = reasons["model.layers.1.mlp.experts.7.up_proj.weight"]
+    assert "split from the fused model.layers.1.mlp.experts.gate_up_proj" in split
+    assert "GateLinear" in reasons["model.layers.0.mlp.gate.weight"]
+    assert "quant_config=quant_config" in reasons["model.layers.0.mlp.gate.weight"]
