@@ -86,3 +86,28 @@ def test_inspect_names_the_split_and_the_router_rule(spk, tmp_path):
     assert "split from the fused model.layers.1.mlp.experts.gate_up_proj" in split
     assert "GateLinear" in reasons["model.layers.0.mlp.gate.weight"]
     assert "quant_config=quant_config" in reasons["model.layers.0.mlp.gate.weight"]
+
+
+@pytest.mark.parametrize("architecture,flagged", [("MixtralForCausalLM", True),
+                                                  ("Qwen3MoeForCausalLM", False)])
+def test_check_flags_a_router_that_vllm_builds_without_quant_config(spk, tmp_path, architecture,
+                                                                    flagged):
+    """model_free_ptq without a router ignore entry quantizes `mlp.gate` (it has no router default).
+    vLLM builds Mixtral's GateLinear with no quant_config, so that checkpoint cannot load: check
+    says quantized-router and names vLLM's reason; Qwen3-MoE's router takes the quant config, so
+    the finding is not raised there (its [8, 256] shape is judged by the kernel rules instead)."""
+    src = moe_model.build(tmp_path / "src", "per_expert", tokenizer=False)
+    config = json.loads((src / "config.json").read_text())
+    config["architectures"] = [architecture]
+    (src / "config.json").write_text(json.dumps(config))
+    ref = tmp_path / "ref"
+    run_model_free_ptq([(str(src), str(ref), "W4A16")], ignore=["lm_head", "re:.*embed_tokens"])
+    assert "model.layers.0.mlp.gate.weight_packed" in load_dir(ref)
+    report = json.loads(spk("check", ref, "--json", expect=1).stdout)
+    routers = [f for f in report["findings"] if f["code"] == "quantized-router"]
+    assert sorted(f["module"] for f in routers) == (
+        ["model.layers.0.mlp.gate", "model.layers.1.mlp.gate"] if flagged else [])
+    if flagged:
+        assert "quant_config" in routers[0]["message"] and "weight_packed" in routers[0]["message"]
+    assert any(f["code"] == "kernel-rule" and f["module"] == "model.layers.0.mlp.gate"
+               for f in report["findings"])
