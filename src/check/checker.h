@@ -83,7 +83,7 @@ class Checker {
   }
 
   Status LoadFiles();
-  void OpenShard(const std::string& file, bool listed);
+  Status OpenShard(const std::string& file, bool listed);  // IoError: the read failed
   void CheckIndexAgainstShards();
   Result<bool> LoadConfig();  // false: config.json is missing or invalid (a finding)
   void CheckQuantConfig();
