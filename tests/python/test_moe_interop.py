@@ -88,20 +88,34 @@ def test_inspect_names_the_split_and_the_router_rule(spk, tmp_path):
     assert "quant_config=quant_config" in reasons["model.layers.0.mlp.gate.weight"]
 
 
-@pytest.mark.parametrize("architecture,flagged", [("MixtralForCausalLM", True),
-                                                  ("Qwen3MoeForCausalLM", False)])
-def test_check_flags_a_router_that_vllm_builds_without_quant_config(spk, tmp_path, architecture,
-                                                                    flagged):
+ROUTER_CASES = {"MixtralForCausalLM": True, "Qwen3MoeForCausalLM": False}
+
+
+@pytest.fixture(scope="module")
+def quantized_routers(tmp_path_factory):
+    """architecture -> model_free_ptq's W4A16 output with no router ignore entry (one reference
+    run for all cases)."""
+    root = tmp_path_factory.mktemp("routers")
+    jobs, out = [], {}
+    for architecture in ROUTER_CASES:
+        src = moe_model.build(root / architecture, "per_expert", tokenizer=False)
+        config = json.loads((src / "config.json").read_text())
+        config["architectures"] = [architecture]
+        (src / "config.json").write_text(json.dumps(config))
+        out[architecture] = root / f"ref-{architecture}"
+        jobs.append((str(src), str(out[architecture]), "W4A16"))
+    run_model_free_ptq(jobs, ignore=["lm_head", "re:.*embed_tokens"])
+    return out
+
+
+@pytest.mark.parametrize("architecture", ROUTER_CASES)
+def test_check_flags_a_router_that_vllm_builds_without_quant_config(spk, quantized_routers,
+                                                                    architecture):
     """model_free_ptq without a router ignore entry quantizes `mlp.gate` (it has no router default).
     vLLM builds Mixtral's GateLinear with no quant_config, so that checkpoint cannot load: check
     says quantized-router and names vLLM's reason; Qwen3-MoE's router takes the quant config, so
     the finding is not raised there (its [8, 256] shape is judged by the kernel rules instead)."""
-    src = moe_model.build(tmp_path / "src", "per_expert", tokenizer=False)
-    config = json.loads((src / "config.json").read_text())
-    config["architectures"] = [architecture]
-    (src / "config.json").write_text(json.dumps(config))
-    ref = tmp_path / "ref"
-    run_model_free_ptq([(str(src), str(ref), "W4A16")], ignore=["lm_head", "re:.*embed_tokens"])
+    ref, flagged = quantized_routers[architecture], ROUTER_CASES[architecture]
     assert "model.layers.0.mlp.gate.weight_packed" in load_dir(ref)
     report = json.loads(spk("check", ref, "--json", expect=1).stdout)
     routers = [f for f in report["findings"] if f["code"] == "quantized-router"]
