@@ -113,4 +113,14 @@ Status ExpandFusedExperts(SourceCheckpoint* src) {
   return Status::Ok();
 }
 
+const TensorEntry* FindSourceTensor(const SourceCheckpoint& src, std::string_view name,
+                                    size_t* shard) {
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    if (src.tensors[i].name != name) continue;
+    *shard = src.tensor_shard[i];
+    return &src.entries[i];
+  }
+  return nullptr;
+}
+
 }  // namespace spk

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -41,5 +42,10 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
 // into (checkpoint/moe.h SplitFusedExperts), in its place and shard; each slice reads its rows of
 // the fused tensor and records the fused tensor's name in TensorMeta::split_from.
 Status ExpandFusedExperts(SourceCheckpoint* src);
+
+// The entry to read for tensor `name` of `src` (after ExpandFusedExperts, also a split expert)
+// and the index of its shard, or nullptr. Linear scan.
+const TensorEntry* FindSourceTensor(const SourceCheckpoint& src, std::string_view name,
+                                    size_t* shard);
 
 }  // namespace spk

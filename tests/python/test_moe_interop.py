@@ -78,6 +78,22 @@ def test_quantization_config_parses_as_the_reference(outputs, layout, preset):
     assert "re:.*mlp\\.gate$" in ours.ignore
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_check_passes_our_moe_checkpoint(spk, outputs, layout):
+    """Our W4A16 MoE output passes check: the experts quantized, the dense routers ignored."""
+    report = json.loads(spk("check", outputs[layout, "W4A16"][1], "--json", expect=0).stdout)
+    assert report["ok"] and report["quantized_modules"] == 2 * (4 + moe_model.EXPERTS * 3)
+
+
+def test_compare_reads_the_fused_source_as_quantize_split_it(spk, outputs):
+    """compare splits the fused 3-D source the way quantize did, so every expert is compared."""
+    ours = outputs["fused", "W4A16"][1]
+    report = json.loads(spk("compare", ours.parent / "fused", ours, "--json").stdout)
+    names = {layer["module"] for layer in report["layers"]}
+    assert "model.layers.1.mlp.experts.7.up_proj" in names and len(names) == 56
+    assert all(0 < layer["rel_fro"] < 0.5 for layer in report["layers"])
+
+
 def test_inspect_names_the_split_and_the_router_rule(spk, tmp_path):
     src = moe_model.build(tmp_path / "fused", "fused", tokenizer=False)
     report = json.loads(spk("inspect", src, "--json").stdout)
