@@ -95,6 +95,12 @@ Result<std::vector<ExpertSlice>> SplitFusedExperts(std::string_view file, std::s
         "(gate rows then up rows)",
         file, name, shape[0], shape[1], shape[2], key.key, parts));
   }
+  if (DTypeBits(dtype) % 8 != 0) {
+    return Status::InvalidInput(fmt::format(
+        "{}: fused expert tensor '{}' is {}, a sub-byte type whose experts cannot be split at byte "
+        "boundaries; start from the BF16/F16/F32 checkpoint",
+        file, name, DTypeName(dtype)));
+  }
   const int64_t rows = shape[1] / parts, cols = shape[2];
   const uint64_t part_bytes = static_cast<uint64_t>(rows) * cols * (DTypeBits(dtype) / 8);
   std::vector<ExpertSlice> out;

@@ -40,6 +40,9 @@ TEST(MoeTest, SplitRefusesWhatTheReferenceRefuses) {
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("a.safetensors"), std::string::npos);
   EXPECT_NE(odd.status().message().find("divisible by 2"), std::string::npos);
+  auto f4 = SplitFusedExperts("a", "x.down_proj", DType::kF4, {2, 4, 8});
+  ASSERT_FALSE(f4.ok());
+  EXPECT_NE(f4.status().message().find("sub-byte"), std::string::npos);
   auto both = SplitFusedExperts("a", "gate_up_proj.down_proj", DType::kBF16, {2, 4, 8});
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("both"), std::string::npos);

@@ -141,3 +141,19 @@ def test_check_flags_a_router_that_vllm_builds_without_quant_config(spk, quantiz
         assert "quant_config" in routers[0]["message"] and "weight_packed" in routers[0]["message"]
     assert any(f["code"] == "kernel-rule" and f["module"] == "model.layers.0.mlp.gate"
                for f in report["findings"])
+
+
+def test_a_fused_expert_tensor_that_does_not_split_is_refused(spk, tmp_path):
+    """model_free_ptq raises ValueError on a gate_up_proj whose rows do not split in two;
+    quantize exits 2 naming the file and the tensor, and writes nothing."""
+    import torch
+    from safetensors.torch import save_file
+    src = tmp_path / "src"
+    src.mkdir()
+    save_file({"model.layers.0.mlp.experts.gate_up_proj": torch.zeros(2, 5, 256, dtype=torch.bfloat16)},
+              str(src / "model.safetensors"))
+    (src / "config.json").write_text(json.dumps({"architectures": ["Qwen3MoeForCausalLM"]}))
+    proc = spk("quantize", src, tmp_path / "out", expect=2)
+    assert "model.safetensors" in proc.stderr and "experts.gate_up_proj" in proc.stderr
+    assert "divisible by 2" in proc.stderr
+    assert not (tmp_path / "out").exists()
