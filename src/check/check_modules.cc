@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/moe.h"
 #include "quant/scheme.h"
 
 namespace spk::check_internal {
@@ -148,6 +149,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
                     HasSuffix(mt.packed->entry->name, kPacked) ? kPacked : kScale),
         "remove the ignore entry that matches it (or store the module dense)");
   }
+  if (mt.packed) CheckRouter(module, file);
   // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
   bool dflash_qkv = family_.family == ModelFamily::kDFlash && IsAttentionQkv(module);
   if ((mt.packed || vllm_quantized) && !dflash_qkv) {
@@ -183,6 +185,18 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
     dims = std::pair{meta.shape[0], meta.shape[1]};
   NoteDraftModule(module, mt, vllm_quantized, dims);
   linears_.push_back(std::move(lm));
+}
+
+// A quantized router or gate that vLLM builds with quant_config=None (checkpoint/moe.h): vLLM
+// registers only a dense `.weight` for it, whatever the ignore list says.
+void Checker::CheckRouter(const std::string& module, const std::string& file) {
+  auto rule = RouterKeepRule(config_, module);
+  if (!rule || !rule->built_without_quant_config) return;
+  Add(Severity::kError, "quantized-router", module, file,
+      fmt::format("stored as weight_packed, but {}: it has no quantized parameters and loading "
+                  "fails (\"There is no module or parameter named '{}.weight_packed'\")",
+                  rule->reason, ToVllmModuleName(naming_, module)),
+      "keep the router dense (add it to ignore and requantize; sparkulator quantize does both)");
 }
 
 // A draft module that the ignore list covers only with (or only without) fused-name expansion.

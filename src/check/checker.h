@@ -96,6 +96,7 @@ class Checker {
   void CollectModules();
   void CheckModules();
   void CheckLinear(const std::string& module, const ModuleTensors& mt, const TensorMeta& meta);
+  void CheckRouter(const std::string& module, const std::string& file);
   std::optional<std::pair<int64_t, int64_t>> CheckPackedTensors(const std::string& module,
                                                                 const ModuleTensors& mt,
                                                                 const WeightQuantArgs& args);

@@ -78,21 +78,22 @@ Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckp
                                  const CompareOptions& options, Sums* total) {
   SPK_ASSIGN_OR_RETURN(auto reader, QuantizedModuleReader::Open(quantized, module, scheme));
   const QuantParams& qp = scheme.params;
-  auto located = src.files.Find(module + ".weight");
-  if (!located) {
+  size_t w_shard = 0;
+  const TensorEntry* located = FindSourceTensor(src, module + ".weight", &w_shard);
+  if (located == nullptr) {
     return Status::InvalidInput(fmt::format(
         "{}: no tensor '{}.weight' to compare with the quantized module; pass the checkpoint "
         "that was quantized",
         src.dir, module));
   }
-  const TensorEntry& w_entry = *located->entry;
+  const TensorEntry& w_entry = *located;
   if (w_entry.shape != std::vector<int64_t>{reader.rows(), reader.cols()} ||
       !IsQuantizableFloat(w_entry.dtype)) {
     return Status::InvalidInput(fmt::format(
         "{}: '{}.weight' is {} {}, the quantized module is [{}, {}]", src.dir, module,
         DTypeName(w_entry.dtype), ShapeToString(w_entry.shape), reader.rows(), reader.cols()));
   }
-  const SafetensorsReader& w_reader = src.files.shard(located->shard);
+  const SafetensorsReader& w_reader = src.files.shard(w_shard);
   const int64_t rows = reader.rows(), cols = reader.cols();
   const int64_t gw = GroupWidth(cols, qp.group_size);
   const size_t samples = static_cast<size_t>(std::max(options.samples, 0));
@@ -239,6 +240,7 @@ bool LargerGain(double ratio_a, const std::string& name_a, double ratio_b,
 Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options) {
   if (options.samples < 0) return Status::Usage("--samples must not be negative");
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
+  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));  // as quantize read it (checkpoint/moe.h)
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
   if (!quantized.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
