@@ -54,7 +54,7 @@ LAYERS: tuple[Layer, ...] = (
           "(`*-inl.h`), each tested against the scalar reference"),
     Layer("checkpoint", ("safetensors", "quant"), "a Hugging Face model folder: `config.json`, the "
           "draft-family presets, vLLM's module names and matching, the plan (which tensor gets "
-          "which scheme, and why), `quantization_config`, the `vllm serve` line, the files copied "
+          "which scheme, and why), the MoE rules, `quantization_config`, the `vllm serve` line, the files copied "
           "as they are"),
     Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
     Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint of any registry format "
