@@ -2,7 +2,7 @@
 // block, INT8 / W4AFP8, NVFP4, MXFP4, MXFP8), verified by the checkpoint's codec
 // (quant/codec.h Tensors(): names, dtypes, shapes), their scale values by one rule per scale
 // dtype, NVFP4's global scale shared by fused partners, and the shape rules vLLM 0.32's kernels
-// state for the format (kShapeRules).
+// state for the format (the plan's SchemeKernelRuleViolation, so that check and quantize agree).
 #include <cmath>
 
 #include "check/checker.h"
@@ -11,45 +11,6 @@
 #include "tensor/float_convert.h"
 
 namespace spk::check_internal {
-namespace {
-
-// A shape rule vLLM states for a format: for the fused module's members in checkpoint order,
-// `violates(out, in, last_member, tp)` and the source of the rule.
-struct ShapeRule {
-  std::string_view format;
-  WeightStrategy strategy;
-  bool (*violates)(int64_t out, int64_t in, bool last_member, int tp);
-  std::string_view what;
-  std::string_view basis;
-};
-
-// vllm/model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape (called by
-// compressed_tensors_w8a8_fp8.py create_weights): every output partition of a merged GEMM but
-// the last, and all of them under tensor parallelism, must be a multiple of block_n = 128; under
-// tensor parallelism the input partition must be a multiple of block_k = 128.
-constexpr ShapeRule kShapeRules[] = {
-    {"float-quantized", WeightStrategy::kBlock,
-     [](int64_t out, int64_t in, bool last_member, int tp) {
-       return ((tp > 1 || !last_member) && (out / tp) % 128 != 0) ||
-              (tp > 1 && (in / tp) % 128 != 0);
-     },
-     "FP8 block weights need output partitions (all but the last member of a fused q/k/v or "
-     "gate/up; all of them at --tp > 1) and, at --tp > 1, input partitions that are multiples "
-     "of 128: \"Weight output_partition_size = ... is not divisible by weight quantization block_n "
-     "= 128\"",
-     "vllm/model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape"},
-};
-
-// The members vLLM fuses, in the order it concatenates them (q, k, v; gate, up).
-int MemberOrder(const std::string& module) {
-  for (auto [leaf, order] :
-       {std::pair{"q_proj", 0}, {"k_proj", 1}, {"v_proj", 2}, {"gate_proj", 0}, {"up_proj", 1}}) {
-    if (module.ends_with(leaf)) return order;
-  }
-  return -1;
-}
-
-}  // namespace
 
 // A .weight that holds a quantized module's values is that module's `packed` tensor.
 void Checker::MarkUnpackedValues() {
@@ -153,19 +114,11 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
 
 void Checker::CheckVllmShapeRules(const LinearModule& lm, int64_t out, int64_t in,
                                   const std::string& file) {
-  const int order = MemberOrder(lm.module);
-  // The last member of a fused module (v, up) may end in a partial block; a lone module has
-  // nothing after it either.
-  const bool last = order < 0 || lm.module.ends_with("v_proj") || lm.module.ends_with("up_proj");
-  for (const ShapeRule& rule : kShapeRules) {
-    if (rule.format != scheme_->scheme->format || rule.strategy != scheme_->scheme->strategy) {
-      continue;
-    }
-    if (rule.violates(out, in, last, options_.tp)) {
-      Add(Severity::kError, "kernel-rule", lm.module, file,
-          fmt::format("[{}, {}] at --tp {}: {} ({})", out, in, options_.tp, rule.what, rule.basis),
-          "keep the module dense (ignore it) or choose a scheme without blocks");
-    }
+  if (auto rule = SchemeKernelRuleViolation(*scheme_->scheme, lm.module, lm.fused, out, in,
+                                            scheme_->params.group_size, options_.tp)) {
+    Add(Severity::kError, "kernel-rule", lm.module, file,
+        fmt::format("[{}, {}] at --tp {}: {}", out, in, options_.tp, *rule),
+        "keep the module dense (ignore it) or choose a scheme without blocks");
   }
 }
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -211,7 +212,23 @@ std::optional<std::string> SplitForTp(std::string_view vllm_module, int tp, int6
   return std::nullopt;
 }
 
+namespace {
+
+// True unless `module` is a shard of a fused module other than its last (q or k of q/k/v, gate of
+// gate/up): vLLM concatenates the shards in the order of StandardFusedMapping.
+bool IsLastFusedShardOrAlone(std::string_view module) {
+  const std::string_view leaf = module.substr(module.rfind('.') + 1);
+  for (const auto& [fused, shards] : StandardFusedMapping()) {
+    auto it = std::find(shards.begin(), shards.end(), leaf);
+    if (it != shards.end()) return std::next(it) == shards.end();
+  }
+  return true;
+}
+
+}  // namespace
+
 std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
+                                                     std::string_view module,
                                                      std::string_view vllm_module, int64_t out,
                                                      int64_t in, int64_t group_size, int tp) {
   if (scheme.format == "pack-quantized") {
@@ -233,11 +250,17 @@ std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
     return fmt::format("in_features per partition {} is not a multiple of the 128-column block",
                        in_part);
   }
-  if (scheme.strategy == WeightStrategy::kBlock && tp > 1 && out_part % width != 0) {
+  // vLLM's validate_fp8_block_shape (quantization/utils/fp8_utils.py; compressed-tensors sets no
+  // weight_block_size, so linear.py's mismatch allowance never applies): every output partition
+  // under --tp > 1, and every member of a fused GEMM but the last, holds whole 128-row blocks.
+  if (scheme.strategy == WeightStrategy::kBlock && out_part % width != 0 &&
+      (tp > 1 || !IsLastFusedShardOrAlone(module))) {
     return fmt::format(
-        "out_features per --tp {} partition {} is not a multiple of the 128-row "
-        "block",
-        tp, out_part);
+        "out_features {} per {} of {} is not a multiple of the 128-row block: vLLM raises "
+        "\"Weight output_partition_size = {} is not divisible by weight quantization block_n = "
+        "128\" (fp8_utils.py validate_fp8_block_shape)",
+        out_part, tp > 1 ? fmt::format("--tp {} partition", tp) : std::string("fused member"),
+        vllm_module, out_part);
   }
   return std::nullopt;
 }
@@ -310,9 +333,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         p.reason = router->reason;
       } else if (auto why = FamilyKeepReason(plan.family, module)) {
         p.reason = *why;
-      } else if (auto rule =
-                     SchemeKernelRuleViolation(*options.scheme, p.vllm_module, p.out_features,
-                                               p.in_features, options.group_size, options.tp)) {
+      } else if (auto rule = SchemeKernelRuleViolation(*options.scheme, module, p.vllm_module,
+                                                       p.out_features, p.in_features,
+                                                       options.group_size, options.tp)) {
         p.reason = *rule;
       } else {
         p.action = TensorAction::kQuantize;

@@ -83,10 +83,12 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
 // nullopt. Always nullopt when the family rules are off (--preset none).
 std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
 
-// The kernel rules of `scheme`'s format for one Linear: Marlin's for pack-quantized rows
-// (KernelRuleViolation), whole groups (and whole blocks under --tp > 1) per tensor-parallel
-// partition for the float and int8 formats. Returns the broken rule, or nullopt.
+// The kernel rules of `scheme`'s format for the Linear `module` (checkpoint name) that vLLM
+// builds as (fused) `vllm_module`: Marlin's for pack-quantized rows (KernelRuleViolation), whole
+// groups per tensor-parallel partition for the float and int8 formats, and vLLM's FP8 block
+// partition rule. Returns the broken rule, or nullopt. Shared by the plan and by `check`.
 std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
+                                                     std::string_view module,
                                                      std::string_view vllm_module, int64_t out,
                                                      int64_t in, int64_t group_size, int tp);
 

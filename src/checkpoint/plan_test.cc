@@ -178,5 +178,26 @@ TEST(PlanTest, MtpKeepsEhProjAndSharedHead) {
   EXPECT_EQ(a["model.layers.61.mlp.up_proj.weight"], TensorAction::kQuantize);
 }
 
+// vLLM's validate_fp8_block_shape: the members of a fused GEMM but the last need whole 128-row
+// blocks; a lone module or the last member may end in a partial one, unless --tp splits it.
+TEST(PlanTest, Fp8BlocksFollowVllmsFusedPartitionRule) {
+  const QuantScheme* fp8_block = FindScheme("FP8_BLOCK");
+  ASSERT_NE(fp8_block, nullptr);
+  auto rule = [&](std::string_view module, std::string_view fused, int64_t out, int tp) {
+    return SchemeKernelRuleViolation(*fp8_block, module, fused, out, 384, 128, tp);
+  };
+  auto k = rule("model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.qkv_proj", 192, 1);
+  ASSERT_TRUE(k.has_value());
+  EXPECT_NE(k->find("block_n = 128"), std::string::npos) << *k;
+  EXPECT_TRUE(rule("model.layers.0.mlp.gate_proj", "model.layers.0.mlp.gate_up_proj", 192, 1));
+  EXPECT_FALSE(
+      rule("model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.qkv_proj", 192, 1));
+  EXPECT_FALSE(rule("model.layers.0.mlp.up_proj", "model.layers.0.mlp.gate_up_proj", 192, 1));
+  EXPECT_FALSE(rule("model.layers.0.self_attn.o_proj", "model.layers.0.self_attn.o_proj", 192, 1));
+  EXPECT_FALSE(
+      rule("model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.qkv_proj", 256, 1));
+  EXPECT_TRUE(rule("model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.qkv_proj", 384, 2));
+}
+
 }  // namespace
 }  // namespace spk

@@ -75,14 +75,16 @@ def quantization_config(d: Path):
 
 def run_model_free_ptq(jobs: list, ignore: list) -> None:
     """llm-compressor's model_free_ptq, in a fresh interpreter on the CPU with one thread, on each
-    (source folder, destination folder, preset) of `jobs`, with `ignore`; fails on any error."""
+    (source folder, destination folder, preset[, extra ignore entries]) of `jobs`, with `ignore`;
+    fails on any error."""
     import json
     import sys
     script = ("import json, sys\n"
               "from llmcompressor import model_free_ptq\n"
               "jobs, ignore = json.loads(sys.argv[1])\n"
-              "for src, dst, scheme in jobs:\n"
-              "    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme, ignore=ignore,\n"
+              "for src, dst, scheme, *extra in jobs:\n"
+              "    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,\n"
+              "                   ignore=ignore + (extra[0] if extra else []),\n"
               "                   max_workers=1, device='cpu')\n")
     proc = subprocess.run([sys.executable, "-c", script, json.dumps([jobs, ignore])],
                           capture_output=True, text=True, timeout=1200,
