@@ -57,12 +57,13 @@ LAYERS: tuple[Layer, ...] = (
           "which scheme, and why), `quantization_config`, the `vllm serve` line, the files copied "
           "as they are"),
     Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
-    Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint back to a dense one; the "
-          "packed-module reader `compare` uses", tests=("quantize",)),
+    Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint of any registry format "
+          "back to a dense one; the quantized-module reader `compare` and `inspect` use",
+          tests=("quantize",)),
     Layer("compare", ("dequantize", "plot"), "per-layer error of a quantized checkpoint against its "
           "source, the gain of a second one, their JSON/text/HTML reports"),
-    Layer("inspect", ("quantize",), "what `inspect` and `quantize --json` report: the plan with its "
-          "reasons, sizes, the serving line"),
+    Layer("inspect", ("quantize", "dequantize"), "what `inspect` and `quantize --json` report: the "
+          "plan with its reasons, a quantized checkpoint's modules, sizes, the serving line"),
     Layer("check", ("checkpoint",), "loadability and fidelity findings (`check`), the vLLM source "
           "scan", tests=("quantize",)),
     Layer("plot", ("base",), "SVG charts fitted to their data: magnitudes from 0, ratios as their "

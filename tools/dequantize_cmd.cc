@@ -1,7 +1,9 @@
-// `sparkulator dequantize SRC DST [--force] [--threads N] [--no-fsync] [--json]`: a pack-quantized
-// checkpoint back to a dense one in the source's dtype, config.json without quantization_config.
+// `sparkulator dequantize SRC DST [--force] [--threads N] [--no-fsync] [--json]`: a
+// compressed-tensors checkpoint of any format sparkulator writes back to a dense one, in the dtype
+// compressed-tensors decompresses each format to, config.json without quantization_config.
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "dequantize/dequantize.h"
@@ -14,8 +16,9 @@ void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
   auto no_fsync = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "dequantize",
-      "Write a dense copy of a compressed-tensors pack-quantized checkpoint (weights in the "
-      "dtype of their scales), exactly as compressed-tensors decompresses them.");
+      "Write a dense copy of a compressed-tensors checkpoint of any --scheme sparkulator writes, "
+      "bit for bit as compressed-tensors decompresses it (in the dtype of the scales for int and "
+      "FP8 formats, BF16 for NVFP4, MXFP4 and MXFP8).");
   sub->add_option("SRC", options->source, "The quantized checkpoint")->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist)")->required();
   sub->add_flag("--force", options->force, "Replace DST if it exists");

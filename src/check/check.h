@@ -10,8 +10,9 @@
 //
 // The rules reuse the library's own: checkpoint/family.h naming, checkpoint/module_pattern.h
 // DecideIgnore, checkpoint/plan.h NotALinearReason/FamilyKeepReason/KernelRuleViolation,
-// checkpoint/quant_config.h, quant/scheme.h shapes. Reads headers, weight_shape and weight_scale
-// tensors only (bounded memory). Thread safety: call from one thread; no shared state.
+// checkpoint/quant_config.h, quant/scheme.h shapes and, for the other registry formats, their
+// codec's tensors (check_formats.cc). Reads headers, weight_shape, weight_scale and
+// weight_global_scale tensors only (bounded memory). Thread safety: call from one thread; no shared state.
 // Findings that depend on the vLLM release (DFlash q/k/v, Laguna names, EAGLE-3 aux layers) are
 // judged for the vLLM of CheckOptions (check/draft_rules.h), and the report says which.
 // Every file is read through the FileSystem given to CheckCheckpoint.
@@ -50,7 +51,7 @@ struct CheckReport {
   std::string naming;               // VllmNaming::ToString()
   std::string scheme;               // "w4a16 (group 128)", or "dense" without quantization_config
   std::vector<std::string> shards;  // the shard files vLLM loads
-  size_t quantized_modules = 0;     // Linear modules stored as weight_packed
+  size_t quantized_modules = 0;     // Linear modules stored quantized (any registry format)
   size_t dense_linear_modules = 0;  // Linear modules stored as .weight
   std::string vllm_version;         // the vLLM release the findings are judged for
   std::string vllm_version_source;  // "--vllm-version", the file it was read from, or the default

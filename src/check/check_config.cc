@@ -5,6 +5,22 @@
 #include "quant/scheme.h"
 
 namespace spk::check_internal {
+namespace {
+
+bool IsRegistryFormat(const std::string& format) {
+  for (const QuantScheme& row : AllSchemes()) {
+    if (row.format == format) return true;
+  }
+  return false;
+}
+
+std::string RegistryFormats() {
+  std::set<std::string_view> formats;
+  for (const QuantScheme& row : AllSchemes()) formats.insert(row.format);
+  return fmt::format("{}", fmt::join(formats, ", "));
+}
+
+}  // namespace
 
 // A config.json that cannot be read is an error of the run (as in LoadFiles); one that does not
 // parse is a finding.
@@ -44,8 +60,9 @@ void Checker::CheckQuantConfig() {
     return;
   }
   qc_ = std::move(parsed).value();
+  if (auto scheme = SchemeFromConfig("config.json", config_); scheme.ok()) scheme_ = *scheme;
   auto check_format = [&](const std::string& format, const std::string& where) {
-    if (format.empty() || format == "pack-quantized") return;
+    if (format.empty() || IsRegistryFormat(format)) return;
     if (FormatsNotChecked().count(format)) {
       Add(Severity::kWarning, "format-not-checked", "", "config.json",
           fmt::format("{} format '{}' is not verified tensor by tensor", where, format), "");
@@ -53,7 +70,8 @@ void Checker::CheckQuantConfig() {
       Add(Severity::kError, "unknown-format", "", "config.json",
           fmt::format("{} format '{}' is not a compressed-tensors format vLLM knows", where,
                       format),
-          "use \"pack-quantized\" for integer weight-only schemes");
+          fmt::format("use one of the formats sparkulator writes and checks ({})",
+                      RegistryFormats()));
     }
   };
   check_format(qc_->format, "quantization_config");
@@ -75,7 +93,9 @@ void Checker::CheckQuantConfig() {
       }
     }
     targets_.push_back(std::move(targets));
-    if (g.has_input_activations) {
+    const QuantScheme* row = g.weights ? FindSchemeFor(*g.weights) : nullptr;
+    // A registry row with activation arguments (W8A8, FP8, W4AFP8) is checked as that row.
+    if (g.has_input_activations && (row == nullptr || row->input_activations.empty())) {
       Add(Severity::kWarning, "not-weight-only", g.name, "config.json",
           "the group quantizes activations too; only weight-only schemes are checked in full", "");
     }
@@ -119,6 +139,10 @@ void Checker::CheckQuantConfig() {
         set = true;
       }
     }
+    // model_free_ptq itself writes these keys for the other formats, so an install that loads its
+    // checkpoints reads them; only pack-quantized, where sparkulator leaves them out, is judged.
+    const bool format_needs_keys = scheme_ && scheme_->scheme->codec != &PackQuantizedCodec();
+    if (format_needs_keys) continue;
     Add(set ? Severity::kError : Severity::kWarning, "quant-args-key", key, "config.json",
         fmt::format("QuantizationArgs key '{}'{} is rejected by older compressed-tensors "
                     "releases (\"extra fields not permitted\"), so vLLM installs with them fail "

@@ -42,7 +42,7 @@ Status Checker::LoadFiles() {
                       present.size(), kShardIndexFileName),
           "write model.safetensors.index.json");
     }
-    for (const std::string& f : present) OpenShard(f, true);
+    for (const std::string& f : present) SPK_RETURN_IF_ERROR(OpenShard(f, true));
     return Status::Ok();
   }
   std::map<std::string, size_t> listed;  // file -> tensors the index places there
@@ -55,22 +55,25 @@ Status Checker::LoadFiles() {
                       count, file),
           "copy the missing shard into the folder, or rewrite the index");
     } else {
-      OpenShard(file, true);
+      SPK_RETURN_IF_ERROR(OpenShard(file, true));
     }
   }
   for (const std::string& file : present) {
-    if (!listed.count(file)) OpenShard(file, false);
+    if (!listed.count(file)) SPK_RETURN_IF_ERROR(OpenShard(file, false));
   }
   CheckIndexAgainstShards();
   return Status::Ok();
 }
 
-void Checker::OpenShard(const std::string& file, bool listed) {
+// A shard the disk fails to give back ends the run (IoError, exit 3) like the index does; only a
+// file that was read and does not conform is a finding about the checkpoint.
+Status Checker::OpenShard(const std::string& file, bool listed) {
   auto reader = SafetensorsReader::Open(fs_, dir_ + "/" + file);
   if (!reader.ok()) {
+    if (reader.status().code() == StatusCode::kIoError) return reader.status();
     Add(Severity::kError, "safetensors-invalid", "", file, reader.status().message(),
         "rewrite the file with a conforming safetensors writer (docs/formats.md section 1)");
-    return;
+    return Status::Ok();
   }
   const auto& metadata = reader->header().metadata;
   auto format = std::find_if(metadata.begin(), metadata.end(),
@@ -84,7 +87,7 @@ void Checker::OpenShard(const std::string& file, bool listed) {
   }
   if (!listed) {
     unlisted_.emplace_back(file, std::move(reader).value());
-    return;
+    return Status::Ok();
   }
   size_t shard = readers_.size();
   readers_.push_back(std::move(reader).value());
@@ -99,6 +102,7 @@ void Checker::OpenShard(const std::string& file, bool listed) {
           "keep one copy and fix the index");
     }
   }
+  return Status::Ok();
 }
 
 void Checker::CheckIndexAgainstShards() {

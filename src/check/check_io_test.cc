@@ -67,6 +67,27 @@ TEST(CheckReadFaults, ShardIndexReadErrorIsAnIoErrorNamingIt) {
   ExpectReadFaultFailsTheCheck(q, FileOp::kRead, q + "/model.safetensors.index.json");
 }
 
+// Both shards: one the index names and, in the second test, one it does not (vLLM loads it anyway).
+TEST(CheckReadFaults, ShardReadErrorIsAnIoErrorNamingIt) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = ShardedCheckpoint(dir);
+  ExpectReadFaultFailsTheCheck(q, FileOp::kRead, q + "/model-00002-of-00002.safetensors");
+}
+
+TEST(CheckReadFaults, UnlistedShardReadErrorIsAnIoErrorNamingIt) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = ShardedCheckpoint(dir);
+  std::filesystem::copy_file(q + "/model-00001-of-00002.safetensors", q + "/stray.safetensors");
+  FaultInjectingFileSystem faulty(FileSystem::Default());
+  faulty.FailOperation(FileOp::kRead, q + "/stray.safetensors", EIO);
+  CheckOptions o;
+  o.checkpoint = q;
+  auto report = CheckCheckpoint(&faulty, o);
+  ASSERT_FALSE(report.ok()) << RenderCheckReport(*report);
+  EXPECT_EQ(report.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(report.status().message(), HasSubstr(q + "/stray.safetensors"));
+}
+
 TEST(CheckReadFaults, FolderListingErrorIsAnIoErrorNamingIt) {
   spk::testing::ScopedTempDir dir;
   std::string q = ShardedCheckpoint(dir);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "checkpoint/moe.h"
 #include "quant/scheme.h"
 
 namespace spk::check_internal {
@@ -14,6 +15,7 @@ void Checker::CollectModules() {
                                 {kScale, &ModuleTensors::scale},
                                 {kShape, &ModuleTensors::shape},
                                 {kZeroPoint, &ModuleTensors::zero_point},
+                                {kGlobalScale, &ModuleTensors::global_scale},
                                 {kWeight, &ModuleTensors::weight}}) {
       if (HasSuffix(name, suffix)) {
         modules_[name.substr(0, name.size() - suffix.size())].*slot = located;
@@ -21,6 +23,7 @@ void Checker::CollectModules() {
       }
     }
   }
+  MarkUnpackedValues();
 }
 
 const ConfigGroup* Checker::MatchingGroup(const std::string& vllm_name,
@@ -71,10 +74,10 @@ void Checker::CheckModules() {
       continue;
     }
     TensorMeta meta;
-    if (mt.weight) {
+    if (mt.weight && !mt.packed) {
       meta = {module + std::string(kWeight), mt.weight->entry->dtype, mt.weight->entry->shape};
     } else {
-      // A packed weight is a 2-D float weight before packing; only its name decides the rules.
+      // A quantized weight is a 2-D float weight before quantization; only its name decides.
       meta = {module + std::string(kPacked), DType::kBF16, {1, 1}};
     }
     if (auto not_linear = NotALinearReason(meta, module)) {
@@ -83,7 +86,8 @@ void Checker::CheckModules() {
                          : not_linear->starts_with("lm_head") ? "quantized-lm-head"
                                                               : "quantized-non-linear";
       Add(Severity::kError, code, module, FileOf(*mt.packed),
-          fmt::format("stored as weight_packed, but {}: vLLM cannot load it", *not_linear),
+          fmt::format("stored quantized ({}), but {}: vLLM cannot load it", mt.packed->entry->name,
+                      *not_linear),
           "keep it dense (add it to ignore and requantize)");
       continue;
     }
@@ -139,11 +143,13 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
                           ? "no config group targets it"
                           : fmt::format("the ignore list matches vLLM module '{}'", lm.fused);
     Add(Severity::kError, "vllm-expects-dense", module, file,
-        fmt::format("stored as weight_packed, but vLLM builds it dense ({}): loading fails with "
-                    "\"There is no module or parameter named '{}.weight_packed'\"",
-                    why, lm.vllm_name),
+        fmt::format("stored quantized ({}), but vLLM builds it dense ({}): loading fails with "
+                    "\"There is no module or parameter named '{}{}'\"",
+                    mt.packed->entry->name, why, lm.vllm_name,
+                    HasSuffix(mt.packed->entry->name, kPacked) ? kPacked : kScale),
         "remove the ignore entry that matches it (or store the module dense)");
   }
+  if (mt.packed) CheckRouter(module, file);
   // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
   bool dflash_qkv = family_.family == ModelFamily::kDFlash && IsAttentionQkv(module);
   if ((mt.packed || vllm_quantized) && !dflash_qkv) {
@@ -156,9 +162,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   std::optional<std::pair<int64_t, int64_t>> dims;
   if (mt.packed) {
     const WeightQuantArgs* args = ArgsFor(group, qc_);
-    // Other formats' tensors are not verified yet (format-not-checked says so once, in the
-    // config); judging them by pack-quantized's rules would report errors vLLM does not have.
-    bool pack_quantized =
+    const bool pack_quantized =
         args != nullptr && (args->format.empty() || args->format == "pack-quantized");
     if (pack_quantized) {
       dims = CheckPackedTensors(module, mt, *args);
@@ -172,11 +176,27 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
               "keep the module dense (ignore it) or use another group size / --tp");
         }
       }
+    } else if (scheme_ && args != nullptr && args->format == scheme_->scheme->format) {
+      dims = CheckCodecTensors(module, mt, &lm);
+      if (dims) CheckVllmShapeRules(lm, dims->first, dims->second, file);
     }
   }
-  if (mt.weight && meta.shape.size() == 2) dims = std::pair{meta.shape[0], meta.shape[1]};
+  if (mt.weight && !mt.packed && meta.shape.size() == 2)
+    dims = std::pair{meta.shape[0], meta.shape[1]};
   NoteDraftModule(module, mt, vllm_quantized, dims);
   linears_.push_back(std::move(lm));
+}
+
+// A quantized router or gate that vLLM builds with quant_config=None (checkpoint/moe.h): vLLM
+// registers only a dense `.weight` for it, whatever the ignore list says.
+void Checker::CheckRouter(const std::string& module, const std::string& file) {
+  auto rule = RouterKeepRule(config_, module);
+  if (!rule || !rule->built_without_quant_config) return;
+  Add(Severity::kError, "quantized-router", module, file,
+      fmt::format("stored as weight_packed, but {}: it has no quantized parameters and loading "
+                  "fails (\"There is no module or parameter named '{}.weight_packed'\")",
+                  rule->reason, ToVllmModuleName(naming_, module)),
+      "keep the router dense (add it to ignore and requantize; sparkulator quantize does both)");
 }
 
 // A draft module that the ignore list covers only with (or only without) fused-name expansion.
@@ -239,6 +259,7 @@ void Checker::CheckFusedAgreement() {
           fmt::format("the shards' weight_scale dtypes differ ({})", fmt::join(scale_dtypes, ", ")),
           "requantize the shards from one source dtype");
     }
+    CheckGlobalScaleAgreement(members, fused);
   }
 }
 

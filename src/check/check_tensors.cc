@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "quant/float_formats.h"
 #include "quant/scheme.h"
 #include "tensor/float_convert.h"
 
@@ -109,8 +110,16 @@ void Checker::CheckScaleValues(const std::string& module, const Located& scale) 
     Add(Severity::kError, "safetensors-invalid", module, FileOf(scale), read.message(), "");
     return;
   }
+  // E4M3 (NVFP4) and E8M0 (MX, 255 is NaN) scales decode as the formats define them.
   std::vector<float> values(e.num_elements());
-  ConvertToFloat(e.dtype, bytes.data(), values.data(), values.size());
+  for (size_t i = 0; e.dtype == DType::kF8E4M3 && i < values.size(); ++i) {
+    values[i] = E4M3ToFloat(bytes[i]);
+  }
+  for (size_t i = 0; e.dtype == DType::kU8 && i < values.size(); ++i) {
+    values[i] = bytes[i] == 255 ? NAN : MxDecompressedScale(bytes[i]);
+  }
+  if (IsQuantizableFloat(e.dtype))
+    ConvertToFloat(e.dtype, bytes.data(), values.data(), values.size());
   size_t nonfinite = 0, zero = 0, negative = 0;
   for (float v : values) {
     if (!std::isfinite(v)) {
@@ -124,8 +133,8 @@ void Checker::CheckScaleValues(const std::string& module, const Located& scale) 
   auto add = [&](size_t count, const char* code, const char* what) {
     if (count == 0) return;
     Add(Severity::kError, code, module, FileOf(scale),
-        fmt::format("{} of {} weight_scale values are {}: the dequantized weights are garbage",
-                    count, values.size(), what),
+        fmt::format("{} of {} {}.weight_scale values are {}: the dequantized weights are garbage",
+                    count, values.size(), module, what),
         "requantize the module from the source weights");
   };
   add(nonfinite, "scale-not-finite", "NaN or Inf");

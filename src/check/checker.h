@@ -35,14 +35,15 @@ constexpr std::string_view kScale = ".weight_scale";
 constexpr std::string_view kShape = ".weight_shape";
 constexpr std::string_view kZeroPoint = ".weight_zero_point";
 constexpr std::string_view kWeight = ".weight";
+constexpr std::string_view kGlobalScale = ".weight_global_scale";
 
-// Formats compressed-tensors 0.19 knows (its CompressionFormat enum) but this checker does not
-// verify tensor by tensor yet.
+// Formats compressed-tensors 0.19 knows (its CompressionFormat enum) that no row of the scheme
+// registry writes, so this checker does not verify them tensor by tensor (the registry's formats
+// it does: check_formats.cc).
 inline const std::set<std::string>& FormatsNotChecked() {
   static const std::set<std::string> kFormats = {
-      "naive-quantized", "float-quantized",      "int-quantized",  "nvfp4-pack-quantized",
-      "marlin-24",       "sparse-24-bitmask",    "sparse-bitmask", "dense",
-      "mixed-precision", "mxfp4-pack-quantized", "mxfp8-quantized"};
+      "naive-quantized", "marlin-24", "sparse-24-bitmask",
+      "sparse-bitmask",  "dense",     "mixed-precision"};
   return kFormats;
 }
 
@@ -53,7 +54,10 @@ struct Located {
 
 // The tensors that make up one module of the checkpoint.
 struct ModuleTensors {
-  std::optional<Located> weight, packed, scale, shape, zero_point;
+  // `packed` is the tensor holding a quantized module's values: weight_packed, or for the
+  // unpacked formats a .weight that checkpoint/quantized_modules.h calls quantized (then `weight`
+  // is empty).
+  std::optional<Located> weight, packed, scale, shape, zero_point, global_scale;
 };
 
 struct LinearModule {
@@ -62,6 +66,8 @@ struct LinearModule {
   std::string fused;
   bool packed = false;
   std::string scale_dtype;
+  std::optional<float> global_scale;  // NVFP4's weight_global_scale, when it reads as a float
+  std::string global_scale_file;
 };
 
 class Checker {
@@ -83,17 +89,27 @@ class Checker {
   }
 
   Status LoadFiles();
-  void OpenShard(const std::string& file, bool listed);
+  Status OpenShard(const std::string& file, bool listed);  // IoError: the read failed
   void CheckIndexAgainstShards();
   Result<bool> LoadConfig();  // false: config.json is missing or invalid (a finding)
   void CheckQuantConfig();
   void CollectModules();
   void CheckModules();
   void CheckLinear(const std::string& module, const ModuleTensors& mt, const TensorMeta& meta);
+  void CheckRouter(const std::string& module, const std::string& file);
   std::optional<std::pair<int64_t, int64_t>> CheckPackedTensors(const std::string& module,
                                                                 const ModuleTensors& mt,
                                                                 const WeightQuantArgs& args);
   void CheckScaleValues(const std::string& module, const Located& scale);
+  // check_formats.cc: the registry formats other than pack-quantized, by their codec.
+  void MarkUnpackedValues();
+  std::optional<std::pair<int64_t, int64_t>> CheckCodecTensors(const std::string& module,
+                                                               const ModuleTensors& mt,
+                                                               LinearModule* lm);
+  void CheckVllmShapeRules(const LinearModule& lm, int64_t out, int64_t in,
+                           const std::string& file);
+  void CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& members,
+                                 const std::string& fused);
   void CheckFusedAgreement();
   void CheckIgnoreEntries();
   Status CheckTarget();
@@ -122,6 +138,7 @@ class Checker {
   FamilyDetection family_;
   VllmNaming naming_;
   std::optional<QuantizationConfigView> qc_;
+  std::optional<CheckpointScheme> scheme_;  // the registry row of the checkpoint, when it has one
   std::vector<ModulePattern> ignore_;
   std::vector<std::vector<std::optional<ModulePattern>>> targets_;  // per group; nullopt: "Linear"
   std::map<std::string, ModuleTensors> modules_;

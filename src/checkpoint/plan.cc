@@ -9,6 +9,7 @@
 
 #include "base/checked_math.h"
 #include "checkpoint/module_pattern.h"
+#include "checkpoint/moe.h"
 
 namespace spk {
 namespace {
@@ -119,20 +120,26 @@ Result<std::vector<std::string>> WriteIgnoreList(const QuantPlan& plan) {
   return entries;
 }
 
+// The vLLM layer whose members must agree: the fused module (q/k/v, gate/up), or for an expert
+// projection the layer's RoutedExperts, which vLLM loads with one MoE method (checkpoint/moe.h).
+std::string FusedGroup(const TensorPlan& t) {
+  return RoutedExpertsModule(t.vllm_module).value_or(t.vllm_module);
+}
+
 Status CheckFusedGroups(std::vector<TensorPlan>* tensors) {
-  std::map<std::string, std::string> dense_reason;  // fused module -> why a member is dense
+  std::map<std::string, std::string> dense_reason;  // fused group -> a member that is dense
   for (const TensorPlan& t : *tensors) {
-    if (t.is_linear && t.action == TensorAction::kKeep && !dense_reason.count(t.vllm_module)) {
-      dense_reason[t.vllm_module] = t.tensor;
+    if (t.is_linear && t.action == TensorAction::kKeep && !dense_reason.count(FusedGroup(t))) {
+      dense_reason[FusedGroup(t)] = t.tensor;
     }
   }
   for (TensorPlan& t : *tensors) {
     if (!t.is_linear || t.action != TensorAction::kQuantize) continue;
-    auto it = dense_reason.find(t.vllm_module);
+    auto it = dense_reason.find(FusedGroup(t));
     if (it == dense_reason.end()) continue;
     t.action = TensorAction::kKeep;
     t.reason = fmt::format("fused into {} with {}, which stays dense (fused shards must agree)",
-                           t.vllm_module, it->second);
+                           FusedGroup(t), it->second);
   }
   return Status::Ok();
 }
@@ -152,9 +159,6 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
     return "lm_head: vLLM builds ParallelLMHead, not a Linear";
   }
   if (Contains(Leaf(module), "norm")) return "norm weight";
-  if (Leaf(module) == "gate" || Leaf(module) == "shared_expert_gate") {
-    return "MoE router: vLLM builds it unquantized";
-  }
   return std::nullopt;
 }
 
@@ -302,7 +306,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
       }
     }
     if (p.reason.empty()) {
-      if (auto why = FamilyKeepReason(plan.family, module)) {
+      if (auto router = RouterKeepRule(config, module)) {
+        p.reason = router->reason;
+      } else if (auto why = FamilyKeepReason(plan.family, module)) {
         p.reason = *why;
       } else if (auto rule =
                      SchemeKernelRuleViolation(*options.scheme, p.vllm_module, p.out_features,
@@ -312,6 +318,10 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         p.action = TensorAction::kQuantize;
         p.reason = "Linear weight";
       }
+    }
+    if (!t.split_from.empty()) {
+      p.reason +=
+          fmt::format(" (split from the fused {}, as model_free_ptq splits it)", t.split_from);
     }
     plan.tensors.push_back(std::move(p));
   }

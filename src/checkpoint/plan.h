@@ -29,6 +29,8 @@ struct TensorMeta {
   std::string name;
   DType dtype = DType::kBF16;
   std::vector<int64_t> shape;
+  // The fused 3-D expert tensor this 2-D weight was split from (checkpoint/moe.h), else empty.
+  std::string split_from;
   // Bytes of the tensor's data. REQUIRES: a shape the safetensors parser (or the plan) validated,
   // so the product cannot overflow.
   uint64_t nbytes() const;

@@ -1,7 +1,5 @@
 #include "checkpoint/quant_config.h"
 
-#include "quant/pack_quantized.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -240,23 +238,6 @@ Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label,
   }
   return Status::InvalidInput(
       fmt::format("{}: quantization_config has no config group with weights", file_label));
-}
-
-Result<CheckpointScheme> ReadableSchemeFromConfig(const std::string& file_label,
-                                                  const ModelConfig& config) {
-  SPK_ASSIGN_OR_RETURN(CheckpointScheme cs, SchemeFromConfig(file_label, config));
-  if (cs.scheme->codec == &PackQuantizedCodec()) return cs;
-  // The other rows' codecs write bit-exact checkpoints, but reading their tensors back is not
-  // tested against compressed-tensors yet: refuse rather than dequantize or measure wrongly.
-  std::string readable;
-  for (const QuantScheme& row : AllSchemes()) {
-    if (row.codec != &PackQuantizedCodec()) continue;
-    readable += (readable.empty() ? "" : ", ") + std::string(row.name);
-  }
-  return Status::InvalidInput(
-      fmt::format("{}: the checkpoint is {} ({}); dequantize and compare read pack-quantized "
-                  "checkpoints only so far ({})",
-                  file_label, cs.scheme->name, cs.scheme->format, readable));
 }
 
 }  // namespace spk

@@ -74,10 +74,4 @@ struct CheckpointScheme {
 // others than the ones we write, and they dequantize the same way).
 Result<CheckpointScheme> SchemeFromConfig(const std::string& file_label, const ModelConfig& config);
 
-// SchemeFromConfig for the readers of quantized tensors (dequantize, compare): also InvalidInput,
-// naming `file_label` and the scheme, when the scheme is not one sparkulator reads back yet (only
-// the pack-quantized rows are).
-Result<CheckpointScheme> ReadableSchemeFromConfig(const std::string& file_label,
-                                                  const ModelConfig& config);
-
 }  // namespace spk

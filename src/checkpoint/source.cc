@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "checkpoint/moe.h"
+
 namespace spk {
 namespace {
 
@@ -71,14 +73,54 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
   SPK_ASSIGN_OR_RETURN(std::string config_text, fs->ReadFile(config_path));
   SPK_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_path, config_text));
   SPK_ASSIGN_OR_RETURN(SafetensorsCheckpoint files, SafetensorsCheckpoint::Open(fs, dir));
-  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}};
+  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}};
   for (size_t s = 0; s < source.files.shard_files().size(); ++s) {
     for (const TensorEntry& t : source.files.shard(s).header().tensors) {
       source.tensors.push_back({t.name, t.dtype, t.shape});
       source.tensor_shard.push_back(s);
+      source.entries.push_back(t);
     }
   }
   return source;
+}
+
+Status ExpandFusedExperts(SourceCheckpoint* src) {
+  std::vector<TensorMeta> tensors;
+  std::vector<size_t> shards;
+  std::vector<TensorEntry> entries;
+  for (size_t i = 0; i < src->tensors.size(); ++i) {
+    const TensorMeta& t = src->tensors[i];
+    const std::string& file = src->files.shard_files()[src->tensor_shard[i]];
+    SPK_ASSIGN_OR_RETURN(auto slices,
+                         SplitFusedExperts(src->dir + "/" + file, t.name, t.dtype, t.shape));
+    if (slices.empty()) {
+      tensors.push_back(t);
+      shards.push_back(src->tensor_shard[i]);
+      entries.push_back(src->entries[i]);
+      continue;
+    }
+    for (ExpertSlice& s : slices) {
+      TensorEntry e{s.name, t.dtype, s.shape, src->entries[i].begin + s.byte_offset, 0};
+      e.end = e.begin + TensorMeta{s.name, t.dtype, s.shape}.nbytes();
+      tensors.push_back({std::move(s.name), t.dtype, std::move(s.shape), t.name});
+      shards.push_back(src->tensor_shard[i]);
+      entries.push_back(std::move(e));
+    }
+  }
+  src->tensors = std::move(tensors);
+  src->tensor_shard = std::move(shards);
+  src->entries = std::move(entries);
+  return Status::Ok();
+}
+
+const TensorEntry* FindSourceTensor(const SourceCheckpoint& src, std::string_view name,
+                                    size_t* shard) {
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    if (src.tensors[i].name != name) continue;
+    *shard = src.tensor_shard[i];
+    return &src.entries[i];
+  }
+  return nullptr;
 }
 
 }  // namespace spk

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -30,8 +31,21 @@ struct SourceCheckpoint {
   ModelConfig config;
   std::vector<TensorMeta> tensors;   // every tensor, shard by shard, in data order
   std::vector<size_t> tensor_shard;  // parallel to tensors: index of the shard holding it
+  // Parallel to tensors: the bytes to read for it in its shard (the header's entry, or after
+  // ExpandFusedExperts a slice of a fused 3-D expert tensor).
+  std::vector<TensorEntry> entries;
 };
 
 Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string& spec);
+
+// Replaces every fused 3-D expert tensor by the per-expert 2-D weights model_free_ptq splits it
+// into (checkpoint/moe.h SplitFusedExperts), in its place and shard; each slice reads its rows of
+// the fused tensor and records the fused tensor's name in TensorMeta::split_from.
+Status ExpandFusedExperts(SourceCheckpoint* src);
+
+// The entry to read for tensor `name` of `src` (after ExpandFusedExperts, also a split expert)
+// and the index of its shard, or nullptr. Linear scan.
+const TensorEntry* FindSourceTensor(const SourceCheckpoint& src, std::string_view name,
+                                    size_t* shard);
 
 }  // namespace spk

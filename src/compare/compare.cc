@@ -8,16 +8,14 @@
 #include <map>
 
 #include "checkpoint/quant_config.h"
+#include "checkpoint/quantized_modules.h"
 #include "checkpoint/source.h"
-#include "dequantize/dequantize.h"
-#include "quant/pack_quantized.h"
-#include "quant/rtn.h"
+#include "dequantize/module_reader.h"
+#include "quant/float_formats.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
 namespace {
-
-constexpr std::string_view kPacked = kPackedSuffix;
 
 // splitmix64: a tiny, portable generator, so the random inputs are the same everywhere.
 struct SplitMix64 {
@@ -55,6 +53,21 @@ std::string Leaf(const std::string& module) {
   return dot == std::string::npos ? module : module.substr(dot + 1);
 }
 
+// Beyond these, w / scale + zero_point was clipped by more than half of the last step: the
+// integer range +-0.5, or the largest FP8 E4M3 / FP4 E2M1 value plus half its step (448 + 16,
+// 6 + 1).
+struct ClipRange {
+  float low, high;
+};
+ClipRange ClipRangeOf(const QuantScheme& scheme) {
+  if (scheme.type == WeightType::kInt) {
+    return {static_cast<float>(QMin(scheme.bits)) - 0.5f,
+            static_cast<float>(QMax(scheme.bits)) + 0.5f};
+  }
+  const float top = scheme.bits == 8 ? kFp8E4M3Max + 16.0f : kFp4E2M1Max + 1.0f;
+  return {-top, top};
+}
+
 struct Sums {
   double w2 = 0, e2 = 0, q2 = 0, wq = 0, max_abs = 0, y2 = 0, ye2 = 0;
   uint64_t clipped = 0, count = 0;
@@ -63,35 +76,36 @@ struct Sums {
 Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckpoint& quantized,
                                  const std::string& module, const CheckpointScheme& scheme,
                                  const CompareOptions& options, Sums* total) {
-  SPK_ASSIGN_OR_RETURN(auto reader, PackedModuleReader::Open(quantized, module, scheme));
+  SPK_ASSIGN_OR_RETURN(auto reader, QuantizedModuleReader::Open(quantized, module, scheme));
   const QuantParams& qp = scheme.params;
-  auto located = src.files.Find(module + ".weight");
-  if (!located) {
+  size_t w_shard = 0;
+  const TensorEntry* located = FindSourceTensor(src, module + ".weight", &w_shard);
+  if (located == nullptr) {
     return Status::InvalidInput(fmt::format(
         "{}: no tensor '{}.weight' to compare with the quantized module; pass the checkpoint "
         "that was quantized",
         src.dir, module));
   }
-  const TensorEntry& w_entry = *located->entry;
+  const TensorEntry& w_entry = *located;
   if (w_entry.shape != std::vector<int64_t>{reader.rows(), reader.cols()} ||
       !IsQuantizableFloat(w_entry.dtype)) {
     return Status::InvalidInput(fmt::format(
         "{}: '{}.weight' is {} {}, the quantized module is [{}, {}]", src.dir, module,
         DTypeName(w_entry.dtype), ShapeToString(w_entry.shape), reader.rows(), reader.cols()));
   }
-  const SafetensorsReader& w_reader = src.files.shard(located->shard);
+  const SafetensorsReader& w_reader = src.files.shard(w_shard);
   const int64_t rows = reader.rows(), cols = reader.cols();
   const int64_t gw = GroupWidth(cols, qp.group_size);
   const size_t samples = static_cast<size_t>(std::max(options.samples, 0));
   std::vector<float> x = RandomNormal(options.seed ^ Fnv1a(module), samples * cols);
   const uint64_t w_row_bytes = static_cast<uint64_t>(cols) * DTypeBits(w_entry.dtype) / 8;
-  const float qmax = static_cast<float>(QMax(qp.bits)), qmin = static_cast<float>(QMin(qp.bits));
+  const ClipRange clip = ClipRangeOf(*scheme.scheme);
 
   Sums s;
-  PackedModuleReader::RowBlock block;
+  QuantizedModuleReader::RowBlock block;
   std::vector<uint8_t> w_bytes;
   std::vector<float> w, q;
-  const int64_t step = RowsPerBlock(cols);
+  const int64_t step = RowsPerBlock(cols, reader.row_alignment());
   for (int64_t r0 = 0; r0 < rows; r0 += step) {
     int64_t n = std::min(step, rows - r0);
     SPK_RETURN_IF_ERROR(reader.ReadRows(r0, n, &block));
@@ -115,7 +129,7 @@ Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckp
         float scale = block.scales[g];
         float zp = block.zero_points.empty() ? 0.0f : static_cast<float>(block.zero_points[g]);
         float t = wr[c] / scale + zp;
-        s.clipped += t > qmax + 0.5f || t < qmin - 0.5f;
+        s.clipped += t > clip.high || t < clip.low;
       }
       for (size_t k = 0; k < samples; ++k) {
         const float* xk = &x[k * cols];
@@ -226,6 +240,7 @@ bool LargerGain(double ratio_a, const std::string& name_a, double ratio_b,
 Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options) {
   if (options.samples < 0) return Status::Usage("--samples must not be negative");
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
+  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));  // as quantize read it (checkpoint/moe.h)
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
   if (!quantized.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
@@ -234,23 +249,22 @@ Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& o
         quantized.dir));
   }
   SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
-                       ReadableSchemeFromConfig(quantized.dir + "/config.json", quantized.config));
+                       SchemeFromConfig(quantized.dir + "/config.json", quantized.config));
   CompareReport report;
   report.source = src.dir;
   report.quantized = quantized.dir;
   report.scheme = SchemeLabel(*scheme.scheme, scheme.params.group_size);
   Sums total;
+  const WeightCodec& codec = *scheme.scheme->codec;
+  auto has = [&](const std::string& name) { return quantized.files.Find(name).has_value(); };
   for (const TensorMeta& t : quantized.tensors) {
-    if (!t.name.ends_with(kPacked)) {
-      const auto suffixes = scheme.scheme->codec->suffixes();
-      bool aux = std::any_of(suffixes.begin(), suffixes.end(),
-                             [&](std::string_view suffix) { return t.name.ends_with(suffix); });
-      report.dense_tensors += !aux;
+    auto module = QuantizedModuleOf(codec, t.name, t.dtype, has);
+    if (!module) {
+      report.dense_tensors += !IsQuantAuxName(codec, t.name);
       continue;
     }
-    std::string module = t.name.substr(0, t.name.size() - kPacked.size());
     SPK_ASSIGN_OR_RETURN(LayerError l,
-                         CompareModule(src, quantized, module, scheme, options, &total));
+                         CompareModule(src, quantized, *module, scheme, options, &total));
     report.layers.push_back(std::move(l));
   }
   Summarize(&report, total);

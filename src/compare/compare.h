@@ -1,12 +1,12 @@
 // `sparkulator compare SRC QUANTIZED`: how far a quantized checkpoint is from its source, layer by
 // layer, and what that does to each layer's output.
 //
-// For every module stored as weight_packed in QUANTIZED, its source weight W (SRC's
-// <module>.weight) and the dequantized weight W' (dequantize/dequantize.h, exactly
-// compressed-tensors' decompress) are streamed in row blocks (memory bounded by the block size) to
+// For every quantized module of QUANTIZED (checkpoint/quantized_modules.h; any format of the
+// scheme registry), its source weight W (SRC's <module>.weight) and the dequantized weight W'
+// (dequantize/module_reader.h, exactly compressed-tensors' decompress) are streamed in row blocks (memory bounded by the block size) to
 // give: relative Frobenius error ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error,
-// the fraction of weights the quantizer clipped (|w/s + zp| beyond the integer range by more than
-// half a step), and the relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from
+// the fraction of weights the quantizer clipped (w/s + zp beyond the integer range, or the largest
+// FP8/FP4 value, by more than half a step), and the relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from
 // a fixed seed (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers
 // come worst first. compare/report.h renders the reports.
 //
@@ -35,7 +35,7 @@ namespace spk {
 
 struct CompareOptions {
   std::string source;     // the dense checkpoint quantize read
-  std::string quantized;  // the pack-quantized checkpoint
+  std::string quantized;  // the compressed-tensors checkpoint quantize wrote
   int samples = 8;        // rows of X for the output error
   uint64_t seed = 1;
 };

@@ -5,8 +5,10 @@
 #include <map>
 
 #include "checkpoint/quant_config.h"
+#include "checkpoint/quantized_modules.h"
 #include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
+#include "dequantize/module_reader.h"
 
 namespace spk {
 namespace {
@@ -36,6 +38,58 @@ Json SizeJson(uint64_t before, uint64_t after) {
               {"ratio", before ? static_cast<double>(after) / static_cast<double>(before) : 0.0}};
 }
 
+// The quantized modules of a compressed-tensors checkpoint (checkpoint/quantized_modules.h, in the
+// format of its scheme), each with its weight's shape, the bytes it stores and the bytes of the
+// dense weight `dequantize` writes for it.
+struct QuantizedModules {
+  struct Owner {
+    std::string module;
+    bool values;  // the tensor holding the values, not a scale, shape or zero point
+  };
+  std::map<std::string, Owner> owner_of;  // stored tensor -> its module
+  Json modules = Json::array();
+  uint64_t stored_bytes = 0, dense_bytes = 0;
+  std::vector<std::string> warnings;
+};
+
+QuantizedModules ReadQuantizedModules(const SourceCheckpoint& src) {
+  QuantizedModules out;
+  auto scheme = SchemeFromConfig(src.dir + "/config.json", src.config);
+  if (!scheme.ok()) {
+    out.warnings.push_back(scheme.status().message() + "; its modules are not listed");
+    return out;
+  }
+  const WeightCodec& codec = *scheme->scheme->codec;
+  auto has = [&](const std::string& name) { return src.files.Find(name).has_value(); };
+  for (const TensorMeta& t : src.tensors) {
+    auto module = QuantizedModuleOf(codec, t.name, t.dtype, has);
+    if (!module) continue;
+    uint64_t stored = 0;
+    for (std::string_view suffix : codec.suffixes()) {
+      auto located = src.files.Find(*module + std::string(suffix));
+      if (!located) continue;
+      out.owner_of[*module + std::string(suffix)] = {*module, suffix == ValueSuffix(codec)};
+      stored += located->entry->nbytes();
+    }
+    auto reader = QuantizedModuleReader::Open(src, *module, *scheme);
+    if (!reader.ok()) {
+      out.warnings.push_back(reader.status().message());
+      continue;
+    }
+    const uint64_t dense =
+        static_cast<uint64_t>(reader->rows() * reader->cols()) * DTypeBits(reader->dtype()) / 8;
+    out.stored_bytes += stored;
+    out.dense_bytes += dense;
+    out.modules.push_back({{"module", *module},
+                           {"scheme", SchemeLabel(*scheme->scheme, scheme->params.group_size)},
+                           {"shape", {reader->rows(), reader->cols()}},
+                           {"bytes", stored},
+                           {"dense_dtype", DTypeName(reader->dtype())},
+                           {"dense_bytes", dense}});
+  }
+  return out;
+}
+
 Result<Json> InspectQuantized(SourceCheckpoint src) {
   SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc,
                        ParseQuantizationConfig(src.dir + "/config.json", src.config.json));
@@ -48,20 +102,27 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
     if (g.weights) jg["scheme"] = SchemeLabel(*g.weights);
     groups.push_back(jg);
   }
+  const QuantizedModules quantized = ReadQuantizedModules(src);
   Json tensors = Json::array();
   uint64_t total = 0;
-  size_t packed_modules = 0;
   for (const TensorMeta& t : src.tensors) {
     total += t.nbytes();
-    bool packed = t.name.ends_with(".weight_packed");
-    packed_modules += packed;
-    tensors.push_back({{"name", t.name},
-                       {"dtype", DTypeName(t.dtype)},
-                       {"shape", t.shape},
-                       {"bytes", t.nbytes()},
-                       {"action", packed ? "quantized" : "as stored"},
-                       {"reason", ""}});
+    const auto owner = quantized.owner_of.find(t.name);
+    const bool values = owner != quantized.owner_of.end() && owner->second.values;
+    tensors.push_back(
+        {{"name", t.name},
+         {"dtype", DTypeName(t.dtype)},
+         {"shape", t.shape},
+         {"bytes", t.nbytes()},
+         {"action", values ? "quantized" : "as stored"},
+         {"reason", owner == quantized.owner_of.end()
+                        ? ""
+                        : fmt::format("{} of {}", values ? "values" : "quantization data",
+                                      owner->second.module)}});
   }
+  std::vector<std::string> warnings = src.files.warnings();
+  warnings.insert(warnings.end(), quantized.warnings.begin(), quantized.warnings.end());
+  const uint64_t dense_total = total - quantized.stored_bytes + quantized.dense_bytes;
   return Json{{"path", src.dir},
               {"quantized", true},
               {"quant_method", qc.quant_method},
@@ -70,12 +131,13 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
               {"ignore", qc.ignore},
               {"family", FamilyName(family.family)},
               {"family_reason", family.reason},
-              {"quantized_modules", packed_modules},
+              {"quantized_modules", quantized.modules.size()},
+              {"modules", quantized.modules},
               {"tensors", tensors},
-              {"size", SizeJson(total, total)},
+              {"size", SizeJson(dense_total, total)},
               {"serve", ServeLine(family, src.dir, TargetOf(src.config))},
               {"num_speculative_tokens_reason", family.speculative_tokens_reason},
-              {"warnings", src.files.warnings()}};
+              {"warnings", warnings}};
 }
 
 }  // namespace
@@ -140,6 +202,12 @@ std::string RenderReport(const Json& r, bool with_tensors) {
                        g.value("format", ""), g["targets"].dump()));
     }
     line(fmt::format("quantized modules: {}", r["quantized_modules"].get<size_t>()));
+    for (const Json& m : r["modules"]) {
+      line(fmt::format("  {:<54} {:<12} {} bytes (dense {}: {} bytes)",
+                       m["module"].get<std::string>(), m["shape"].dump(),
+                       m["bytes"].get<uint64_t>(), m["dense_dtype"].get<std::string>(),
+                       m["dense_bytes"].get<uint64_t>()));
+    }
   } else {
     line(fmt::format("naming:     vLLM module names with {}", r.value("vllm_naming", "")));
     line(fmt::format("plan:       {} tensors quantized, {} kept as they are",

@@ -20,7 +20,8 @@ namespace spk {
 nlohmann::ordered_json PlanReport(const QuantizeSummary& summary, bool with_tensors);
 
 // Inspect: for an unquantized checkpoint, what `quantize` with these options would do; for a
-// compressed-tensors checkpoint, its scheme and which modules are quantized.
+// compressed-tensors checkpoint of any format, its scheme and its quantized modules (shape, bytes
+// stored, bytes of the dense weight `dequantize` would write); its size is dense -> stored.
 Result<nlohmann::ordered_json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs);
 
 // Human-readable rendering of either report.

@@ -63,7 +63,8 @@ class WeightCodec {
   // The compressed-tensors format name this codec writes: "pack-quantized".
   virtual std::string_view format() const = 0;
 
-  // Every suffix this codec may store, whatever the parameters (to recognise a module's tensors).
+  // Every suffix this codec may store, whatever the parameters (to recognise a module's tensors);
+  // the first is the tensor that holds the values (TensorRole::kPacked).
   virtual std::span<const std::string_view> suffixes() const = 0;
 
   // Ok when a weight of `rows` x `cols` in `weight_dtype` can be stored with `p`; otherwise

@@ -47,9 +47,7 @@ Result<GlobalScales> ComputeGlobalScales(const SourceCheckpoint& src, const Quan
   std::map<std::string, float> set_absmax;
   for (size_t i : quantized) {
     const SafetensorsReader& reader = src.files.shard(src.tensor_shard[i]);
-    SPK_ASSIGN_OR_RETURN(
-        float absmax,
-        TensorAbsMax(reader, *reader.header().Find(src.tensors[i].name), workers, cancel));
+    SPK_ASSIGN_OR_RETURN(float absmax, TensorAbsMax(reader, src.entries[i], workers, cancel));
     float& m = set_absmax[GlobalScaleSetKey(src.tensors[i].name)];
     m = std::max(m, absmax);
   }

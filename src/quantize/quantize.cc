@@ -137,7 +137,7 @@ void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
     const TensorMeta& t = src.tensors[i];
     const size_t shard = src.tensor_shard[i];
     const SafetensorsReader& reader = src.files.shard(shard);
-    const TensorEntry& entry = *reader.header().Find(t.name);
+    const TensorEntry& entry = src.entries[i];
     if (plan.tensors[i].action == TensorAction::kQuantize) {
       std::vector<StoredTensor> stored =
           choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1]);
@@ -201,6 +201,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   if (progress == nullptr) progress = &no_progress;
   SPK_ASSIGN_OR_RETURN(SchemeChoice choice, SchemeFromOptions(options));
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
+  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));
   if (src.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
         "{}/config.json: the model is already quantized (it has a quantization_config); quantize "

@@ -49,6 +49,47 @@ def load_dir(d: Path) -> dict:
     return tensors
 
 
+def assert_same_tensors(ref_dir: Path, ours_dir: Path) -> dict:
+    """Every tensor of `ours_dir` equals `ref_dir`'s byte for byte: the same names, dtypes, shapes
+    and bytes (the first differing bytes are named). Returns the reference's tensors."""
+    import torch
+    ref, ours = load_dir(ref_dir), load_dir(ours_dir)
+    assert sorted(ours) == sorted(ref)
+    raw = lambda t: t.contiguous().view(torch.uint8).numpy().tobytes()  # noqa: E731
+    for name, theirs in ref.items():
+        mine = ours[name]
+        assert (mine.dtype, mine.shape) == (theirs.dtype, theirs.shape), name
+        if raw(mine) != raw(theirs):
+            differ = (mine.view(torch.uint8) != theirs.view(torch.uint8)).nonzero()[:5].tolist()
+            pytest.fail(f"{name}: bytes differ, first at {differ}")
+    return ref
+
+
+def quantization_config(d: Path):
+    """The quantization_config of folder `d`'s config.json, parsed by compressed-tensors."""
+    import json
+    from compressed_tensors.quantization import QuantizationConfig
+    return QuantizationConfig.model_validate(
+        json.loads((Path(d) / "config.json").read_text())["quantization_config"])
+
+
+def run_model_free_ptq(jobs: list, ignore: list) -> None:
+    """llm-compressor's model_free_ptq, in a fresh interpreter on the CPU with one thread, on each
+    (source folder, destination folder, preset) of `jobs`, with `ignore`; fails on any error."""
+    import json
+    import sys
+    script = ("import json, sys\n"
+              "from llmcompressor import model_free_ptq\n"
+              "jobs, ignore = json.loads(sys.argv[1])\n"
+              "for src, dst, scheme in jobs:\n"
+              "    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme, ignore=ignore,\n"
+              "                   max_workers=1, device='cpu')\n")
+    proc = subprocess.run([sys.executable, "-c", script, json.dumps([jobs, ignore])],
+                          capture_output=True, text=True, timeout=1200,
+                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
+    assert proc.returncode == 0, proc.stderr[-4000:]
+
+
 def run_spk(*args, expect=0, timeout=300):
     proc = subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True,
                           timeout=timeout)

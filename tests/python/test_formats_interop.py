@@ -16,16 +16,14 @@ decompression of the reference's own tensors bit for bit.
 """
 
 import json
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from conftest import load_dir
+from conftest import quantization_config, run_model_free_ptq, assert_same_tensors, load_dir
 
 pytest.importorskip("llmcompressor")
 
@@ -35,13 +33,6 @@ DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 # (model_free_ptq itself fails to save a partial column block). 32 divides every in_features.
 HIDDEN, INTERMEDIATE, KV = 384, 256, 192
 
-REFERENCE = textwrap.dedent("""
-    import json, sys
-    from llmcompressor import model_free_ptq
-    for src, dst, scheme in json.loads(sys.argv[1]):
-        model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,
-                       ignore=["lm_head", "re:.*embed_tokens"], max_workers=1, device="cpu")
-""")
 
 
 def pattern_rows(cols: int, gen: torch.Generator) -> list:
@@ -139,28 +130,14 @@ def outputs(tmp_path_factory, spk):
             jobs.append((str(src), str(ref), preset))
             spk("quantize", src, ours, "--scheme", preset, "--preset", "none")
             out[ckpt, preset] = ref, ours
-    proc = subprocess.run([sys.executable, "-c", REFERENCE, json.dumps(jobs)], capture_output=True,
-                          text=True, timeout=1200, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    run_model_free_ptq(jobs, ignore=["lm_head", "re:.*embed_tokens"])
     return out
-
-
-def raw(t: torch.Tensor) -> bytes:
-    return t.contiguous().view(torch.uint8).numpy().tobytes()
 
 
 @pytest.mark.parametrize("ckpt", CHECKPOINTS)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_tensors_equal_model_free_ptq_byte_for_byte(outputs, ckpt, preset):
-    ref_dir, ours_dir = outputs[ckpt, preset]
-    ref, ours = load_dir(ref_dir), load_dir(ours_dir)
-    assert sorted(ours) == sorted(ref)
-    for name, theirs in ref.items():
-        mine = ours[name]
-        assert (mine.dtype, mine.shape) == (theirs.dtype, theirs.shape), name
-        if raw(mine) != raw(theirs):
-            differ = (mine.view(torch.uint8) != theirs.view(torch.uint8)).nonzero()[:5].tolist()
-            pytest.fail(f"{name}: bytes differ, first at {differ}")
+    ref = assert_same_tensors(*outputs[ckpt, preset])
     quantized = [n for n in ref if n.endswith((".weight_scale"))]
     assert len(quantized) == 7  # every projection, not a vacuous comparison
 
@@ -168,11 +145,7 @@ def test_tensors_equal_model_free_ptq_byte_for_byte(outputs, ckpt, preset):
 @pytest.mark.parametrize("ckpt", ["bf16", "bf16-sharded"])
 @pytest.mark.parametrize("preset", PRESETS)
 def test_quantization_config_parses_as_the_reference(outputs, ckpt, preset):
-    from compressed_tensors.quantization import QuantizationConfig
-    ref_dir, ours_dir = outputs[ckpt, preset]
-    parse = lambda d: QuantizationConfig.model_validate(  # noqa: E731
-        json.loads((d / "config.json").read_text())["quantization_config"])
-    ref, ours = parse(ref_dir), parse(ours_dir)
+    ref, ours = map(quantization_config, outputs[ckpt, preset])
     assert ours.format == ref.format
     assert ours.quantization_status == ref.quantization_status
     (theirs,), (mine,) = ref.config_groups.values(), ours.config_groups.values()

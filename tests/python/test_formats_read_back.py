@@ -1,45 +1,183 @@
-"""The formats sparkulator writes but does not read back yet (FP8, INT8, NVFP4, MXFP4, MXFP8, W4AFP8):
-`dequantize` and `compare` refuse them with a message naming config.json and the scheme, exit 2 and
-leave nothing behind, instead of copying FP8 tensors as if they were dense or failing on a missing
-weight_shape; `check` says their tensors are not verified (format-not-checked) instead of judging them
-by pack-quantized's rules."""
+"""Reading back every format sparkulator writes (FP8_DYNAMIC, FP8_BLOCK, W8A8/INT8, NVFP4A16, MXFP4A16,
+MXFP8A16, W4AFP8), against compressed-tensors 0.19 itself:
+
+- `dequantize` equals compressed-tensors' decompression BYTE FOR BYTE, tensor by tensor, dtype included:
+  each quantized module's stored tensors go through the compressor of the checkpoint's format with the
+  QuantizationScheme parsed from our config.json, exactly what ModelCompressor.decompress_model runs on
+  every module (compressors/base.py decompress_module -> cls.decompress(state_dict, scheme)). The
+  checkpoints are test_formats_interop.py's (the rounding edges of every format, BF16/F16/F32, and the
+  one sharded so that q/gate and k/v/up sit in different files, where NVFP4's global scale is shared
+  across the shards).
+- `compare` reports the per-layer error torch computes between the source weights and that same
+  decompression (relative Frobenius error, SNR, cosine, max abs error, output error on compare's own
+  random inputs, reproduced here).
+- `inspect` counts and lists every format's quantized modules, and its sizes are the bytes on disk and
+  the bytes of the dense checkpoint `dequantize` writes.
+"""
 import json
+import math
+import struct
 import subprocess
 
 import pytest
+import torch
 
-from conftest import spk_bin
+from conftest import load_dir, spk_bin
+from test_formats_interop import CHECKPOINTS, DTYPES, write_checkpoint
 
-UNREAD = ["FP8_DYNAMIC", "FP8_BLOCK", "W8A8", "NVFP4A16", "MXFP4A16", "MXFP8A16", "W4AFP8"]
+PRESETS = ["FP8_DYNAMIC", "FP8_BLOCK", "W8A8", "INT8", "NVFP4A16", "MXFP4A16", "MXFP8A16", "W4AFP8"]
+PROJECTIONS = 7  # q, k, v, o, gate, up, down
 
 
 def spk(*args):
-    return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=120)
+    return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
-    src = tmp_path_factory.mktemp("fmt") / "src"
-    assert spk("example", src, "--family", "llm").returncode == 0
-    return src
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("readback")
+    out = {}
+    for ckpt in CHECKPOINTS:
+        out[ckpt] = root / ckpt
+        write_checkpoint(out[ckpt], DTYPES[ckpt.split("-")[0]], sharded=ckpt.endswith("sharded"))
+    return out
 
 
-@pytest.mark.parametrize("preset", UNREAD)
-def test_dequantize_and_compare_refuse_what_they_cannot_read(source, tmp_path, preset):
-    q = tmp_path / "q"
-    r = spk("quantize", source, q, "--scheme", preset, "--no-fsync")
+@pytest.fixture(scope="module")
+def quantized(sources, tmp_path_factory):
+    """(checkpoint, preset) -> sparkulator's quantized folder."""
+    root = tmp_path_factory.mktemp("quantized")
+    out = {}
+    for ckpt, src in sources.items():
+        for preset in PRESETS:
+            q = root / f"{ckpt}-{preset}"
+            r = spk("quantize", src, q, "--scheme", preset, "--preset", "none", "--no-fsync")
+            assert r.returncode == 0, r.stderr
+            out[ckpt, preset] = q
+    return out
+
+
+def reference_decompression(q_dir):
+    """module -> the weight compressed-tensors decompresses from our stored tensors."""
+    from compressed_tensors.compressors.base import BaseCompressor
+    from compressed_tensors.quantization import QuantizationConfig
+    qc = QuantizationConfig.model_validate(
+        json.loads((q_dir / "config.json").read_text())["quantization_config"])
+    (scheme,) = qc.config_groups.values()
+    compressor = BaseCompressor.get_value_from_registry(qc.format)
+    names = compressor.compression_param_names(scheme)
+    stored = load_dir(q_dir)
+    modules = {n.rsplit(".", 1)[0] for n in stored if n.endswith(".weight_scale")}
+    out = {}
+    for m in modules:
+        state = {p: stored[f"{m}.{p}"] for p in names if f"{m}.{p}" in stored}
+        out[m] = compressor.decompress(state, scheme)["weight"]
+    return out
+
+
+def raw(t):
+    return t.contiguous().view(torch.uint8).numpy().tobytes()
+
+
+@pytest.mark.parametrize("ckpt", CHECKPOINTS)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_dequantize_equals_compressed_tensors_byte_for_byte(sources, quantized, tmp_path, ckpt,
+                                                           preset):
+    q = quantized[ckpt, preset]
+    d = tmp_path / "dense"
+    r = spk("dequantize", q, d, "--json")
     assert r.returncode == 0, r.stderr
-    scheme = json.loads((q / "config.json").read_text())["quantization_config"]
-    assert scheme["format"] != "pack-quantized"
-    d = tmp_path / "d"
-    r = spk("dequantize", q, d)
-    assert r.returncode == 2, r.stderr
-    assert "config.json" in r.stderr and "pack-quantized checkpoints only" in r.stderr
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["q"], "dequantize left something behind"
-    r = spk("compare", source, q)
-    assert r.returncode == 2 and "pack-quantized checkpoints only" in r.stderr, r.stderr
+    assert json.loads(r.stdout)["dequantized_modules"] == PROJECTIONS
+    reference = reference_decompression(q)
+    assert len(reference) == PROJECTIONS
+    ours, source = load_dir(d), load_dir(sources[ckpt])
+    assert sorted(ours) == sorted(source)  # every aux tensor gone, every dense one kept
+    assert "quantization_config" not in json.loads((d / "config.json").read_text())
+    for name, tensor in ours.items():
+        module = name.removesuffix(".weight")
+        want = reference.get(module, source[name])
+        assert (tensor.dtype, tensor.shape) == (want.dtype, want.shape), name
+        if raw(tensor) != raw(want):
+            differ = (tensor.view(torch.uint8) != want.view(torch.uint8)).nonzero()[:5].tolist()
+            pytest.fail(f"{name}: bytes differ from compressed-tensors' decompression at {differ}")
+    if ckpt.endswith("sharded"):
+        assert sorted(p.name for p in d.glob("*.safetensors")) == sorted(
+            p.name for p in q.glob("*.safetensors"))
 
-    r = spk("check", q, "--json")
-    codes = {f["code"] for f in json.loads(r.stdout)["findings"]}
-    assert "format-not-checked" in codes
-    assert not codes & {"weight-packed-shape", "unknown-scheme", "weight-scale-shape"}, codes
+
+def compare_inputs(module: str, samples: int, cols: int, seed: int = 1) -> torch.Tensor:
+    """compare's random inputs: splitmix64 seeded with seed ^ fnv1a(module), Box-Muller, float32."""
+    mask = (1 << 64) - 1
+    h = 0xCBF29CE484222325
+    for c in module.encode():
+        h = ((h ^ c) * 0x100000001B3) & mask
+    state = seed ^ h
+
+    def uniform():
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        z ^= z >> 31
+        return ((z >> 11) + 1) * 2.0**-53
+
+    n = samples * cols
+    out = []
+    while len(out) < n:
+        r, theta = math.sqrt(-2.0 * math.log(uniform())), 2.0 * math.pi * uniform()
+        out += [r * math.cos(theta), r * math.sin(theta)]
+    x = [struct.unpack("f", struct.pack("f", v))[0] for v in out[:n]]
+    return torch.tensor(x, dtype=torch.float64).reshape(samples, cols)
+
+
+@pytest.mark.parametrize("ckpt", ["bf16", "f16", "bf16-sharded"])
+@pytest.mark.parametrize("preset", PRESETS)
+def test_compare_reports_the_error_of_compressed_tensors_decompression(sources, quantized, ckpt,
+                                                                      preset):
+    q = quantized[ckpt, preset]
+    r = spk("compare", sources[ckpt], q, "--json", "--samples", "2")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    layers = {l["module"]: l for l in report["layers"]}
+    reference, source = reference_decompression(q), load_dir(sources[ckpt])
+    assert sorted(layers) == sorted(reference)
+    for module, dq in reference.items():
+        w, wq = source[module + ".weight"].double(), dq.double()
+        e = w - wq
+        got = layers[module]
+        assert got["rel_fro"] == pytest.approx((e.norm() / w.norm()).item(), rel=1e-9), module
+        assert got["snr_db"] == pytest.approx(
+            10 * math.log10((w.square().sum() / e.square().sum()).item()), rel=1e-9), module
+        assert got["cosine"] == pytest.approx(
+            ((w * wq).sum() / (w.norm() * wq.norm())).item(), rel=1e-9), module
+        assert got["max_abs"] == pytest.approx(e.abs().max().item(), rel=1e-12), module
+        x = compare_inputs(module, 2, w.shape[1])
+        y, yq = x @ w.T, x @ wq.T
+        assert got["output_rel_error"] == pytest.approx(
+            ((y - yq).norm() / y.norm()).item(), rel=1e-6), module
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, tmp_path, preset):
+    q = quantized["bf16-sharded", preset]
+    r = spk("inspect", q, "--json")
+    assert r.returncode == 0, r.stderr
+    report = json.loads(r.stdout)
+    stored = load_dir(q)
+    assert report["quantized_modules"] == PROJECTIONS
+    listed = {m["module"]: m for m in report["modules"]}
+    assert sorted(listed) == sorted(n.rsplit(".", 1)[0] for n in stored
+                                    if n.endswith(".weight_scale"))
+    d = tmp_path / "dense"
+    assert spk("dequantize", q, d).returncode == 0
+    dense = load_dir(d)
+    for module, m in listed.items():
+        assert m["shape"] == list(dense[module + ".weight"].shape)
+        assert m["bytes"] == sum(t.nbytes for n, t in stored.items() if n.startswith(module + "."))
+        assert m["dense_bytes"] == dense[module + ".weight"].nbytes
+    actions = {t["name"]: t["action"] for t in report["tensors"]}
+    assert sum(a == "quantized" for a in actions.values()) == PROJECTIONS
+    assert report["size"]["bytes_after"] == sum(t.nbytes for t in stored.values())
+    assert report["size"]["bytes_before"] == sum(t.nbytes for t in dense.values())
+

@@ -187,6 +187,17 @@ def test_vllm_cpu_smoke(tmp_path):
     # its greedy outputs agree with the BF16 target's on most tokens.
     assert "CPUWNA16LinearKernel for CompressedTensorsWNA16" in s["target"]["kernel_log_line"]
     assert s["target"]["greedy"]["token_agreement"] >= 0.5
+    # The tiny Qwen3-MoE with fused 3-D experts (tests/e2e/moe_run.py): its W4A16 copy loaded
+    # through compressed-tensors' fused-MoE W4A16 method on vLLM's CPU backend, the routers stayed
+    # dense and ignored, and vLLM's greedy tokens are transformers' argmax on the dequantized
+    # weights fed the same context, with close logprobs (measured here: 0.958 and 0.029).
+    moe = s["moe"]
+    assert moe["moe_method_log_line"] == "Using CompressedTensorsWNA16MoEMethod"
+    assert moe["moe_backend_log_line"] == "Using 'CPU' WNA16 MoE backend."
+    assert "re:.*mlp\\.gate$" in moe["ignore"]
+    tf = moe["teacher_forced_vs_dequantized"]
+    assert tf["positions"] > 0 and tf["argmax_agreement"] >= 0.9, tf
+    assert tf["median_logprob_diff"] <= 0.1, tf  # single router near-ties move more (2.86 seen)
     # The Qwen3 DFlash draft drafted and had tokens accepted, BF16 and W4A16-RTN; the quantized
     # draft went through the W4A16 kernel after vLLM's "Loading drafter model".
     k = s["kinds"]["dflash-qwen3"]
@@ -205,8 +216,9 @@ def test_vllm_cpu_smoke(tmp_path):
 
 def test_wna16_fallback_inverts_vllms_cpu_repacking():
     """The reference GEMM of the AVX2 fallback plugin must read CPUWNA16LinearKernel's repacked
-    layout (vLLM's own pack/unpack helpers) back to (q - 8) * scale. Runs the plugin's self_test in
-    the vLLM venv (vLLM is not in the test environment)."""
+    layout (vLLM's own pack/unpack helpers) back to (q - 8) * scale, and its MoE stand-in
+    compressed-tensors' packed experts back to q * scale. Runs the plugin's self_test in the vLLM
+    venv (vLLM is not in the test environment)."""
     py = env.venv_python()
     if not env.venv_has_vllm():
         pytest.skip(f"no vLLM venv at {env.venv_dir()} (scripts/test.sh makes it)")

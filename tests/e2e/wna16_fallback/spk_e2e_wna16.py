@@ -9,6 +9,16 @@ Only on such a host, and only when the e2e puts this folder on PYTHONPATH, `regi
 (_process_gptq_weights_w4a16), dequantizes (q - 8) * scale per group, and multiplies in the input's
 dtype. Numerics are those of the W4A16 weights (what acceptance measures); its speed is not vLLM's
 kernel's. vLLM loads it through the `vllm.general_plugins` entry point in this folder's dist-info.
+
+W4A16 fused MoE has the same gap, wider: vLLM 0.32's only CPU W4A16 MoE experts are CPUExpertsInt4
+(AMX tiles only, cpu_moe.py `_supports_current_device`) and ZentorchExpertsInt4 (AMD Zen), so on
+any other x86 host a compressed-tensors W4A16 MoE fails at load with "No WNA16 MoE backend supports
+the deployment configuration." Only there, `register` lets vLLM pick its own CPU backend
+(CompressedTensorsWNA16MoEMethod, backend 'CPU', CPUExpertsInt4: its weight loading, routing and
+top-k are vLLM's) and stands in for the two AMX pieces: the weight conversion
+(`_process_weights_cpu`) dequantizes the loaded w13/w2 (q - 8) * scale per group to BF16, and
+`CPUExpertsInt4.apply` runs the experts in torch (silu(x W1^T) * x W3^T) W2^T, weighted by the
+router's top-k weights. Symmetric 4-bit checkpoints only (it refuses others).
 """
 
 import logging
@@ -53,11 +63,73 @@ def reference_gemm_wna16(input, q_weight, scales, zeros, bias, pack_factor, isa_
     return out.to(input.dtype).reshape(shape[:-1] + (out_features,))
 
 
+def _has_moe_kernel() -> bool:
+    return torch.cpu._is_amx_tile_supported()
+
+
+def dequantize_moe_wna16(packed: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """compressed-tensors' pack-quantized experts [E, N, K/8] int32 (nibble i of word j is column
+    8j + i, stored as q + 8) with group scales [E, N, K/group] -> BF16 [E, N, K]."""
+    shifts = torch.arange(0, 32, 4, dtype=torch.int32)
+    q = ((packed.unsqueeze(-1) >> shifts) & 0xF).flatten(-2) - 8
+    group = q.size(-1) // scale.size(-1)
+    return (q.float() * scale.float().repeat_interleave(group, -1)).to(torch.bfloat16)
+
+
+def reference_process_weights_cpu(quant_config, w13, w2, w13_scale, w2_scale, w13_qzeros=None,
+                                  w2_qzeros=None, w13_bias=None, w2_bias=None):
+    """Stands in for int_wna16._process_weights_cpu: BF16 weights in place of the AMX blocks."""
+    if getattr(quant_config, "num_bits", 4) != 4 or not getattr(quant_config, "symmetric", True):
+        raise NotImplementedError("sparkulator e2e MoE stand-in: symmetric 4-bit weights only")
+    none = torch.zeros(1, dtype=torch.int32)  # the CPU backend asserts zero points exist
+    return (dequantize_moe_wna16(w13, w13_scale), dequantize_moe_wna16(w2, w2_scale), w13_scale,
+            w2_scale, none, none.clone(), None, None, w13_bias, w2_bias)
+
+
+def reference_moe_apply(self, output, hidden_states, w1, w2, topk_weights, topk_ids, activation,
+                        global_num_experts, expert_map, a1q_scale, a2_scale, workspace13,
+                        workspace2, expert_tokens_meta, apply_router_weight_on_input):
+    """CPUExpertsInt4.apply on the BF16 weights above: SiLU-and-mul experts, top-k weighted sum."""
+    del activation, global_num_experts, a1q_scale, a2_scale, workspace13, workspace2
+    del expert_tokens_meta
+    assert expert_map is None and not apply_router_weight_on_input
+    x = hidden_states.float()
+    out = torch.zeros(x.shape[0], w2.size(1), dtype=torch.float32)
+    for e in topk_ids.unique().tolist():
+        rows, slot = (topk_ids == e).nonzero(as_tuple=True)
+        gate, up = (x[rows] @ w1[e].float().T).chunk(2, dim=-1)
+        y = (torch.nn.functional.silu(gate) * up) @ w2[e].float().T
+        out.index_add_(0, rows, y * topk_weights[rows, slot].float().unsqueeze(-1))
+    output.copy_(out.to(output.dtype))
+
+
+def _self_test_moe() -> None:
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32
+    gen = torch.Generator().manual_seed(1)
+    q = torch.randint(-8, 8, (2, 64, 256), dtype=torch.int8, generator=gen)
+    scale = (torch.rand(2, 64, 2, generator=gen) + 0.1).to(torch.bfloat16)
+    packed = torch.stack([pack_to_int32(q[e], 4) for e in range(2)])
+    want = (q.float() * scale.float().repeat_interleave(128, -1)).to(torch.bfloat16)
+    torch.testing.assert_close(dequantize_moe_wna16(packed, scale), want, rtol=0, atol=0)
+
+
+def _register_moe() -> None:
+    from vllm.model_executor.layers.fused_moe.experts import cpu_moe
+    from vllm.model_executor.layers.fused_moe.oracle import int_wna16
+    cpu_moe.CPUExpertsInt4._supports_current_device = staticmethod(lambda: True)
+    cpu_moe.CPUExpertsInt4.apply = reference_moe_apply
+    int_wna16._process_weights_cpu = reference_process_weights_cpu
+    log.warning("sparkulator e2e: no AMX here, so vLLM has no CPU W4A16 MoE kernel; W4A16 experts "
+                "use the e2e's stand-in (dequantize to BF16 + torch experts)")
+
+
 def register() -> None:
     import vllm.platforms
     if not vllm.platforms.current_platform.is_cpu():
         return
     from vllm import _custom_ops as ops
+    if not _has_moe_kernel():
+        _register_moe()
     if _has_kernel():
         return
     ops.cpu_gemm_wna16 = reference_gemm_wna16
@@ -68,7 +140,10 @@ def register() -> None:
 def self_test() -> None:
     """Asserts that reference_gemm_wna16 reads CPUWNA16LinearKernel's repacked layout (built here
     with vLLM's own pack/unpack helpers, as _process_gptq_weights_w4a16 does) back to
-    (q - 8) * scale. tests/python/test_vllm_smoke.py runs it in the vLLM venv."""
+    (q - 8) * scale, and that the MoE stand-in reads compressed-tensors' own packing of expert
+    weights (pack_to_int32) back to q * scale. tests/python/test_vllm_smoke.py runs it in the vLLM
+    venv."""
+    _self_test_moe()
     from vllm.model_executor.layers.quantization.utils.quant_utils import (
         pack_quantized_values_into_int32, unpack_quantized_values_into_int32)
     from vllm.scalar_type import scalar_types

@@ -1,0 +1,193 @@
+// Checker parts: the tensors of the registry formats other than pack-quantized (FP8 channel and
+// block, INT8 / W4AFP8, NVFP4, MXFP4, MXFP8), verified by the checkpoint's codec
+// (quant/codec.h Tensors(): names, dtypes, shapes), their scale values by one rule per scale
+// dtype, NVFP4's global scale shared by fused partners, and the shape rules vLLM 0.32's kernels
+// state for the format (kShapeRules).
+#include <cmath>
+
+#include "check/checker.h"
+#include "checkpoint/quantized_modules.h"
+#include "quant/float_formats.h"
+#include "tensor/float_convert.h"
+
+namespace spk::check_internal {
+namespace {
+
+// A shape rule vLLM states for a format: for the fused module's members in checkpoint order,
+// `violates(out, in, last_member, tp)` and the source of the rule.
+struct ShapeRule {
+  std::string_view format;
+  WeightStrategy strategy;
+  bool (*violates)(int64_t out, int64_t in, bool last_member, int tp);
+  std::string_view what;
+  std::string_view basis;
+};
+
+// vllm/model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape (called by
+// compressed_tensors_w8a8_fp8.py create_weights): every output partition of a merged GEMM but
+// the last, and all of them under tensor parallelism, must be a multiple of block_n = 128; under
+// tensor parallelism the input partition must be a multiple of block_k = 128.
+constexpr ShapeRule kShapeRules[] = {
+    {"float-quantized", WeightStrategy::kBlock,
+     [](int64_t out, int64_t in, bool last_member, int tp) {
+       return ((tp > 1 || !last_member) && (out / tp) % 128 != 0) ||
+              (tp > 1 && (in / tp) % 128 != 0);
+     },
+     "FP8 block weights need output partitions (all but the last member of a fused q/k/v or "
+     "gate/up; all of them at --tp > 1) and, at --tp > 1, input partitions that are multiples "
+     "of 128: \"Weight output_partition_size = ... is not divisible by weight quantization block_n "
+     "= 128\"",
+     "vllm/model_executor/layers/quantization/utils/fp8_utils.py validate_fp8_block_shape"},
+};
+
+// The members vLLM fuses, in the order it concatenates them (q, k, v; gate, up).
+int MemberOrder(const std::string& module) {
+  for (auto [leaf, order] :
+       {std::pair{"q_proj", 0}, {"k_proj", 1}, {"v_proj", 2}, {"gate_proj", 0}, {"up_proj", 1}}) {
+    if (module.ends_with(leaf)) return order;
+  }
+  return -1;
+}
+
+}  // namespace
+
+// A .weight that holds a quantized module's values is that module's `packed` tensor.
+void Checker::MarkUnpackedValues() {
+  if (!scheme_) return;
+  const WeightCodec& codec = *scheme_->scheme->codec;
+  if (ValueSuffix(codec) != kWeight) return;
+  auto has = [&](const std::string& name) { return tensors_.count(name) > 0; };
+  for (auto& [module, mt] : modules_) {
+    if (!mt.weight) continue;
+    const std::string name = module + std::string(kWeight);
+    if (QuantizedModuleOf(codec, name, mt.weight->entry->dtype, has)) {
+      mt.packed = mt.weight;
+      mt.weight.reset();
+    }
+  }
+}
+
+std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std::string& module,
+                                                                      const ModuleTensors& mt,
+                                                                      LinearModule* lm) {
+  const WeightCodec& codec = *scheme_->scheme->codec;
+  const QuantParams& p = scheme_->params;
+  const TensorEntry& values = *mt.packed->entry;
+  const std::string file = FileOf(*mt.packed);
+  const std::string value_name = module + std::string(ValueSuffix(codec));
+  if (!mt.scale) {
+    Add(Severity::kError, "missing-weight-scale", module, file,
+        fmt::format("{}.weight_scale is missing: vLLM does not report it and runs on "
+                    "uninitialised memory",
+                    module),
+        "requantize the module (or restore the shard that held weight_scale)");
+    return std::nullopt;
+  }
+  const DType dtype = WeightDTypeOfScales(mt.scale->entry->dtype);
+  auto dims = WeightDimsFromValues(codec, p, dtype, values.shape);
+  if (!dims) {
+    Add(Severity::kError, "quant-tensor-shape", module, file,
+        fmt::format("{} is {} {}, which no {} weight stores", value_name, DTypeName(values.dtype),
+                    ShapeToString(values.shape), scheme_->scheme->name),
+        "requantize the module");
+    return std::nullopt;
+  }
+  const auto [rows, cols] = *dims;
+  bool ok = true;
+  std::set<std::string> expected;
+  for (const StoredTensor& want : codec.Tensors(p, dtype, rows, cols)) {
+    const std::string name = module + std::string(want.suffix);
+    expected.insert(name);
+    auto it = tensors_.find(name);
+    if (it == tensors_.end()) {
+      Add(Severity::kError, "missing-quant-tensor", name, file,
+          fmt::format("{} is missing: a {} module stores it, and vLLM loads the module without it",
+                      name, scheme_->scheme->name),
+          "requantize the module (or restore the shard that held it)");
+      ok = false;
+      continue;
+    }
+    const TensorEntry& got = *it->second.entry;
+    if (got.dtype != want.dtype || got.shape != want.shape) {
+      Add(Severity::kError, "quant-tensor-shape", name, FileOf(it->second),
+          fmt::format("{} is {} {}; a [{}, {}] {} weight stores {} {}", name, DTypeName(got.dtype),
+                      ShapeToString(got.shape), rows, cols, scheme_->scheme->name,
+                      DTypeName(want.dtype), ShapeToString(want.shape)),
+          "requantize the module");
+      ok = false;
+      continue;
+    }
+    if (want.role == TensorRole::kScale) CheckScaleValues(module, it->second);
+    if (want.role == TensorRole::kGlobalScale) {
+      float gs = 0.0f;
+      Status read = Reader(it->second).ReadTensor(got, {reinterpret_cast<uint8_t*>(&gs), 4});
+      if (!read.ok()) {
+        Add(Severity::kError, "safetensors-invalid", name, FileOf(it->second), read.message(), "");
+      } else if (!std::isfinite(gs) || gs <= 0.0f) {
+        Add(Severity::kError, "global-scale-invalid", name, FileOf(it->second),
+            fmt::format("{} is {}; it must be finite and positive (vLLM divides by it)", name, gs),
+            "requantize the module from the source weights");
+      } else {
+        lm->global_scale = gs;
+        lm->global_scale_file = FileOf(it->second);
+      }
+    }
+  }
+  // Quantization tensors of other formats (a zero point in a symmetric scheme, a weight_shape or
+  // global scale the format does not have) are parameters vLLM never creates.
+  for (auto [suffix, slot] : {std::pair{kShape, mt.shape},
+                              {kZeroPoint, mt.zero_point},
+                              {kGlobalScale, mt.global_scale}}) {
+    const std::string name = module + std::string(suffix);
+    if (slot && !expected.count(name)) {
+      Add(Severity::kError, "unexpected-quant-tensor", name, FileOf(*slot),
+          fmt::format("{} is stored, but a {} module has no such parameter: vLLM fails to load "
+                      "it",
+                      name, scheme_->scheme->name),
+          "delete the tensor");
+    }
+  }
+  if (!ok) return std::nullopt;
+  return dims;
+}
+
+void Checker::CheckVllmShapeRules(const LinearModule& lm, int64_t out, int64_t in,
+                                  const std::string& file) {
+  const int order = MemberOrder(lm.module);
+  // The last member of a fused module (v, up) may end in a partial block; a lone module has
+  // nothing after it either.
+  const bool last = order < 0 || lm.module.ends_with("v_proj") || lm.module.ends_with("up_proj");
+  for (const ShapeRule& rule : kShapeRules) {
+    if (rule.format != scheme_->scheme->format || rule.strategy != scheme_->scheme->strategy) {
+      continue;
+    }
+    if (rule.violates(out, in, last, options_.tp)) {
+      Add(Severity::kError, "kernel-rule", lm.module, file,
+          fmt::format("[{}, {}] at --tp {}: {} ({})", out, in, options_.tp, rule.what, rule.basis),
+          "keep the module dense (ignore it) or choose a scheme without blocks");
+    }
+  }
+}
+
+void Checker::CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& members,
+                                        const std::string& fused) {
+  const LinearModule* first = nullptr;
+  for (const LinearModule* m : members) {
+    if (!m->global_scale) continue;
+    if (first == nullptr) {
+      first = m;
+    } else if (*m->global_scale != *first->global_scale) {
+      Add(Severity::kError, "global-scale-differs", fused, m->global_scale_file,
+          fmt::format("{}.weight_global_scale ({}, in {}) differs from {}.weight_global_scale "
+                      "({}, in {}): vLLM fuses them and keeps only the largest "
+                      "(compressed_tensors_w4a4_nvfp4.py process_weights_after_loading: "
+                      "weight_global_scale.max()), so the other members dequantize wrong",
+                      m->module, *m->global_scale, m->global_scale_file, first->module,
+                      *first->global_scale, first->global_scale_file),
+          "requantize with sparkulator quantize, which shares one global scale across fused "
+          "members (across shards too)");
+    }
+  }
+}
+
+}  // namespace spk::check_internal
