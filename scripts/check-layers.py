@@ -5,8 +5,8 @@ The table below is the one place the order of the layers is written down. Each l
 layers directly below it; a layer may use those and, through them, everything below them (its
 closure), never a layer above or beside it. The checker fails, naming file:line, on
 
-- an ``#include "x/..."`` in src/ or tools/ whose layer ``x`` is outside the including file's
-  closure (tests, ``*_test.cc`` and ``*test_util.h``, may also use their row's ``tests`` layers);
+- an ``#include "x/..."`` in src/, tools/ or python/src/ whose layer ``x`` is outside the including
+  file's closure (tests, ``*_test.cc`` and ``*test_util.h``, may also use their row's ``tests`` layers);
 - a ``DEPS spk_...`` of an ``spk_library()`` or ``spk_test()`` in src/*/CMakeLists.txt that links a
   layer outside the closure (the build puts only linked layers on a library's include path, so
   the two checks agree);
@@ -74,8 +74,11 @@ LAYERS: tuple[Layer, ...] = (
     Layer("card", ("check", "bench", "plot"), "`sparkulator card`: the model card of a quantized "
           "checkpoint from its `config.json` record, `check` and bench results"),
 )
-# tools/ (the CLI) sits above every layer; no layer includes it.
+# tools/ (the CLI) sits above every layer; no layer includes it. python/src/ (the nanobind module of
+# the Python package) sits above tools/: it calls the layers for the API and the CLI for the
+# console script; neither tools/ nor a layer includes it.
 TOP = "tools"
+PYTHON = "python"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
 TEST_FILE = re.compile(r"(_test\.cc|test_util\.h)$")
@@ -111,6 +114,8 @@ def allowed_for(layer: str, is_test: bool, closure: dict[str, set[str]]) -> set[
     """The layers a file of `layer` may use."""
     if layer == TOP:
         return set(closure)
+    if layer == PYTHON:
+        return set(closure) | {TOP}
     allowed = set(closure[layer])
     if is_test:
         for extra in next(x for x in LAYERS if x.name == layer).tests:
@@ -119,19 +124,19 @@ def allowed_for(layer: str, is_test: bool, closure: dict[str, set[str]]) -> set[
 
 
 def source_files(root: Path):
-    """(path, layer) for every C/C++ file of src/ and tools/."""
-    for top in ("src", TOP):
+    """(path, layer) for every C/C++ file of src/, tools/ and python/src/."""
+    for top, layer in (("src", None), (TOP, TOP), (f"{PYTHON}/src", PYTHON)):
         base = root / top
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*")):
             if path.suffix in (".h", ".cc", ".c", ".hpp", ".cpp") and path.is_file():
                 rel = path.relative_to(root)
-                yield path, rel.parts[1] if top == "src" else TOP
+                yield path, layer or rel.parts[1]
 
 
 def check_includes(root: Path, closure: dict[str, set[str]]) -> list[str]:
-    known = set(closure) | {TOP}
+    known = set(closure) | {TOP, PYTHON}
     errors = []
     for path, layer in source_files(root):
         if layer not in known:

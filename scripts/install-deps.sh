@@ -13,6 +13,7 @@ DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev
   python3 python3-venv  # the test suites' virtual environment
+  python3-dev  # Python.h, for the Python module (python/, pip install .)
   chromium)  # headless Chromium renders the compare HTML report in tests/python/test_compare.py
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

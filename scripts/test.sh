@@ -33,7 +33,11 @@ pytest_suites() {
 }
 
 echo "== build"
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPK_TESTS=ON -DSPK_BENCH=ON >/dev/null
+# With the Python module (python/, nanobind from .venv), so that tests/python/test_python_api.py
+# imports the package this build made without compiling the core a second time.
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPK_TESTS=ON -DSPK_BENCH=ON \
+  -DSPK_PYTHON_MODULE=ON -DPython_EXECUTABLE="$SPK_PY" \
+  -Dnanobind_DIR="$("$SPK_PY" -m nanobind --cmake_dir)" >/dev/null
 cmake --build build -j"$jobs"
 echo "== C++ tests"
 (cd build && ctest --output-on-failure -j"$jobs")
@@ -58,6 +62,8 @@ export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1
 echo "== fuzzing every parser"
 scripts/fuzz.sh "${SPK_FUZZ_SECONDS:-15}"
 echo "== Python suites against the ASan + UBSan binaries"
-# The e2e suites test the harness and vLLM, not the binary: the release pass above covers them.
+# The e2e suites test the harness and vLLM, not the binary: the release pass above covers them. The
+# Python module is not built with the sanitizers (it would need ASan preloaded into Python).
 pytest_suites "$PWD/build-asan" tests/python --ignore=tests/python/test_vllm_smoke.py \
-  --ignore=tests/python/test_e2e_eagle3.py --ignore=tests/python/test_e2e_laguna.py
+  --ignore=tests/python/test_e2e_eagle3.py --ignore=tests/python/test_e2e_laguna.py \
+  --ignore=tests/python/test_python_api.py

@@ -17,6 +17,10 @@ namespace spk::cli {
 
 using CommandBody = std::function<int()>;
 
+// The whole command line: parses argv (argv[0] is the program name), runs the subcommand and
+// returns the exit code. The binary's main() and the Python console script both call it.
+int RunCli(int argc, char** argv);
+
 void AddVersionCommand(CLI::App& app, CommandBody* run);
 void AddExampleCommand(CLI::App& app, CommandBody* run);
 void AddQuantizeCommand(CLI::App& app, CommandBody* run);

@@ -30,14 +30,7 @@ void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
       auto summary = DequantizeCheckpoint(*options, FileSystem::Default());
       if (!summary.ok()) return ReportError(summary.status());
       if (*json) {
-        nlohmann::ordered_json out = {{"source", summary->source_dir},
-                                      {"destination", summary->destination},
-                                      {"dequantized_modules", summary->dequantized_modules},
-                                      {"copied_tensors", summary->copied_tensors},
-                                      {"shards", summary->shards},
-                                      {"copied_files", summary->copied_files},
-                                      {"warnings", summary->warnings}};
-        std::printf("%s\n", out.dump(2).c_str());
+        std::printf("%s\n", DequantizeSummaryToJson(*summary).dump(2).c_str());
       } else {
         std::printf("%s -> %s: %zu module(s) dequantized, %zu tensor(s) copied, %zu shard(s)\n",
                     summary->source_dir.c_str(), summary->destination.c_str(),

@@ -1,38 +1,4 @@
-// Entry point of the `sparkulator` command-line tool: registers the subcommands and runs the chosen
-// one.
-#include <CLI/CLI.hpp>
-#include <cstdio>
-#include <string>
-
-#include "base/version.h"
+// Entry point of the `sparkulator` binary; the program itself is RunCli (tools/cli.cc).
 #include "commands.h"
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "sparkulator: quantize speculative-decoding drafts and Hugging Face safetensors checkpoints "
-      "into\n"
-      "vLLM-ready compressed-tensors checkpoints, check them, and benchmark them on a live "
-      "server."};
-  app.require_subcommand(1);
-  app.set_help_all_flag("--help-all", "Show help for every subcommand");
-  app.set_version_flag("--version", std::string("sparkulator ") + spk::kSparkulatorVersion);
-
-  spk::cli::CommandBody run;
-  spk::cli::AddQuantizeCommand(app, &run);
-  spk::cli::AddInspectCommand(app, &run);
-  spk::cli::AddCheckCommand(app, &run);
-  spk::cli::AddCompareCommand(app, &run);
-  spk::cli::AddDequantizeCommand(app, &run);
-  spk::cli::AddExampleCommand(app, &run);
-  spk::cli::AddVersionCommand(app, &run);
-  spk::cli::AddBenchCommand(app, &run);
-  spk::cli::AddCardCommand(app, &run);
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : 2;  // usage errors exit 2 (docs/design.md, "Errors")
-  }
-  return run ? run() : 2;
-}
+int main(int argc, char** argv) { return spk::cli::RunCli(argc, argv); }

@@ -12,6 +12,7 @@ void Progress::Start(const std::string& what, uint64_t total) {
   what_ = what;
   total_ = total;
   done_ = 0;
+  finished_ = false;
   start_ = std::chrono::steady_clock::now();
   PrintLocked(true);
 }
@@ -26,12 +27,20 @@ void Progress::Advance(uint64_t units) {
 void Progress::Finish() {
   if (!enabled_) return;
   std::lock_guard<std::mutex> lock(mu_);
+  finished_ = true;
+  if (out_ == nullptr) return;
   PrintLocked(true);
   std::fputc('\n', out_);
   std::fflush(out_);
 }
 
+Progress::Snapshot Progress::Current() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return Snapshot{what_, done_, total_, finished_};
+}
+
 void Progress::PrintLocked(bool force) {
+  if (out_ == nullptr) return;  // Observed(): counts only
   auto now = std::chrono::steady_clock::now();
   if (!force && now - last_print_ < std::chrono::milliseconds(100)) return;
   last_print_ = now;

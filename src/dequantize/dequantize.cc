@@ -59,9 +59,10 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   summary.destination = options.destination;
   summary.warnings = src.files.warnings();
 
-  CheckpointWriter writer(
-      fs, CheckpointWriterOptions::For(options.destination, options.force, options.threads,
-                                       options.durability, src.files.sharded()));
+  CheckpointWriterOptions write = CheckpointWriterOptions::For(
+      options.destination, options.force, options.threads, options.durability, src.files.sharded());
+  write.cancel = options.cancel;
+  CheckpointWriter writer(fs, write);
   for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
   // A quantized module's stored tensors become one dense <module>.weight; every other tensor is
   // copied. A deque keeps each reader where its producer points while more are added.
@@ -93,6 +94,16 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   SPK_RETURN_IF_ERROR(writer.Finish());
   summary.shards = writer.shards();
   return summary;
+}
+
+nlohmann::ordered_json DequantizeSummaryToJson(const DequantizeSummary& summary) {
+  return {{"source", summary.source_dir},
+          {"destination", summary.destination},
+          {"dequantized_modules", summary.dequantized_modules},
+          {"copied_tensors", summary.copied_tensors},
+          {"shards", summary.shards},
+          {"copied_files", summary.copied_files},
+          {"warnings", summary.warnings}};
 }
 
 }  // namespace spk

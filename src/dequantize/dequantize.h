@@ -15,7 +15,9 @@
 // NotFound/AlreadyExists for paths, IoError for the file system.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,6 +34,8 @@ struct DequantizeOptions {
   int threads = 0;  // 0: all cores
   // kPageCache (--no-fsync) skips every fsync; the rename stays atomic.
   Durability durability = Durability::kSynced;
+  // Polled between row blocks (Ctrl-C in Python): Status::Cancelled, the temporary folder removed.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct DequantizeSummary {
@@ -45,5 +49,8 @@ struct DequantizeSummary {
 };
 
 Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options, FileSystem* fs);
+
+// What `dequantize --json` prints (and the Python module's DequantizeSummary holds).
+nlohmann::ordered_json DequantizeSummaryToJson(const DequantizeSummary& summary);
 
 }  // namespace spk

