@@ -29,6 +29,12 @@ PRESETS = ["FP8_DYNAMIC", "FP8_BLOCK", "W8A8", "INT8", "NVFP4A16", "MXFP4A16", "
 PROJECTIONS = 7  # q, k, v, o, gate, up, down
 
 
+def projections(preset: str) -> int:
+    """The projections quantized: FP8_BLOCK keeps q/k/v dense here (k_proj's 192 rows break vLLM's
+    fused block rule; test_formats_interop.py says more)."""
+    return 4 if preset == "FP8_BLOCK" else PROJECTIONS
+
+
 def spk(*args):
     return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=300)
 
@@ -87,9 +93,9 @@ def test_dequantize_equals_compressed_tensors_byte_for_byte(sources, quantized, 
     d = tmp_path / "dense"
     r = spk("dequantize", q, d, "--json")
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["dequantized_modules"] == PROJECTIONS
+    assert json.loads(r.stdout)["dequantized_modules"] == projections(preset)
     reference = reference_decompression(q)
-    assert len(reference) == PROJECTIONS
+    assert len(reference) == projections(preset)
     ours, source = load_dir(d), load_dir(sources[ckpt])
     assert sorted(ours) == sorted(source)  # every aux tensor gone, every dense one kept
     assert "quantization_config" not in json.loads((d / "config.json").read_text())
@@ -165,7 +171,7 @@ def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, tmp_pa
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     stored = load_dir(q)
-    assert report["quantized_modules"] == PROJECTIONS
+    assert report["quantized_modules"] == projections(preset)
     listed = {m["module"]: m for m in report["modules"]}
     assert sorted(listed) == sorted(n.rsplit(".", 1)[0] for n in stored
                                     if n.endswith(".weight_scale"))
@@ -177,7 +183,7 @@ def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, tmp_pa
         assert m["bytes"] == sum(t.nbytes for n, t in stored.items() if n.startswith(module + "."))
         assert m["dense_bytes"] == dense[module + ".weight"].nbytes
     actions = {t["name"]: t["action"] for t in report["tensors"]}
-    assert sum(a == "quantized" for a in actions.values()) == PROJECTIONS
+    assert sum(a == "quantized" for a in actions.values()) == projections(preset)
     assert report["size"]["bytes_after"] == sum(t.nbytes for t in stored.values())
     assert report["size"]["bytes_before"] == sum(t.nbytes for t in dense.values())
 
