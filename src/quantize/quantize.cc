@@ -239,7 +239,9 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   summary.destination = options.destination;
   summary.shards = writer.shards();
   summary.tensors = src.tensors;
-  summary.scheme = options.scheme;
+  // The registry row's name, however --scheme was spelled (W4A16, w4a16): the same checkpoint and
+  // report whichever case the user typed.
+  summary.scheme = std::string(choice.scheme->name);
   summary.warnings = src.files.warnings();
   summary.source_tensor_bytes = source_bytes;
   summary.output_tensor_bytes = writer.tensor_bytes();
