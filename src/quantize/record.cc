@@ -8,8 +8,9 @@ namespace spk {
 nlohmann::ordered_json QuantizeRecord(const QuantizeOptions& options, const QuantPlan& plan,
                                       int64_t group_size, uint64_t source_tensor_bytes,
                                       uint64_t output_tensor_bytes) {
-  nlohmann::ordered_json record = {
-      {"version", kSparkulatorVersion}, {"scheme", std::string(plan.options.scheme->name)}, {"method", options.method}};
+  nlohmann::ordered_json record = {{"version", kSparkulatorVersion},
+                                   {"scheme", std::string(plan.options.scheme->name)},
+                                   {"method", options.method}};
   if (IsDraft(plan.family.family)) record["target_precision"] = options.target_precision;
   record["group_size"] = group_size;
   record["source"] = options.source;
