@@ -12,14 +12,14 @@
 // DecideIgnore, checkpoint/plan.h NotALinearReason/FamilyKeepReason/KernelRuleViolation,
 // checkpoint/quant_config.h, quant/scheme.h shapes and, for the other registry formats, their
 // codec's tensors (check_formats.cc). Reads headers, weight_shape, weight_scale and
-// weight_global_scale tensors only (bounded memory). Thread safety: call from one thread; no shared state.
-// Findings that depend on the vLLM release (DFlash q/k/v, Laguna names, EAGLE-3 aux layers) are
-// judged for the vLLM of CheckOptions (check/draft_rules.h), and the report says which.
-// Every file is read through the FileSystem given to CheckCheckpoint.
-// Errors: the Result fails when the checkpoint (or the target, or the vLLM tree) cannot be found or
-// the options are bad (NotFound, Usage), and when the folder, its index or config.json cannot be
-// read (IoError naming the file: a disk that does not give the files back says nothing about the
-// checkpoint, so no report is made); everything wrong inside the files is a Finding.
+// weight_global_scale tensors only (bounded memory). Thread safety: call from one thread; no shared
+// state. Findings that depend on the vLLM release (DFlash q/k/v, Laguna names, EAGLE-3 aux layers)
+// are judged for the vLLM of CheckOptions (check/draft_rules.h), and the report says which. Every
+// file is read through the FileSystem given to CheckCheckpoint. Errors: the Result fails when the
+// checkpoint (or the target, or the vLLM tree) cannot be found or the options are bad (NotFound,
+// Usage), and when the folder, its index, a shard or config.json cannot be read (IoError naming the
+// file: a disk that does not give the files back says nothing about the checkpoint, so no report is
+// made); everything wrong inside the files is a Finding.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -3,12 +3,13 @@
 //
 // For every quantized module of QUANTIZED (checkpoint/quantized_modules.h; any format of the
 // scheme registry), its source weight W (SRC's <module>.weight) and the dequantized weight W'
-// (dequantize/module_reader.h, exactly compressed-tensors' decompress) are streamed in row blocks (memory bounded by the block size) to
-// give: relative Frobenius error ||W-W'||/||W||, SNR in dB, cosine similarity, max absolute error,
-// the fraction of weights the quantizer clipped (w/s + zp beyond the integer range, or the largest
-// FP8/FP4 value, by more than half a step), and the relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from
-// a fixed seed (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers
-// come worst first. compare/report.h renders the reports.
+// (dequantize/module_reader.h, exactly compressed-tensors' decompress) are streamed in row blocks
+// (memory bounded by the block size) to give: relative Frobenius error ||W-W'||/||W||, SNR in dB,
+// cosine similarity, max absolute error, the fraction of weights the quantizer clipped (w/s + zp
+// beyond the integer range, or the largest FP8/FP4 value, by more than half a step), and the
+// relative error of Y = X W^T on `samples` random N(0,1) inputs X drawn from a fixed seed
+// (splitmix64 + Box-Muller, so the numbers are the same on every platform). Layers come worst
+// first. compare/report.h renders the reports.
 //
 // With a second quantized checkpoint Q2 of the same source (e.g. `--method rtn` and `--method
 // search`), CompareGain runs CompareCheckpoints on each and joins the two reports by module: every
