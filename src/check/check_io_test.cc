@@ -78,14 +78,7 @@ TEST(CheckReadFaults, UnlistedShardReadErrorIsAnIoErrorNamingIt) {
   spk::testing::ScopedTempDir dir;
   std::string q = ShardedCheckpoint(dir);
   std::filesystem::copy_file(q + "/model-00001-of-00002.safetensors", q + "/stray.safetensors");
-  FaultInjectingFileSystem faulty(FileSystem::Default());
-  faulty.FailOperation(FileOp::kRead, q + "/stray.safetensors", EIO);
-  CheckOptions o;
-  o.checkpoint = q;
-  auto report = CheckCheckpoint(&faulty, o);
-  ASSERT_FALSE(report.ok()) << RenderCheckReport(*report);
-  EXPECT_EQ(report.status().code(), StatusCode::kIoError);
-  EXPECT_THAT(report.status().message(), HasSubstr(q + "/stray.safetensors"));
+  ExpectReadFaultFailsTheCheck(q, FileOp::kRead, q + "/stray.safetensors");
 }
 
 TEST(CheckReadFaults, FolderListingErrorIsAnIoErrorNamingIt) {
