@@ -20,16 +20,10 @@ extern char** environ;
 #include <sstream>
 #include <thread>
 
+#include "base/strings.h"
+
 namespace spk::bench {
 namespace {
-
-std::string ReplaceAll(std::string text, std::string_view from, std::string_view to) {
-  for (size_t pos = text.find(from); pos != std::string::npos;
-       pos = text.find(from, pos + to.size())) {
-    text.replace(pos, from.size(), to);
-  }
-  return text;
-}
 
 std::string DescribeWaitStatus(int status) {
   if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));

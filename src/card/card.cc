@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "base/strings.h"
 #include "bench/report.h"
 #include "card/front_matter.h"
 #include "check/check.h"
@@ -150,15 +151,6 @@ std::string KeptDense(const json& record, const json& quant_config) {
   out += "| tensors | reason |\n|---|---|\n";
   for (const auto& [reason, tensors] : rows) out += "| " + tensors + " | " + reason + " |\n";
   return out + "\n`quantization_config.ignore`: `" + ignore + "`\n";
-}
-
-// Every `from` in `text` replaced by `to` (left to right, never rescanning what was put in).
-std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
-  if (from.empty()) return text;
-  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
-    text.replace(at, from.size(), to);
-  }
-  return text;
 }
 
 std::string Serving(const CheckReport& report, const CardOptions& options) {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 
+#include "base/strings.h"
+
 namespace spk {
 
 struct ModulePattern::Code {
@@ -93,21 +95,6 @@ const FusedMapping& StandardFusedMapping() {
 }
 
 namespace {
-
-// Python's str.replace(old, new): every occurrence, as vLLM builds shard names.
-std::string ReplaceAll(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  size_t pos = 0;
-  while (true) {
-    size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
-}
 
 bool ListedLiterally(const std::vector<ModulePattern>& ignore, std::string_view name) {
   return std::any_of(ignore.begin(), ignore.end(),

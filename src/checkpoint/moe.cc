@@ -6,6 +6,8 @@
 #include <array>
 #include <charconv>
 
+#include "base/strings.h"
+
 namespace spk {
 namespace {
 
@@ -21,16 +23,6 @@ const std::array<FusedExpertKey, 2>& FusedExpertKeys() {
       {"down_proj", {"down_proj"}},
   }};
   return kKeys;
-}
-
-// Python's str.replace: every occurrence.
-std::string ReplaceAll(std::string_view s, std::string_view from, const std::string& to) {
-  std::string out;
-  size_t pos = 0;
-  for (size_t hit; (hit = s.find(from, pos)) != std::string_view::npos; pos = hit + from.size()) {
-    out.append(s.substr(pos, hit - pos)).append(to);
-  }
-  return out.append(s.substr(pos));
 }
 
 // The per-expert projection leaves vLLM's FusedMoE weight loaders take (expert_params_mapping:
