@@ -393,14 +393,9 @@ HWY_INLINE bool ByteRowsTyped(const ByteRowsLayout& l, const QuantParams& p, con
 bool ByteRowsKernel(const ByteRowsLayout& l, const QuantParams& p, DType dtype,
                     const uint8_t* weight, int64_t rows, int64_t cols, float global_scale,
                     const ByteRowsOutput& out) {
-  switch (dtype) {
-    case DType::kBF16:
-      return ByteRowsTyped<DType::kBF16>(l, p, weight, rows, cols, global_scale, out);
-    case DType::kF16:
-      return ByteRowsTyped<DType::kF16>(l, p, weight, rows, cols, global_scale, out);
-    default:
-      return ByteRowsTyped<DType::kF32>(l, p, weight, rows, cols, global_scale, out);
-  }
+  return WithDType(dtype, [&]<DType kType>() {
+    return ByteRowsTyped<kType>(l, p, weight, rows, cols, global_scale, out);
+  });
 }
 
 float AbsMaxKernel(DType dtype, const uint8_t* values, size_t n) {
@@ -435,26 +430,16 @@ void E2M1CodesKernel(const float* x, size_t n, uint8_t* out) {
 
 bool MxScalesKernel(DType dtype, int element_bits, const float* absmax, size_t n, float* scales,
                     uint8_t* stored) {
-  switch (dtype) {
-    case DType::kBF16:
-      return MxScales<DType::kBF16>(element_bits, absmax, n, scales, stored);
-    case DType::kF16:
-      return MxScales<DType::kF16>(element_bits, absmax, n, scales, stored);
-    default:
-      return MxScales<DType::kF32>(element_bits, absmax, n, scales, stored);
-  }
+  return WithDType(dtype, [&]<DType kType>() {
+    return MxScales<kType>(element_bits, absmax, n, scales, stored);
+  });
 }
 
 void NvDivisorsKernel(DType dtype, float global_scale, const float* absmax, size_t n,
                       float* divisors, uint8_t* stored) {
-  switch (dtype) {
-    case DType::kBF16:
-      return NvDivisors<DType::kBF16>(global_scale, absmax, n, divisors, stored);
-    case DType::kF16:
-      return NvDivisors<DType::kF16>(global_scale, absmax, n, divisors, stored);
-    default:
-      return NvDivisors<DType::kF32>(global_scale, absmax, n, divisors, stored);
-  }
+  return WithDType(dtype, [&]<DType kType>() {
+    return NvDivisors<kType>(global_scale, absmax, n, divisors, stored);
+  });
 }
 
 const char* FloatTargetNameKernel() { return hwy::TargetName(HWY_TARGET); }

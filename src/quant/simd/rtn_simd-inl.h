@@ -83,6 +83,21 @@ HWY_INLINE VF RoundTo(VF x) {
   return x;
 }
 
+// The one switch from a run-time weight dtype to the templated kernels of every -inl.h file:
+// calls body.template operator()<kType>() with the compile-time dtype (F32 for anything but
+// BF16/F16; the entry points' callers checked IsQuantizableFloat) and returns what it returns.
+template <typename Body>
+HWY_INLINE auto WithDType(DType dtype, Body body) {
+  switch (dtype) {
+    case DType::kBF16:
+      return body.template operator()<DType::kBF16>();
+    case DType::kF16:
+      return body.template operator()<DType::kF16>();
+    default:
+      return body.template operator()<DType::kF32>();
+  }
+}
+
 // F16ToFloat on u32 lanes that hold F16 bits: normals rebias the exponent, subnormals are
 // mantissa * 2^-24 (exact), exponent 31 is Inf/NaN.
 HWY_INLINE VF F16BitsToFloat(hn::Vec<DU> h) {
@@ -358,25 +373,12 @@ HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, i
 
 bool QuantizeRowsKernel(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,
                         int64_t cols, const RowBlockQuantOutput& out) {
-  switch (dtype) {
-    case DType::kBF16:
-      return QuantizeRowsTyped<DType::kBF16>(p, weight, rows, cols, out);
-    case DType::kF16:
-      return QuantizeRowsTyped<DType::kF16>(p, weight, rows, cols, out);
-    default:
-      return QuantizeRowsTyped<DType::kF32>(p, weight, rows, cols, out);
-  }
+  return WithDType(
+      dtype, [&]<DType kType>() { return QuantizeRowsTyped<kType>(p, weight, rows, cols, out); });
 }
 
 void ConvertToFloatKernel(DType src, const uint8_t* src_bytes, float* out, size_t n) {
-  switch (src) {
-    case DType::kBF16:
-      return ToFloat<DType::kBF16>(src_bytes, out, n);
-    case DType::kF16:
-      return ToFloat<DType::kF16>(src_bytes, out, n);
-    default:
-      return ToFloat<DType::kF32>(src_bytes, out, n);
-  }
+  return WithDType(src, [&]<DType kType>() { return ToFloat<kType>(src_bytes, out, n); });
 }
 
 GroupRange GroupMinMaxKernel(const float* values, size_t n) {
@@ -386,26 +388,14 @@ GroupRange GroupMinMaxKernel(const float* values, size_t n) {
 
 void ComputeGroupScalesKernel(const QuantParams& p, DType dtype, const float* mins,
                               const float* maxs, size_t n, float* scales, int32_t* zero_points) {
-  switch (dtype) {
-    case DType::kBF16:
-      return Scales<DType::kBF16>(p, mins, maxs, n, scales, zero_points);
-    case DType::kF16:
-      return Scales<DType::kF16>(p, mins, maxs, n, scales, zero_points);
-    default:
-      return Scales<DType::kF32>(p, mins, maxs, n, scales, zero_points);
-  }
+  return WithDType(
+      dtype, [&]<DType kType>() { return Scales<kType>(p, mins, maxs, n, scales, zero_points); });
 }
 
 void QuantizeGroupKernel(const QuantParams& p, DType dtype, const float* w, size_t n, float scale,
                          int32_t zero_point, int8_t* q) {
-  switch (dtype) {
-    case DType::kBF16:
-      return QuantizeGroup<DType::kBF16>(p, w, n, scale, zero_point, q);
-    case DType::kF16:
-      return QuantizeGroup<DType::kF16>(p, w, n, scale, zero_point, q);
-    default:
-      return QuantizeGroup<DType::kF32>(p, w, n, scale, zero_point, q);
-  }
+  return WithDType(
+      dtype, [&]<DType kType>() { return QuantizeGroup<kType>(p, w, n, scale, zero_point, q); });
 }
 
 void PackRowKernel(int bits, const int8_t* q, size_t n, int32_t* words) { Pack(bits, q, n, words); }

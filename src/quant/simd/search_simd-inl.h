@@ -237,19 +237,6 @@ void NearestCodesKernel(const float* w, size_t n, float inv, float lo, float hi,
   }
 }
 
-// Calls body.template operator()<kType>() with the compile-time dtype of `dtype`.
-template <typename Body>
-HWY_INLINE auto WithDType(DType dtype, Body body) {
-  switch (dtype) {
-    case DType::kBF16:
-      return body.template operator()<DType::kBF16>();
-    case DType::kF16:
-      return body.template operator()<DType::kF16>();
-    default:
-      return body.template operator()<DType::kF32>();
-  }
-}
-
 void NearestErrorsKernel(DType dtype, const float* w, const float* imp, size_t n, const float* inv,
                          const float* scale, const float* lo, const float* hi, size_t count,
                          float* err) {
@@ -289,14 +276,8 @@ HWY_INLINE bool SearchRowsTyped(const QuantParams& p, const uint8_t* weight, int
 
 bool SearchRowsKernel(const QuantParams& p, DType dtype, const uint8_t* weight, int64_t rows,
                       int64_t cols, const RowBlockQuantOutput& out) {
-  switch (dtype) {
-    case DType::kBF16:
-      return SearchRowsTyped<DType::kBF16>(p, weight, rows, cols, out);
-    case DType::kF16:
-      return SearchRowsTyped<DType::kF16>(p, weight, rows, cols, out);
-    default:
-      return SearchRowsTyped<DType::kF32>(p, weight, rows, cols, out);
-  }
+  return WithDType(
+      dtype, [&]<DType kType>() { return SearchRowsTyped<kType>(p, weight, rows, cols, out); });
 }
 
 const SearchKernels* SearchKernelsKernel() { return &kTargetKernels; }
