@@ -18,6 +18,7 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -27,8 +28,9 @@
 #include "tensor/dtype.h"
 #include "tensor/float_convert.h"
 
-// Only rtn_simd-inl.h's inline helpers (ToFloat, RoundTo, RowGroupScales, QuantizeGroup,
-// PackNibblePairs) are used here; its exported entry points belong to rtn_simd.cc.
+// Only rtn_simd-inl.h's inline helpers (ToFloat, LoadAsFloat, RoundTo, RoundNonNaNTo, WithDType,
+// RowGroupScales, QuantizeGroup, PackNibblePairs) are used here; its exported entry points belong
+// to rtn_simd.cc.
 #define SPK_RTN_SIMD_HELPERS_ONLY
 #include "quant/simd/rtn_simd-inl.h"
 #undef SPK_RTN_SIMD_HELPERS_ONLY
@@ -43,54 +45,58 @@ using VI = hn::Vec<DI>;
 // float32 bits of the first value that is not finite: |bits| at or past it is Inf or NaN.
 constexpr int32_t kInfBits = 0x7F800000;
 
-// The largest |bits| of n floats (|x| as an integer: ordered like |x| for finite values, and at or
-// past kInfBits when a value is Inf or NaN). The float of the result is the group's absmax.
-HWY_INLINE int32_t MaxMagnitude(const float* v, size_t n) {
-  const DF df;
-  const DI di;
-  const size_t lanes = hn::Lanes(df);
-  const auto abs_mask = hn::Set(di, 0x7FFFFFFF);
-  int32_t m = 0;
-  size_t i = 0;
-  if (n >= lanes) {
-    auto acc = hn::And(hn::BitCast(di, hn::LoadU(df, v)), abs_mask);
-    for (i = lanes; i + lanes <= n; i += lanes) {
-      acc = hn::Max(acc, hn::And(hn::BitCast(di, hn::LoadU(df, v + i)), abs_mask));
+// A stored element of kType as an integer: with the sign cleared its bits order like |x| for
+// finite values, and at or past kInf it is Inf or NaN. 16-bit types as int16 (every magnitude is
+// below 0x8000, so signed compares are safe), F32 as int32.
+template <DType kType>
+struct StoredBits {
+  using T = std::conditional_t<kType == DType::kF32, int32_t, int16_t>;
+  static constexpr T kAbsMask = static_cast<T>(kType == DType::kF32 ? 0x7FFFFFFF : 0x7FFF);
+  static constexpr T kInf = static_cast<T>(kType == DType::kBF16  ? 0x7F80
+                                           : kType == DType::kF16 ? 0x7C00
+                                                                  : kInfBits);
+  // The value of a magnitude (exact).
+  static float ToFloat(T magnitude) {
+    if constexpr (kType == DType::kBF16) {
+      return BF16ToFloat(static_cast<uint16_t>(magnitude));
+    } else if constexpr (kType == DType::kF16) {
+      return F16ToFloat(static_cast<uint16_t>(magnitude));
+    } else {
+      return std::bit_cast<float>(magnitude);
     }
-    m = hn::GetLane(hn::MaxOfLanes(di, acc));
   }
-  for (; i < n; ++i) {
-    m = std::max(m, static_cast<int32_t>(std::bit_cast<uint32_t>(v[i]) & 0x7FFFFFFFu));
-  }
-  return m;
-}
+};
 
-// AbsMaxOf (float_formats.h) on the stored bits: the largest |bits| of n values of a 16- or
-// 32-bit type whose Inf pattern is `inf`, NaN patterns (past it) skipped.
-template <typename T>
-HWY_INLINE T MaxFiniteOrInfMagnitude(const uint8_t* bytes, size_t n, T abs_mask, T inf) {
+// The largest |bits| of n stored kType values, read as they are stored (no float row). With
+// kSkipNaN, NaN patterns (past kInf) are skipped: AbsMaxOf (float_formats.h) on the bits; without,
+// a result at or past kInf says that a value is Inf or NaN.
+template <DType kType, bool kSkipNaN>
+HWY_INLINE typename StoredBits<kType>::T MaxStoredMagnitude(const uint8_t* bytes, size_t n) {
+  using Bits = StoredBits<kType>;
+  using T = typename Bits::T;
   const hn::ScalableTag<T> d;
   const size_t lanes = hn::Lanes(d);
   const T* v = reinterpret_cast<const T*>(bytes);
   auto acc = hn::Zero(d);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    const auto m = hn::And(hn::LoadU(d, v + i), hn::Set(d, abs_mask));
-    acc = hn::Max(acc, hn::IfThenZeroElse(hn::Gt(m, hn::Set(d, inf)), m));
+    const auto m = hn::And(hn::LoadU(d, v + i), hn::Set(d, Bits::kAbsMask));
+    acc = hn::Max(acc, kSkipNaN ? hn::IfThenZeroElse(hn::Gt(m, hn::Set(d, Bits::kInf)), m) : m);
   }
   T out = hn::GetLane(hn::MaxOfLanes(d, acc));
   for (; i < n; ++i) {
     T m;
     std::memcpy(&m, bytes + i * sizeof(T), sizeof(T));
-    m &= abs_mask;
-    if (m <= inf) out = std::max(out, m);
+    m &= Bits::kAbsMask;
+    if (!kSkipNaN || m <= Bits::kInf) out = std::max(out, m);
   }
   return out;
 }
 
-// FloatToE4M3 on lanes, as int32 codes 0..255: round to nearest even on the bits (normals) or on
-// the 2^-9 grid (subnormals), saturation to 0x7E, NaN to 0x7F, the sign of zero kept.
-HWY_INLINE VI E4M3Codes(VF x) {
+// FloatToE4M3 on lanes that are not NaN, as int32 codes 0..255: round to nearest even on the bits
+// (normals) or on the 2^-9 grid (subnormals), saturation to 0x7E (Inf included), the sign of zero
+// kept.
+HWY_INLINE VI NonNaNE4M3Codes(VF x) {
   const DF df;
   const DI di;
   const auto bits = hn::BitCast(di, x);
@@ -107,7 +113,13 @@ HWY_INLINE VI E4M3Codes(VF x) {
   const VF grid = hn::Add(hn::Mul(hn::Min(a, hn::Set(df, 0x1p-6f)), hn::Set(df, 0x1p9f)), magic);
   const auto code = hn::IfThenElse(hn::RebindMask(di, hn::Lt(a, hn::Set(df, 0x1p-6f))),
                                    hn::Sub(hn::BitCast(di, grid), hn::BitCast(di, magic)), normal);
-  return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(x)), hn::Set(di, 0x7F), hn::Or(code, sign));
+  return hn::Or(code, sign);
+}
+
+// FloatToE4M3 on lanes, as int32 codes 0..255: NaN (of either sign) to 0x7F.
+HWY_INLINE VI E4M3Codes(VF x) {
+  const DI di;
+  return hn::IfThenElse(hn::RebindMask(di, hn::IsNaN(x)), hn::Set(di, 0x7F), NonNaNE4M3Codes(x));
 }
 
 // E4M3ToFloat(FloatToE4M3(a)) for lanes a in [0, 448]: the E4M3 value a rounds to.
@@ -238,36 +250,67 @@ HWY_INLINE void NvDivisors(float gs, const float* absmax, size_t n, float* divis
   for (; i < n; ++i) divisors[i] = NvGroupDivisor(absmax[i], kType, gs, stored + i);
 }
 
-// One group of E4M3 values: cast(clamp(R(w / scale), +-448)).
-template <DType kType>
-HWY_INLINE void E4M3Group(const float* w, size_t n, float scale, uint8_t* out) {
+// How a group kernel computes the float32 quotient w / scale that the reference divides for,
+// cheaper than a division where that is exact:
+//   kDivide      IEEE division.
+//   kPowerOfTwo  the scale is a power of two in [2^-127, 2^127] (the MX scales): its reciprocal is
+//                exact, and w * (1 / scale) rounds once, to the float w / scale rounds to.
+// (A multiply by an inexact reciprocal saved nothing measurable on FP8's BF16 rows: the division
+// is not what bounds that loop.)
+enum class QuotientBy { kDivide, kPowerOfTwo };
+
+// The quotient of lanes of weights by one positive scale, as kBy says.
+template <QuotientBy kBy>
+class Quotient {
+ public:
+  // Holds the scale to divide by, or its reciprocal to multiply with.
+  explicit Quotient(float scale)
+      : operand_(hn::Set(DF(), kBy == QuotientBy::kDivide ? scale : 1.0f / scale)) {}
+  VF operator()(VF w) const {
+    if constexpr (kBy == QuotientBy::kDivide) return hn::Div(w, operand_);
+    return hn::Mul(w, operand_);
+  }
+
+ private:
+  VF operand_;
+};
+
+// One group of E4M3 values, cast(clamp(R(w / scale), +-448)), of n stored kType weights converted
+// in registers. REQUIRES: finite weights, a positive scale, and kBy's condition on the scale.
+template <DType kType, QuotientBy kBy>
+HWY_INLINE void E4M3Group(const uint8_t* w, size_t n, float scale, uint8_t* out) {
   const DF df;
-  const size_t lanes = hn::Lanes(df);
-  const VF vscale = hn::Set(df, scale);
+  const size_t lanes = hn::Lanes(df), elem = DTypeBits(kType) / 8;
+  const Quotient<kBy> quotient(scale);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    // No clamp to +-448 first: E4M3Codes saturates to the same code (+-Inf included), and the
+    // No clamp to +-448 first: the codes saturate to the same code (+-Inf included), and the
     // quotient of a finite weight by a positive scale is never NaN.
-    StoreCodes(E4M3Codes(RoundTo<kType>(hn::Div(hn::LoadU(df, w + i), vscale))), out + i);
+    const VF x = quotient(LoadAsFloat<kType>(w + i * elem));
+    StoreCodes(NonNaNE4M3Codes(RoundNonNaNTo<kType>(x)), out + i);
   }
-  for (; i < n; ++i) out[i] = QuantizeToE4M3(w[i], scale, kType);
+  for (; i < n; ++i) {
+    float x;
+    spk::ConvertToFloat(kType, w + i * elem, &x, 1);
+    out[i] = QuantizeToE4M3(x, scale, kType);
+  }
 }
 
 // One group of E2M1 nibbles (one per byte): NVFP4 divides in float32 (w / divisor), MXFP4 rounds
-// the quotient to kType first.
-template <DType kType, bool kRoundQuotient>
+// the quotient to kType first (and its divisor is a power of two).
+template <DType kType, bool kMx>
 HWY_INLINE void E2M1Group(const float* w, size_t n, float divisor, uint8_t* out) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
-  const VF vd = hn::Set(df, divisor);
+  const Quotient<kMx ? QuotientBy::kPowerOfTwo : QuotientBy::kDivide> quotient(divisor);
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    VF x = hn::Div(hn::LoadU(df, w + i), vd);
-    if constexpr (kRoundQuotient) x = RoundTo<kType>(x);
+    VF x = quotient(hn::LoadU(df, w + i));
+    if constexpr (kMx) x = RoundNonNaNTo<kType>(x);
     StoreCodes(E2M1Codes(x), out + i);
   }
   for (; i < n; ++i) {
-    out[i] = kRoundQuotient ? QuantizeMxToE2M1(w[i], divisor, kType) : FloatToE2M1(w[i] / divisor);
+    out[i] = kMx ? QuantizeMxToE2M1(w[i], divisor, kType) : FloatToE2M1(w[i] / divisor);
   }
 }
 
@@ -302,6 +345,9 @@ HWY_INLINE bool UnpackedRowsTyped(const ByteRowsLayout& l, const QuantParams& p,
     ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
   };
   const auto group_width = [&](size_t j) { return std::min(width, n - j * width); };
+  const auto stored = [&](int64_t r, size_t j) {
+    return weight + (static_cast<size_t>(r) * n + j * width) * elem;
+  };
   for (int64_t r0 = 0; r0 < rows; r0 += l.block_rows) {
     const int64_t band = std::min(l.block_rows, rows - r0);
     uint8_t* scale_row = out.scales + static_cast<size_t>(r0 / l.block_rows) * groups * scale_bytes;
@@ -318,13 +364,13 @@ HWY_INLINE bool UnpackedRowsTyped(const ByteRowsLayout& l, const QuantParams& p,
       spk::ConvertFromFloat(kType, scales.data(), scale_row, groups);
       continue;
     }
+    // E4M3 values: maxima and codes straight from the stored weights (no float row).
     std::fill(absmax.begin(), absmax.end(), 0.0f);
     for (int64_t r = r0; r < r0 + band; ++r) {
-      load_row(r);
       for (size_t j = 0; j < groups; ++j) {
-        const int32_t m = MaxMagnitude(row.data() + j * width, group_width(j));
-        if (m >= kInfBits) return false;
-        absmax[j] = std::max(absmax[j], std::bit_cast<float>(m));
+        const auto m = MaxStoredMagnitude<kType, false>(stored(r, j), group_width(j));
+        if (m >= StoredBits<kType>::kInf) return false;
+        absmax[j] = std::max(absmax[j], StoredBits<kType>::ToFloat(m));
       }
     }
     if (l.format == ByteFormat::kMxfp8) {
@@ -334,10 +380,13 @@ HWY_INLINE bool UnpackedRowsTyped(const ByteRowsLayout& l, const QuantParams& p,
       spk::ConvertFromFloat(kType, scales.data(), scale_row, groups);
     }
     for (int64_t r = r0; r < r0 + band; ++r) {
-      if (band > 1) load_row(r);  // a band of one row is still converted
       for (size_t j = 0; j < groups; ++j) {
-        E4M3Group<kType>(row.data() + j * width, group_width(j), scales[j],
-                         out.values + r * cols + j * width);
+        uint8_t* codes = out.values + r * cols + j * width;
+        if (l.format == ByteFormat::kMxfp8) {
+          E4M3Group<kType, QuotientBy::kPowerOfTwo>(stored(r, j), group_width(j), scales[j], codes);
+        } else {
+          E4M3Group<kType, QuotientBy::kDivide>(stored(r, j), group_width(j), scales[j], codes);
+        }
       }
     }
   }
@@ -357,9 +406,10 @@ HWY_INLINE bool Fp4RowsTyped(ByteFormat f, const QuantParams& p, const uint8_t* 
   for (int64_t r = 0; r < rows; ++r) {
     ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
     for (size_t j = 0; j < groups; ++j) {
-      const int32_t m = MaxMagnitude(row.data() + j * g, g);
-      if (m >= kInfBits) return false;
-      absmax[j] = std::bit_cast<float>(m);
+      const auto m =
+          MaxStoredMagnitude<kType, false>(weight + (static_cast<size_t>(r) * n + j * g) * elem, g);
+      if (m >= StoredBits<kType>::kInf) return false;
+      absmax[j] = StoredBits<kType>::ToFloat(m);
     }
     uint8_t* scales = out.scales + static_cast<size_t>(r) * groups;
     if (f == ByteFormat::kNvfp4) {
@@ -399,17 +449,9 @@ bool ByteRowsKernel(const ByteRowsLayout& l, const QuantParams& p, DType dtype,
 }
 
 float AbsMaxKernel(DType dtype, const uint8_t* values, size_t n) {
-  switch (dtype) {
-    case DType::kBF16:
-      return BF16ToFloat(
-          static_cast<uint16_t>(MaxFiniteOrInfMagnitude<int16_t>(values, n, 0x7FFF, 0x7F80)));
-    case DType::kF16:
-      return F16ToFloat(
-          static_cast<uint16_t>(MaxFiniteOrInfMagnitude<int16_t>(values, n, 0x7FFF, 0x7C00)));
-    default:
-      return std::bit_cast<float>(
-          MaxFiniteOrInfMagnitude<int32_t>(values, n, 0x7FFFFFFF, kInfBits));
-  }
+  return WithDType(dtype, [&]<DType kType>() {
+    return StoredBits<kType>::ToFloat(MaxStoredMagnitude<kType, true>(values, n));
+  });
 }
 
 void E4M3CodesKernel(const float* x, size_t n, uint8_t* out) {

@@ -40,23 +40,24 @@ using VF = hn::Vec<DF>;
 using DU = hn::RebindToUnsigned<DF>;
 using DI = hn::RebindToSigned<DF>;
 
-// RoundToDType for BF16 (float_convert.cc FloatToBF16 then back): add 0x7FFF plus the lowest kept
-// bit and drop the low half; a carry into the exponent is the correct result. NaN stays NaN.
-HWY_INLINE VF RoundToBF16(VF x) {
+// RoundToDType for BF16 (float_convert.cc FloatToBF16 then back) of lanes that are not NaN: add
+// 0x7FFF plus the lowest kept bit and drop the low half; a carry into the exponent is the correct
+// result, and Inf stays Inf.
+HWY_INLINE VF RoundNonNaNToBF16(VF x) {
   const DF df;
   const DU du;
   const auto bits = hn::BitCast(du, x);
   const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1u));
   const auto biased = hn::Add(bits, hn::Add(hn::Set(du, 0x7FFFu), lsb));
-  const auto rounded = hn::BitCast(df, hn::And(biased, hn::Set(du, 0xFFFF0000u)));
-  return hn::IfThenElse(hn::IsNaN(x), x, rounded);
+  return hn::BitCast(df, hn::And(biased, hn::Set(du, 0xFFFF0000u)));
 }
 
-// RoundToDType for F16 (FloatToF16 then F16ToFloat). Normal range: round the mantissa to 10 bits
-// on the integer bits (ties to even), past 65504 + half an ulp the result is Inf. Below 2^-14 the
-// F16 result is a multiple of 2^-24: adding and subtracting 0.5 (whose float32 ulp is 2^-24) makes
-// the FPU round to exactly that grid, ties to even, with subnormal inputs kept (no DAZ/FTZ).
-HWY_INLINE VF RoundToF16(VF x) {
+// RoundToDType for F16 (FloatToF16 then F16ToFloat) of lanes that are not NaN. Normal range: round
+// the mantissa to 10 bits on the integer bits (ties to even), past 65504 + half an ulp the result
+// is Inf. Below 2^-14 the F16 result is a multiple of 2^-24: adding and subtracting 0.5 (whose
+// float32 ulp is 2^-24) makes the FPU round to exactly that grid, ties to even, with subnormal
+// inputs kept (no DAZ/FTZ).
+HWY_INLINE VF RoundNonNaNToF16(VF x) {
   const DF df;
   const DI di;
   const auto sign_mask = hn::Set(di, static_cast<int32_t>(0x80000000u));
@@ -72,15 +73,23 @@ HWY_INLINE VF RoundToF16(VF x) {
   const VF subnormal = hn::Sub(hn::Add(abs, half), half);
   const VF rounded =
       hn::IfThenElse(hn::Lt(abs, hn::Set(df, 0x1p-14f)), subnormal, hn::BitCast(df, normal));
-  const VF with_sign = hn::Or(rounded, hn::BitCast(df, hn::And(bits, sign_mask)));
-  return hn::IfThenElse(hn::IsNaN(x), x, with_sign);
+  return hn::Or(rounded, hn::BitCast(df, hn::And(bits, sign_mask)));
 }
 
+// RoundToDType(x, kType) for lanes that are not NaN (a quotient of finite weights by a positive
+// scale, say): the kernels' inner loops skip the NaN test that RoundTo pays for.
+template <DType kType>
+HWY_INLINE VF RoundNonNaNTo(VF x) {
+  if constexpr (kType == DType::kBF16) return RoundNonNaNToBF16(x);
+  if constexpr (kType == DType::kF16) return RoundNonNaNToF16(x);
+  return x;
+}
+
+// RoundToDType(x, kType) on lanes: NaN stays NaN.
 template <DType kType>
 HWY_INLINE VF RoundTo(VF x) {
-  if constexpr (kType == DType::kBF16) return RoundToBF16(x);
-  if constexpr (kType == DType::kF16) return RoundToF16(x);
-  return x;
+  if constexpr (kType == DType::kF32) return x;
+  return hn::IfThenElse(hn::IsNaN(x), x, RoundNonNaNTo<kType>(x));
 }
 
 // The one switch from a run-time weight dtype to the templated kernels of every -inl.h file:
@@ -118,6 +127,26 @@ HWY_INLINE VF F16BitsToFloat(hn::Vec<DU> h) {
   return hn::BitCast(df, hn::Or(magnitude, sign));
 }
 
+// ConvertToFloat of one vector: Lanes(DF) little-endian kType elements at `src` as float32, so
+// that a kernel can convert in registers instead of through a float row.
+template <DType kType>
+HWY_INLINE VF LoadAsFloat(const uint8_t* src) {
+  const DF df;
+  if constexpr (kType == DType::kF32) {
+    float chunk[hn::MaxLanes(df)];
+    std::memcpy(chunk, src, hn::Lanes(df) * sizeof(float));  // alignment- and aliasing-safe
+    return hn::LoadU(df, chunk);
+  } else {
+    const DU du;
+    const hn::Rebind<uint16_t, DF> d16;
+    uint16_t chunk[hn::MaxLanes(d16)];
+    std::memcpy(chunk, src, hn::Lanes(df) * 2);
+    const auto h = hn::PromoteTo(du, hn::LoadU(d16, chunk));
+    if constexpr (kType == DType::kBF16) return hn::BitCast(df, hn::ShiftLeft<16>(h));
+    return F16BitsToFloat(h);
+  }
+}
+
 // ConvertToFloat: little-endian BF16/F16/F32 elements to float32.
 template <DType kType>
 HWY_INLINE void ToFloat(const uint8_t* src, float* out, size_t n) {
@@ -126,20 +155,9 @@ HWY_INLINE void ToFloat(const uint8_t* src, float* out, size_t n) {
     return;
   } else {
     const DF df;
-    const DU du;
-    const hn::Rebind<uint16_t, DF> d16;
     const size_t lanes = hn::Lanes(df);
     size_t i = 0;
-    for (; i + lanes <= n; i += lanes) {
-      uint16_t chunk[hn::MaxLanes(d16)];
-      std::memcpy(chunk, src + 2 * i, lanes * 2);  // alignment- and aliasing-safe load
-      const auto h = hn::PromoteTo(du, hn::LoadU(d16, chunk));
-      if constexpr (kType == DType::kBF16) {
-        hn::StoreU(hn::BitCast(df, hn::ShiftLeft<16>(h)), df, out + i);
-      } else {
-        hn::StoreU(F16BitsToFloat(h), df, out + i);
-      }
-    }
+    for (; i + lanes <= n; i += lanes) hn::StoreU(LoadAsFloat<kType>(src + 2 * i), df, out + i);
     if (i < n) spk::ConvertToFloat(kType, src + 2 * i, out + i, n - i);
   }
 }
