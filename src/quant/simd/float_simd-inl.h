@@ -104,13 +104,18 @@ HWY_INLINE VI NonNaNE4M3Codes(VF x) {
   const auto abs_bits = hn::And(bits, hn::Set(di, 0x7FFFFFFF));
   const VF a = hn::BitCast(df, abs_bits);
   const auto lsb = hn::And(hn::ShiftRight<20>(abs_bits), hn::Set(di, 1));
-  const auto rounded = hn::ShiftRight<20>(hn::Add(abs_bits, hn::Add(hn::Set(di, 0x7FFFF), lsb)));
-  // Rebias the exponent; past 448 (and Inf) the code saturates. Below 2^-6 the subnormal grid wins.
-  const auto normal = hn::Min(hn::Sub(rounded, hn::Set(di, (127 - 7) << 3)), hn::Set(di, 0x7E));
-  // Subnormals: a * 2^9 (exact, at most 8 after the clamp) plus 2^23 makes the FPU round it to an
-  // integer, half to even, which is then the low bits of the sum (cheaper than Round + ConvertTo).
+  // Round half to even at bit 20 and rebias the exponent in one add: (abs + 0x7FFFF + lsb) >> 20
+  // minus (127 - 7) << 3 is (abs + 0x7FFFF + lsb - (960 << 20)) >> 20 (an arithmetic shift
+  // floors either way). Past 448 (and Inf) the code saturates; below 2^-6 the subnormal grid wins.
+  constexpr int32_t kRoundAndRebias = 0x7FFFF - (((127 - 7) << 3) << 20);
+  const auto rounded =
+      hn::ShiftRight<20>(hn::Add(abs_bits, hn::Add(hn::Set(di, kRoundAndRebias), lsb)));
+  const auto normal = hn::Min(rounded, hn::Set(di, 0x7E));
+  // Subnormals: a * 2^9 (exact, below 8 in the lanes that keep it) plus 2^23 makes the FPU round
+  // it to an integer, half to even, which is then the low bits of the sum (cheaper than Round +
+  // ConvertTo). The other lanes' sums are finite or Inf and are not selected.
   const VF magic = hn::Set(df, 0x1p23f);
-  const VF grid = hn::Add(hn::Mul(hn::Min(a, hn::Set(df, 0x1p-6f)), hn::Set(df, 0x1p9f)), magic);
+  const VF grid = hn::Add(hn::Mul(a, hn::Set(df, 0x1p9f)), magic);
   const auto code = hn::IfThenElse(hn::RebindMask(di, hn::Lt(a, hn::Set(df, 0x1p-6f))),
                                    hn::Sub(hn::BitCast(di, grid), hn::BitCast(di, magic)), normal);
   return hn::Or(code, sign);
@@ -155,10 +160,11 @@ HWY_INLINE VI E2M1Codes(VF x) {
   return hn::Or(index, hn::IfThenElseZero(negative, hn::Set(di, 8)));
 }
 
-// Stores the low byte of each int32 lane (codes 0..255).
+// Stores the low byte of each int32 lane (codes 0..255): a byte shuffle, cheaper than the
+// saturating DemoteTo, which the range makes unnecessary.
 HWY_INLINE void StoreCodes(VI codes, uint8_t* out) {
   const hn::Rebind<uint8_t, DI> d8;
-  hn::StoreU(hn::DemoteTo(d8, codes), d8, out);
+  hn::StoreU(hn::U8FromU32(hn::BitCast(DU(), codes)), d8, out);
 }
 
 // MxScaleExponent on lanes of group maxima (non-negative finite values of kType): the exponent
