@@ -46,6 +46,10 @@ printf "llm-compressor / sparkulator: call %.1fx, process %.1fx; against --no-fs
   "$(echo "$call / $sn" | bc -l)" "$(echo "$proc / $sn" | bc -l)"
 printf "CPU seconds (user + sys): llm-compressor process %.2f, sparkulator %.2f: %.1fx\n" \
   "$cl" "$cs" "$(echo "$cl / $cs" | bc -l)"
+# One line for all_presets.sh: the ratios call, process, call and process against --no-fsync, CPU.
+printf "ratios: %s %.1f %.1f %.1f %.1f %.1f\n" "$scheme" "$(echo "$call / $s" | bc -l)" \
+  "$(echo "$proc / $s" | bc -l)" "$(echo "$call / $sn" | bc -l)" "$(echo "$proc / $sn" | bc -l)" \
+  "$(echo "$cl / $cs" | bc -l)"
 python3 - "$work/l" "$work/s" <<'PY'
 import glob, sys
 import torch
