@@ -84,10 +84,14 @@ const std::array<KernelRule, 7> kRules = {{
      .rule = nullptr},
     {.scheme = "mxfp4a16",
      .kernel = "",
-     .kernels = "sm75+: MarlinMxFp4LinearKernel (FlashInferMxFp4 takes only MXFP4 activations); "
-                "emulation after it",
-     .condition = "none beyond whole 32-groups per partition: Marlin FP4 zero-pads",
-     .vllm_source = "kernels/linear/mxfp4/marlin.py, utils/marlin_utils_fp4.py",
+     .kernels = "Blackwell sm100+ with FlashInfer CuTe-DSL: FlashInferMxFp4LinearKernel, which "
+                "quantizes the activations to MXFP4 (vLLM builds CompressedTensorsW4A4Mxfp4 with "
+                "MXFP4 dynamic activations for a weight-only checkpoint too); other GPUs sm80+: "
+                "MarlinMxFp4LinearKernel; emulation after it",
+     .condition = "none beyond whole 32-groups per partition: Marlin FP4 zero-pads, FlashInfer "
+                  "pads N (swizzle_mxfp4_scales)",
+     .vllm_source = "kernels/linear/mxfp4/flashinfer.py, mxfp4/marlin.py, compressed_tensors.py "
+                    "_get_scheme_from_parts (CompressedTensorsW4A4Mxfp4())",
      .rule = nullptr},
     {.scheme = "mxfp8a16",
      .kernel = "",
