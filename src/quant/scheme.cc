@@ -92,7 +92,7 @@ const std::array<QuantScheme, 11> kSchemes = {
                   "int8 weights, asymmetric: a scale and an int8 zero point per group"),
     Preset("w4afp8", "W4AFP8", WeightType::kInt, 4, kGroup128, ScaleDType::kLikeWeight,
            WeightStrategy::kGroupOrChannel, kFp8PerToken, IntQuantizedCodec(),
-           "int4 weights per group of 128 (stored as I8), FP8 activations per token"),
+           "int4 weights per group of 128 (as I8), FP8 activations per token; vLLM: Hopper only"),
     WithAlias(Preset("w8a8", "W8A8", WeightType::kInt, 8, kChannelOnly, ScaleDType::kLikeWeight,
                      WeightStrategy::kGroupOrChannel, kIntPerToken, IntQuantizedCodec(),
                      "int8 weights per channel, int8 activations per token at run time"),
