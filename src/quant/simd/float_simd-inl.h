@@ -460,20 +460,25 @@ float AbsMaxKernel(DType dtype, const uint8_t* values, size_t n) {
   });
 }
 
-void E4M3CodesKernel(const float* x, size_t n, uint8_t* out) {
+// The codes of n floats: vector_codes on whole vectors, the reference scalar_code on the tail.
+template <class VectorCodes, class ScalarCode>
+HWY_INLINE void FloatCodes(const float* x, size_t n, uint8_t* out, VectorCodes vector_codes,
+                           ScalarCode scalar_code) {
   const DF df;
   const size_t lanes = hn::Lanes(df);
   size_t i = 0;
-  for (; i + lanes <= n; i += lanes) StoreCodes(E4M3Codes(hn::LoadU(df, x + i)), out + i);
-  for (; i < n; ++i) out[i] = FloatToE4M3(x[i]);
+  for (; i + lanes <= n; i += lanes) StoreCodes(vector_codes(hn::LoadU(df, x + i)), out + i);
+  for (; i < n; ++i) out[i] = scalar_code(x[i]);
+}
+
+void E4M3CodesKernel(const float* x, size_t n, uint8_t* out) {
+  FloatCodes(
+      x, n, out, [](VF v) { return E4M3Codes(v); }, FloatToE4M3);
 }
 
 void E2M1CodesKernel(const float* x, size_t n, uint8_t* out) {
-  const DF df;
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) StoreCodes(E2M1Codes(hn::LoadU(df, x + i)), out + i);
-  for (; i < n; ++i) out[i] = FloatToE2M1(x[i]);
+  FloatCodes(
+      x, n, out, [](VF v) { return E2M1Codes(v); }, FloatToE2M1);
 }
 
 bool MxScalesKernel(DType dtype, int element_bits, const float* absmax, size_t n, float* scales,
