@@ -1,7 +1,9 @@
 // The fast RTN quantizer: Highway SIMD kernels (rtn_simd-inl.h, compiled once per CPU target and
 // picked at run time with HWY_DYNAMIC_DISPATCH) that produce exactly the bytes of the scalar
 // reference in quant/rtn.h: the same packed words, scales and zero points, bit for bit, for
-// BF16/F16/F32 weights, 4/8 bits, symmetric and asymmetric, every group size.
+// BF16/F16/F32 weights, 2..8 bits, symmetric and asymmetric, every group size. The scale and
+// quantize kernels are width-generic; only 4 and 8 bits have SIMD packers, and the other widths
+// (values straddling int32 words) are packed by the reference PackRow.
 //
 // How bit-exactness is kept: every step is the reference's step on a vector of lanes, in the same
 // order, with IEEE division (never a reciprocal approximation) and the dtype rounding done in
