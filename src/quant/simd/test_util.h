@@ -14,7 +14,7 @@
 namespace spk::test_util {
 
 // Every width the int kernels take (params.h kMinIntBits..kMaxIntBits): 4 and 8 have SIMD packers,
-// the others straddle words and go through the reference packer.
+// the others straddle words and go through the scalar bit-stream packer.
 inline constexpr int kIntBits[] = {2, 3, 4, 5, 6, 7, 8};
 
 inline std::vector<uint8_t> Encode(DType dtype, const std::vector<float>& values) {
