@@ -257,8 +257,8 @@ def test_widths_quantization_config_is_the_reference(width_outputs, case):
 
 @pytest.mark.parametrize("case", WIDTH_CASES, ids=width_id)
 def test_widths_read_back_as_compressed_tensors_decompresses(width_outputs, spk, tmp_path, case):
-    """dequantize equals compressed-tensors' decompression bit for bit; inspect counts the modules;
-    check predicts what vLLM 0.32 does with the width (no kernel without humming)."""
+    """dequantize equals compressed-tensors' decompression bit for bit, compare reports its error;
+    inspect counts the modules; check predicts what vLLM 0.32 does with the width (no kernel)."""
     from test_formats_read_back import reference_decompression
     _, ours_dir = width_outputs["f16", width_id(case)]
     dense = tmp_path / "dense"
@@ -269,6 +269,16 @@ def test_widths_read_back_as_compressed_tensors_decompresses(width_outputs, spk,
         got = ours[module + ".weight"]
         assert (got.dtype, got.shape) == (want.dtype, want.shape), module
         assert torch.equal(got.view(torch.int16), want.view(torch.int16)), module
+    # compare: the error of that same decompression against the source weights.
+    source = load_dir(ours_dir.parent / "f16")
+    layers = {l["module"]: l for l in json.loads(
+        spk("compare", ours_dir.parent / "f16", ours_dir, "--json", "--samples", "2").stdout)["layers"]}
+    assert sorted(layers) == sorted(reference)
+    for module, dq in reference.items():
+        w = source[module + ".weight"].double()
+        e = w - dq.double()
+        assert layers[module]["rel_fro"] == pytest.approx((e.norm() / w.norm()).item(), rel=1e-9)
+        assert layers[module]["max_abs"] == pytest.approx(e.abs().max().item(), rel=1e-12)
     assert json.loads(spk("inspect", ours_dir, "--json").stdout)["quantized_modules"] == 7
     report = json.loads(spk("check", ours_dir, "--json", expect=1).stdout)
     assert {f["code"] for f in report["findings"]} == {"no-vllm-kernel"}, report["findings"]
