@@ -4,6 +4,7 @@
 // dtype, NVFP4's global scale shared by fused partners, and the shape rules vLLM 0.32's kernels
 // state for the format (the plan's SchemeKernelRuleViolation, so that check and quantize agree).
 #include <cmath>
+#include <map>
 
 #include "check/checker.h"
 #include "checkpoint/quantized_modules.h"
@@ -112,13 +113,23 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
   return dims;
 }
 
-void Checker::CheckVllmShapeRules(const LinearModule& lm, int64_t out, int64_t in,
-                                  const std::string& file) {
-  if (auto rule = SchemeKernelRuleViolation(*scheme_->scheme, lm.module, lm.fused, out, in,
-                                            scheme_->params.group_size, options_.tp)) {
-    Add(Severity::kError, "kernel-rule", lm.module, file,
-        fmt::format("[{}, {}] at --tp {}: {}", out, in, options_.tp, *rule),
-        "keep the module dense (ignore it) or choose a scheme without blocks");
+void Checker::CheckVllmShapeRules() {
+  if (!scheme_) return;
+  std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
+  for (const LinearModule& lm : linears_) fused_out[lm.fused] += lm.out_features;
+  for (const LinearModule& lm : linears_) {
+    if (!lm.codec_shape) continue;
+    const auto& [out, in, file] = *lm.codec_shape;
+    if (auto rule = SchemeKernelRuleViolation(*scheme_->scheme, lm.module, lm.fused, out, in,
+                                              scheme_->params.group_size, options_.tp,
+                                              fused_out[lm.fused])) {
+      Add(Severity::kError, "kernel-rule", lm.module, file,
+          fmt::format("{} (vLLM module {}) [{}, {}] at --tp {}: {}", lm.module, lm.vllm_name, out,
+                      in, options_.tp, *rule),
+          fmt::format("keep {} dense (ignore it; sparkulator quantize does) or choose a scheme "
+                      "without this rule",
+                      lm.fused));
+    }
   }
 }
 

@@ -94,6 +94,7 @@ void Checker::CheckModules() {
     CheckLinear(module, mt, meta);
   }
   CheckFusedAgreement();
+  CheckVllmShapeRules();
 }
 
 void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
@@ -178,11 +179,12 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
       }
     } else if (scheme_ && args != nullptr && args->format == scheme_->scheme->format) {
       dims = CheckCodecTensors(module, mt, &lm);
-      if (dims) CheckVllmShapeRules(lm, dims->first, dims->second, file);
+      if (dims) lm.codec_shape = {dims->first, dims->second, file};  // CheckVllmShapeRules
     }
   }
   if (mt.weight && !mt.packed && meta.shape.size() == 2)
     dims = std::pair{meta.shape[0], meta.shape[1]};
+  if (dims) lm.out_features = dims->first;
   NoteDraftModule(module, mt, vllm_quantized, dims);
   linears_.push_back(std::move(lm));
 }

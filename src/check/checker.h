@@ -68,6 +68,13 @@ struct LinearModule {
   std::string scale_dtype;
   std::optional<float> global_scale;  // NVFP4's weight_global_scale, when it reads as a float
   std::string global_scale_file;
+  int64_t out_features = 0;  // rows, when the tensors give them: vLLM's fused GEMM sums them
+  // [out, in] and the file of a module of the config's registry format whose tensors verified.
+  struct CodecShape {
+    int64_t out = 0, in = 0;
+    std::string file;
+  };
+  std::optional<CodecShape> codec_shape;
 };
 
 class Checker {
@@ -106,8 +113,9 @@ class Checker {
   std::optional<std::pair<int64_t, int64_t>> CheckCodecTensors(const std::string& module,
                                                                const ModuleTensors& mt,
                                                                LinearModule* lm);
-  void CheckVllmShapeRules(const LinearModule& lm, int64_t out, int64_t in,
-                           const std::string& file);
+  // The registry format's kernel rules (plan.h SchemeKernelRuleViolation) for every module with a
+  // codec_shape, each judged with the rows of its whole fused GEMM.
+  void CheckVllmShapeRules();
   void CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& members,
                                  const std::string& fused);
   void CheckFusedAgreement();

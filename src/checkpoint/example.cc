@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/family.h"
+#include "checkpoint/model_config.h"
 #include "checkpoint/plan.h"
 #include "safetensors/checkpoint_writer.h"
 #include "tensor/float_convert.h"
@@ -215,10 +216,6 @@ Result<DType> ParseExampleDType(const std::string& name) {
   return Status::Usage(fmt::format("--dtype {}: use BF16, F16 or F32", name));
 }
 
-const char* TorchDTypeName(DType d) {
-  return d == DType::kBF16 ? "bfloat16" : d == DType::kF16 ? "float16" : "float32";
-}
-
 }  // namespace
 
 Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
@@ -236,7 +233,7 @@ Status WriteExampleCheckpoint(const ExampleOptions& o, FileSystem* fs) {
     return Status::Usage(fmt::format("--hidden must be a positive multiple of {}", kHeadDim));
   }
   SPK_ASSIGN_OR_RETURN(DType dtype, ParseExampleDType(o.dtype));
-  SPK_ASSIGN_OR_RETURN(auto layout, FamilyLayout(o, TorchDTypeName(dtype)));
+  SPK_ASSIGN_OR_RETURN(auto layout, FamilyLayout(o, TorchDTypeName(dtype).data()));
   auto& [config, tensors] = layout;
   CheckpointWriterOptions w = CheckpointWriterOptions::For(o.dir, o.force, /*threads=*/1,
                                                            Durability::kSynced, o.shards > 1);

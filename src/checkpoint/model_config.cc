@@ -77,6 +77,19 @@ Status ReadArchitectures(const Json& obj, std::string_view file, ModelConfig* co
 
 }  // namespace
 
+std::string_view TorchDTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    case DType::kF32:
+      return "float32";
+    default:
+      return "";
+  }
+}
+
 Result<ModelConfig> ParseModelConfig(std::string_view file_label, std::string_view json_text) {
   ModelConfig config;
   config.json = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "tensor/dtype.h"
 
 namespace spk {
 
@@ -34,6 +35,10 @@ struct ModelConfig {
   std::string torch_dtype;                          // "bfloat16", ... or empty
   std::optional<int64_t> num_nextn_predict_layers;  // DeepSeek MTP
 };
+
+// config.json's torch_dtype spelling of BF16, F16 and F32 ("bfloat16", "float16", "float32"); ""
+// for the other dtypes. String literals, so data() is NUL-terminated.
+std::string_view TorchDTypeName(DType dtype);
 
 // Parses config.json text. `file_label` (the path) is used in messages.
 Result<ModelConfig> ParseModelConfig(std::string_view file_label, std::string_view json_text);

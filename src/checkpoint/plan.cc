@@ -9,6 +9,7 @@
 #include <set>
 
 #include "base/checked_math.h"
+#include "checkpoint/kernel_rules.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/moe.h"
 
@@ -230,15 +231,15 @@ bool IsLastFusedShardOrAlone(std::string_view module) {
 std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
                                                      std::string_view module,
                                                      std::string_view vllm_module, int64_t out,
-                                                     int64_t in, int64_t group_size, int tp) {
+                                                     int64_t in, int64_t group_size, int tp,
+                                                     int64_t fused_out) {
   if (scheme.format == "pack-quantized") {
     return KernelRuleViolation(vllm_module, out, in, scheme.bits, group_size, tp);
   }
-  // The FP8/INT8/FP4 kernels (CUTLASS, Marlin FP8/FP4, the CPU int8 GEMM) take any output size;
-  // a tensor-parallel shard must hold whole groups. FP8 blocks may be partial in the rows only:
+  // A tensor-parallel shard must hold whole groups. FP8 blocks may be partial in the rows only:
   // vLLM's block kernels need whole column blocks (compressed-tensors' initialize.py says so, and
-  // model_free_ptq fails to save a weight with a partial column block), and with --tp > 1 whole
-  // row blocks per shard.
+  // model_free_ptq fails to save a weight with a partial column block). The kernels' own rules
+  // are the rows of checkpoint/kernel_rules.h.
   const int64_t width = scheme.strategy == WeightStrategy::kBlock ? 128 : group_size;
   int64_t out_part = out, in_part = in;
   if (auto split = SplitForTp(vllm_module, tp, &out_part, &in_part)) return split;
@@ -250,19 +251,19 @@ std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
     return fmt::format("in_features per partition {} is not a multiple of the 128-column block",
                        in_part);
   }
-  // vLLM's validate_fp8_block_shape (quantization/utils/fp8_utils.py; compressed-tensors sets no
-  // weight_block_size, so linear.py's mismatch allowance never applies): every output partition
-  // under --tp > 1, and every member of a fused GEMM but the last, holds whole 128-row blocks.
-  if (scheme.strategy == WeightStrategy::kBlock && out_part % width != 0 &&
-      (tp > 1 || !IsLastFusedShardOrAlone(module))) {
-    return fmt::format(
-        "out_features {} per {} of {} is not a multiple of the 128-row block: vLLM raises "
-        "\"Weight output_partition_size = {} is not divisible by weight quantization block_n = "
-        "128\" (fp8_utils.py validate_fp8_block_shape)",
-        out_part, tp > 1 ? fmt::format("--tp {} partition", tp) : std::string("fused member"),
-        vllm_module, out_part);
-  }
-  return std::nullopt;
+  const KernelRule* row = KernelRuleFor(scheme.name);
+  if (row == nullptr) return std::nullopt;
+  int64_t fused_part = fused_out > 0 ? fused_out : out, unused_in = in;
+  if (auto split = SplitForTp(vllm_module, tp, &fused_part, &unused_in)) return split;
+  return KernelRuleBreak(*row, GemmPartition{.module = module,
+                                             .vllm_module = vllm_module,
+                                             .out = out_part,
+                                             .in = in_part,
+                                             .fused_out = fused_part,
+                                             .last_fused_member = IsLastFusedShardOrAlone(module),
+                                             .rows_split = tp > 1 && !IsRowParallel(vllm_module) &&
+                                                           !IsReplicated(vllm_module),
+                                             .tp = tp});
 }
 
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
@@ -289,6 +290,36 @@ std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int
   (void)bits;
   return std::nullopt;
 }
+
+namespace {
+
+// The kernel rules (SchemeKernelRuleViolation) for every Linear the plan would quantize, judged
+// with the rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
+void KeepKernelRuleBreaksDense(const PlanOptions& options, const std::vector<TensorMeta>& metas,
+                               std::vector<TensorPlan>* tensors) {
+  std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
+  for (const TensorPlan& t : *tensors) {
+    if (t.is_linear) fused_out[t.vllm_module] += t.out_features;
+  }
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    TensorPlan& t = (*tensors)[i];
+    if (t.action != TensorAction::kQuantize) continue;
+    std::string_view module = t.tensor;
+    module.remove_suffix(std::string_view(".weight").size());
+    auto rule = SchemeKernelRuleViolation(*options.scheme, module, t.vllm_module, t.out_features,
+                                          t.in_features, options.group_size, options.tp,
+                                          fused_out[t.vllm_module]);
+    if (!rule) continue;
+    t.action = TensorAction::kKeep;
+    t.reason = *rule;
+    if (!metas[i].split_from.empty()) {
+      t.reason += fmt::format(" (split from the fused {}, as model_free_ptq splits it)",
+                              metas[i].split_from);
+    }
+  }
+}
+
+}  // namespace
 
 Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelConfig& config,
                             const PlanOptions& options) {
@@ -333,11 +364,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         p.reason = router->reason;
       } else if (auto why = FamilyKeepReason(plan.family, module)) {
         p.reason = *why;
-      } else if (auto rule = SchemeKernelRuleViolation(*options.scheme, module, p.vllm_module,
-                                                       p.out_features, p.in_features,
-                                                       options.group_size, options.tp)) {
-        p.reason = *rule;
-      } else {
+      } else {  // the kernel rules come after the loop: they need the whole fused GEMM
         p.action = TensorAction::kQuantize;
         p.reason = "Linear weight";
       }
@@ -357,6 +384,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
     }
   }
+  KeepKernelRuleBreaksDense(options, tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));
   SPK_RETURN_IF_ERROR(VerifyIgnoreList(plan, plan.ignore_entries));

@@ -85,12 +85,15 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::
 
 // The kernel rules of `scheme`'s format for the Linear `module` (checkpoint name) that vLLM
 // builds as (fused) `vllm_module`: Marlin's for pack-quantized rows (KernelRuleViolation), whole
-// groups per tensor-parallel partition for the float and int8 formats, and vLLM's FP8 block
-// partition rule. Returns the broken rule, or nullopt. Shared by the plan and by `check`.
+// groups per tensor-parallel partition for the float and int8 formats, and the row's vLLM kernel
+// rule (checkpoint/kernel_rules.h: FP8 block partitions, CUTLASS W4A8 tiles). `fused_out` is the
+// rows of the whole fused GEMM (q+k+v), 0 for `out` alone. Returns the broken rule, or nullopt.
+// Shared by the plan and by `check`.
 std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
                                                      std::string_view module,
                                                      std::string_view vllm_module, int64_t out,
-                                                     int64_t in, int64_t group_size, int tp);
+                                                     int64_t in, int64_t group_size, int tp,
+                                                     int64_t fused_out = 0);
 
 // The Marlin rules of docs/vllm.md for one Linear; returns the broken rule, or nullopt if it may
 // run there.

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <deque>
+#include <optional>
+#include <set>
+#include <string_view>
+#include <vector>
 
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
@@ -42,6 +46,28 @@ std::string DenseConfig(const SourceCheckpoint& src) {
     layer->erase("quantization_config");
   }
   return config.dump(2) + "\n";
+}
+
+// compressed-tensors' decompressor returns BF16 for NVFP4, MXFP4 and MXFP8 whatever the source
+// dtype, and transformers' save_pretrained of the decompressed model still records the config's
+// dtype (seen with compressed-tensors 0.19 and transformers 5.17: "dtype": "float16" beside BF16
+// weights). config.json keeps that dtype too, so loaders cast the weights as they would the
+// reference's; the warning says which modules differ from it.
+std::optional<std::string> DTypeWarning(const std::string& config_dtype,
+                                        const std::deque<QuantizedModuleReader>& modules) {
+  std::set<std::string_view> written;  // dtypes other than config.json's
+  size_t count = 0;
+  for (const QuantizedModuleReader& m : modules) {
+    if (config_dtype.empty() || TorchDTypeName(m.dtype()) == config_dtype) continue;
+    written.insert(DTypeName(m.dtype()));
+    ++count;
+  }
+  if (count == 0) return std::nullopt;
+  return fmt::format(
+      "{} dequantized modules are {} (the dtype compressed-tensors' decompressor returns for this "
+      "format) while config.json keeps torch_dtype {}, as transformers' save_pretrained of the "
+      "decompressed model does: vLLM and transformers cast them to {} when they load",
+      count, fmt::join(written, "/"), config_dtype, config_dtype);
 }
 
 }  // namespace
@@ -89,6 +115,9 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
     }
   }
   writer.AddFile("config.json", DenseConfig(src));
+  if (auto warning = DTypeWarning(src.config.torch_dtype, modules)) {
+    summary.warnings.push_back(*warning);
+  }
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
   SPK_RETURN_IF_ERROR(writer.Finish());

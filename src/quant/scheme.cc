@@ -127,7 +127,7 @@ const std::array<QuantScheme, 21> kSchemes = {
              "int7 weights, asymmetric, with int7 zero points; no stock vLLM 0.32 kernel"),
     Preset("w4afp8", "W4AFP8", WeightType::kInt, 4, kGroup128, ScaleDType::kLikeWeight,
            WeightStrategy::kGroupOrChannel, kFp8PerToken, IntQuantizedCodec(),
-           "int4 weights per group of 128 (stored as I8), FP8 activations per token"),
+           "int4 weights per group of 128 (as I8), FP8 activations per token; vLLM: Hopper only"),
     WithAlias(Preset("w8a8", "W8A8", WeightType::kInt, 8, kChannelOnly, ScaleDType::kLikeWeight,
                      WeightStrategy::kGroupOrChannel, kIntPerToken, IntQuantizedCodec(),
                      "int8 weights per channel, int8 activations per token at run time"),

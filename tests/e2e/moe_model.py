@@ -1,4 +1,5 @@
-"""The tiny Qwen3-MoE checkpoints of the MoE tests, made with transformers (no model hub here).
+"""The tiny MoE checkpoints of the MoE tests, made with transformers (no model hub here): a
+Qwen3-MoE (`build`) and a Laguna with MoE layers (`build_laguna`).
 
 `Qwen3MoeForCausalLM`: hidden 256, 2 layers, 4 heads x 64, 2 KV heads, 8 experts of intermediate 128,
 top-2, a router `mlp.gate` [8, 256] per layer, untied `lm_head`, the shared BPE tokenizer (corpus.py).
@@ -10,6 +11,18 @@ Written in the two layouts a user meets:
   fused-expert checkpoints store them.
 The weights are random with a wide init (std 0.1) so that greedy choices have margins; the same seed
 gives the same weights in both layouts.
+
+`LagunaForCausalLM` (transformers >= 5.17 has the class): the dense Laguna of laguna_model.py
+(hidden 256, 4 heads x 64, 2 KV heads, per-head softplus gate `g_proj` [4, 256]) with 3 layers whose
+`mlp_layer_types` are ["dense", "sparse", "sparse"]: a dense layer before the MoE ones, so both
+kinds are in one checkpoint (vLLM's LagunaDecoderLayer builds LagunaMoE where the type is "sparse",
+LagunaMLP elsewhere).
+Each MoE layer: 8 experts of intermediate 128, top-2 sigmoid routing, the router `mlp.gate` [8, 256],
+a shared expert of intermediate 128 (`mlp.shared_expert.*`) and the load-balancing bias
+`mlp.experts.e_score_correction_bias` [8], F32 and non-zero, so that a dropped or rounded bias
+changes the routing. `save_pretrained` writes the names vLLM loads (transformers' conversion
+mapping renames `mlp.gate.e_score_correction_bias` and `mlp.shared_experts.` back on save) and
+per-expert 2-D weights.
 
 Error policy: none of its own; transformers' errors propagate.
 """
@@ -32,6 +45,47 @@ def config_kwargs() -> dict:
                 mlp_only_layers=[], norm_topk_prob=True, tie_word_embeddings=False,
                 max_position_embeddings=2048, initializer_range=0.1,
                 bos_token_id=corpus.EOS_ID, eos_token_id=corpus.EOS_ID)
+
+
+LAGUNA_LAYER_TYPES = ["dense", "sparse", "sparse"]
+LAGUNA_SHARED_INTERMEDIATE = 128
+
+
+def laguna_config():
+    """The dense e2e Laguna's config (laguna_model.laguna_config, left as it is: its source keys
+    the trained-model cache) with MoE layers."""
+    from transformers import LagunaConfig
+    from tests.e2e import laguna_model
+    layers = len(LAGUNA_LAYER_TYPES)
+    cfg = laguna_model.laguna_config(laguna_model.Shapes(vocab=corpus.VOCAB), layers,
+                                     corpus.EOS_ID).to_dict()
+    cfg.update(mlp_layer_types=LAGUNA_LAYER_TYPES, num_experts=EXPERTS, num_experts_per_tok=2,
+               moe_intermediate_size=MOE_INTERMEDIATE,
+               shared_expert_intermediate_size=LAGUNA_SHARED_INTERMEDIATE,
+               initializer_range=0.1)
+    for key in ("architectures", "model_type", "transformers_version", "dtype"):
+        cfg.pop(key, None)
+    return LagunaConfig(**cfg)
+
+
+def build_laguna(out: pathlib.Path, seed: int = 0, tokenizer: bool = True) -> pathlib.Path:
+    """Writes the tiny BF16 Laguna MoE (config, safetensors, tokenizer) into `out`; returns `out`."""
+    import torch
+    from transformers import LagunaForCausalLM
+
+    torch.manual_seed(seed)
+    model = LagunaForCausalLM(laguna_config()).to(torch.bfloat16).eval()
+    with torch.no_grad():
+        for layer in model.model.layers:
+            if hasattr(layer.mlp, "gate"):  # LagunaTopKRouter: keep its bias F32, as vLLM does
+                layer.mlp.gate.e_score_correction_bias.data = 0.5 * torch.randn(EXPERTS)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(str(out), safe_serialization=True)
+    if tokenizer:
+        corpus.write_tokenizer(out)
+    cfg = json.loads((out / "config.json").read_text())
+    assert cfg["model_type"] == "laguna" and cfg["mlp_layer_types"] == LAGUNA_LAYER_TYPES, cfg
+    return out
 
 
 def build(out: pathlib.Path, layout: str = "per_expert", seed: int = 0,

@@ -1,8 +1,9 @@
 """The e2e runs: `smoke` (CI) and `full`, each writing WORK/summary.json.
 
 smoke: the tiny Qwen3 target and its W4A16 copy on vLLM (kernel line, greedy agreement), the tiny
-Qwen3-MoE with fused 3-D experts quantized to W4A16 (moe_run.py: fused-MoE method line, greedy
-agreement with its dequantized weights), the Qwen3 DFlash draft BF16 vs W4A16-RTN (short bench, predicted vs reported acceptance of one greedy request),
+Qwen3-MoE with fused 3-D experts and the tiny Laguna MoE quantized to W4A16 (moe_run.py: fused-MoE
+method line, greedy agreement with their dequantized weights; Laguna's dense router and correction
+bias; `full` also serves its router-quantized copy, which fails as check says), the Qwen3 DFlash draft BF16 vs W4A16-RTN (short bench, predicted vs reported acceptance of one greedy request),
 and one broken copy of the target.
 full: the same with longer training and benches, the W4A16-search arm, all three broken copies, every
 draft kind present (dflash_qwen3 here; eagle3 and laguna when their modules exist), each kind's
@@ -27,8 +28,9 @@ from tests.e2e import cases, env, measure, moe_run, server
 from tests.e2e.server import Server
 
 KIND_MODULES = ["dflash_qwen3", "eagle3", "laguna"]
-PORT = int(os.environ.get("E2E_PORT", "18100"))  # ports PORT .. PORT+13 are used
-MOE_PORT_OFFSET = 13  # moe_run.py's server
+PORT = int(os.environ.get("E2E_PORT", "18100"))  # ports PORT .. PORT+14 are used
+MOE_PORT_OFFSET = 13  # moe_run.py's Qwen3-MoE server
+LAGUNA_MOE_PORT_OFFSET = 14  # moe_run.py's Laguna MoE servers (one at a time)
 KERNEL_LINE = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
 DRAFTER_LINE = "Loading drafter model"
 LANES = 3  # vLLM servers at once for failure cases
@@ -270,6 +272,8 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
         target, target_w4a16, probe = run.target_part(kinds[0])
         run.write()
         moe_run.moe_part(run, PORT + MOE_PORT_OFFSET)
+        run.write()
+        moe_run.laguna_moe_part(run, PORT + LAGUNA_MOE_PORT_OFFSET, router_case=not smoke)
         run.write()
         # Target-only cases first: they need no draft (a draft may still be training elsewhere).
         broken = cases.broken_target_cases(run.work, target_w4a16, run.s["broken"])

@@ -50,6 +50,15 @@ def base_env(threads: int = 1) -> dict:
     return out
 
 
+def plugin_env() -> dict:
+    """The extra_env of a server that needs the plugin on every host, not only without AVX-512:
+    vLLM 0.32's CPU router cannot route Laguna's sigmoid MoE (wna16_fallback/, which only fills
+    the gaps it finds in the installed vLLM)."""
+    rest = (base_env().get("PYTHONPATH") or os.environ.get("PYTHONPATH") or "").split(os.pathsep)
+    paths = [str(FALLBACK_DIR)] + [p for p in rest if p and p != str(FALLBACK_DIR)]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
 class Server:
     def __init__(self, name: str, model: pathlib.Path, port: int, work: pathlib.Path,
                  args: list[str] | None = None, extra_env: dict | None = None,

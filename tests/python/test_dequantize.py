@@ -80,3 +80,30 @@ def test_dequantize_threads_and_no_fsync_write_the_same_bytes(spk, tmp_path):
     assert not list(tmp_path.glob(".three.tmp-*")), "the temporary folder must be renamed away"
     proc = spk("dequantize", q, tmp_path / "bad", "--threads", "x", expect=2)
     assert "--threads" in proc.stderr
+
+
+def test_dequantized_fp4_config_records_the_dtype_the_reference_records(spk, tmp_path):
+    """compressed-tensors' decompressor returns BF16 for NVFP4 (MXFP4, MXFP8) from an F16 source, and
+    transformers' save_pretrained of the decompressed model still records "float16": dequantize
+    keeps that dtype in config.json too, writes the modules in BF16 as the reference does, and says
+    so in a warning instead of leaving the mix unexplained."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils.quantization_config import CompressedTensorsConfig
+    src, q, dq, hf = tmp_path / "src", tmp_path / "q", tmp_path / "dq", tmp_path / "hf"
+    spk("example", src, "--family", "llm", "--dtype", "F16")
+    spk("quantize", src, q, "--scheme", "nvfp4a16", "--no-fsync")
+    summary = json.loads(spk("dequantize", q, dq, "--json").stdout)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(q), quantization_config=CompressedTensorsConfig(run_compressed=False))
+    model.save_pretrained(str(hf))
+    reference = json.loads((hf / "config.json").read_text())
+    ours = json.loads((dq / "config.json").read_text())
+    assert ours["torch_dtype"] == reference.get("dtype", reference.get("torch_dtype")) == "float16"
+    tensors, source, packed = load_dir(dq), load_dir(src), load_dir(q)
+    dequantized = [n for n in tensors if f"{n[:-len('.weight')]}.weight_packed" in packed]
+    assert dequantized and all(tensors[n].dtype == torch.bfloat16 for n in dequantized)
+    assert all(tensors[n].dtype == torch.float16 for n in tensors if n not in dequantized)
+    assert all(model.state_dict()[n].dtype == torch.bfloat16 for n in dequantized)
+    warning = [w for w in summary["warnings"] if "torch_dtype float16" in w]
+    assert len(warning) == 1 and f"{len(dequantized)} dequantized modules are BF16" in warning[0]
+    assert sorted(tensors) == sorted(source)

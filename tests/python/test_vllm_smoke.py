@@ -198,6 +198,23 @@ def test_vllm_cpu_smoke(tmp_path):
     tf = moe["teacher_forced_vs_dequantized"]
     assert tf["positions"] > 0 and tf["argmax_agreement"] >= 0.9, tf
     assert tf["median_logprob_diff"] <= 0.1, tf  # single router near-ties move more (2.86 seen)
+    # The tiny Laguna MoE (dense layer 0, MoE layers 1-2 with a shared expert and a non-zero
+    # e_score_correction_bias; moe_run.laguna_moe_part): routers dense and unchanged, the bias bit
+    # for bit, shared and routed experts packed; vLLM loaded the experts through the same W4A16
+    # MoE method and the attention/shared expert through the W4A16 linear kernel, and its greedy
+    # tokens are transformers' on the dequantized weights. The e2e plugin stands in where vLLM
+    # 0.32's CPU build cannot run Laguna MoE at all (the CPU router asserts softmax; the bias is
+    # dropped at load; no W4A16 expert kernel without AMX) and the summary names each stand-in.
+    # (Its router-quantized copy is served by the full run only; test_moe_interop.py checks it.)
+    lag = s["laguna_moe"]
+    assert lag["moe_method_log_line"] == "Using CompressedTensorsWNA16MoEMethod"
+    assert lag["moe_backend_log_line"] == "Using 'CPU' WNA16 MoE backend."
+    assert "CPUWNA16LinearKernel" in lag["linear_kernel_log_line"]
+    assert lag["tensors"]["routers_dense_unchanged"] and lag["tensors"]["correction_bias_kept"]
+    tf = lag["teacher_forced_vs_dequantized"]
+    assert tf["positions"] > 0 and tf["argmax_agreement"] >= 0.9, tf
+    assert tf["median_logprob_diff"] <= 0.1, tf
+    assert lag["teacher_forced_vs_bf16"]["argmax_agreement"] >= 0.15
     # The Qwen3 DFlash draft drafted and had tokens accepted, BF16 and W4A16-RTN; the quantized
     # draft went through the W4A16 kernel after vLLM's "Loading drafter model".
     k = s["kinds"]["dflash-qwen3"]

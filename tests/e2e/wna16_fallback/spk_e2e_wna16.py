@@ -18,7 +18,26 @@ the deployment configuration." Only there, `register` lets vLLM pick its own CPU
 top-k are vLLM's) and stands in for the two AMX pieces: the weight conversion
 (`_process_weights_cpu`) dequantizes the loaded w13/w2 (q - 8) * scale per group to BF16, and
 `CPUExpertsInt4.apply` runs the experts in torch (silu(x W1^T) * x W3^T) W2^T, weighted by the
-router's top-k weights. Symmetric 4-bit checkpoints only (it refuses others).
+router's top-k weights, for any routing method the CPURouter computes (CPUExpertsInt4 itself
+accepts softmax routings only, so a W4A16 Laguna MoE finds no backend even on an AMX host).
+Symmetric 4-bit checkpoints only (it refuses others).
+
+One routing gap, on every CPU and for BF16 too: vLLM 0.32's CPURouter (router/cpu_router.py) routes
+sigmoid scores only through its grouped top-k; the ungrouped path Laguna's LagunaMoE takes
+(scoring_func="sigmoid", use_grouped_topk=False, e_score_correction_bias) stops the first request
+with `AssertionError` at `assert self.scoring_func == "softmax"` (cpu_router.py:239). Where that
+assertion is in the installed source, `register` routes exactly those calls through vLLM's own
+`cpu_router._grouped_topk` with one group holding every expert (sigmoid scores, the bias added for
+the top-k choice only, weights from the unbiased scores, renormalized), which is what the GPU path
+and transformers' LagunaTopKRouter compute. Every other routing call is vLLM's, unchanged.
+
+And one loading gap, on every platform: vLLM 0.32's MoERunner hands `mlp.experts.e_score_correction_bias`
+to RoutedExperts.load_weights (routed_experts.py:981), whose expert mapping has no entry for it, so
+the tensor is dropped without an error and the bias stays zeros (observed: both layers'
+`mlp.experts.routed_experts.e_score_correction_bias` read back 0.0 with a non-zero bias on disk, and
+vLLM's greedy tokens agree with transformers run with a zeroed bias). Where the installed
+load_weights never names the bias, `register` copies it into the parameter vLLM built for it (the
+one its router reads) and lets vLLM load everything else.
 """
 
 import logging
@@ -118,9 +137,88 @@ def _register_moe() -> None:
     from vllm.model_executor.layers.fused_moe.oracle import int_wna16
     cpu_moe.CPUExpertsInt4._supports_current_device = staticmethod(lambda: True)
     cpu_moe.CPUExpertsInt4.apply = reference_moe_apply
+    # CPUExpertsInt4 takes softmax routings only (cpu_moe.py:872-881), so Laguna's sigmoid + bias
+    # (RoutingMethodType.MiniMax2) finds no W4A16 backend even with AMX; the stand-in's apply takes
+    # whatever top-k the CPURouter computed, as vLLM's BF16 CPU experts do (cpu_moe.py:192-199).
+    cpu_moe.CPUExpertsInt4._supports_routing_method = staticmethod(lambda *_: True)
     int_wna16._process_weights_cpu = reference_process_weights_cpu
     log.warning("sparkulator e2e: no AMX here, so vLLM has no CPU W4A16 MoE kernel; W4A16 experts "
                 "use the e2e's stand-in (dequantize to BF16 + torch experts)")
+
+
+def _router_lacks_ungrouped_sigmoid() -> bool:
+    import inspect
+
+    from vllm.model_executor.layers.fused_moe.router import cpu_router
+    src = inspect.getsource(cpu_router.CPURouter._compute_routing)
+    return 'assert self.scoring_func == "softmax"' in src
+
+
+def _register_sigmoid_routing() -> None:
+    from vllm.model_executor.layers.fused_moe.router import cpu_router
+    vllms = cpu_router.CPURouter._compute_routing
+
+    def compute_routing(self, hidden_states, router_logits, indices_type, *, input_ids=None):
+        if (self.use_grouped_topk or self.scoring_func != "sigmoid"
+                or self.custom_routing_function is not None):
+            return vllms(self, hidden_states, router_logits, indices_type, input_ids=input_ids)
+        return cpu_router._grouped_topk(
+            gating_output=router_logits, topk=self.top_k, renormalize=self.renormalize,
+            num_expert_group=1, topk_group=1, scoring_func="sigmoid",
+            routed_scaling_factor=self.routed_scaling_factor,
+            e_score_correction_bias=self.e_score_correction_bias)
+
+    cpu_router.CPURouter._compute_routing = compute_routing
+    log.warning("sparkulator e2e: vLLM's CPURouter asserts softmax for ungrouped sigmoid routing "
+                "(Laguna MoE); it runs through vLLM's _grouped_topk with one group instead")
+
+
+BIAS = "e_score_correction_bias"
+
+
+def _experts_drop_the_bias() -> bool:
+    import inspect
+
+    from vllm.model_executor.layers.fused_moe import routed_experts
+    return BIAS not in inspect.getsource(routed_experts.RoutedExperts.load_weights)
+
+
+def _register_bias_loading() -> None:
+    from vllm.model_executor.layers.fused_moe import routed_experts
+    vllms = routed_experts.RoutedExperts.load_weights
+
+    def load_weights(self, weights):
+        loaded = []
+
+        def the_rest():
+            for name, tensor in weights:
+                if name == BIAS and isinstance(self.e_score_correction_bias, torch.nn.Parameter):
+                    self.e_score_correction_bias.data.copy_(tensor)
+                    loaded.append(name)
+                else:
+                    yield name, tensor
+
+        yield from vllms(self, the_rest())
+        yield from loaded
+
+    routed_experts.RoutedExperts.load_weights = load_weights
+    log.warning("sparkulator e2e: vLLM's RoutedExperts.load_weights drops "
+                "mlp.experts.e_score_correction_bias (Laguna MoE); the e2e loads it")
+
+
+def _self_test_sigmoid_routing() -> None:
+    """One group of vLLM's _grouped_topk is transformers' LagunaTopKRouter: sigmoid, top-k on the
+    biased scores, weights of the unbiased ones, renormalized."""
+    from vllm.model_executor.layers.fused_moe.router import cpu_router
+    gen = torch.Generator().manual_seed(2)
+    logits, bias = torch.randn(5, 8, generator=gen), torch.randn(8, generator=gen)
+    weights, ids = cpu_router._grouped_topk(logits, 2, True, 1, 1, "sigmoid", 1.0, bias)
+    scores = logits.sigmoid()
+    want_ids = torch.topk(scores + bias, 2, dim=-1)[1]
+    want = scores.gather(-1, want_ids)
+    assert torch.equal(ids.sort(-1)[0].long(), want_ids.sort(-1)[0])
+    torch.testing.assert_close(weights.gather(-1, ids.long().argsort(-1)),
+                               (want / want.sum(-1, keepdim=True)).gather(-1, want_ids.argsort(-1)))
 
 
 def register() -> None:
@@ -128,6 +226,10 @@ def register() -> None:
     if not vllm.platforms.current_platform.is_cpu():
         return
     from vllm import _custom_ops as ops
+    if _router_lacks_ungrouped_sigmoid():
+        _register_sigmoid_routing()
+    if _experts_drop_the_bias():
+        _register_bias_loading()
     if not _has_moe_kernel():
         _register_moe()
     if _has_kernel():
@@ -144,6 +246,7 @@ def self_test() -> None:
     weights (pack_to_int32) back to q * scale. tests/python/test_vllm_smoke.py runs it in the vLLM
     venv."""
     _self_test_moe()
+    _self_test_sigmoid_routing()
     from vllm.model_executor.layers.quantization.utils.quant_utils import (
         pack_quantized_values_into_int32, unpack_quantized_values_into_int32)
     from vllm.scalar_type import scalar_types

@@ -1,0 +1,75 @@
+"""Asks vLLM's own shape-check code what it does with some Linear shapes; run by the vLLM venv's
+interpreter (test_kernel_rules.py), not by pytest.
+
+  python vllm_kernel_verdicts.py '[{"rule": "w4afp8", "k": 1024, "n": 1088, "cc": 90}, ...]'
+
+prints one JSON list: for each case {"ok": true, "kernel": NAME} or {"ok": false, "error": TEXT}.
+
+- "fp8-block" calls quantization/utils/fp8_utils.py validate_fp8_block_shape with the layer sizes
+  vLLM's create_weights passes (input_size, output_size, input_size_per_partition,
+  output_partition_sizes, [128, 128]) and a layer carrying tp_size. The function also asks
+  vllm.distributed for the tensor-parallel world size, which only a running engine has: that
+  one call is answered with `tp`; the check itself is vLLM's.
+- "w4afp8" calls kernels/linear/__init__.py choose_mp_linear_kernel with the MPLinearLayerConfig
+  that compressed_tensors_w4a8_fp8.py builds (signed int4, FP8 activations, group 128). The
+  chooser asks the platform whether it is CUDA and which compute capability it has: this machine
+  has no GPU, so THE PLATFORM IS FAKED (CUDA, capability `cc`); the kernels' can_implement code
+  that judges the shape is vLLM's own. Kernels that need a package the venv lacks (Humming) say so
+  and are skipped, as on a GPU host without it. "cc": "device" fakes nothing: on a GPU host
+  (bench/gpu/load_formats.sh) vLLM asks the real device.
+"""
+import json
+import sys
+import types
+
+
+def fake_cuda(cc: int) -> None:
+    from vllm.platforms import PlatformEnum, current_platform
+    from vllm.platforms.interface import DeviceCapability
+    cls = type(current_platform)
+    current_platform._enum = PlatformEnum.CUDA
+    cls.is_cuda = lambda self=None: True
+    cls.is_cpu = lambda self=None: False
+    cls.get_device_capability = classmethod(
+        lambda c, device_id=0: DeviceCapability(cc // 10, cc % 10))
+
+
+def fp8_block(case: dict) -> dict:
+    import vllm.distributed
+    from vllm.model_executor.layers.quantization.utils.fp8_utils import validate_fp8_block_shape
+    tp = case["tp"]
+    vllm.distributed.get_tensor_model_parallel_world_size = lambda: tp
+    parts, k = case["partition_sizes"], case["k"]
+    column_split = case.get("row_parallel") is not True
+    in_full = k if column_split else k * tp
+    out_full = sum(parts) * tp if column_split else sum(parts)
+    layer = types.SimpleNamespace(tp_size=tp)
+    try:
+        validate_fp8_block_shape(layer, in_full, out_full, k, parts, [128, 128])
+    except ValueError as e:
+        return {"ok": False, "error": str(e)}
+    return {"ok": True, "kernel": "validate_fp8_block_shape"}
+
+
+def w4afp8(case: dict) -> dict:
+    import torch
+    from vllm.model_executor.kernels.linear import MPLinearLayerConfig, choose_mp_linear_kernel
+    from vllm.scalar_type import scalar_types
+    cc = None
+    if case["cc"] != "device":
+        cc = case["cc"]
+        fake_cuda(cc)
+    config = MPLinearLayerConfig(
+        full_weight_shape=(case["k"], case["n"]), partition_weight_shape=(case["k"], case["n"]),
+        weight_type=scalar_types.int4, act_type=torch.float8_e4m3fn, group_size=128,
+        zero_points=False, out_type=torch.bfloat16)
+    try:
+        return {"ok": True, "kernel": choose_mp_linear_kernel(config, cc).__name__}
+    except ValueError as e:
+        return {"ok": False, "error": str(e)}
+
+
+if __name__ == "__main__":
+    cases = json.loads(sys.argv[1])
+    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8}
+    print(json.dumps([judges[c["rule"]](c) for c in cases]))
