@@ -69,7 +69,32 @@ def w4afp8(case: dict) -> dict:
         return {"ok": False, "error": str(e)}
 
 
+def wna16(case: dict) -> dict:
+    """choose_mp_linear_kernel with the MPLinearLayerConfig compressed_tensors_wNa16.py builds for
+    a pack-quantized width (its WNA16 type maps, BF16 activations, group 128), on this CPU ("cc":
+    "cpu") or on a faked CUDA platform of capability `cc` (as w4afp8). Run the CPU cases in a
+    process of their own: faking CUDA cannot be undone."""
+    import torch
+    from vllm.model_executor.kernels.linear import MPLinearLayerConfig, choose_mp_linear_kernel
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+        compressed_tensors_wNa16 as wna16_scheme)
+    cc = None
+    if case["cc"] not in ("cpu", "device"):
+        cc = case["cc"]
+        fake_cuda(cc)
+    types_map = (wna16_scheme.WNA16_SUPPORTED_TYPES_MAP if case["symmetric"]
+                 else wna16_scheme.WNA16_ZP_SUPPORTED_TYPES_MAP)
+    config = MPLinearLayerConfig(
+        full_weight_shape=(case["k"], case["n"]), partition_weight_shape=(case["k"], case["n"]),
+        weight_type=types_map[case["bits"]], act_type=torch.bfloat16, group_size=128,
+        zero_points=not case["symmetric"])
+    try:
+        return {"ok": True, "kernel": choose_mp_linear_kernel(config, cc).__name__}
+    except ValueError as e:
+        return {"ok": False, "error": str(e)}
+
+
 if __name__ == "__main__":
     cases = json.loads(sys.argv[1])
-    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8}
+    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16}
     print(json.dumps([judges[c["rule"]](c) for c in cases]))
