@@ -145,7 +145,7 @@ def test_existing_destination_needs_force(spk, llm, tmp_path):
 
 
 @pytest.mark.parametrize("flags,needle", [
-    (("--scheme", "w3a16"), "w3a16"),
+    (("--scheme", "w9a16"), "w9a16"),
     (("--group-size", "100"), "--group-size"),
     (("--preset", "qwen"), "qwen"),
     (("--ignore", "re:.*nothing$"), "matches no Linear"),
