@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # sparkulator quantize against llm-compressor's model_free_ptq on the same checkpoint and scheme
-# (SCHEME, an llm-compressor preset name, default W4A16), interleaved rounds, medians; then checks
-# that the two outputs are bit-identical (every tensor, with torch.equal).
+# (SCHEME, an llm-compressor preset name, default W4A16, or a width with no preset, W2A16 .. W7A16
+# with an optional _ASYM, which llmcompressor_ptq.py builds as a QuantizationScheme), interleaved
+# rounds, medians; then checks that the two outputs are bit-identical (every tensor, torch.equal).
 #   [SCHEME=FP8_DYNAMIC] vs_llmcompressor.sh SPARKULATOR CHECKPOINT_DIR [ROUNDS]
 # sparkulator runs with --preset none, so that it quantizes the same Linear weights as
 # model_free_ptq with ignore=[] (a DFlash preset would keep q/k/v dense). Both the default (fsync)

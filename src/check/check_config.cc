@@ -20,6 +20,18 @@ std::string RegistryFormats() {
   return fmt::format("{}", fmt::join(formats, ", "));
 }
 
+// vLLM 0.32's scalar type for a WNA16 width (compressed_tensors_wNa16.py
+// WNA16_SUPPORTED_TYPES_MAP: uint<N>b<2^(N-1)>; WNA16_ZP_SUPPORTED_TYPES_MAP: uint<N>), the name
+// its kernel-selection error prints.
+std::string VllmWnaType(int bits, bool symmetric) {
+  return symmetric ? fmt::format("uint{}b{}", bits, 1 << (bits - 1)) : fmt::format("uint{}", bits);
+}
+
+// True when a kernel of a stock vLLM 0.32 takes the width: on the CPU CPUWNA16LinearKernel takes
+// uint4/uint4b8 only (cpu.py), on CUDA Machete, Marlin, Conch and Exllama take 4- and 8-bit types
+// only; 2/3/5/6/7 bits reach HummingLinearKernel alone, which needs the optional `humming` package.
+bool StockVllmRunsWidth(int bits) { return bits == 4 || bits == 8; }
+
 }  // namespace
 
 // A config.json that cannot be read is an error of the run (as in LoadFiles); one that does not
@@ -110,10 +122,10 @@ void Checker::CheckQuantConfig() {
     bool known_strategy = w.strategy == "group" || w.strategy == "channel" || other_format;
     if (!known_bits || !known_strategy) {
       Add(Severity::kError, "unknown-scheme", g.name, "config.json",
-          fmt::format("weights type '{}' num_bits {} strategy '{}' is not an integer W4A16/W8A16 "
+          fmt::format("weights type '{}' num_bits {} strategy '{}' is not an integer W2A16..W8A16 "
                       "scheme vLLM's WNA16 path runs",
                       w.type, w.num_bits, w.strategy),
-          "use type int, num_bits 4 or 8, strategy group or channel");
+          "use type int, num_bits 2 to 8, strategy group or channel");
     }
     if (w.strategy == "group") {
       int64_t gs = w.group_size.value_or(0);
@@ -122,6 +134,19 @@ void Checker::CheckQuantConfig() {
             fmt::format("group_size {} has no vLLM (Marlin) kernel", gs),
             "requantize with group size 32, 64, 128 or channel-wise");
       }
+    }
+    if (scheme != nullptr && scheme->codec == &PackQuantizedCodec() &&
+        !StockVllmRunsWidth(w.num_bits)) {
+      const std::string type = VllmWnaType(w.num_bits, w.symmetric);
+      Add(Severity::kError, "no-vllm-kernel", g.name, "config.json",
+          fmt::format("{}-bit weights are vLLM scalar type {}, which no kernel of vLLM 0.32 runs "
+                      "without the optional humming package: on the CPU vLLM fails to start with "
+                      "\"ValueError: Failed to find a kernel that can implement the WNA16 linear "
+                      "layer. Reasons: ... CPUWNA16LinearKernel cannot implement due to: Quant "
+                      "type ({}) not supported by CPUWNA16\"; on CUDA only HummingLinearKernel "
+                      "takes it (Machete, Marlin, Conch and Exllama take 4 and 8 bits)",
+                      w.num_bits, type, type),
+          "serve on CUDA with `pip install humming`, or requantize with w4a16 (or w8a16)");
     }
     if (!w.symmetric && w.num_bits == 8) {
       Add(Severity::kWarning, "asym-int8-no-marlin", g.name, "config.json",
@@ -139,9 +164,10 @@ void Checker::CheckQuantConfig() {
         set = true;
       }
     }
-    // model_free_ptq itself writes these keys for the other formats, so an install that loads its
-    // checkpoints reads them; only pack-quantized, where sparkulator leaves them out, is judged.
-    const bool format_needs_keys = scheme_ && scheme_->scheme->codec != &PackQuantizedCodec();
+    // model_free_ptq itself writes these keys for the other formats and the 2/3/5/6/7-bit widths,
+    // so an install that loads its checkpoints reads them; only the 4/8-bit pack-quantized rows,
+    // where sparkulator leaves them out, are judged.
+    const bool format_needs_keys = scheme_ && WritesReferenceConfig(*scheme_->scheme);
     if (format_needs_keys) continue;
     Add(set ? Severity::kError : Severity::kWarning, "quant-args-key", key, "config.json",
         fmt::format("QuantizationArgs key '{}'{} is rejected by older compressed-tensors "

@@ -14,7 +14,8 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
   const TensorEntry& packed = *mt.packed->entry;
   const std::string file = FileOf(*mt.packed);
   int bits = args.num_bits;
-  if (packed.dtype != DType::kI32 || packed.shape.size() != 2 || (bits != 4 && bits != 8)) {
+  if (packed.dtype != DType::kI32 || packed.shape.size() != 2 || bits < kMinIntBits ||
+      bits > kMaxIntBits) {
     Add(Severity::kError, "weight-packed-shape", module, file,
         fmt::format("weight_packed is {} {}; expected a 2-D I32 tensor", DTypeName(packed.dtype),
                     ShapeToString(packed.shape)),

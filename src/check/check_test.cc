@@ -272,6 +272,7 @@ TEST(CheckCodes, EachConfigFaultGivesItsCode) {
          weights(j)["symmetric"] = false;
        },
        "asym-int8-no-marlin", Severity::kWarning},
+      {"width3", [&](Json& j) { weights(j)["num_bits"] = 3; }, "no-vllm-kernel", Severity::kError},
       {"ignore_regex", [](Json& j) { j["quantization_config"]["ignore"] = {"re:(unclosed"}; },
        "ignore-invalid-regex", Severity::kError},
       {"target_regex",

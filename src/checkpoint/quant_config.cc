@@ -123,12 +123,24 @@ Json WeightArgs(const QuantScheme& scheme, int64_t group_size) {
   // The rows written as model_free_ptq writes them carry its scale_dtype and zp_dtype keys, which
   // only compressed-tensors releases that know these formats accept; the original int rows stay
   // readable by older releases without them.
-  if (scheme.observer.empty()) {
+  if (WritesReferenceConfig(scheme)) {
     weights = QuantizationArgs(weights);
     const std::string_view scale = ScaleDTypeName(scheme.scale_dtype);
     weights["scale_dtype"] = scale.empty() ? Json(nullptr) : Json(scale);
+    // QuantizationArgs serializes zp_dtype as null when symmetric, else the dtype its validator
+    // picks: torch.int8 for int weights of up to 8 bits (quant_args.py pytorch_dtype).
+    if (!scheme.symmetric && scheme.type == WeightType::kInt) weights["zp_dtype"] = "torch.int8";
   }
   return weights;
+}
+
+// The key of config.json's one config group: the row's QuantScheme::config_group, or for the rows
+// named as model_free_ptq names them (validate.py validate_config), the preset string at the
+// preset's group size and "config_group_0" for the QuantizationScheme object of any other.
+std::string ConfigGroupName(const QuantScheme& scheme, int64_t group_size) {
+  if (!scheme.config_group.empty()) return std::string(scheme.config_group);
+  const bool preset = !scheme.preset.empty() && group_size == scheme.default_group_size;
+  return preset ? std::string(scheme.preset) : "config_group_0";
 }
 
 }  // namespace
@@ -144,7 +156,7 @@ Json MakeQuantizationConfig(const QuantScheme& scheme, int64_t group_size,
                 {"output_activations", nullptr},
                 {"targets", Json::array({"Linear"})},
                 {"weights", WeightArgs(scheme, group_size)}};
-  return Json{{"config_groups", {{"group_0", group}}},
+  return Json{{"config_groups", {{ConfigGroupName(scheme, group_size), group}}},
               {"format", scheme.format},
               {"global_compression_ratio", nullptr},
               {"ignore", ignore},

@@ -19,17 +19,18 @@ TEST(QuantConfigTest, EveryRowWritesItsFieldsAndReadsBackAsItself) {
   for (const QuantScheme& s : AllSchemes()) {
     for (int64_t g : s.group_sizes) {
       Json qc = MakeQuantizationConfig(s, g, {"lm_head"});
-      const Json& w = qc["config_groups"]["group_0"]["weights"];
+      ASSERT_EQ(qc["config_groups"].size(), 1u);
+      const Json& group = qc["config_groups"].begin().value();
+      const Json& w = group["weights"];
       EXPECT_EQ(qc["format"], s.format);
-      EXPECT_EQ(qc["config_groups"]["group_0"]["format"], s.format);
+      EXPECT_EQ(group["format"], s.format);
       EXPECT_EQ(w["type"], WeightTypeName(s.type));
       EXPECT_EQ(w["num_bits"], s.bits);
       EXPECT_EQ(w["symmetric"], s.symmetric);
       EXPECT_EQ(w["strategy"], StrategyName(s.strategy, g));
       const bool grouped = g != kChannelWise && s.strategy != WeightStrategy::kBlock;
       EXPECT_EQ(w["group_size"], grouped ? Json(g) : Json(nullptr));
-      EXPECT_EQ(qc["config_groups"]["group_0"]["input_activations"].is_null(),
-                s.input_activations.empty());
+      EXPECT_EQ(group["input_activations"].is_null(), s.input_activations.empty());
       auto read = SchemeFromConfig("config.json", WithQuantization(qc));
       ASSERT_TRUE(read.ok()) << read.status().message();
       EXPECT_EQ(read->scheme, &s);
@@ -41,9 +42,34 @@ TEST(QuantConfigTest, EveryRowWritesItsFieldsAndReadsBackAsItself) {
     }
   }
   EXPECT_EQ(SchemeLabel(*FindScheme("w8a16-asym"), 128), "w8a16-asym (group 128)");
-  EXPECT_EQ(SchemeLabel(*FindScheme("w4a16"), kChannelWise), "w4a16 (channel)");
-  EXPECT_EQ(SchemeLabel(*FindScheme("fp8-block"), 128), "fp8-block (128x128 blocks)");
-  EXPECT_EQ(SchemeLabel(*FindScheme("nvfp4a16"), 16), "nvfp4a16 (group 16)");
+  EXPECT_EQ(SchemeLabel(*FindScheme("W3A16"), 128), "w3a16 (group 128)");
+  EXPECT_EQ(SchemeLabel(*FindScheme("w7a16_asym"), kChannelWise), "w7a16-asym (channel)");
+}
+
+// The 2/3/5/6/7-bit rows are written as model_free_ptq writes them: every QuantizationArgs key,
+// observer and scale_dtype null, zp_dtype null when symmetric and "torch.int8" when not; the group
+// named after the preset (W3A16, group 128), or "config_group_0" as for the QuantizationScheme
+// object of an asymmetric width or another group.
+TEST(QuantConfigTest, WidthRowsWriteTheReferenceConfig) {
+  const Json qc = MakeQuantizationConfig(*FindScheme("w3a16"), 128, {"lm_head"});
+  ASSERT_TRUE(qc["config_groups"].contains("W3A16")) << qc.dump();
+  EXPECT_EQ(qc["config_groups"]["W3A16"]["weights"].dump(),
+            R"({"actorder":null,"block_structure":null,"dynamic":false,"group_size":128,)"
+            R"("num_bits":3,"observer":null,"observer_kwargs":{},"scale_dtype":null,)"
+            R"("strategy":"group","symmetric":true,"type":"int","zp_dtype":null})");
+  // Asymmetric: QuantizationArgs serializes the zero points' dtype.
+  const Json asym = MakeQuantizationConfig(*FindScheme("w5a16-asym"), 128, {});
+  EXPECT_EQ(asym["config_groups"]["config_group_0"]["weights"]["zp_dtype"], "torch.int8");
+  const std::pair<const char*, int64_t> scheme_objects[] = {
+      {"w3a16", kChannelWise}, {"w3a16", 64}, {"w5a16-asym", 128}};
+  for (const auto& [name, group] : scheme_objects) {
+    EXPECT_TRUE(MakeQuantizationConfig(*FindScheme(name), group, {})["config_groups"].contains(
+        "config_group_0"))
+        << name << " " << group;
+  }
+  // The rows written before keep the group name they always had.
+  EXPECT_TRUE(
+      MakeQuantizationConfig(*FindScheme("w4a16"), 128, {})["config_groups"].contains("group_0"));
 }
 
 // A static per-tensor FP8 checkpoint (the FP8 preset: type "float", 8 bits, strategy "tensor") has

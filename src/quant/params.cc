@@ -6,8 +6,8 @@
 namespace spk {
 
 Status ValidateParams(const QuantParams& params) {
-  if (params.bits != 4 && params.bits != 8) {
-    return Status::Usage("quantization bits must be 4 or 8 (vLLM's pack-quantized kernels), got " +
+  if (params.bits < kMinIntBits || params.bits > kMaxIntBits) {
+    return Status::Usage("quantization bits must be 2 to 8 (vLLM's WNA16 widths), got " +
                          std::to_string(params.bits));
   }
   if (params.group_size <= 0 && params.group_size != kChannelWise) {

@@ -18,6 +18,11 @@ namespace spk {
 // compressed-tensors' QuantizationArgs.
 inline constexpr int64_t kChannelWise = -1;
 
+// The integer widths sparkulator writes: vLLM's WNA16 scheme takes 2..8 bits
+// (compressed_tensors_wNa16.py WNA16_SUPPORTED_TYPES_MAP); compressed-tensors packs 1..8.
+inline constexpr int kMinIntBits = 2;
+inline constexpr int kMaxIntBits = 8;
+
 // What the quantizer needs to know about a scheme for one tensor.
 struct QuantParams {
   int bits = 4;
@@ -29,7 +34,7 @@ struct QuantParams {
 inline int32_t QMin(int bits) { return -(int32_t{1} << (bits - 1)); }
 inline int32_t QMax(int bits) { return (int32_t{1} << (bits - 1)) - 1; }
 
-// Ok when the parameters are ones sparkulator writes: bits 4 or 8, group_size positive or -1.
+// Ok when the parameters are ones sparkulator writes: bits 2..8, group_size positive or -1.
 Status ValidateParams(const QuantParams& params);
 // True when a weight with `cols` input columns can be quantized with `group_size`: channel-wise
 // always, groups when cols is a positive multiple of group_size (compressed-tensors refuses ragged
@@ -42,7 +47,8 @@ int64_t GroupsPerRow(int64_t cols, int64_t group_size);
 // int32 words holding `count` packed `bits`-bit values: ceil(count * bits / 32).
 int64_t PackedWords(int64_t count, int bits);
 
-// weight_packed: [rows, ceil(cols * bits / 32)] int32 ([rows, cols/8] for 4-bit when 8 | cols).
+// weight_packed: [rows, ceil(cols * bits / 32)] int32 ([rows, cols/8] for 4-bit when 8 | cols):
+// a dense bit stream, so 3/5/6/7-bit values straddle words and the last word's high bits are 0.
 std::vector<int64_t> PackedShape(int64_t rows, int64_t cols, int bits);
 // weight_scale: [rows, cols / group_size], or [rows, 1] for channel-wise.
 std::vector<int64_t> ScaleShape(int64_t rows, int64_t cols, int64_t group_size);

@@ -93,7 +93,7 @@ Status DequantizeRows(const QuantParams& p, DType dtype, const int32_t* packed,
                       const uint8_t* scales, const int32_t* zero_points, int64_t rows, int64_t cols,
                       uint8_t* out);
 
-// Packing, as compressed-tensors' pack_to_int32 (works for 1..8 bits; sparkulator writes 4 and 8):
+// Packing, as compressed-tensors' pack_to_int32 (works for 1..8 bits; sparkulator writes 2..8):
 // value k is stored as the unsigned u = q + 2^(bits-1) at bit k*bits of the little-endian bit
 // stream of int32 words (lowest bits first; a value may straddle two words; unused high bits are
 // 0). Worked vector: q = [-8,-1,0,1,7,3,-3,2] at 4 bits packs to the word 0xA5BF9870. REQUIRES:

@@ -105,6 +105,40 @@ TEST(PackTest, ThreeBitValuesStraddleWords) {
   EXPECT_EQ(words[1], 1);
 }
 
+// Widths that do not divide 32 leave a partial last word whose unused high bits are 0, as
+// pack_to_int32 pads with zeros: 7 values x 5 bits = 35 bits, 5 x 6 = 30 bits.
+TEST(PackTest, PartialLastWordsOfOddWidths) {
+  std::vector<int32_t> words(2, -1);
+  PackRow(5, std::vector<int8_t>(7, 15), words);  // u = 31 everywhere
+  EXPECT_EQ(static_cast<uint32_t>(words[0]), 0xFFFFFFFFu);
+  EXPECT_EQ(words[1], 0x7);
+  std::vector<int32_t> one(1, -1);
+  PackRow(6, std::vector<int8_t>(5, 31), one);  // u = 63
+  EXPECT_EQ(static_cast<uint32_t>(one[0]), 0x3FFFFFFFu);
+  std::vector<int8_t> back(5);
+  UnpackRow(6, one, back);
+  EXPECT_EQ(back, std::vector<int8_t>(5, 31));
+}
+
+// 3-bit zero points of 11 rows: 33 bits down each column, so two words per column; row 10 sits at
+// bits 30..32 and straddles them (pack_to_int32(zp, 3, packed_dim=0)).
+TEST(PackTest, ThreeBitZeroPointsStraddleWordsDownTheRows) {
+  const int64_t rows = 11, groups = 2;
+  std::vector<int32_t> zp(rows * groups, -4);  // u = 0
+  zp[10 * groups + 0] = 3;                     // u = 7 at bits 30..32 of column 0
+  zp[0 * groups + 1] = 1;                      // u = 5 at bits 0..2 of column 1
+  std::vector<int32_t> packed(PackedWords(rows, 3) * groups, -1);
+  ASSERT_EQ(packed.size(), 4u);
+  PackZeroPoints(3, zp.data(), rows, groups, packed.data());
+  EXPECT_EQ(static_cast<uint32_t>(packed[0]), 0xC0000000u);  // word 0, column 0
+  EXPECT_EQ(packed[1], 5);                                   // word 0, column 1
+  EXPECT_EQ(packed[2], 1);                                   // word 1, column 0: the high bit
+  EXPECT_EQ(packed[3], 0);
+  std::vector<int32_t> back(rows * groups);
+  UnpackZeroPoints(3, packed.data(), rows, groups, back.data());
+  EXPECT_EQ(back, zp);
+}
+
 TEST(PackTest, ZeroPointsPackDownTheRows) {
   const int64_t rows = 9, groups = 2;
   std::vector<int32_t> zp(rows * groups);
@@ -266,7 +300,7 @@ TEST(RtnTest, RejectsBadShapesAndDTypes) {
   EXPECT_EQ(QuantizeRowsRtn({}, DType::kI32, w.data(), 1, 4, {packed.data(), scales.data()}).code(),
             StatusCode::kInvalidInput);
   EXPECT_EQ(
-      QuantizeRowsRtn({.bits = 5}, DType::kF32, w.data(), 1, 4, {packed.data(), scales.data()})
+      QuantizeRowsRtn({.bits = 9}, DType::kF32, w.data(), 1, 4, {packed.data(), scales.data()})
           .code(),
       StatusCode::kUsage);
 }

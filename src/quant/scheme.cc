@@ -52,6 +52,19 @@ QuantScheme IntWeightOnly(std::string_view name, std::string_view preset, int bi
           .codec = &PackQuantizedCodec()};
 }
 
+// The 2/3/5/6/7-bit rows, written exactly as model_free_ptq writes them: for the symmetric ones
+// compressed-tensors' preset (quant_scheme.py _int_wnam: int, group 128, symmetric), for the
+// asymmetric ones, which have no preset, the QuantizationScheme object a user gives it (weights =
+// QuantizationArgs(num_bits, type "int", symmetric=False, strategy group/channel), targets
+// ["Linear"]). Both write observer null and every QuantizationArgs key.
+QuantScheme IntWidth(std::string_view name, std::string_view preset, int bits, bool symmetric,
+                     std::string_view summary) {
+  QuantScheme s = IntWeightOnly(name, preset, bits, symmetric, summary);
+  s.observer = "";
+  s.config_group = "";
+  return s;
+}
+
 // A row written exactly as llm-compressor's model_free_ptq writes its preset (observer null).
 QuantScheme Preset(std::string_view name, std::string_view preset, WeightType type, int bits,
                    std::span<const int64_t> group_sizes, ScaleDType scale_dtype,
@@ -81,8 +94,10 @@ QuantScheme WithAlias(QuantScheme s, std::string_view alias) {
 }
 
 // The rows. Their config.json is compressed-tensors' own preset (quant_scheme.py PRESET_SCHEMES)
-// at our group size; w8a16-asym has no preset there.
-const std::array<QuantScheme, 11> kSchemes = {
+// at our group size; w8a16-asym and the asymmetric 2/3/5/6/7-bit rows have no preset there. vLLM
+// 0.32 runs the 2/3/5/6/7-bit rows on no CPU kernel and on CUDA only with the optional Humming
+// kernel (docs/formats.md 2.3; check's no-vllm-kernel finding).
+const std::array<QuantScheme, 21> kSchemes = {
     IntWeightOnly("w4a16", "W4A16", 4, true,
                   "int4 weights, symmetric, one BF16/F16 scale per group (vLLM Marlin/Machete)"),
     IntWeightOnly("w4a16-asym", "W4A16_ASYM", 4, false,
@@ -90,6 +105,26 @@ const std::array<QuantScheme, 11> kSchemes = {
     IntWeightOnly("w8a16", "W8A16", 8, true, "int8 weights, symmetric, one scale per group"),
     IntWeightOnly("w8a16-asym", "", 8, false,
                   "int8 weights, asymmetric: a scale and an int8 zero point per group"),
+    IntWidth("w2a16", "W2A16", 2, true,
+             "int2 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+    IntWidth("w2a16-asym", "", 2, false,
+             "int2 weights, asymmetric, with int2 zero points; no stock vLLM 0.32 kernel"),
+    IntWidth("w3a16", "W3A16", 3, true,
+             "int3 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+    IntWidth("w3a16-asym", "", 3, false,
+             "int3 weights, asymmetric, with int3 zero points; no stock vLLM 0.32 kernel"),
+    IntWidth("w5a16", "W5A16", 5, true,
+             "int5 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+    IntWidth("w5a16-asym", "", 5, false,
+             "int5 weights, asymmetric, with int5 zero points; no stock vLLM 0.32 kernel"),
+    IntWidth("w6a16", "W6A16", 6, true,
+             "int6 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+    IntWidth("w6a16-asym", "", 6, false,
+             "int6 weights, asymmetric, with int6 zero points; no stock vLLM 0.32 kernel"),
+    IntWidth("w7a16", "W7A16", 7, true,
+             "int7 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+    IntWidth("w7a16-asym", "", 7, false,
+             "int7 weights, asymmetric, with int7 zero points; no stock vLLM 0.32 kernel"),
     Preset("w4afp8", "W4AFP8", WeightType::kInt, 4, kGroup128, ScaleDType::kLikeWeight,
            WeightStrategy::kGroupOrChannel, kFp8PerToken, IntQuantizedCodec(),
            "int4 weights per group of 128 (as I8), FP8 activations per token; vLLM: Hopper only"),

@@ -51,7 +51,7 @@ struct QuantScheme {
   std::string_view preset;  // compressed-tensors / llm-compressor preset name, "" when none
   std::string_view alias;   // another preset name for the same row ("INT8"), "" when none
   WeightType type;
-  int bits;                              // weight bits: 4 or 8
+  int bits;                              // weight bits: 2..8 (int), 4 or 8 (float)
   bool symmetric;                        // false: the checkpoint carries weight_zero_point
   std::span<const int64_t> group_sizes;  // allowed group sizes; kChannelWise = per channel
   int64_t default_group_size;            // the --group-size default
@@ -65,10 +65,20 @@ struct QuantScheme {
   std::string_view observer;  // QuantizationArgs.observer we record: "minmax"; "" writes null
   std::string_view summary;   // one line for --help
   const WeightCodec* codec;   // stored tensors, quantize and dequantize rows
+  // The key of config.json's one config group; "" names it as model_free_ptq does (the preset
+  // at its group size, else "config_group_0", its name for a QuantizationScheme object): the
+  // 2/3/5/6/7-bit rows. The rows written before keep "group_0" (vLLM and compressed-tensors read
+  // any name).
+  std::string_view config_group = "group_0";
 };
 
-// Every scheme, in help order: w4a16, w4a16-asym, w8a16, w8a16-asym, then the float and
-// activation-quantized rows.
+// True for rows whose quantization_config is exactly what model_free_ptq writes (every
+// QuantizationArgs key, observer null); the original int rows record the "minmax" observer they
+// emulate and leave out the keys older compressed-tensors releases reject.
+inline bool WritesReferenceConfig(const QuantScheme& s) { return s.observer.empty(); }
+
+// Every scheme, in help order: w4a16, w4a16-asym, w8a16, w8a16-asym, w2a16 .. w7a16-asym, then
+// the float and activation-quantized rows.
 std::span<const QuantScheme> AllSchemes();
 // The scheme whose name, preset or alias is `name`, ignoring case ("w4a16", "W4A16",
 // "fp8_dynamic", "INT8"), or nullptr.

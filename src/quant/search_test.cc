@@ -57,7 +57,7 @@ std::string Name(const Case& c) {
 std::vector<Case> AllCases() {
   std::vector<Case> cases;
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32}) {
-    for (int bits : {4, 8}) {
+    for (int bits : {3, 4, 8}) {  // 3: a width whose values straddle int32 words
       for (bool symmetric : {true, false}) cases.push_back({{bits, symmetric, 128}, dtype});
     }
   }

@@ -75,14 +75,18 @@ def quantization_config(d: Path):
 
 def run_model_free_ptq(jobs: list, ignore: list) -> None:
     """llm-compressor's model_free_ptq, in a fresh interpreter on the CPU with one thread, on each
-    (source folder, destination folder, preset[, extra ignore entries]) of `jobs`, with `ignore`;
-    fails on any error."""
+    (source folder, destination folder, scheme[, extra ignore entries]) of `jobs`, with `ignore`;
+    fails on any error. A scheme is a preset name, or a dict that model_free_ptq gets as the
+    QuantizationScheme it validates to (the widths compressed-tensors has no preset for)."""
     import json
     import sys
     script = ("import json, sys\n"
               "from llmcompressor import model_free_ptq\n"
+              "from compressed_tensors.quantization import QuantizationScheme\n"
               "jobs, ignore = json.loads(sys.argv[1])\n"
               "for src, dst, scheme, *extra in jobs:\n"
+              "    if isinstance(scheme, dict):\n"
+              "        scheme = QuantizationScheme.model_validate(scheme)\n"
               "    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,\n"
               "                   ignore=ignore + (extra[0] if extra else []),\n"
               "                   max_workers=1, device='cpu')\n")

@@ -218,7 +218,7 @@ CUDA_GPUS = (80, 90)  # Ampere (Marlin, Triton) and Hopper (Machete first)
 
 
 def wna16_case(bits, sym, group, out, k, k_full, row, cc, layer="model.layers.0.self_attn.o_proj"):
-    return {"rule": "wna16", "cc": cc, "bits": bits, "sym": sym, "group": group, "layer": layer,
+    return {"rule": "wna16-layer", "cc": cc, "bits": bits, "sym": sym, "group": group, "layer": layer,
             "n_full": out, "k_full": k_full, "parts": [out], "k": k, "tp": k_full // k}
 
 

@@ -157,7 +157,7 @@ def assert_same_bits(ours: torch.Tensor, theirs: torch.Tensor, what: str):
 
 @pytest.mark.parametrize("group", [32, 64, 128, -1], ids=lambda g: f"g{g}" if g > 0 else "channel")
 @pytest.mark.parametrize("symmetric", [True, False], ids=["sym", "asym"])
-@pytest.mark.parametrize("bits", [4, 8], ids=["int4", "int8"])
+@pytest.mark.parametrize("bits", range(2, 9), ids=lambda b: f"int{b}")
 @pytest.mark.parametrize("dtype_name", list(DTYPES))
 def test_quantize_matches_compressed_tensors(tool, tmp_path, dtype_name, bits, symmetric, group):
     dtype = DTYPES[dtype_name]

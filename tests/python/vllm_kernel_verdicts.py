@@ -17,7 +17,9 @@ prints one JSON list: for each case {"ok": true, "kernel": NAME} or {"ok": false
   that judges the shape is vLLM's own. Kernels that need a package the venv lacks (Humming) say so
   and are skipped, as on a GPU host without it. "cc": "device" fakes nothing: on a GPU host
   (bench/gpu/load_formats.sh) vLLM asks the real device.
-- "wna16" calls compressed_tensors_wNa16.py CompressedTensorsWNA16.create_weights, the code vLLM
+- "wna16" calls choose_mp_linear_kernel alone with the MPLinearLayerConfig of a K x N layer at
+  group 128 ("symmetric", "bits"; test_widths_vllm.py); "cc" as for "wna16-layer".
+- "wna16-layer" calls compressed_tensors_wNa16.py CompressedTensorsWNA16.create_weights, the code vLLM
   runs for a pack-quantized Linear: it builds the MPLinearLayerConfig (K = input columns per rank,
   N = the fused rows per rank), asks choose_mp_linear_kernel and checks whole groups per rank
   (verify_group_size_divides_partition). "cc": "cpu" runs on this machine's real platform (the
@@ -78,6 +80,33 @@ def w4afp8(case: dict) -> dict:
 
 
 def wna16(case: dict) -> dict:
+    """choose_mp_linear_kernel with the MPLinearLayerConfig compressed_tensors_wNa16.py builds for
+    a pack-quantized width (its WNA16 type maps, BF16 activations, group 128), on this CPU ("cc":
+    "cpu") or on a faked CUDA platform of capability `cc` (as w4afp8). Run the CPU cases in a
+    process of their own: faking CUDA cannot be undone."""
+    import torch
+    from vllm.model_executor.kernels.linear import MPLinearLayerConfig, choose_mp_linear_kernel
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+        compressed_tensors_wNa16 as wna16_scheme)
+    cc = None
+    if case["cc"] not in ("cpu", "device"):
+        cc = case["cc"]
+        fake_cuda(cc)
+    types_map = (wna16_scheme.WNA16_SUPPORTED_TYPES_MAP if case["symmetric"]
+                 else wna16_scheme.WNA16_ZP_SUPPORTED_TYPES_MAP)
+    config = MPLinearLayerConfig(
+        full_weight_shape=(case["k"], case["n"]), partition_weight_shape=(case["k"], case["n"]),
+        weight_type=types_map[case["bits"]], act_type=torch.bfloat16, group_size=128,
+        zero_points=not case["symmetric"])
+    try:
+        return {"ok": True, "kernel": choose_mp_linear_kernel(config, cc).__name__}
+    except ValueError as e:
+        return {"ok": False, "error": str(e)}
+
+
+def wna16_layer(case: dict) -> dict:
+    """The whole CompressedTensorsWNA16.create_weights for one Linear (see the module docstring):
+    the chooser as in wna16, at any group size and TP partition, then whole groups per rank."""
     import torch
     from vllm.model_executor.layers.quantization.compressed_tensors.schemes.compressed_tensors_wNa16 \
         import CompressedTensorsWNA16
@@ -102,7 +131,7 @@ def wna16(case: dict) -> dict:
 
 if __name__ == "__main__":
     cases = json.loads(sys.argv[1])
-    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16}
+    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16, "wna16-layer": wna16_layer}
     on_cpu = [i for i, c in enumerate(cases) if c.get("cc") == "cpu"]
     order = on_cpu + [i for i in range(len(cases)) if i not in set(on_cpu)]
     answers = {}

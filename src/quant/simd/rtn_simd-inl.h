@@ -252,14 +252,33 @@ HWY_INLINE auto PackNibblePairs(V u) {
 }
 #endif
 
+// PackRow for the widths without a vector packer (2, 3, 5, 6, 7 bits) and for rows whose values do
+// not fill whole words: the values u = q + 2^(bits-1) go through a 64-bit accumulator, lowest bits
+// first, and leave it a word at a time: the reference's bit stream (a value straddling two words
+// lands in both) without its per-value word and offset arithmetic. Zero-padded last word.
+HWY_INLINE void PackBitStream(int bits, const int8_t* q, size_t n, int32_t* words) {
+  const int32_t offset = int32_t{1} << (bits - 1);
+  uint64_t acc = 0;
+  int filled = 0;  // bits of acc in use, < 32 between values
+  for (size_t k = 0; k < n; ++k) {
+    acc |= static_cast<uint64_t>(static_cast<uint32_t>(q[k] + offset)) << filled;
+    filled += bits;
+    if (filled >= 32) {
+      *words++ = static_cast<int32_t>(static_cast<uint32_t>(acc));
+      acc >>= 32;
+      filled -= 32;
+    }
+  }
+  if (filled > 0) *words = static_cast<int32_t>(static_cast<uint32_t>(acc));
+}
+
 // PackRow for 8 bits (4 values per word, u = q + 128 = q ^ 0x80 byte by byte) and 4 bits (8 values
-// per word; byte k of the little-endian word stream is u[2k] | u[2k+1] << 4). Rows whose values do
-// not fill whole words go to the reference.
+// per word; byte k of the little-endian word stream is u[2k] | u[2k+1] << 4); other widths and
+// rows whose values do not fill whole words: PackBitStream.
 HWY_INLINE void Pack(int bits, const int8_t* q, size_t n, int32_t* words) {
   const size_t per_word = 32 / static_cast<size_t>(bits);
   if ((bits != 4 && bits != 8) || n % per_word != 0) {
-    spk::PackRow(bits, std::span(q, n),
-                 std::span(words, static_cast<size_t>(PackedWords(static_cast<int64_t>(n), bits))));
+    PackBitStream(bits, q, n, words);
     return;
   }
   uint8_t* out = reinterpret_cast<uint8_t*>(words);

@@ -1,7 +1,9 @@
 // The fast RTN quantizer: Highway SIMD kernels (rtn_simd-inl.h, compiled once per CPU target and
 // picked at run time with HWY_DYNAMIC_DISPATCH) that produce exactly the bytes of the scalar
 // reference in quant/rtn.h: the same packed words, scales and zero points, bit for bit, for
-// BF16/F16/F32 weights, 4/8 bits, symmetric and asymmetric, every group size.
+// BF16/F16/F32 weights, 2..8 bits, symmetric and asymmetric, every group size. The scale and
+// quantize kernels are width-generic; 4 and 8 bits have SIMD packers, the other widths (values
+// straddling int32 words) a scalar bit-stream packer (a 64-bit accumulator).
 //
 // How bit-exactness is kept: every step is the reference's step on a vector of lanes, in the same
 // order, with IEEE division (never a reciprocal approximation) and the dtype rounding done in
@@ -50,7 +52,7 @@ void ComputeGroupScales(const QuantParams& p, DType dtype, const float* mins, co
 void QuantizeGroupWithScale(const QuantParams& p, DType dtype, std::span<const float> w,
                             GroupQuantParams gq, std::span<int8_t> q);
 
-// As quant/rtn.h's PackRow, for bits 4 and 8 (others go to the reference).
+// As quant/rtn.h's PackRow: SIMD for bits 4 and 8, a scalar bit-stream packer for the others.
 void PackRow(int bits, std::span<const int8_t> q, std::span<int32_t> words);
 
 // The name of the Highway target the kernels dispatch to now (e.g. "AVX3"), for tests and reports.

@@ -24,6 +24,7 @@ namespace spk {
 namespace {
 
 using test_util::Encode;
+using test_util::kIntBits;
 using test_util::RunQuantizer;
 using Output = test_util::QuantizerOutput;
 
@@ -138,7 +139,7 @@ TEST_P(RtnSimdTest, GroupScalesMatchReferenceBitForBit) {
       lo[i] = RoundToDType(mins[i], dtype);
       hi[i] = std::max(RoundToDType(maxs[i], dtype), lo[i]);
     }
-    for (int bits : {4, 8}) {
+    for (int bits : kIntBits) {
       for (bool symmetric : {true, false}) {
         const QuantParams p{bits, symmetric, 128};
         std::vector<float> scales(lo.size());
@@ -161,7 +162,7 @@ TEST_P(RtnSimdTest, QuantizeGroupMatchesReferenceIncludingTies) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> k(-300, 300);
   for (DType dtype : kFloatTypes) {
-    for (int bits : {4, 8}) {
+    for (int bits : kIntBits) {
       for (bool symmetric : {true, false}) {
         const QuantParams p{bits, symmetric, 128};
         for (float scale : {0x1p-7f, 0.0123f, 3.0f, 0x1p-20f}) {
@@ -186,7 +187,7 @@ TEST_P(RtnSimdTest, QuantizeGroupMatchesReferenceIncludingTies) {
 
 TEST_P(RtnSimdTest, PackRowMatchesReference) {
   std::mt19937 rng(3);
-  for (int bits : {4, 8}) {
+  for (int bits : kIntBits) {
     for (size_t n : {8, 16, 24, 64, 128, 136, 4096, 12, 7, 203}) {
       std::vector<int8_t> q(n);
       for (int8_t& x : q) x = static_cast<int8_t>(QMin(bits) + rng() % (1u << bits));
@@ -212,7 +213,7 @@ TEST_P(RtnSimdTest, QuantizeRowsMatchesReferenceForEveryScheme) {
       const int64_t width = GroupWidth(s.cols, s.group);
       const std::vector<uint8_t> bytes =
           Encode(dtype, MakeWeights(dtype, s.rows, s.cols, width, seed++));
-      for (int bits : {4, 8}) {
+      for (int bits : kIntBits) {
         for (bool symmetric : {true, false}) {
           const QuantParams p{bits, symmetric, s.group};
           const Output want = RunQuantizer(QuantizeRowsRtn, p, dtype, bytes, s.rows, s.cols);

@@ -13,6 +13,10 @@
 
 namespace spk::test_util {
 
+// Every width the int kernels take (params.h kMinIntBits..kMaxIntBits): 4 and 8 have SIMD packers,
+// the others straddle words and go through the scalar bit-stream packer.
+inline constexpr int kIntBits[] = {2, 3, 4, 5, 6, 7, 8};
+
 inline std::vector<uint8_t> Encode(DType dtype, const std::vector<float>& values) {
   std::vector<uint8_t> bytes(values.size() * DTypeBits(dtype) / 8);
   ConvertFromFloat(dtype, values.data(), bytes.data(), values.size());
