@@ -114,9 +114,10 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
 }
 
 void Checker::CheckVllmShapeRules() {
-  if (!scheme_) return;
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const LinearModule& lm : linears_) fused_out[lm.fused] += lm.out_features;
+  CheckPackedKernelRules(fused_out);
+  if (!scheme_) return;
   for (const LinearModule& lm : linears_) {
     if (!lm.codec_shape) continue;
     const auto& [out, in, file] = *lm.codec_shape;
@@ -129,6 +130,59 @@ void Checker::CheckVllmShapeRules() {
           fmt::format("keep {} dense (ignore it; sparkulator quantize does) or choose a scheme "
                       "without this rule",
                       lm.fused));
+    }
+  }
+}
+
+// The WNA16 kernel rules for the release judged: Marlin's old tile rule before
+// kFirstPaddedMarlinVllm; from it, an error only where neither a CUDA GPU nor the CPU build has a
+// kernel for the shape, a warning naming the platform where one of them refuses it.
+void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused_out) {
+  const bool padded =
+      CompareVllmVersions(vllm_.version, *ParseVllmVersion(kFirstPaddedMarlinVllm)) >= 0;
+  for (const LinearModule& lm : linears_) {
+    if (!lm.packed_shape) continue;
+    const LinearModule::PackedShape& s = *lm.packed_shape;
+    const std::string shape = fmt::format("[{}, {}] at --tp {}", s.out, s.in, options_.tp);
+    const std::string keep = "keep the module dense (ignore it) or use another group size / --tp";
+    if (!padded) {
+      if (auto rule =
+              KernelRuleViolation(lm.fused, s.out, s.in, s.bits, s.group_size, options_.tp)) {
+        Add(Severity::kError, "kernel-rule", lm.module, s.file,
+            fmt::format("{}: {}; vLLM {} has no kernel for it (check takes Marlin's zero-padded "
+                        "tiles from vLLM {} on)",
+                        shape, *rule, vllm_.version.text, kFirstPaddedMarlinVllm),
+            keep);
+      }
+      continue;
+    }
+    auto it = fused_out.find(lm.fused);
+    Wna16Verdicts v =
+        PackQuantizedVerdicts(lm.fused, s.out, s.in, it == fused_out.end() ? 0 : it->second, s.bits,
+                              s.symmetric, s.group_size, options_.tp);
+    if (v.row == nullptr) continue;
+    const std::string where = fmt::format("{} (vLLM module {})", shape, lm.fused);
+    if (v.split) {
+      Add(Severity::kError, "kernel-rule", lm.module, s.file,
+          fmt::format("{}: {}; vLLM cannot shard it", where, *v.split), keep);
+    } else if (v.cuda && (v.cpu || !v.row->cpu_runs_format)) {
+      Add(Severity::kError, "kernel-rule", lm.module, s.file,
+          fmt::format("{}: no vLLM {} kernel takes it; on CUDA vLLM raises \"{}\"; on the CPU "
+                      "build \"{}\"",
+                      where, vllm_.version.text, *v.cuda, v.cpu.value_or("")),
+          keep);
+    } else if (v.cuda) {
+      Add(Severity::kWarning, "kernel-rule-platform", lm.module, s.file,
+          fmt::format("{}: vLLM {} loads it only on the CPU build (CPUWNA16LinearKernel); on CUDA "
+                      "GPUs it raises \"{}\"",
+                      where, vllm_.version.text, *v.cuda),
+          "to serve it on a GPU, keep the module dense (sparkulator quantize does)");
+    } else if (v.cpu && v.row->cpu_runs_format) {
+      Add(Severity::kWarning, "kernel-rule-platform", lm.module, s.file,
+          fmt::format("{}: vLLM {} loads it on CUDA GPUs (MarlinLinearKernel zero-pads the tiles), "
+                      "but its CPU build raises \"{}\"",
+                      where, vllm_.version.text, *v.cpu),
+          "to serve it on vLLM's CPU build, keep the module dense (sparkulator quantize does)");
     }
   }
 }

@@ -169,13 +169,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
       dims = CheckPackedTensors(module, mt, *args);
       if (dims) {
         int64_t g = args->strategy == "group" ? args->group_size.value_or(0) : kChannelWise;
-        if (auto rule = KernelRuleViolation(lm.fused, dims->first, dims->second, args->num_bits, g,
-                                            options_.tp)) {
-          Add(Severity::kError, "kernel-rule", module, file,
-              fmt::format("[{}, {}] at --tp {}: {}; vLLM has no kernel for it", dims->first,
-                          dims->second, options_.tp, *rule),
-              "keep the module dense (ignore it) or use another group size / --tp");
-        }
+        lm.packed_shape = {dims->first, dims->second, g, args->num_bits, args->symmetric, file};
       }
     } else if (scheme_ && args != nullptr && args->format == scheme_->scheme->format) {
       dims = CheckCodecTensors(module, mt, &lm);

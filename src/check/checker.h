@@ -75,6 +75,15 @@ struct LinearModule {
     std::string file;
   };
   std::optional<CodecShape> codec_shape;
+  // A pack-quantized module whose tensors verified: its shape and config arguments
+  // (CheckPackedKernelRules).
+  struct PackedShape {
+    int64_t out = 0, in = 0, group_size = 0;
+    int bits = 0;
+    bool symmetric = true;
+    std::string file;
+  };
+  std::optional<PackedShape> packed_shape;
 };
 
 class Checker {
@@ -116,6 +125,7 @@ class Checker {
   // The registry format's kernel rules (plan.h SchemeKernelRuleViolation) for every module with a
   // codec_shape, each judged with the rows of its whole fused GEMM.
   void CheckVllmShapeRules();
+  void CheckPackedKernelRules(const std::map<std::string, int64_t>& fused_out);
   void CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& members,
                                  const std::string& fused);
   void CheckFusedAgreement();

@@ -2,7 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <initializer_list>
+
+#include "quant/scheme.h"
 
 namespace spk {
 namespace {
@@ -34,7 +38,196 @@ std::optional<std::string> CutlassW4A8Tiles(const GemmPartition& p) {
       p.in, p.fused_out);
 }
 
-const std::array<KernelRule, 7> kRules = {{
+// ---- Pack-quantized (WNA16). compressed_tensors_wNa16.py create_weights builds the
+// MPLinearLayerConfig with K = input columns per rank and N = the fused GEMM's rows per rank, and
+// the weight type uint4b8/uint8b128 (symmetric) or uint4/uint8 (zero points).
+
+std::string_view WeightType(const GemmPartition& p) {
+  if (p.bits == 4) return p.symmetric ? "uint4b8" : "uint4";
+  return p.symmetric ? "uint8b128" : "uint8";
+}
+
+bool InList(int64_t g, std::initializer_list<int64_t> list) {
+  return std::find(list.begin(), list.end(), g) != list.end();
+}
+
+// Marlin before vllm#45295 (marlin_utils.py check_marlin_supports_shape), judged per member.
+std::optional<std::string> MarlinTilesBeforePadding(const GemmPartition& p) {
+  if (p.out % 64 != 0) {
+    return fmt::format("out_features per partition {} is not a multiple of 64 (Marlin)", p.out);
+  }
+  if (p.in % 128 != 0) {
+    return fmt::format("in_features per partition {} is not a multiple of 128 (Marlin)", p.in);
+  }
+  return std::nullopt;
+}
+
+// machete.py can_implement (Hopper only) with machete_utils.py's lists and shape check.
+std::optional<std::string> MacheteRefuses(const GemmPartition& p) {
+  if (!InList(p.group_size, {-1, 64, 128})) {
+    return fmt::format(
+        "Group size ({}) not supported by Machete, supported group sizes are: "
+        "[-1, 64, 128]",
+        p.group_size);
+  }
+  if (p.in % 64 != 0) return "Input features size must be divisible by 64";
+  if (p.fused_out % 128 != 0) return "Output features size must be divisible by 128";
+  return std::nullopt;
+}
+
+// marlin.py MarlinLinearKernel.can_implement in vLLM 0.32: tiles are padded; zero points only
+// with uint4 (query_marlin_supported_quant_types).
+std::optional<std::string> MarlinRefuses(const GemmPartition& p) {
+  if (!p.symmetric && p.bits != 4) {
+    return fmt::format(
+        "Quant type ({}) not supported by  Marlin, supported types are: "
+        "[ScalarType.uint4]",
+        WeightType(p));
+  }
+  if (!InList(p.group_size, {-1, 32, 64, 128})) {
+    return fmt::format(
+        "Group size ({}) not supported by Marlin, supported group sizes are: "
+        "[-1, 32, 64, 128]",
+        p.group_size);
+  }
+  if (p.group_size != -1 && p.group_size < p.full_in && p.in % p.group_size != 0) {
+    return fmt::format("in_features per partition {} is not divisible by group_size = {}.", p.in,
+                       p.group_size);
+  }
+  return std::nullopt;
+}
+
+// triton_w4a16.py TritonW4A16LinearKernel.can_implement (any CUDA GPU, 4-bit only).
+std::optional<std::string> TritonW4A16Refuses(const GemmPartition& p) {
+  if (p.bits != 4)
+    return fmt::format(
+        "Quant type {} not supported; supported: [ScalarType.uint4b8, "
+        "ScalarType.uint4]",
+        WeightType(p));
+  if (p.fused_out % 8 != 0) {
+    return fmt::format(
+        "Output features ({}) must be divisible by 8 (8 int4 values packed per "
+        "int32)",
+        p.fused_out);
+  }
+  if (!InList(p.group_size, {-1, 32, 64, 128, 256}) && p.group_size != p.full_in) {
+    return fmt::format(
+        "Group size {} not supported; supported: [-1, 32, 64, 128, 256] or full K "
+        "({})",
+        p.group_size, p.full_in);
+  }
+  const int64_t group = p.group_size == -1 ? p.in : p.group_size;
+  if (p.in % group != 0) {
+    return fmt::format("Input features {} not divisible by group size {}", p.in, group);
+  }
+  return std::nullopt;
+}
+
+// cpu.py CPUWNA16LinearKernel.can_implement (the CPU build's only WNA16 kernel off AMD Zen:
+// Dynamic4bitLinearKernel takes signed int4 only, ZentorchWNA16 needs a Zen CPU with zentorch).
+std::optional<std::string> CpuWna16Refuses(const GemmPartition& p) {
+  if (p.bits != 4) {
+    return fmt::format(
+        "Quant type ({}) not supported by CPUWNA16, supported types are: "
+        "(ScalarType.uint4, ScalarType.uint4b8)",
+        WeightType(p));
+  }
+  if (p.group_size != -1 && p.group_size % 2 != 0) {
+    return fmt::format(
+        "Group size ({}) not supported by CPUWNA16, supported group sizes are "
+        "multiples of 2",
+        p.group_size);
+  }
+  if (p.in % 32 != 0) {
+    return fmt::format(
+        "Input size ({}) not supported by CPUWNA16, supported sizes are multiples "
+        "of 32",
+        p.in);
+  }
+  if (p.fused_out % 32 != 0) {
+    return fmt::format(
+        "Output size ({}) not supported by CPUWNA16, supported sizes are "
+        "multiples of 32",
+        p.fused_out);
+  }
+  return std::nullopt;
+}
+
+// create_weights calls distributed/utils.py verify_group_size_divides_partition after choosing a
+// kernel, unless a channel-wise layer is row-parallel (marlin_repeat_scales_on_all_ranks).
+std::optional<std::string> GroupsSplitAcrossRanks(const GemmPartition& p) {
+  if (p.group_size == -1 && p.row_parallel) return std::nullopt;
+  const int64_t group = p.group_size == -1 ? p.full_in : p.group_size;
+  if (group <= 0 || p.in % group == 0) return std::nullopt;
+  return fmt::format(
+      "Weight input_size_per_partition={} for layer '{}' is not divisible by group_size={}. This "
+      "happens when tensor_parallel_size splits the layer input into shards that are not a whole "
+      "number of quant groups. Consider reducing tensor_parallel_size.",
+      p.in, p.vllm_module, group);
+}
+
+using Refusal = std::optional<std::string> (*)(const GemmPartition&);
+struct Candidate {
+  std::string_view kernel;
+  Refusal refuses;
+};
+
+// kernels/linear/__init__.py choose_mp_linear_kernel over `candidates`, then the groups check.
+std::optional<std::string> ChooseWna16(const GemmPartition& p,
+                                       std::initializer_list<Candidate> candidates) {
+  std::string reasons;
+  for (const Candidate& c : candidates) {
+    auto why = c.refuses(p);
+    if (!why) return GroupsSplitAcrossRanks(p);
+    reasons += fmt::format("{}{} cannot implement due to: {}", reasons.empty() ? "" : "; ",
+                           c.kernel, *why);
+  }
+  return "Failed to find a kernel that can implement the WNA16 linear layer. Reasons: " + reasons;
+}
+
+// A CUDA GPU: Machete first (Hopper only), then Marlin (sm75+), then Triton W4A16. Conch and
+// Humming come after them only with their optional packages installed; Exllama only for float16
+// activations (checkpoints here are served as bfloat16).
+std::optional<std::string> CudaWna16(const GemmPartition& p) {
+  return ChooseWna16(p, {{"MacheteLinearKernel", MacheteRefuses},
+                         {"MarlinLinearKernel", MarlinRefuses},
+                         {"TritonW4A16LinearKernel", TritonW4A16Refuses}});
+}
+
+std::optional<std::string> CpuWna16(const GemmPartition& p) {
+  return ChooseWna16(p, {{"CPUWNA16LinearKernel", CpuWna16Refuses}});
+}
+
+constexpr std::string_view kWna16Kernels =
+    "Hopper (sm90): MacheteLinearKernel (in % 64, fused N % 128, groups -1/64/128), then "
+    "MarlinLinearKernel; other GPUs sm75+: MarlinLinearKernel (pads tiles since vllm#45295; "
+    "groups -1/32/64/128), then TritonW4A16LinearKernel (4-bit only); CPU build: "
+    "CPUWNA16LinearKernel (4-bit only; in and fused N multiples of 32, even groups)";
+constexpr std::string_view kWna16Condition =
+    "out_features per partition a multiple of 64 and in_features a multiple of 128 (Marlin "
+    "before vLLM 0.32)";
+constexpr std::string_view kWna16Source =
+    "kernels/linear/mixed_precision/marlin.py, machete.py, triton_w4a16.py, cpu.py via "
+    "kernels/linear/__init__.py choose_mp_linear_kernel; distributed/utils.py "
+    "verify_group_size_divides_partition";
+
+constexpr KernelRule Wna16Row(std::string_view scheme, bool cpu_runs_format) {
+  return {.scheme = scheme,
+          .kernel = "MarlinLinearKernel",
+          .kernels = kWna16Kernels,
+          .condition = kWna16Condition,
+          .vllm_source = kWna16Source,
+          .rule = MarlinTilesBeforePadding,
+          .cuda_rule = CudaWna16,
+          .cpu_rule = CpuWna16,
+          .cpu_runs_format = cpu_runs_format};
+}
+
+const std::array<KernelRule, 11> kRules = {{
+    Wna16Row("w4a16", true),
+    Wna16Row("w4a16-asym", true),
+    Wna16Row("w8a16", false),
+    Wna16Row("w8a16-asym", false),
     {.scheme = "w4afp8",
      .kernel = "CutlassW4A8LinearKernel",
      .kernels = "Hopper (sm90): CutlassW4A8LinearKernel, the only GPU kernel: on Ampere/Ada the "
@@ -109,6 +302,17 @@ std::span<const KernelRule> AllKernelRules() { return kRules; }
 const KernelRule* KernelRuleFor(std::string_view scheme) {
   for (const KernelRule& row : kRules) {
     if (row.scheme == scheme) return &row;
+  }
+  return nullptr;
+}
+
+const KernelRule* PackQuantizedKernelRule(int bits, bool symmetric) {
+  for (const KernelRule& row : kRules) {
+    const QuantScheme* scheme = FindScheme(row.scheme);
+    if (row.cuda_rule != nullptr && scheme != nullptr && scheme->bits == bits &&
+        scheme->symmetric == symmetric) {
+      return &row;
+    }
   }
   return nullptr;
 }

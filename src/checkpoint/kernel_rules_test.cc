@@ -1,5 +1,6 @@
 #include "checkpoint/kernel_rules.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <set>
@@ -16,20 +17,27 @@ constexpr std::string_view kK = "model.layers.0.self_attn.k_proj";
 constexpr std::string_view kV = "model.layers.0.self_attn.v_proj";
 constexpr std::string_view kO = "model.layers.0.self_attn.o_proj";
 
-// Every scheme row that is not pack-quantized has exactly one row here (a new format has to say
-// what vLLM's kernels do with its shapes), and every row names a real scheme.
-TEST(KernelRules, OneRowPerFloatAndActivationScheme) {
+// Every scheme row has exactly one row here (a new format has to say what vLLM's kernels do with
+// its shapes), and every row names a real scheme; the pack-quantized rows carry vLLM 0.32's
+// per-platform rules beside the old Marlin tile rule the plan keeps.
+TEST(KernelRules, OneRowPerScheme) {
   std::set<std::string_view> rows;
   for (const KernelRule& row : AllKernelRules()) {
     EXPECT_TRUE(rows.insert(row.scheme).second) << row.scheme;
     ASSERT_NE(FindScheme(row.scheme), nullptr) << row.scheme;
-    EXPECT_NE(FindScheme(row.scheme)->format, "pack-quantized") << row.scheme;
+    const bool packed = FindScheme(row.scheme)->format == "pack-quantized";
+    EXPECT_EQ(packed, row.cuda_rule != nullptr) << row.scheme;
+    EXPECT_EQ(packed, row.cpu_rule != nullptr) << row.scheme;
     EXPECT_FALSE(row.kernels.empty() || row.condition.empty() || row.vllm_source.empty());
     EXPECT_EQ(row.rule != nullptr, !row.kernel.empty()) << row.scheme;
   }
   for (const QuantScheme& s : AllSchemes()) {
-    EXPECT_EQ(KernelRuleFor(s.name) != nullptr, s.format != "pack-quantized") << s.name;
+    // Pack-quantized widths other than 4 and 8 bits are judged elsewhere.
+    if (s.format == "pack-quantized" && s.bits != 4 && s.bits != 8) continue;
+    EXPECT_NE(KernelRuleFor(s.name), nullptr) << s.name;
   }
+  EXPECT_EQ(PackQuantizedKernelRule(4, false), KernelRuleFor("w4a16-asym"));
+  EXPECT_EQ(PackQuantizedKernelRule(8, true), KernelRuleFor("w8a16"));
 }
 
 GemmPartition Part(std::string_view module, int64_t out, int64_t in, int64_t fused_out,
@@ -95,6 +103,91 @@ TEST(KernelRules, SchemeKernelRuleViolationJudgesTheFusedPartition) {
   auto n = SchemeKernelRuleViolation(w4afp8, kO, kO, 960, 1024, 128, 2);
   ASSERT_TRUE(n);
   EXPECT_NE(n->find("got (512, 960)"), std::string::npos) << *n;
+}
+
+// vLLM 0.32 on each platform for one pack-quantized Linear; the same cases as
+// tests/python/test_kernel_rules.py WNA16_GRID, whose expectations vLLM's own create_weights
+// confirms. `out`/`in` are per rank, `full_in` the layer's input columns.
+struct Wna16Case {
+  int bits;
+  bool symmetric;
+  int64_t group, out, in, full_in;
+  bool row_parallel;
+  bool cuda_ok, cpu_ok;
+  std::string_view cuda_says, cpu_says;  // a piece of vLLM's message where it refuses
+};
+
+constexpr Wna16Case kWna16Grid[] = {
+    // out 48/64/96: Marlin pads on CUDA; the CPU build needs multiples of 32.
+    {4, true, 128, 48, 256, 256, true, true, false, "",
+     "Output size (48) not supported by CPUWNA16, supported sizes are multiples of 32"},
+    {4, true, 128, 64, 256, 256, true, true, true, "", ""},
+    {4, true, 128, 96, 256, 256, true, true, true, "", ""},
+    // in 96/128 channel-wise: both take 96 (CPU needs % 32); 80 fails on the CPU only.
+    {4, true, -1, 128, 96, 96, false, true, true, "", ""},
+    {4, true, -1, 128, 128, 128, false, true, true, "", ""},
+    {4, true, -1, 128, 80, 80, false, true, false, "",
+     "Input size (80) not supported by CPUWNA16, supported sizes are multiples of 32"},
+    // --tp 2 splitting a group of 128 (in 384 -> 192 per rank): no kernel anywhere.
+    // (Hopper's Machete takes the tiles, then create_weights' whole-groups check raises.)
+    {4, true, 128, 128, 192, 384, true, false, false,
+     "Weight input_size_per_partition=192 for layer", "Weight input_size_per_partition=192"},
+    // Group sizes: 16 has no CUDA kernel (Marlin -1/32/64/128, Triton adds 256) but is even for
+    // the CPU; 256 runs on Triton W4A16 and the CPU.
+    {4, true, 16, 128, 256, 256, true, false, true, "Group size (16) not supported by Marlin", ""},
+    {4, true, 256, 128, 256, 256, true, true, true, "", ""},
+    // 8-bit: no CPU kernel at all; zero points only on Hopper's Machete (fused N % 128).
+    {8, true, 128, 48, 256, 256, true, true, false, "",
+     "Quant type (uint8b128) not supported by CPUWNA16"},
+    {8, false, 128, 128, 256, 256, true, true, false, "", "Quant type (uint8) not supported"},
+    {8, false, 128, 64, 256, 256, true, false, false,
+     "Output features size must be divisible by 128", "Quant type (uint8) not supported"},
+    {4, false, 128, 48, 256, 256, true, true, false, "", "Output size (48) not supported"},
+};
+
+TEST(KernelRules, Wna16PerPlatformAtVllm032) {
+  for (const Wna16Case& c : kWna16Grid) {
+    const KernelRule& row = *PackQuantizedKernelRule(c.bits, c.symmetric);
+    const GemmPartition p{.module = kO,
+                          .vllm_module = kO,
+                          .out = c.out,
+                          .in = c.in,
+                          .fused_out = c.out,
+                          .full_in = c.full_in,
+                          .bits = c.bits,
+                          .symmetric = c.symmetric,
+                          .group_size = c.group,
+                          .row_parallel = c.row_parallel};
+    const std::string where = fmt::format("{} {}-bit g{} [{}, {}] of {}", row.scheme, c.bits,
+                                          c.group, c.out, c.in, c.full_in);
+    auto cuda = row.cuda_rule(p);
+    auto cpu = row.cpu_rule(p);
+    EXPECT_EQ(!cuda, c.cuda_ok) << where << ": " << cuda.value_or("");
+    EXPECT_EQ(!cpu, c.cpu_ok) << where << ": " << cpu.value_or("");
+    if (cuda) EXPECT_NE(cuda->find(c.cuda_says), std::string::npos) << where << ": " << *cuda;
+    if (cpu) EXPECT_NE(cpu->find(c.cpu_says), std::string::npos) << where << ": " << *cpu;
+  }
+}
+
+// The plan keeps the old Marlin tiles (out % 64, in % 128) for every width, through the table.
+TEST(KernelRules, PlanKeepsMarlinTilesFromBeforePadding) {
+  EXPECT_FALSE(KernelRuleViolation(kO, 64, 256, 4, 128, 1));
+  auto out = KernelRuleViolation(kO, 96, 256, 4, 128, 1);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(*out, "out_features per partition 96 is not a multiple of 64 (Marlin)");
+  auto in = KernelRuleViolation(kO, 128, 384, 8, 128, 2);  // row-parallel: 192 per rank
+  ASSERT_TRUE(in);
+  EXPECT_EQ(*in, "in_features per partition 192 is not a multiple of 128 (Marlin)");
+  // vLLM 0.32 takes out 96 on both platforms, and an out 48 on CUDA only.
+  auto v96 = PackQuantizedVerdicts(kO, 96, 256, 96, 4, true, 128, 1);
+  EXPECT_FALSE(v96.split || v96.cuda || v96.cpu);
+  auto v48 = PackQuantizedVerdicts(kO, 48, 256, 48, 4, true, 128, 1);
+  EXPECT_FALSE(v48.cuda);
+  EXPECT_TRUE(v48.cpu);
+  // Column-parallel q/k/v at --tp 2: the fused N (q 256 + k 64 + v 64 = 384) splits to 192.
+  auto qkv = PackQuantizedVerdicts(kQkv, 64, 256, 384, 4, true, 128, 2);
+  EXPECT_FALSE(qkv.split || qkv.cuda || qkv.cpu);
+  EXPECT_TRUE(PackQuantizedVerdicts(kQkv, 64, 256, 384, 4, true, 128, 3).split);
 }
 
 }  // namespace

@@ -277,18 +277,43 @@ std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int
   }
   int64_t out_part = out, in_part = in;
   if (auto split = SplitForTp(vllm_module, tp, &out_part, &in_part)) return split;
-  if (out_part % 64 != 0) {
-    return fmt::format("out_features per partition {} is not a multiple of 64 (Marlin)", out_part);
-  }
-  if (in_part % 128 != 0) {
-    return fmt::format("in_features per partition {} is not a multiple of 128 (Marlin)", in_part);
-  }
+  // Every pack-quantized row shares Marlin's tile rule from before vLLM padded its tiles; the plan
+  // keeps it although vLLM 0.32 pads (kernel_rules.h says why).
+  const KernelRule& tiles = *KernelRuleFor("w4a16");
+  if (auto broken = tiles.rule(GemmPartition{.out = out_part, .in = in_part})) return broken;
   if (group_size > 0 && in_part % group_size != 0) {
     return fmt::format("in_features per partition {} is not a multiple of the group size {}",
                        in_part, group_size);
   }
   (void)bits;
   return std::nullopt;
+}
+
+Wna16Verdicts PackQuantizedVerdicts(std::string_view vllm_module, int64_t out, int64_t in,
+                                    int64_t fused_out, int bits, bool symmetric, int64_t group_size,
+                                    int tp) {
+  Wna16Verdicts v;
+  v.row = PackQuantizedKernelRule(bits, symmetric);
+  if (v.row == nullptr) return v;
+  int64_t out_part = out, in_part = in, fused_part = fused_out > 0 ? fused_out : out;
+  int64_t unused_in = in;
+  v.split = SplitForTp(vllm_module, tp, &out_part, &in_part);
+  if (!v.split) v.split = SplitForTp(vllm_module, tp, &fused_part, &unused_in);
+  if (v.split) return v;
+  const GemmPartition p{.module = vllm_module,
+                        .vllm_module = vllm_module,
+                        .out = out_part,
+                        .in = in_part,
+                        .fused_out = fused_part,
+                        .tp = tp,
+                        .full_in = in,
+                        .bits = bits,
+                        .symmetric = symmetric,
+                        .group_size = group_size,
+                        .row_parallel = IsRowParallel(vllm_module)};
+  v.cuda = v.row->cuda_rule(p);
+  v.cpu = v.row->cpu_rule(p);
+  return v;
 }
 
 namespace {

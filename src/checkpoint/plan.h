@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "checkpoint/family.h"
+#include "checkpoint/kernel_rules.h"
 #include "checkpoint/model_config.h"
 #include "quant/scheme.h"
 #include "tensor/dtype.h"
@@ -95,9 +96,20 @@ std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
                                                      int64_t in, int64_t group_size, int tp,
                                                      int64_t fused_out = 0);
 
-// The Marlin rules of docs/vllm.md for one Linear; returns the broken rule, or nullopt if it may
-// run there.
+// The Marlin rules of docs/vllm.md for one Linear, as before vLLM padded Marlin's tiles (the plan
+// keeps them: kernel_rules.h); returns the broken rule, or nullopt if it may run there.
 std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
                                                int64_t in, int bits, int64_t group_size, int tp);
+
+// What vLLM 0.32 does with a pack-quantized Linear on each platform (kernel_rules.h cuda_rule and
+// cpu_rule): `fused_out` is the rows of its whole fused GEMM. `row` is null for a width without a
+// row (then nothing is judged); `split` says why the shape does not split over --tp at all.
+struct Wna16Verdicts {
+  const KernelRule* row = nullptr;
+  std::optional<std::string> split, cuda, cpu;  // nullopt: a kernel takes it
+};
+Wna16Verdicts PackQuantizedVerdicts(std::string_view vllm_module, int64_t out, int64_t in,
+                                    int64_t fused_out, int bits, bool symmetric, int64_t group_size,
+                                    int tp);
 
 }  // namespace spk

@@ -97,7 +97,7 @@ def every_case() -> list:
     for tp in (1, 2):
         for layers, case_of in ((W4AFP8_LAYERS, w4afp8_case), (FP8_BLOCK_LAYERS, fp8_block_case(tp))):
             cases += [case_of(k, rows, row) for *_, k, rows, row in gemms(layers, tp)]
-    return cases
+    return cases + wna16_grid_cases() + w4a16_check_cases()
 
 
 @pytest.fixture(scope="module")
@@ -194,3 +194,133 @@ def test_check_flags_a_w4afp8_gemm_that_breaks_the_cutlass_tiles(tmp_path):
     clean = subprocess.run([spk_bin(), "check", ours, "--json"], capture_output=True, text=True,
                            timeout=300)
     assert clean.returncode == 0, clean.stdout
+
+
+# ---- Pack-quantized W4A16/W8A16 (WNA16) ------------------------------------------------------
+# (bits, symmetric, group, out, in per rank, full in, row-parallel, CUDA ok, CPU ok): the cases of
+# src/checkpoint/kernel_rules_test.cc kWna16Grid, whose table rows must give the same verdicts.
+WNA16_GRID = [
+    (4, True, 128, 48, 256, 256, True, True, False),
+    (4, True, 128, 64, 256, 256, True, True, True),
+    (4, True, 128, 96, 256, 256, True, True, True),
+    (4, True, -1, 128, 96, 96, False, True, True),
+    (4, True, -1, 128, 128, 128, False, True, True),
+    (4, True, -1, 128, 80, 80, False, True, False),
+    (4, True, 128, 128, 192, 384, True, False, False),
+    (4, True, 16, 128, 256, 256, True, False, True),
+    (4, True, 256, 128, 256, 256, True, True, True),
+    (8, True, 128, 48, 256, 256, True, True, False),
+    (8, False, 128, 128, 256, 256, True, True, False),
+    (8, False, 128, 64, 256, 256, True, False, False),
+    (4, False, 128, 48, 256, 256, True, True, False),
+]
+CUDA_GPUS = (80, 90)  # Ampere (Marlin, Triton) and Hopper (Machete first)
+
+
+def wna16_case(bits, sym, group, out, k, k_full, row, cc, layer="model.layers.0.self_attn.o_proj"):
+    return {"rule": "wna16-layer", "cc": cc, "bits": bits, "sym": sym, "group": group, "layer": layer,
+            "n_full": out, "k_full": k_full, "parts": [out], "k": k, "tp": k_full // k}
+
+
+def wna16_grid_cases() -> list:
+    return [wna16_case(*g[:7], cc) for g in WNA16_GRID for cc in ("cpu",) + CUDA_GPUS]
+
+
+# The checkpoint llm-compressor's model_free_ptq writes (W4A16, group 128): o_proj rows 48, 96
+# and 64, down_proj in 256 and 384 (which --tp 2 splits into 192, straddling a group).
+W4A16_LAYERS = [{"o_proj": (48, 256), "down_proj": (64, 256)},
+                {"o_proj": (96, 256), "down_proj": (128, 384)}]
+
+
+def w4a16_check_cases() -> list:
+    cases = []
+    for tp in (1, 2):
+        for i, layer in enumerate(W4A16_LAYERS):
+            for leaf, (out, k_full) in layer.items():
+                name = f"model.layers.{i}.{PART[leaf]}.{leaf}"
+                cases += [wna16_case(4, True, 128, out, k_full // tp, k_full, True, cc, name)
+                          for cc in ("cpu",) + CUDA_GPUS]
+    return cases
+
+
+def test_wna16_grid_agrees_with_vllms_create_weights(vllm_says):
+    """vLLM 0.32's own CompressedTensorsWNA16.create_weights (kernel chooser, then whole groups per
+    rank) on the CPU build and on faked Ampere/Hopper: CUDA takes a shape when either GPU does."""
+    cases = wna16_grid_cases()
+    verdicts = iter(vllm_says(cases))
+    for g in WNA16_GRID:
+        cpu, *gpus = [next(verdicts) for _ in range(1 + len(CUDA_GPUS))]
+        assert (any(v["ok"] for v in gpus), cpu["ok"]) == (g[7], g[8]), (g, cpu, gpus)
+        if cpu["ok"]:
+            assert cpu["kernel"] == "CPUWNA16LinearKernel", cpu
+
+
+def test_out_48_is_refused_by_the_cpu_build_with_this_message(vllm_says):
+    cpu = vllm_says([wna16_case(4, True, 128, 48, 256, 256, True, "cpu")])[0]
+    assert "CPUWNA16LinearKernel cannot implement due to: Output size (48) not supported by " \
+           "CPUWNA16, supported sizes are multiples of 32" in cpu["error"], cpu
+    ampere = vllm_says([wna16_case(4, True, 128, 48, 256, 256, True, 80)])[0]
+    assert ampere == {"ok": True, "kernel": "MarlinLinearKernel"}, ampere
+
+
+def check_findings(path: Path, *args) -> dict:
+    proc = subprocess.run([spk_bin(), "check", path, "--json", *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode in (0, 1), proc.stderr
+    return {(f["code"], f["module"]): f for f in json.loads(proc.stdout)["findings"]
+            if f["code"].startswith("kernel-rule")}
+
+
+@pytest.fixture(scope="module")
+def w4a16_ref(tmp_path_factory):
+    pytest.importorskip("llmcompressor")
+    d = tmp_path_factory.mktemp("w4a16")
+    src = write_layers(d / "src", W4A16_LAYERS)
+    run_model_free_ptq([(str(src), str(d / "ref"), "W4A16")],
+                       ignore=["lm_head", "re:.*embed_tokens"])
+    return d / "ref"
+
+
+@pytest.mark.parametrize("tp", [1, 2])
+def test_check_at_vllm_032_says_what_vllm_does_per_platform(w4a16_ref, vllm_says, tp):
+    """An error where neither a CUDA GPU nor the CPU build loads the module, a warning naming the
+    platform where one refuses, nothing where both load it; the message quotes vLLM's reason."""
+    found = check_findings(w4a16_ref, "--tp", tp, "--vllm-version", "0.32.0")
+    cases = [c for c in w4a16_check_cases() if c["tp"] == tp]
+    verdicts = iter(vllm_says(cases))
+    for case in cases[::1 + len(CUDA_GPUS)]:
+        cpu, *gpus = [next(verdicts) for _ in range(1 + len(CUDA_GPUS))]
+        cuda_ok = any(v["ok"] for v in gpus)
+        error, warning = found.get(("kernel-rule", case["layer"])), \
+            found.get(("kernel-rule-platform", case["layer"]))
+        where = f"{case['layer']} --tp {tp}: vLLM cpu {cpu} cuda {gpus}; check {error} {warning}"
+        assert (error is not None) == (not cuda_ok and not cpu["ok"]), where
+        assert (warning is not None) == (cuda_ok != cpu["ok"]), where
+        if warning and not cpu["ok"]:
+            reason = cpu["error"].split("CPUWNA16LinearKernel cannot implement due to: ")[1]
+            assert reason in warning["message"] and warning["severity"] == "warning", where
+        if error:
+            assert "Weight input_size_per_partition=192" in cpu["error"], where
+            assert "Weight input_size_per_partition=192" in error["message"], where
+
+
+def test_check_before_vllm_032_keeps_marlins_tile_rule(w4a16_ref):
+    """Releases before Marlin's padding (judged from 0.32.0 on; older ones by today's rule, an
+    assumption docs/check.md states): out % 64 and in % 128 per rank, else an error."""
+    for tp, broken in ((1, {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj"}),
+                       (2, {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj",
+                            "model.layers.1.mlp.down_proj"})):
+        found = check_findings(w4a16_ref, "--tp", tp, "--vllm-version", "0.31.0")
+        assert {m for code, m in found if code == "kernel-rule"} == broken, found
+        assert not [k for k in found if k[0] == "kernel-rule-platform"], found
+        assert "not a multiple of 64 (Marlin)" in \
+            found[("kernel-rule", "model.layers.0.self_attn.o_proj")]["message"]
+
+
+def test_sparkulator_keeps_the_old_tiles_dense(tmp_path):
+    """The plan stays with Marlin's old tiles: the o_proj with 48 and 96 rows stay dense."""
+    src = write_layers(tmp_path / "src", W4A16_LAYERS)
+    actions = plan_actions(src, "w4a16", 1)
+    assert actions["model.layers.0.self_attn.o_proj.weight"][0] == "keep"
+    assert actions["model.layers.1.self_attn.o_proj.weight"][0] == "keep"
+    assert actions["model.layers.0.mlp.down_proj.weight"][0] == "quantize"

@@ -17,6 +17,16 @@ prints one JSON list: for each case {"ok": true, "kernel": NAME} or {"ok": false
   that judges the shape is vLLM's own. Kernels that need a package the venv lacks (Humming) say so
   and are skipped, as on a GPU host without it. "cc": "device" fakes nothing: on a GPU host
   (bench/gpu/load_formats.sh) vLLM asks the real device.
+- "wna16" calls choose_mp_linear_kernel alone with the MPLinearLayerConfig of a K x N layer at
+  group 128 ("symmetric", "bits"; test_widths_vllm.py); "cc" as for "wna16-layer".
+- "wna16-layer" calls compressed_tensors_wNa16.py CompressedTensorsWNA16.create_weights, the code vLLM
+  runs for a pack-quantized Linear: it builds the MPLinearLayerConfig (K = input columns per rank,
+  N = the fused rows per rank), asks choose_mp_linear_kernel and checks whole groups per rank
+  (verify_group_size_divides_partition). "cc": "cpu" runs on this machine's real platform (the
+  vLLM CPU build); a number fakes CUDA at that capability as for "w4afp8". The CPU cases must come
+  before the CUDA ones in a run (the fake cannot be undone); the script orders them so. The
+  parameters it creates ask vllm.distributed for this rank and the tensor-parallel size, which only
+  a running engine has: they are answered with rank 0 and `tp` (the parameters only store them).
 """
 import json
 import sys
@@ -94,7 +104,37 @@ def wna16(case: dict) -> dict:
         return {"ok": False, "error": str(e)}
 
 
+def wna16_layer(case: dict) -> dict:
+    """The whole CompressedTensorsWNA16.create_weights for one Linear (see the module docstring):
+    the chooser as in wna16, at any group size and TP partition, then whole groups per rank."""
+    import torch
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes.compressed_tensors_wNa16 \
+        import CompressedTensorsWNA16
+    import vllm.model_executor.parameter as parameter
+    parameter.get_tensor_model_parallel_rank = lambda: 0
+    parameter.get_tensor_model_parallel_world_size = lambda: case.get("tp", 1)
+    if case["cc"] != "cpu":
+        fake_cuda(case["cc"])
+    group = case["group"]
+    scheme = CompressedTensorsWNA16(strategy="channel" if group == -1 else "group",
+                                    num_bits=case["bits"], group_size=None if group == -1 else group,
+                                    symmetric=case["sym"], layer_name=case["layer"])
+    try:
+        scheme.create_weights(torch.nn.Module(), output_size=case["n_full"],
+                              input_size=case["k_full"], output_partition_sizes=case["parts"],
+                              input_size_per_partition=case["k"], params_dtype=torch.bfloat16,
+                              weight_loader=lambda *args: None)
+    except ValueError as e:
+        return {"ok": False, "error": str(e)}
+    return {"ok": True, "kernel": type(scheme.kernel).__name__}
+
+
 if __name__ == "__main__":
     cases = json.loads(sys.argv[1])
-    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16}
-    print(json.dumps([judges[c["rule"]](c) for c in cases]))
+    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16, "wna16-layer": wna16_layer}
+    on_cpu = [i for i, c in enumerate(cases) if c.get("cc") == "cpu"]
+    order = on_cpu + [i for i in range(len(cases)) if i not in set(on_cpu)]
+    answers = {}
+    for i in order:
+        answers[i] = judges[cases[i]["rule"]](cases[i])
+    print(json.dumps([answers[i] for i in range(len(cases))]))
