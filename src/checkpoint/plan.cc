@@ -320,8 +320,7 @@ namespace {
 
 // The kernel rules (SchemeKernelRuleViolation) for every Linear the plan would quantize, judged
 // with the rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
-void KeepKernelRuleBreaksDense(const PlanOptions& options, const std::vector<TensorMeta>& metas,
-                               std::vector<TensorPlan>* tensors) {
+void KeepKernelRuleBreaksDense(const PlanOptions& options, std::vector<TensorPlan>* tensors) {
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const TensorPlan& t : *tensors) {
     if (t.is_linear) fused_out[t.vllm_module] += t.out_features;
@@ -337,10 +336,15 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, const std::vector<Ten
     if (!rule) continue;
     t.action = TensorAction::kKeep;
     t.reason = *rule;
-    if (!metas[i].split_from.empty()) {
-      t.reason += fmt::format(" (split from the fused {}, as model_free_ptq splits it)",
-                              metas[i].split_from);
-    }
+  }
+}
+
+// Says which fused 3-D tensor a split expert weight came from, once its reason is final.
+void NameSplitSources(const std::vector<TensorMeta>& metas, std::vector<TensorPlan>* tensors) {
+  for (size_t i = 0; i < tensors->size(); ++i) {
+    if (metas[i].split_from.empty()) continue;
+    (*tensors)[i].reason +=
+        fmt::format(" (split from the fused {}, as model_free_ptq splits it)", metas[i].split_from);
   }
 }
 
@@ -394,10 +398,6 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         p.reason = "Linear weight";
       }
     }
-    if (!t.split_from.empty()) {
-      p.reason +=
-          fmt::format(" (split from the fused {}, as model_free_ptq splits it)", t.split_from);
-    }
     plan.tensors.push_back(std::move(p));
   }
   for (size_t i = 0; i < user_ignore.size(); ++i) {
@@ -409,7 +409,8 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
     }
   }
-  KeepKernelRuleBreaksDense(options, tensors, &plan.tensors);
+  KeepKernelRuleBreaksDense(options, &plan.tensors);
+  NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));
   SPK_RETURN_IF_ERROR(VerifyIgnoreList(plan, plan.ignore_entries));
