@@ -49,6 +49,13 @@ def venv_python() -> pathlib.Path:
     return venv_dir() / "bin" / "python"
 
 
+def site_packages() -> pathlib.Path:
+    """The vLLM venv's site-packages (the one place that finds it: whatever Python version made the
+    venv). A venv that is not there gives the path it would have, which holds no `vllm`."""
+    found = sorted(venv_dir().glob("lib/python3*/site-packages"))
+    return found[0] if found else venv_dir() / "lib" / "python3" / "site-packages"
+
+
 def venv_has_vllm() -> bool:
     py = venv_python()
     return py.exists() and subprocess.run([str(py), "-c", "import vllm"],

@@ -106,7 +106,29 @@ def run_spk(*args, expect=0, timeout=300):
     return proc
 
 
+# The fixtures below are the only way a test reaches what the build made. suite_policy.py reads a
+# test's fixture closure for them: a test that uses one of BINARY_FIXTURES depends on the binary
+# under test and runs again against the sanitizer build; every other test runs once.
+BINARY_FIXTURES = ("spk", "spk_path", "build_file")
+
+
 @pytest.fixture(scope="session")
 def spk():
+    """run_spk: runs the `sparkulator` binary and asserts its exit code (expect=None: any)."""
     spk_bin()  # fails here, once, with the path it looked for
     return run_spk
+
+
+@pytest.fixture(scope="session")
+def spk_path() -> str:
+    """The `sparkulator` binary's path, for a test that starts it itself (Popen, another cwd)."""
+    return spk_bin()
+
+
+@pytest.fixture(scope="session")
+def build_file():
+    """built(relative): another file of the build folder (a test tool, the Python module)."""
+    return built
+
+
+pytest_plugins = ["suite_policy"]

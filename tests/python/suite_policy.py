@@ -1,0 +1,83 @@
+"""The suite's rules for pytest, loaded by conftest.py (pytest_plugins):
+
+1. Binary-only pass. With SPK_BINARY_ONLY=1 (scripts/test.sh's pass against the sanitizer build)
+   only the tests whose fixture closure holds one of conftest.BINARY_FIXTURES are run; the others
+   are deselected, as their verdict does not depend on the binary and the release pass ran them.
+   Nothing is listed by hand: a test that runs the binary must reach it through those fixtures.
+2. No quiet greens. With SPK_REQUIRE set (.ci/run sets SPK_REQUIRE=vllm) a skipped test FAILS
+   unless it matches an entry of SKIP_ALLOWLIST below, with the reason written there. So a vLLM that
+   could not be installed, a model that is not cached or a missing tool shows as a failure in CI.
+3. Durations. The slowest tests are printed at the end (scripts/test.sh passes --durations); the
+   per-phase budget is in docs/testing.md.
+
+Error policy: a skip outside the allow-list becomes a failed report naming the test and its reason.
+"""
+import fnmatch
+import os
+
+import pytest
+
+from conftest import BINARY_FIXTURES
+
+# (node id pattern, fnmatch; a substring of the skip reason; why a skip is right there, in CI too).
+SKIP_ALLOWLIST = [
+]
+
+
+def binary_only() -> bool:
+    return os.environ.get("SPK_BINARY_ONLY") == "1"
+
+
+def strict_skips() -> bool:
+    return bool(os.environ.get("SPK_REQUIRE"))
+
+
+def depends_on_binary(item) -> bool:
+    return any(f in BINARY_FIXTURES for f in getattr(item, "fixturenames", ()))
+
+
+def pytest_collection_modifyitems(config, items):
+    if not binary_only():
+        return
+    keep = [i for i in items if depends_on_binary(i)]
+    dropped = [i for i in items if not depends_on_binary(i)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
+def allowed_skip(nodeid: str, reason: str) -> bool:
+    return any(fnmatch.fnmatch(nodeid, pattern) and text in reason
+               for pattern, text, _why in SKIP_ALLOWLIST)
+
+
+def skip_reason(report) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    fail_unlisted_skip(outcome.get_result())
+
+
+def fail_unlisted_skip(report) -> None:
+    """Turns a skipped report whose reason is not on the allow-list into a failure (SPK_REQUIRE)."""
+    if not (strict_skips() and report.skipped) or hasattr(report, "wasxfail"):
+        return
+    reason = skip_reason(report)
+    if allowed_skip(report.nodeid, reason):
+        return
+    report.outcome = "failed"
+    report.longrepr = (f"skipped, and this skip is not on tests/python/suite_policy.py's "
+                       f"SKIP_ALLOWLIST (SPK_REQUIRE={os.environ.get('SPK_REQUIRE')}): {reason}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """A whole module skipped at import (allow_module_level) counts like a skipped test."""
+    outcome = yield
+    fail_unlisted_skip(outcome.get_result())
