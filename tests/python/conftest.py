@@ -8,6 +8,7 @@ it (pytest.fail), never skips it: a suite must not pass by not running."""
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,11 @@ def run_spk(*args, expect=0, timeout=300):
 # The fixtures below are the only way a test reaches what the build made. suite_policy.py reads a
 # test's fixture closure for them: a test that uses one of BINARY_FIXTURES depends on the binary
 # under test and runs again against the sanitizer build; every other test runs once.
+# Two kinds of test use the binary but stay out of the sanitizer pass, named by their fixtures:
+# the Python package's (the module is not built with the sanitizers) and the vLLM-served ones (their
+# verdict is vLLM's; the CLI runs inside them are the ones the interop tests make).
 BINARY_FIXTURES = ("spk", "spk_path", "build_file")
+RELEASE_ONLY_FIXTURES = ("python_package", "vllm_venv")
 
 
 @pytest.fixture(scope="session")
@@ -129,6 +134,27 @@ def spk_path() -> str:
 def build_file():
     """built(relative): another file of the build folder (a test tool, the Python module)."""
     return built
+
+
+@pytest.fixture(scope="session")
+def python_package() -> Path:
+    """The importable copy of the Python package the release build made ($SPK_BUILD_DIR/python)."""
+    path = build_dir() / "python"
+    if not (path / "sparkulator").is_dir():
+        pytest.fail(f"{path}/sparkulator not found: build with -DSPK_PYTHON_MODULE=ON "
+                    "(scripts/test.sh does)", pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def vllm_venv() -> Path:
+    """The python of the vLLM CPU venv the e2e tier serves with (tests/e2e/env.py); skips when it is
+    not installed, which SPK_REQUIRE=vllm turns into a failure (suite_policy.py)."""
+    sys.path.insert(0, str(REPO))
+    from tests.e2e import env
+    if not env.venv_has_vllm():
+        pytest.skip(f"no vLLM CPU venv at {env.venv_dir()} (python -m tests.e2e.env --ensure-venv)")
+    return env.venv_python()
 
 
 pytest_plugins = ["suite_policy"]

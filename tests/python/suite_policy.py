@@ -1,9 +1,10 @@
 """The suite's rules for pytest, loaded by conftest.py (pytest_plugins):
 
 1. Binary-only pass. With SPK_BINARY_ONLY=1 (scripts/test.sh's pass against the sanitizer build)
-   only the tests whose fixture closure holds one of conftest.BINARY_FIXTURES are run; the others
-   are deselected, as their verdict does not depend on the binary and the release pass ran them.
-   Nothing is listed by hand: a test that runs the binary must reach it through those fixtures.
+   only the tests whose fixture closure holds one of conftest.BINARY_FIXTURES and none of
+   conftest.RELEASE_ONLY_FIXTURES are run; the others are deselected, as their verdict does not
+   depend on the binary (or is not about it) and the release pass ran them. Nothing is listed by
+   hand: a test that runs the binary must reach it through those fixtures.
 2. No quiet greens. With SPK_REQUIRE set (.ci/run sets SPK_REQUIRE=vllm) a skipped test FAILS
    unless it matches an entry of SKIP_ALLOWLIST below, with the reason written there. So a vLLM that
    could not be installed, a model that is not cached or a missing tool shows as a failure in CI.
@@ -17,7 +18,7 @@ import os
 
 import pytest
 
-from conftest import BINARY_FIXTURES
+from conftest import BINARY_FIXTURES, RELEASE_ONLY_FIXTURES
 
 # (node id pattern, fnmatch; a substring of the skip reason; why a skip is right there, in CI too).
 SKIP_ALLOWLIST = [
@@ -33,7 +34,9 @@ def strict_skips() -> bool:
 
 
 def depends_on_binary(item) -> bool:
-    return any(f in BINARY_FIXTURES for f in getattr(item, "fixturenames", ()))
+    """Whether the test's verdict is the binary's: it uses a binary fixture and no release-only one."""
+    used = set(getattr(item, "fixturenames", ()))
+    return bool(used & set(BINARY_FIXTURES)) and not used & set(RELEASE_ONLY_FIXTURES)
 
 
 def pytest_collection_modifyitems(config, items):
