@@ -74,26 +74,19 @@ def quantization_config(d: Path):
 
 
 def run_model_free_ptq(jobs: list, ignore: list) -> None:
-    """llm-compressor's model_free_ptq, in a fresh interpreter on the CPU with one thread, on each
-    (source folder, destination folder, scheme[, extra ignore entries]) of `jobs`, with `ignore`;
-    fails on any error. A scheme is a preset name, or a dict that model_free_ptq gets as the
-    QuantizationScheme it validates to (the widths compressed-tensors has no preset for)."""
-    import json
-    import sys
-    script = ("import json, sys\n"
-              "from llmcompressor import model_free_ptq\n"
-              "from compressed_tensors.quantization import QuantizationScheme\n"
-              "jobs, ignore = json.loads(sys.argv[1])\n"
-              "for src, dst, scheme, *extra in jobs:\n"
-              "    if isinstance(scheme, dict):\n"
-              "        scheme = QuantizationScheme.model_validate(scheme)\n"
-              "    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,\n"
-              "                   ignore=ignore + (extra[0] if extra else []),\n"
-              "                   max_workers=1, device='cpu')\n")
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps([jobs, ignore])],
-                          capture_output=True, text=True, timeout=1200,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    """llm-compressor's model_free_ptq (on the CPU, one thread, one worker) on each (source folder,
+    destination folder, scheme[, extra ignore entries]) of `jobs`, with `ignore`: the results come
+    from the reference cache (references.py; the misses computed in one batch by the session's one
+    worker interpreter) and are copied to the destinations. Fails on any error of model_free_ptq. A
+    scheme is a preset name, or a dict that model_free_ptq gets as the QuantizationScheme it
+    validates to (the widths compressed-tensors has no preset for)."""
+    import references
+    pairs = [(references.model_free_ptq_ref(src, scheme, ignore + (extra[0] if extra else [])), dst)
+             for src, dst, scheme, *extra in jobs]
+    try:
+        references.copy_references(pairs)
+    except references.ReferenceFailed as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def run_spk(*args, expect=0, timeout=300):
