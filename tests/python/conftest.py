@@ -124,4 +124,20 @@ def build_file():
     return built
 
 
+@pytest.fixture(scope="session")
+def format_sources(tmp_path_factory) -> dict:
+    """formats_sources.py's checkpoints, written once per run: name -> folder."""
+    from formats_sources import write_sources
+    return write_sources(tmp_path_factory.mktemp("formats"))
+
+
+@pytest.fixture(scope="session")
+def format_quantized(format_sources, spk) -> dict:
+    """(checkpoint, preset) -> sparkulator's output of every format preset, made once per run for
+    test_formats_interop.py and test_formats_read_back.py (it depends on the binary: never cached
+    across runs). Read only: a test that changes one copies it first."""
+    from formats_sources import quantize_presets
+    return quantize_presets(spk, format_sources)
+
+
 pytest_plugins = ["suite_policy"]
