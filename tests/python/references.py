@@ -13,6 +13,12 @@ The cache root is $SPK_REF_CACHE, else ~/.cache/sparkulator/refs. An entry is RO
 `out/` (the result: a checkpoint folder, a JSON file) and `manifest.json` (the key, what made it,
 the sha256 of every file under out/).
 
+The kinds: MODEL_FREE_PTQ (llm-compressor's model_free_ptq of a checkpoint folder: the checkpoint it
+writes), VLLM_VERDICTS (vllm_kernel_verdicts.py in the vLLM venv: its verdicts on a list of cases),
+CT_DECOMPRESS (compressed-tensors' decompression of a checkpoint's quantized modules: the weights)
+and CHROMIUM_RENDER (headless Chromium's DOM dump and screenshot of an HTML page). An input may be
+a sparkulator output: it is keyed by its bytes, so an unchanged output hits in the next run.
+
 Rules:
   - A hit is an entry whose manifest matches out/ file for file; it is checked once per run, then
     trusted. An entry that fails its manifest (a missing, changed or extra file) is removed and
@@ -117,6 +123,7 @@ class Kind:
     code: Callable[[], str]
     compute: Callable
     library_path: Optional[Callable[[], list]] = None
+    tool_versions: Optional[Callable[[], dict]] = None  # programs that are no Python distribution
 
 
 @dataclass(frozen=True)
@@ -156,6 +163,8 @@ class Cache:
             found = {lib: installed_version(lib, path) for lib in kind.libraries}
             if path is None:
                 found["python"] = platform.python_version()
+            if kind.tool_versions:
+                found.update(kind.tool_versions())
             self._versions[kind.name] = found
         return self._versions[kind.name]
 
@@ -372,7 +381,9 @@ VERDICTS = HERE / "vllm_kernel_verdicts.py"
 
 
 def _vllm_env():
-    sys.path.insert(0, str(REPO)) if str(REPO) not in sys.path else None
+    """tests/e2e/env.py: where the vLLM venv is (its python, its site-packages)."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
     from tests.e2e import env
     return env
 
@@ -401,3 +412,116 @@ def vllm_verdicts(cases: list, cache: Optional[Cache] = None) -> list:
     """vLLM's verdict on each case (vllm_kernel_verdicts.py in the vLLM venv), cached."""
     out = (cache or session()).result(ref(VLLM_VERDICTS, {"cases": cases}))
     return json.loads((out / "verdicts.json").read_text())
+
+
+# ---- compressed-tensors' decompression ----------------------------------------------------------
+def decompress_checkpoint(q_dir: Path) -> dict:
+    """module -> the weight compressed-tensors decompresses from a checkpoint's stored tensors: each
+    quantized module through the compressor of the config's format with the QuantizationScheme
+    parsed from its config.json (what ModelCompressor.decompress_model runs per module)."""
+    from compressed_tensors.compressors.base import BaseCompressor
+    from compressed_tensors.quantization import QuantizationConfig
+    from safetensors.torch import load_file
+    qc = QuantizationConfig.model_validate(
+        json.loads((Path(q_dir) / "config.json").read_text())["quantization_config"])
+    (scheme,) = qc.config_groups.values()
+    compressor = BaseCompressor.get_value_from_registry(qc.format)
+    names = compressor.compression_param_names(scheme)
+    stored = {}
+    for f in sorted(Path(q_dir).glob("*.safetensors")):
+        stored.update(load_file(str(f)))
+    modules = {n.rsplit(".", 1)[0] for n in stored if n.endswith(".weight_scale")}
+    out = {}
+    for m in sorted(modules):
+        state = {p: stored[f"{m}.{p}"] for p in names if f"{m}.{p}" in stored}
+        out[m] = compressor.decompress(state, scheme)["weight"].contiguous()
+    return out
+
+
+def _decompress_compute(cache: Cache, jobs: list, done) -> None:
+    from safetensors.torch import save_file
+    for i, (r, out) in enumerate(jobs):
+        save_file(decompress_checkpoint(Path(r.inputs[0])), str(out / "weights.safetensors"))
+        done(i)
+
+
+def _code_of(*functions) -> str:
+    import inspect
+    return "".join(inspect.getsource(f) for f in functions)
+
+
+CT_DECOMPRESS = Kind("ct_decompress", ("compressed-tensors", "torch", "safetensors"),
+                     lambda: _code_of(decompress_checkpoint, _decompress_compute),
+                     _decompress_compute)
+
+
+def ct_decompression(q_dir, cache: Optional[Cache] = None) -> dict:
+    """decompress_checkpoint(q_dir), cached by the checkpoint's content (a sparkulator output that
+    did not change hits)."""
+    from safetensors.torch import load_file
+    out = (cache or session()).result(ref(CT_DECOMPRESS, {}, [q_dir]))
+    return load_file(str(out / "weights.safetensors"))
+
+
+# ---- headless Chromium renders ------------------------------------------------------------------
+def chromium() -> Optional[str]:
+    return shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _chromium_version() -> dict:
+    proc = subprocess.run([chromium(), "--version"], capture_output=True, text=True, timeout=60)
+    return {"chromium": proc.stdout.strip() or f"exit {proc.returncode}"}
+
+
+def _render_compute(cache: Cache, jobs: list, done) -> None:
+    """--dump-dom and --screenshot of the page, each in a headless Chromium of its own profile."""
+    for i, (r, out) in enumerate(jobs):
+        page = Path(r.inputs[0]).as_uri()
+        with tempfile.TemporaryDirectory() as profile:
+            base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
+                    "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
+            dom = subprocess.run(base + ["--dump-dom", page], capture_output=True, text=True,
+                                 timeout=120)
+            (out / "dom.html").write_text(dom.stdout)
+            shot = out / "screenshot.png"
+            subprocess.run(base + [f"--screenshot={shot}", "--window-size=" + r.args["window"],
+                                   page], capture_output=True, timeout=120, cwd=profile)
+        done(i)
+
+
+CHROMIUM_RENDER = Kind("chromium_render", (), lambda: _code_of(_render_compute), _render_compute,
+                       tool_versions=_chromium_version)
+
+
+def chromium_render(html, window: str = "1000,1400", cache: Optional[Cache] = None) -> Path:
+    """The folder with dom.html (Chromium's --dump-dom of the page) and screenshot.png (its
+    --screenshot at `window`, absent when Chromium wrote none), cached by the page's bytes and
+    Chromium's version. Read only."""
+    return (cache or session()).result(ref(CHROMIUM_RENDER, {"window": window}, [html]))
+
+
+# ---- transformers' logits -----------------------------------------------------------------------
+def _logits_compute(cache: Cache, jobs: list, done) -> None:
+    """AutoModelForCausalLM.from_pretrained(folder, dtype=float32) (a quantized folder through
+    compressed-tensors), then its logits for the token ids, under no_grad."""
+    import torch
+    import transformers
+    from safetensors.torch import save_file
+    for i, (r, out) in enumerate(jobs):
+        model = transformers.AutoModelForCausalLM.from_pretrained(r.inputs[0], dtype=torch.float32)
+        with torch.no_grad():
+            logits = model(torch.tensor(r.args["ids"])).logits
+        save_file({"logits": logits.contiguous()}, str(out / "logits.safetensors"))
+        done(i)
+
+
+TRANSFORMERS_LOGITS = Kind("transformers_logits", MFP_LIBRARIES[1:],
+                           lambda: _code_of(_logits_compute), _logits_compute)
+
+
+def transformers_logits(folder, ids, cache: Optional[Cache] = None):
+    """The float32 logits transformers computes for `ids` (a [batch, tokens] tensor) with the model
+    of `folder`, cached by the folder's content."""
+    from safetensors.torch import load_file
+    out = (cache or session()).result(ref(TRANSFORMERS_LOGITS, {"ids": ids.tolist()}, [folder]))
+    return load_file(str(out / "logits.safetensors"))["logits"]

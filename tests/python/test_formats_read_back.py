@@ -21,6 +21,7 @@ import struct
 import pytest
 import torch
 
+import references
 from conftest import load_dir
 from formats_sources import CHECKPOINTS, PRESETS
 PROJECTIONS = 7  # q, k, v, o, gate, up, down
@@ -46,21 +47,9 @@ def quantized(format_quantized):
 
 
 def reference_decompression(q_dir):
-    """module -> the weight compressed-tensors decompresses from our stored tensors."""
-    from compressed_tensors.compressors.base import BaseCompressor
-    from compressed_tensors.quantization import QuantizationConfig
-    qc = QuantizationConfig.model_validate(
-        json.loads((q_dir / "config.json").read_text())["quantization_config"])
-    (scheme,) = qc.config_groups.values()
-    compressor = BaseCompressor.get_value_from_registry(qc.format)
-    names = compressor.compression_param_names(scheme)
-    stored = load_dir(q_dir)
-    modules = {n.rsplit(".", 1)[0] for n in stored if n.endswith(".weight_scale")}
-    out = {}
-    for m in modules:
-        state = {p: stored[f"{m}.{p}"] for p in names if f"{m}.{p}" in stored}
-        out[m] = compressor.decompress(state, scheme)["weight"]
-    return out
+    """module -> the weight compressed-tensors decompresses from our stored tensors
+    (references.decompress_checkpoint, cached by the checkpoint's content)."""
+    return references.ct_decompression(q_dir)
 
 
 def raw(t):
