@@ -1,10 +1,16 @@
 """Shared helpers for the interop and end-to-end suites: the one place that finds the built binaries,
-and a runner for the `sparkulator` CLI that returns the finished process.
+a runner for the `sparkulator` CLI that returns the finished process, the one model_free_ptq runner
+(through references.py's cache of reference results) and the session-wide format outputs.
 
 The build folder is $SPK_BUILD_DIR, default `build`; a relative path is taken from the repository root,
 never from the current directory, so every suite finds the same build wherever pytest is started.
 $SPK_BIN overrides the `sparkulator` binary alone. A binary that is not there FAILS the test that needs
-it (pytest.fail), never skips it: a suite must not pass by not running."""
+it (pytest.fail), never skips it: a suite must not pass by not running. A test reaches the binary only
+through the fixtures spk, spk_path and build_file (BINARY_FIXTURES below).
+
+Reference results (model_free_ptq's checkpoints, vLLM's verdicts) are cached across runs under
+$SPK_REF_CACHE (default ~/.cache/sparkulator/refs; references.py says how they are keyed); anything
+sparkulator writes is made again in every run. A failing reference library fails the test."""
 
 import os
 import subprocess
