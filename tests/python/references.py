@@ -151,7 +151,6 @@ class Cache:
         self.root.mkdir(parents=True, exist_ok=True)
         self._verified: dict = {}   # key -> entry folder, checked this run
         self._versions: dict = {}   # kind name -> {library: version}
-        self._keys: dict = {}       # Ref -> key
         self.computed: list = []    # keys computed by this Cache (in order)
         self.workers: dict = {}     # kind name -> a long-lived producer (closed by close())
         self.sweep()
@@ -168,14 +167,17 @@ class Cache:
             self._versions[kind.name] = found
         return self._versions[kind.name]
 
-    def key(self, r: Ref) -> str:
-        if r not in self._keys:
-            description = {"format": FORMAT, "kind": r.kind.name, "params": r.args,
-                           "inputs": [content_hash(Path(p)) for p in r.inputs],
-                           "versions": self.versions(r.kind),
-                           "code": hashlib.sha256(r.kind.code().encode()).hexdigest()}
-            self._keys[r] = hashlib.sha256(canonical(description).encode()).hexdigest()
-        return self._keys[r]
+    def key(self, r: Ref, hashes: Optional[dict] = None) -> str:
+        """The entry's key. The inputs are hashed on every call (a test may change a folder between
+        two calls); `hashes` (path -> content hash) shares the work within one call of ensure."""
+        hashes = {} if hashes is None else hashes
+        for p in r.inputs:
+            if p not in hashes:
+                hashes[p] = content_hash(Path(p))
+        description = {"format": FORMAT, "kind": r.kind.name, "params": r.args,
+                       "inputs": [hashes[p] for p in r.inputs], "versions": self.versions(r.kind),
+                       "code": hashlib.sha256(r.kind.code().encode()).hexdigest()}
+        return hashlib.sha256(canonical(description).encode()).hexdigest()
 
     # ---- entries --------------------------------------------------------------------------------
     def entry(self, key: str) -> Path:
@@ -232,7 +234,8 @@ class Cache:
     def ensure(self, refs: list) -> list:
         """The entry folder of each reference (its result is in <entry>/out), computing the misses:
         one batch per kind, each reference once."""
-        keys = [self.key(r) for r in refs]
+        hashes: dict = {}
+        keys = [self.key(r, hashes) for r in refs]
         missing: dict = {}  # kind -> {key: Ref}
         for r, key in zip(refs, keys):
             if key in self._verified:

@@ -99,9 +99,10 @@ def test_a_changed_input_byte_misses(tmp_path, inputs):
     cache = Cache(tmp_path / "cache")
     (before,) = cache.ensure([ref(kind, {}, [inputs])])
     (inputs / "data.bin").write_bytes(b"\x00\x01\x03")
-    later = Cache(tmp_path / "cache")
-    (after,) = later.ensure([ref(kind, {}, [inputs])])
+    (after,) = cache.ensure([ref(kind, {}, [inputs])])  # in the same run, at the same path
     assert after != before and computes(tmp_path) == 2
+    later = Cache(tmp_path / "cache")
+    assert later.ensure([ref(kind, {}, [inputs])]) == [after] and computes(tmp_path) == 2
     assert json.loads((after / "out" / "result.txt").read_text())[1] == ["000103"]
     # A new file in the folder counts too (its name and bytes), and so does a parameter.
     (inputs / "extra.json").write_text("{}")
