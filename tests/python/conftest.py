@@ -1,10 +1,16 @@
 """Shared helpers for the interop and end-to-end suites: the one place that finds the built binaries,
-and a runner for the `sparkulator` CLI that returns the finished process.
+a runner for the `sparkulator` CLI that returns the finished process, the one model_free_ptq runner
+(through references.py's cache of reference results) and the session-wide format outputs.
 
 The build folder is $SPK_BUILD_DIR, default `build`; a relative path is taken from the repository root,
 never from the current directory, so every suite finds the same build wherever pytest is started.
 $SPK_BIN overrides the `sparkulator` binary alone. A binary that is not there FAILS the test that needs
-it (pytest.fail), never skips it: a suite must not pass by not running."""
+it (pytest.fail), never skips it: a suite must not pass by not running. A test reaches the binary only
+through the fixtures spk, spk_path and build_file (BINARY_FIXTURES below).
+
+Reference results (model_free_ptq's checkpoints, vLLM's verdicts) are cached across runs under
+$SPK_REF_CACHE (default ~/.cache/sparkulator/refs; references.py says how they are keyed); anything
+sparkulator writes is made again in every run. A failing reference library fails the test."""
 
 import os
 import subprocess
@@ -75,26 +81,19 @@ def quantization_config(d: Path):
 
 
 def run_model_free_ptq(jobs: list, ignore: list) -> None:
-    """llm-compressor's model_free_ptq, in a fresh interpreter on the CPU with one thread, on each
-    (source folder, destination folder, scheme[, extra ignore entries]) of `jobs`, with `ignore`;
-    fails on any error. A scheme is a preset name, or a dict that model_free_ptq gets as the
-    QuantizationScheme it validates to (the widths compressed-tensors has no preset for)."""
-    import json
-    import sys
-    script = ("import json, sys\n"
-              "from llmcompressor import model_free_ptq\n"
-              "from compressed_tensors.quantization import QuantizationScheme\n"
-              "jobs, ignore = json.loads(sys.argv[1])\n"
-              "for src, dst, scheme, *extra in jobs:\n"
-              "    if isinstance(scheme, dict):\n"
-              "        scheme = QuantizationScheme.model_validate(scheme)\n"
-              "    model_free_ptq(model_stub=src, save_directory=dst, scheme=scheme,\n"
-              "                   ignore=ignore + (extra[0] if extra else []),\n"
-              "                   max_workers=1, device='cpu')\n")
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps([jobs, ignore])],
-                          capture_output=True, text=True, timeout=1200,
-                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    """llm-compressor's model_free_ptq (on the CPU, one thread, one worker) on each (source folder,
+    destination folder, scheme[, extra ignore entries]) of `jobs`, with `ignore`: the results come
+    from the reference cache (references.py; the misses computed in one batch by the session's one
+    worker interpreter) and are copied to the destinations. Fails on any error of model_free_ptq. A
+    scheme is a preset name, or a dict that model_free_ptq gets as the QuantizationScheme it
+    validates to (the widths compressed-tensors has no preset for)."""
+    import references
+    pairs = [(references.model_free_ptq_ref(src, scheme, ignore + (extra[0] if extra else [])), dst)
+             for src, dst, scheme, *extra in jobs]
+    try:
+        references.copy_references(pairs)
+    except references.ReferenceFailed as e:
+        pytest.fail(str(e), pytrace=False)
 
 
 def run_spk(*args, expect=0, timeout=300):
@@ -155,6 +154,22 @@ def vllm_venv() -> Path:
     if not env.venv_has_vllm():
         pytest.skip(f"no vLLM CPU venv at {env.venv_dir()} (python -m tests.e2e.env --ensure-venv)")
     return env.venv_python()
+
+
+@pytest.fixture(scope="session")
+def format_sources(tmp_path_factory) -> dict:
+    """formats_sources.py's checkpoints, written once per run: name -> folder."""
+    from formats_sources import write_sources
+    return write_sources(tmp_path_factory.mktemp("formats"))
+
+
+@pytest.fixture(scope="session")
+def format_quantized(format_sources, spk) -> dict:
+    """(checkpoint, preset) -> sparkulator's output of every format preset, made once per run for
+    test_formats_interop.py and test_formats_read_back.py (it depends on the binary: never cached
+    across runs). Read only: a test that changes one copies it first."""
+    from formats_sources import quantize_presets
+    return quantize_presets(spk, format_sources)
 
 
 pytest_plugins = ["suite_policy"]

@@ -16,7 +16,6 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import standin_server  # noqa: E402
-from conftest import spk_bin  # noqa: E402
 
 STANDIN = os.path.join(HERE, "standin_server.py")
 STEP = 0.02
@@ -57,8 +56,10 @@ def standin():
         p.wait()
 
 
-def bench(*args, timeout=60):
-    return subprocess.run([spk_bin(), "bench", *args], capture_output=True, text=True, timeout=timeout)
+@pytest.fixture
+def bench(spk):
+    """`sparkulator bench ARGS`, the finished process (any exit code: the tests check it)."""
+    return lambda *args, timeout=60: spk("bench", *args, expect=None, timeout=timeout)
 
 
 def expected(pattern, num_spec=3, max_tokens=MAX_TOKENS):
@@ -71,7 +72,7 @@ def arm(results, name):
     return next(a for a in results["arms"] if a["name"] == name)
 
 
-def test_two_arms_match_ground_truth(standin, tmp_path):
+def test_two_arms_match_ground_truth(bench, standin, tmp_path):
     a = standin("--accept-pattern", "1", "--warmup-requests", "2", "--warmup-pattern", "0")
     b = standin("--accept-pattern", "2,1,3,0", "--engines", "2", "--counter-delay", "0.15",
                 "--warmup-requests", "2", "--warmup-pattern", "0", "--token-ids")
@@ -130,7 +131,7 @@ def test_two_arms_match_ground_truth(standin, tmp_path):
     assert len([e for e in root.iter() if e.tag.endswith("circle")]) == 4
 
 
-def test_llamacpp_schema_chat_and_no_spec(standin, tmp_path):
+def test_llamacpp_schema_chat_and_no_spec(bench, standin, tmp_path):
     a = standin("--no-spec", "--tokens-per-chunk", "4")
     b = standin("--llamacpp", "--accept-pattern", "3")
     out = tmp_path / "r.json"
@@ -149,7 +150,7 @@ def test_llamacpp_schema_chat_and_no_spec(standin, tmp_path):
     assert arm(res, "llama")["spec_decode"]["draft_tokens"] == 2 * drafted
 
 
-def test_failures_are_counted(standin, tmp_path):
+def test_failures_are_counted(bench, standin, tmp_path):
     a = standin()
     b = standin("--fail-every", "3", "--malformed-every", "5")
     out = tmp_path / "r.json"
@@ -166,7 +167,7 @@ def test_failures_are_counted(standin, tmp_path):
     assert "[3 failed]" in r.stdout
 
 
-def test_stream_delivered_in_a_burst_is_counted_not_timed(standin, tmp_path):
+def test_stream_delivered_in_a_burst_is_counted_not_timed(bench, standin, tmp_path):
     a = standin("--burst-every", "2")
     out = tmp_path / "r.json"
     r = bench("--arm", "a=" + a, "--prompt-lengths", "16", "--repeats", "4", "--warmup", "1",
@@ -182,7 +183,7 @@ def test_stream_delivered_in_a_burst_is_counted_not_timed(standin, tmp_path):
     assert cell["mean_tok_s"] < 10_000
 
 
-def test_hang_times_out_and_dead_server_fails(standin, tmp_path):
+def test_hang_times_out_and_dead_server_fails(bench, standin, tmp_path):
     hang = standin("--hang-after", "2")
     out = tmp_path / "r.json"
     r = bench("--arm", "h=" + hang, "--prompt-lengths", "16", "--repeats", "2", "--warmup", "1",
@@ -199,7 +200,7 @@ def test_hang_times_out_and_dead_server_fails(standin, tmp_path):
     assert errs[0] is None and all(e for e in errs[1:])
 
 
-def test_unreachable_server():
+def test_unreachable_server(bench):
     r = bench("--arm", "x=http://127.0.0.1:%d" % free_port(), "--repeats", "1")
     assert r.returncode == 3
     assert "cannot connect to http://127.0.0.1" in r.stderr and "arm x" in r.stderr
@@ -218,7 +219,7 @@ def standin_processes(marker):
     return found
 
 
-def test_cmd_arm_launches_and_leaves_no_orphan(tmp_path):
+def test_cmd_arm_launches_and_leaves_no_orphan(bench, tmp_path):
     marker = "--warmup-pattern=%d" % free_port()  # unique text in the child's argv
     cmd = "cmd:%s %s --port {port} --step-delay %s --accept-pattern 2 %s" % (sys.executable, STANDIN, STEP, marker)
     out = tmp_path / "r.json"
@@ -234,7 +235,7 @@ def test_cmd_arm_launches_and_leaves_no_orphan(tmp_path):
     assert standin_processes(marker) == []
 
 
-def test_launch_command_that_exits_early_shows_its_log(tmp_path):
+def test_launch_command_that_exits_early_shows_its_log(bench, tmp_path):
     cmd = "cmd:%s -c \"import sys; print('model file missing: /nope'); sys.exit(4)\"" % sys.executable
     r = bench("--arm", "bad=" + cmd, "--repeats", "1", "--log-dir", str(tmp_path))
     assert r.returncode == 3
@@ -242,11 +243,11 @@ def test_launch_command_that_exits_early_shows_its_log(tmp_path):
     assert "model file missing: /nope" in r.stderr
 
 
-def test_ctrl_c_stops_servers_and_keeps_results(tmp_path):
+def test_ctrl_c_stops_servers_and_keeps_results(spk_path, tmp_path):
     marker = "--warmup-pattern=%d" % free_port()
     cmd = "cmd:%s %s --port {port} --step-delay %s %s" % (sys.executable, STANDIN, STEP, marker)
     out = tmp_path / "r.json"
-    p = subprocess.Popen([spk_bin(), "bench", "--arm", "a=" + cmd, "--prompt-lengths", "16", "--repeats", "200",
+    p = subprocess.Popen([spk_path, "bench", "--arm", "a=" + cmd, "--prompt-lengths", "16", "--repeats", "200",
                           "--warmup", "1", "--max-tokens", "21", "--json", str(out), "--log-dir", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = 0
@@ -266,7 +267,7 @@ def test_ctrl_c_stops_servers_and_keeps_results(tmp_path):
     assert standin_processes(marker) == []
 
 
-def test_report_pools_by_inverse_variance(tmp_path):
+def test_report_pools_by_inverse_variance(spk, tmp_path):
     files = []
     for i, (lr, se) in enumerate(((0.10, 0.02), (0.16, 0.04), (0.05, 0.08))):
         doc = {"comparisons": [{"baseline": "bf16", "arm": "w4a16", "ratio": math.exp(lr), "log_ratio": lr,
@@ -276,7 +277,7 @@ def test_report_pools_by_inverse_variance(tmp_path):
         path.write_text(json.dumps(doc))
         files.append(str(path))
     pooled_json = tmp_path / "pooled.json"
-    r = subprocess.run([spk_bin(), "bench", "report", *files, "--json", str(pooled_json)], capture_output=True, text=True)
+    r = spk("bench", "report", *files, "--json", pooled_json, expect=None)
     assert r.returncode == 0, r.stderr
     w = [1 / 0.02 ** 2, 1 / 0.04 ** 2, 1 / 0.08 ** 2]
     mean = (0.10 * w[0] + 0.16 * w[1] + 0.05 * w[2]) / sum(w)

@@ -15,7 +15,7 @@ from test_bench import MAX_TOKENS, STANDIN, arm, bench, standin  # noqa: E402,F4
 LENGTHS = [24, 77]
 
 
-def run_shape(start, tmp_path, *flags, extra=()):
+def run_shape(bench, start, tmp_path, *flags, extra=()):
     url = start(*flags)
     out = tmp_path / "r.json"
     r = bench("--arm", "a=" + url, "--prompt-lengths", ",".join(map(str, LENGTHS)), "--repeats", "2",
@@ -28,23 +28,23 @@ def measured_prompt_tokens(res):
     return {(q["prompt_length"], q["prompt_tokens"]) for q in res["requests"] if not q["warmup"]}
 
 
-def test_vllm_shape_sends_token_ids(standin, tmp_path):
-    r, res = run_shape(standin, tmp_path)
+def test_vllm_shape_sends_token_ids(bench, standin, tmp_path):
+    r, res = run_shape(bench, standin, tmp_path)
     assert res["prompts"]["method"] == "token-ids" and res["prompts"]["exact"]
     assert res["prompts"]["degraded"] == []
     assert measured_prompt_tokens(res) == {(n, n) for n in LENGTHS}
 
 
-def test_text_only_server_uses_detokenize(standin, tmp_path):
-    r, res = run_shape(standin, tmp_path, "--no-token-prompts")
+def test_text_only_server_uses_detokenize(bench, standin, tmp_path):
+    r, res = run_shape(bench, standin, tmp_path, "--no-token-prompts")
     assert res["prompts"]["method"] == "tokenize+detokenize" and res["prompts"]["exact"]
     assert "HTTP 400" in res["prompts"]["degraded"][0]
     assert "degraded: token ids as the prompt" in r.stderr
     assert measured_prompt_tokens(res) == {(n, n) for n in LENGTHS}
 
 
-def test_no_detokenize_cuts_by_bisection(standin, tmp_path):
-    r, res = run_shape(standin, tmp_path, "--no-token-prompts", "--no-detokenize")
+def test_no_detokenize_cuts_by_bisection(bench, standin, tmp_path):
+    r, res = run_shape(bench, standin, tmp_path, "--no-token-prompts", "--no-detokenize")
     p = res["prompts"]
     assert p["method"] == "tokenize-bisection", p
     assert any("/detokenize answered HTTP 404" in d for d in p["degraded"])
@@ -53,17 +53,17 @@ def test_no_detokenize_cuts_by_bisection(standin, tmp_path):
     assert "degraded: no usable /detokenize" in r.stdout  # the Markdown says it too
 
 
-def test_no_tokenize_estimates_loudly(standin, tmp_path):
-    r, res = run_shape(standin, tmp_path, "--no-tokenize")
+def test_no_tokenize_estimates_loudly(bench, standin, tmp_path):
+    r, res = run_shape(bench, standin, tmp_path, "--no-tokenize")
     assert res["prompts"]["method"] == "estimate" and not res["prompts"]["exact"]
     assert "ESTIMATED" in r.stderr and "ESTIMATED" in r.stdout
     # Speed and acceptance are still measured.
     assert arm(res, "a")["cells"][0]["n"] == 2 and arm(res, "a")["spec_decode"]["draft_tokens"] > 0
 
 
-def test_sglang_metrics_give_acceptance_length_not_counts(standin, tmp_path):
+def test_sglang_metrics_give_acceptance_length_not_counts(bench, standin, tmp_path):
     pattern = [2, 1, 3, 0]
-    r, res = run_shape(standin, tmp_path, "--sglang", "--accept-pattern", "2,1,3,0")
+    r, res = run_shape(bench, standin, tmp_path, "--sglang", "--accept-pattern", "2,1,3,0")
     s = arm(res, "a")["spec_decode"]
     steps = standin_server.simulate(MAX_TOKENS, pattern, 3)[0]
     assert s["draft_tokens"] is None and s["accepted_tokens"] is None
@@ -73,7 +73,7 @@ def test_sglang_metrics_give_acceptance_length_not_counts(standin, tmp_path):
     assert "%.3f" % (MAX_TOKENS / steps) in row
 
 
-def test_memory_per_arm_url_and_launched(standin, tmp_path):
+def test_memory_per_arm_url_and_launched(bench, standin, tmp_path):
     url = standin()
     out = tmp_path / "r.json"
     launched = "b=cmd:%s %s --port {port} --step-delay 0.02 --log-like-vllm" % (sys.executable, STANDIN)

@@ -5,7 +5,6 @@ as YAML, its Markdown must render (markdown-it-py), and updating it must keep th
 import json
 import os
 import re
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 
@@ -15,21 +14,22 @@ from markdown_it import MarkdownIt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from conftest import spk_bin  # noqa: E402
-from test_bench import bench, standin  # noqa: E402,F401
-
-
-def spk(*args):
-    return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=120)
+from test_bench import bench, standin  # noqa: E402,F401  (fixtures)
 
 
 @pytest.fixture
-def made(standin, tmp_path):
+def run(spk):
+    """conftest's spk with any exit code (the tests check it) and card's old 120 s limit."""
+    return lambda *args: spk(*args, expect=None, timeout=120)
+
+
+@pytest.fixture
+def made(standin, bench, run, tmp_path):
     """(draft folder, [results json paths], card path) with the card written."""
     src, draft = tmp_path / "src", tmp_path / "draft-w4a16"
-    assert spk("example", src, "--family", "dflash").returncode == 0
+    assert run("example", src, "--family", "dflash").returncode == 0
     (src / "README.md").write_text("---\nlicense: apache-2.0\n---\nThe source's card.\n")
-    r = spk("quantize", src, draft, "--target-precision", "fp8")
+    r = run("quantize", src, draft, "--target-precision", "fp8")
     assert r.returncode == 0, r.stderr
     files = []
     for machine in (1, 2):
@@ -45,7 +45,7 @@ def made(standin, tmp_path):
             "org/draft-w4a16", "-o", card]
     for f in files:
         args += ["--bench", f]
-    r = spk(*args)
+    r = run(*args)
     assert r.returncode == 0, r.stderr
     return draft, files, card
 
@@ -144,15 +144,15 @@ def test_quantize_records_what_the_card_needs(made, tmp_path):
     assert all(f"`{t}`" in card.read_text() for t in kept)
 
 
-def test_update_keeps_prose_and_refuses_to_overwrite(made):
+def test_update_keeps_prose_and_refuses_to_overwrite(made, run):
     draft, files, card = made
     text = card.read_text()
     edited = text.replace("<!-- sparkulator card: generated begin", "## Why this draft\nBecause.\n\n"
                           "<!-- sparkulator card: generated begin").replace("tags:", "datasets:\n- a/b\ntags:")
     card.write_text(edited + "\n## Citation\nCite us.\n")
-    r = spk("card", draft, "-o", card)
+    r = run("card", draft, "-o", card)
     assert r.returncode == 2 and "--update" in r.stderr and card.read_text().endswith("Cite us.\n")
-    r = spk("card", draft, "-o", card, "--update")
+    r = run("card", draft, "-o", card, "--update")
     assert r.returncode == 0, r.stderr
     new = card.read_text()
     assert "## Why this draft\nBecause." in new and new.endswith("## Citation\nCite us.\n")
@@ -160,8 +160,8 @@ def test_update_keeps_prose_and_refuses_to_overwrite(made):
     assert "## Benchmarks" not in new  # no --bench this time: the generated part was replaced
 
 
-def test_not_a_sparkulator_checkpoint_is_a_clear_error(tmp_path):
+def test_not_a_sparkulator_checkpoint_is_a_clear_error(tmp_path, run):
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "config.json").write_text('{"model_type": "llama"}')
-    r = spk("card", tmp_path / "m")
+    r = run("card", tmp_path / "m")
     assert r.returncode == 2 and "config.json" in r.stderr and "sparkulator quantize" in r.stderr

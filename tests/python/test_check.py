@@ -7,22 +7,16 @@ import json
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-MFP_SCRIPT = textwrap.dedent("""
-    import sys
-    from llmcompressor import model_free_ptq
-    for src, dst, ignore in [(sys.argv[1], sys.argv[2], ["lm_head", "re:.*embed_tokens", "re:.*norm"]),
-                             (sys.argv[3], sys.argv[4], ["re:.*norm"])]:
-        model_free_ptq(model_stub=src, save_directory=dst, scheme="W4A16", ignore=ignore,
-                       max_workers=1, device="cpu")
-""")
+from conftest import REPO, run_model_free_ptq
 
+sys.path.insert(0, str(REPO))
+from tests.e2e import env  # noqa: E402
 
 @pytest.fixture(scope="module")
 def ckpts(tmp_path_factory, spk):
@@ -38,9 +32,10 @@ def ckpts(tmp_path_factory, spk):
     pytest.importorskip("llmcompressor")
     # model_free_ptq: a small LLM with embeddings/norms/lm_head ignored, and a DFlash draft with
     # q/k/v quantized (which vLLM cannot load).
-    subprocess.run([sys.executable, "-c", MFP_SCRIPT, root / "llm", root / "mfp_llm",
-                    root / "dflash", root / "mfp_dflash"], check=True, capture_output=True,
-                   timeout=600)
+    run_model_free_ptq([(str(root / "llm"), str(root / "mfp_llm"), "W4A16",
+                         ["lm_head", "re:.*embed_tokens", "re:.*norm"]),
+                        (str(root / "dflash"), str(root / "mfp_dflash"), "W4A16", ["re:.*norm"])],
+                       ignore=[])
     out["mfp_llm"], out["mfp_dflash"] = root / "mfp_llm", root / "mfp_dflash"
     return out
 
@@ -432,15 +427,7 @@ def test_check_with_fake_vllm_trees(ckpts, spk, tmp_path, marker, code, expect_o
     assert bool(found) == (not expect_ok)
 
 
-def _installed_vllm_site() -> Path:
-    """site-packages of the e2e's vLLM venv ($VENV, else .venv-vllm at the repository root)."""
-    import os
-    venv = Path(os.environ.get("VENV") or Path(__file__).resolve().parents[2] / ".venv-vllm")
-    found = sorted(venv.glob("lib/python3*/site-packages"))
-    return found[0] if found else venv / "lib" / "python3.11" / "site-packages"
-
-
-REAL_VLLM = _installed_vllm_site()
+REAL_VLLM = env.site_packages()
 
 
 @pytest.mark.skipif(not (REAL_VLLM / "vllm" / "model_executor").is_dir(),

@@ -15,8 +15,6 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import spk_bin
-
 
 def leftovers(dst: Path):
     """Everything quantize may have left: DST itself and temporary folders beside it."""
@@ -155,12 +153,12 @@ def test_usage_errors(spk, llm, tmp_path, flags, needle):
     expect_refusal(spk, llm, tmp_path / "q", needle, flags=flags)
 
 
-def test_ctrl_c_leaves_nothing_behind(spk, tmp_path):
+def test_ctrl_c_leaves_nothing_behind(spk, spk_path, tmp_path):
     src = tmp_path / "src"
     spk("example", src, "--family", "llm", "--hidden", "2048", "--intermediate", "8192",
         "--layers", "4", "--vocab", "256")
     dst = tmp_path / "q"
-    proc = subprocess.Popen([spk_bin(), "quantize", str(src), str(dst), "--threads", "1"],
+    proc = subprocess.Popen([spk_path, "quantize", str(src), str(dst), "--threads", "1"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # Wait until the temporary output exists, then interrupt.
     deadline = time.time() + 20

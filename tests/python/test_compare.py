@@ -15,8 +15,6 @@
 import json
 import math
 import os
-import shutil
-import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -24,6 +22,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import references
 from conftest import load_dir
 
 from test_quant_interop import reference
@@ -151,19 +150,15 @@ def test_html_report_renders_in_headless_chromium(llm, spk, tmp_path):
     parsed.feed(text)
     assert parsed.counts["svg"] == 2
     assert parsed.counts["bar"] == 14 + 7  # one bar per layer, one per layer type
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
+    if references.chromium() is None:
         pytest.skip("chromium is not installed (scripts/install-deps.sh installs it)")
-    base = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-            f"--user-data-dir={tmp_path / 'profile'}"]
-    dom = subprocess.run(base + ["--dump-dom", html.as_uri()], capture_output=True, text=True,
-                         timeout=120).stdout
+    # Chromium's --dump-dom and --screenshot of the page, cached by its bytes and Chromium's version.
+    render = references.chromium_render(html, window="1000,1400")
+    dom = (render / "dom.html").read_text()
     rendered = SvgCounter()
     rendered.feed(dom)
     assert rendered.counts.get("svg") == 2 and rendered.counts.get("bar") == 21
-    png = tmp_path / "shot.png"
-    subprocess.run(base + [f"--screenshot={png}", "--window-size=1000,1400", html.as_uri()],
-                   capture_output=True, timeout=120)
+    png = render / "screenshot.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # The bars are colored: the screenshot holds more than the white page and black text.
     import zlib, struct

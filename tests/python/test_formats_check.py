@@ -5,26 +5,20 @@ finite, positive and equal across fused q/k/v and gate/up, across shards too), a
 shape rule vLLM 0.32 states (fp8_utils.py validate_fp8_block_shape). Each defect is planted in a real
 quantized output and the finding must name its code, the tensor and the file that holds it."""
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
-from conftest import run_model_free_ptq, spk_bin
-from test_formats_interop import write_checkpoint
+from conftest import run_model_free_ptq
+from formats_sources import PRESETS, write_checkpoint
 
-PRESETS = ["FP8_DYNAMIC", "FP8_BLOCK", "W8A8", "INT8", "NVFP4A16", "MXFP4A16", "MXFP8A16", "W4AFP8"]
 L0 = "model.layers.0."
 
 
-def spk(*args):
-    return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=300)
-
-
-def check(d):
-    r = spk("check", d, "--json")
+def check(spk, d):
+    r = spk("check", d, "--json", expect=None)
     assert r.returncode in (0, 1), r.stderr
     return json.loads(r.stdout)
 
@@ -37,8 +31,9 @@ def source(tmp_path_factory):
     return src
 
 
-def quantize(source, dst, preset):
-    r = spk("quantize", source, dst, "--scheme", preset, "--preset", "none", "--no-fsync")
+def quantize(spk, source, dst, preset):
+    r = spk("quantize", source, dst, "--scheme", preset, "--preset", "none", "--no-fsync",
+            expect=None)
     assert r.returncode == 0, r.stderr
     return dst
 
@@ -62,10 +57,10 @@ def edit(d: Path, tensor: str, change):
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_every_format_is_checked_and_a_clean_output_passes(tmp_path, preset):
+def test_every_format_is_checked_and_a_clean_output_passes(spk, tmp_path, preset):
     src = tmp_path / "src"
-    assert spk("example", src, "--family", "llm").returncode == 0
-    report = check(quantize(src, tmp_path / "q", preset))
+    assert spk("example", src, "--family", "llm", expect=None).returncode == 0
+    report = check(spk, quantize(spk, src, tmp_path / "q", preset))
     codes = {f["code"] for f in report["findings"]}
     assert report["ok"], report["findings"]
     assert "format-not-checked" not in codes
@@ -130,26 +125,26 @@ DEFECTS = {
 
 
 @pytest.mark.parametrize("defect", sorted(DEFECTS))
-def test_a_planted_defect_is_found_naming_file_and_tensor(source, tmp_path, defect):
+def test_a_planted_defect_is_found_naming_file_and_tensor(source, spk, tmp_path, defect):
     preset, tensor, change, code = DEFECTS[defect]
-    q = quantize(source, tmp_path / "q", preset)
-    assert check(q)["findings"] == [] or preset == "FP8_BLOCK"  # k_proj's rule below
+    q = quantize(spk, source, tmp_path / "q", preset)
+    assert check(spk, q)["findings"] == [] or preset == "FP8_BLOCK"  # k_proj's rule below
     shard = edit(q, tensor, change)
-    hits = finding(check(q), code)
+    hits = finding(check(spk, q), code)
     module = tensor.rsplit(".", 1)[0]
     assert any(h["file"] == shard and (module in h["module"] or module in h["message"])
                for h in hits), hits
 
 
-def test_fp8_blocks_follow_vllms_fused_partition_rule(source, tmp_path):
+def test_fp8_blocks_follow_vllms_fused_partition_rule(source, spk, tmp_path):
     """q/k/v fuse into one GEMM; vLLM requires every member but the last (v) to be whole 128-row
     blocks: k_proj's 192 rows fail, v_proj's do not. model_free_ptq quantizes them anyway, and check
     flags its output; sparkulator's plan applies the same rule, keeps q/k/v dense, and checks clean."""
     pytest.importorskip("llmcompressor")
     ref = tmp_path / "ref"
     run_model_free_ptq([(str(source), str(ref), "FP8_BLOCK")], ignore=["lm_head", "re:.*embed_tokens"])
-    hits = finding(check(ref), "kernel-rule")
+    hits = finding(check(spk, ref), "kernel-rule")
     assert [h["module"] for h in hits] == [L0 + "self_attn.k_proj"]
     assert "validate_fp8_block_shape" in hits[0]["message"]
-    ours = check(quantize(source, tmp_path / "q", "FP8_BLOCK"))
+    ours = check(spk, quantize(spk, source, tmp_path / "q", "FP8_BLOCK"))
     assert ours["ok"] and not [f for f in ours["findings"] if f["code"] == "kernel-rule"], ours

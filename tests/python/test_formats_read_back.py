@@ -17,15 +17,13 @@ MXFP8A16, W4AFP8), against compressed-tensors 0.19 itself:
 import json
 import math
 import struct
-import subprocess
 
 import pytest
 import torch
 
-from conftest import load_dir, spk_bin
-from test_formats_interop import CHECKPOINTS, DTYPES, write_checkpoint
-
-PRESETS = ["FP8_DYNAMIC", "FP8_BLOCK", "W8A8", "INT8", "NVFP4A16", "MXFP4A16", "MXFP8A16", "W4AFP8"]
+import references
+from conftest import load_dir
+from formats_sources import CHECKPOINTS, PRESETS
 PROJECTIONS = 7  # q, k, v, o, gate, up, down
 
 
@@ -35,50 +33,23 @@ def projections(preset: str) -> int:
     return 4 if preset == "FP8_BLOCK" else PROJECTIONS
 
 
-def spk(*args):
-    return subprocess.run([spk_bin(), *map(str, args)], capture_output=True, text=True, timeout=300)
+@pytest.fixture(scope="module")
+def sources(format_sources):
+    """checkpoint -> its folder: the session's (conftest.py format_sources)."""
+    return format_sources
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
-    root = tmp_path_factory.mktemp("readback")
-    out = {}
-    for ckpt in CHECKPOINTS:
-        out[ckpt] = root / ckpt
-        write_checkpoint(out[ckpt], DTYPES[ckpt.split("-")[0]], sharded=ckpt.endswith("sharded"))
-    return out
-
-
-@pytest.fixture(scope="module")
-def quantized(sources, tmp_path_factory):
-    """(checkpoint, preset) -> sparkulator's quantized folder."""
-    root = tmp_path_factory.mktemp("quantized")
-    out = {}
-    for ckpt, src in sources.items():
-        for preset in PRESETS:
-            q = root / f"{ckpt}-{preset}"
-            r = spk("quantize", src, q, "--scheme", preset, "--preset", "none", "--no-fsync")
-            assert r.returncode == 0, r.stderr
-            out[ckpt, preset] = q
-    return out
+def quantized(format_quantized):
+    """(checkpoint, preset) -> sparkulator's quantized folder: the session's, which
+    test_formats_interop.py compares with model_free_ptq (conftest.py format_quantized)."""
+    return format_quantized
 
 
 def reference_decompression(q_dir):
-    """module -> the weight compressed-tensors decompresses from our stored tensors."""
-    from compressed_tensors.compressors.base import BaseCompressor
-    from compressed_tensors.quantization import QuantizationConfig
-    qc = QuantizationConfig.model_validate(
-        json.loads((q_dir / "config.json").read_text())["quantization_config"])
-    (scheme,) = qc.config_groups.values()
-    compressor = BaseCompressor.get_value_from_registry(qc.format)
-    names = compressor.compression_param_names(scheme)
-    stored = load_dir(q_dir)
-    modules = {n.rsplit(".", 1)[0] for n in stored if n.endswith(".weight_scale")}
-    out = {}
-    for m in modules:
-        state = {p: stored[f"{m}.{p}"] for p in names if f"{m}.{p}" in stored}
-        out[m] = compressor.decompress(state, scheme)["weight"]
-    return out
+    """module -> the weight compressed-tensors decompresses from our stored tensors
+    (references.decompress_checkpoint, cached by the checkpoint's content)."""
+    return references.ct_decompression(q_dir)
 
 
 def raw(t):
@@ -87,11 +58,11 @@ def raw(t):
 
 @pytest.mark.parametrize("ckpt", CHECKPOINTS)
 @pytest.mark.parametrize("preset", PRESETS)
-def test_dequantize_equals_compressed_tensors_byte_for_byte(sources, quantized, tmp_path, ckpt,
+def test_dequantize_equals_compressed_tensors_byte_for_byte(sources, quantized, spk, tmp_path, ckpt,
                                                            preset):
     q = quantized[ckpt, preset]
     d = tmp_path / "dense"
-    r = spk("dequantize", q, d, "--json")
+    r = spk("dequantize", q, d, "--json", expect=None)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["dequantized_modules"] == projections(preset)
     reference = reference_decompression(q)
@@ -139,10 +110,10 @@ def compare_inputs(module: str, samples: int, cols: int, seed: int = 1) -> torch
 
 @pytest.mark.parametrize("ckpt", ["bf16", "f16", "bf16-sharded"])
 @pytest.mark.parametrize("preset", PRESETS)
-def test_compare_reports_the_error_of_compressed_tensors_decompression(sources, quantized, ckpt,
-                                                                      preset):
+def test_compare_reports_the_error_of_compressed_tensors_decompression(sources, quantized, spk,
+                                                                      ckpt, preset):
     q = quantized[ckpt, preset]
-    r = spk("compare", sources[ckpt], q, "--json", "--samples", "2")
+    r = spk("compare", sources[ckpt], q, "--json", "--samples", "2", expect=None)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     layers = {l["module"]: l for l in report["layers"]}
@@ -165,9 +136,9 @@ def test_compare_reports_the_error_of_compressed_tensors_decompression(sources, 
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, tmp_path, preset):
+def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, spk, tmp_path, preset):
     q = quantized["bf16-sharded", preset]
-    r = spk("inspect", q, "--json")
+    r = spk("inspect", q, "--json", expect=None)
     assert r.returncode == 0, r.stderr
     report = json.loads(r.stdout)
     stored = load_dir(q)
@@ -176,7 +147,7 @@ def test_inspect_counts_lists_and_sizes_every_quantized_module(quantized, tmp_pa
     assert sorted(listed) == sorted(n.rsplit(".", 1)[0] for n in stored
                                     if n.endswith(".weight_scale"))
     d = tmp_path / "dense"
-    assert spk("dequantize", q, d).returncode == 0
+    assert spk("dequantize", q, d, expect=None).returncode == 0
     dense = load_dir(d)
     for module, m in listed.items():
         assert m["shape"] == list(dense[module + ".weight"].shape)

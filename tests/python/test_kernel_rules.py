@@ -7,21 +7,20 @@ which says what it fakes (the CUDA platform, for the W4A8 chooser). Then `check`
 llm-compressor's model_free_ptq writes for a GEMM that breaks the W4A8 rule, naming module and kernel.
 """
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import save_file
 
-from conftest import REPO, run_model_free_ptq, spk_bin
+import references
+from conftest import REPO, run_model_free_ptq
 
 import sys
 sys.path.insert(0, str(REPO))
 from tests.e2e import env  # noqa: E402
 
 VENV_PYTHON = env.venv_dir() / "bin" / "python"
-VERDICTS = Path(__file__).with_name("vllm_kernel_verdicts.py")
 ROW_PARALLEL = ("o_proj", "down_proj")
 FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj",
          "gate_proj": "gate_up_proj", "up_proj": "gate_up_proj"}
@@ -102,27 +101,26 @@ def every_case() -> list:
 
 @pytest.fixture(scope="module")
 def vllm_says():
-    """vLLM's verdict on a case: one run of vllm_kernel_verdicts.py in the venv for all of them."""
+    """vLLM's verdict on a case: one run of vllm_kernel_verdicts.py in the venv for all of them,
+    through the reference cache (references.py: keyed by the cases and vLLM's version)."""
     if not VENV_PYTHON.exists():
         pytest.skip(f"no vLLM venv at {VENV_PYTHON.parent.parent} (set VENV)")
     cases = every_case()
-    proc = subprocess.run([str(VENV_PYTHON), str(VERDICTS), json.dumps(cases)], capture_output=True,
-                          text=True, timeout=600, env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin"})
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    answers = dict(zip(map(json.dumps, cases), json.loads(proc.stdout.strip().splitlines()[-1])))
+    try:
+        answers = dict(zip(map(json.dumps, cases), references.vllm_verdicts(cases)))
+    except references.ReferenceFailed as e:
+        pytest.fail(str(e), pytrace=False)
     return lambda batch: [answers[json.dumps(c)] for c in batch]
 
 
-def plan_actions(src: Path, scheme: str, tp: int) -> dict:
-    proc = subprocess.run([spk_bin(), "inspect", src, "--scheme", scheme, "--tp", str(tp),
-                           "--preset", "none", "--json"], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
+def plan_actions(spk, src: Path, scheme: str, tp: int) -> dict:
+    proc = spk("inspect", src, "--scheme", scheme, "--tp", tp, "--preset", "none", "--json")
     return {t["name"]: (t["action"], t["reason"]) for t in json.loads(proc.stdout)["tensors"]}
 
 
-def agree(tmp_path, vllm_says, scheme: str, layers: list, tp: int, case_of, expected: list):
+def agree(tmp_path, spk, vllm_says, scheme: str, layers: list, tp: int, case_of, expected: list):
     src = write_layers(tmp_path / "src", layers)
-    actions = plan_actions(src, scheme, tp)
+    actions = plan_actions(spk, src, scheme, tp)
     found = list(gemms(layers, tp))
     verdicts = vllm_says([case_of(k, rows, row) for _, _, _, k, rows, row in found])
     assert [v["ok"] for v in verdicts] == expected, verdicts
@@ -140,11 +138,11 @@ W4AFP8_CASES = [
 
 
 @pytest.mark.parametrize("tp,expected", W4AFP8_CASES)
-def test_w4afp8_tiles_agree_with_vllms_w4a8_kernel_chooser(tmp_path, vllm_says, tp, expected):
+def test_w4afp8_tiles_agree_with_vllms_w4a8_kernel_chooser(tmp_path, spk, vllm_says, tp, expected):
     """vLLM 0.32 on Hopper: CutlassW4A8LinearKernel is the only kernel for W4AFP8, and it needs K and
     the fused N per rank in multiples of 128; otherwise "Failed to find a kernel that can implement
     the WNA16 linear layer"."""
-    agree(tmp_path, vllm_says, "w4afp8", W4AFP8_LAYERS, tp, w4afp8_case, expected)
+    agree(tmp_path, spk, vllm_says, "w4afp8", W4AFP8_LAYERS, tp, w4afp8_case, expected)
 
 
 def test_w4afp8_has_no_kernel_off_hopper(vllm_says):
@@ -165,11 +163,11 @@ FP8_BLOCK_CASES = [
 
 
 @pytest.mark.parametrize("tp,expected", FP8_BLOCK_CASES)
-def test_fp8_block_rows_agree_with_validate_fp8_block_shape(tmp_path, vllm_says, tp, expected):
-    agree(tmp_path, vllm_says, "fp8-block", FP8_BLOCK_LAYERS, tp, fp8_block_case(tp), expected)
+def test_fp8_block_rows_agree_with_validate_fp8_block_shape(tmp_path, spk, vllm_says, tp, expected):
+    agree(tmp_path, spk, vllm_says, "fp8-block", FP8_BLOCK_LAYERS, tp, fp8_block_case(tp), expected)
 
 
-def test_check_flags_a_w4afp8_gemm_that_breaks_the_cutlass_tiles(tmp_path):
+def test_check_flags_a_w4afp8_gemm_that_breaks_the_cutlass_tiles(tmp_path, spk):
     """model_free_ptq quantizes the second layer of W4AFP8_LAYERS (q/k/v 1088 rows, o_proj 960, gate/up
     576, down_proj 1088) anyway; check names each member, its vLLM
     module, the kernel and vLLM's message; sparkulator's own output of the same source checks clean."""
@@ -177,8 +175,7 @@ def test_check_flags_a_w4afp8_gemm_that_breaks_the_cutlass_tiles(tmp_path):
     src = write_layers(tmp_path / "src", W4AFP8_LAYERS[1:])
     ref = tmp_path / "ref"
     run_model_free_ptq([(str(src), str(ref), "W4AFP8")], ignore=["lm_head", "re:.*embed_tokens"])
-    proc = subprocess.run([spk_bin(), "check", ref, "--json"], capture_output=True, text=True,
-                          timeout=300)
+    proc = spk("check", ref, "--json", expect=None)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     hits = [f for f in json.loads(proc.stdout)["findings"] if f["code"] == "kernel-rule"]
     modules = sorted(h["module"] for h in hits)
@@ -188,11 +185,10 @@ def test_check_flags_a_w4afp8_gemm_that_breaks_the_cutlass_tiles(tmp_path):
     assert "CutlassW4A8LinearKernel" in k["message"]
     assert "K and N must be divisible by 128, got (1024, 1088)" in k["message"]
     ours = tmp_path / "ours"
-    q = subprocess.run([spk_bin(), "quantize", src, ours, "--scheme", "w4afp8", "--preset", "none",
-                        "--no-fsync"], capture_output=True, text=True, timeout=300)
+    q = spk("quantize", src, ours, "--scheme", "w4afp8", "--preset", "none", "--no-fsync",
+            expect=None)
     assert q.returncode == 0, q.stderr
-    clean = subprocess.run([spk_bin(), "check", ours, "--json"], capture_output=True, text=True,
-                           timeout=300)
+    clean = spk("check", ours, "--json", expect=None)
     assert clean.returncode == 0, clean.stdout
 
 
@@ -263,9 +259,8 @@ def test_out_48_is_refused_by_the_cpu_build_with_this_message(vllm_says):
     assert ampere == {"ok": True, "kernel": "MarlinLinearKernel"}, ampere
 
 
-def check_findings(path: Path, *args) -> dict:
-    proc = subprocess.run([spk_bin(), "check", path, "--json", *map(str, args)],
-                          capture_output=True, text=True, timeout=300)
+def check_findings(spk, path: Path, *args) -> dict:
+    proc = spk("check", path, "--json", *args, expect=None)
     assert proc.returncode in (0, 1), proc.stderr
     return {(f["code"], f["module"]): f for f in json.loads(proc.stdout)["findings"]
             if f["code"].startswith("kernel-rule")}
@@ -282,10 +277,10 @@ def w4a16_ref(tmp_path_factory):
 
 
 @pytest.mark.parametrize("tp", [1, 2])
-def test_check_at_vllm_032_says_what_vllm_does_per_platform(w4a16_ref, vllm_says, tp):
+def test_check_at_vllm_032_says_what_vllm_does_per_platform(w4a16_ref, spk, vllm_says, tp):
     """An error where neither a CUDA GPU nor the CPU build loads the module, a warning naming the
     platform where one refuses, nothing where both load it; the message quotes vLLM's reason."""
-    found = check_findings(w4a16_ref, "--tp", tp, "--vllm-version", "0.32.0")
+    found = check_findings(spk, w4a16_ref, "--tp", tp, "--vllm-version", "0.32.0")
     cases = [c for c in w4a16_check_cases() if c["tp"] == tp]
     verdicts = iter(vllm_says(cases))
     for case in cases[::1 + len(CUDA_GPUS)]:
@@ -304,23 +299,23 @@ def test_check_at_vllm_032_says_what_vllm_does_per_platform(w4a16_ref, vllm_says
             assert "Weight input_size_per_partition=192" in error["message"], where
 
 
-def test_check_before_vllm_032_keeps_marlins_tile_rule(w4a16_ref):
+def test_check_before_vllm_032_keeps_marlins_tile_rule(w4a16_ref, spk):
     """Releases before Marlin's padding (judged from 0.32.0 on; older ones by today's rule, an
     assumption docs/check.md states): out % 64 and in % 128 per rank, else an error."""
     for tp, broken in ((1, {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj"}),
                        (2, {"model.layers.0.self_attn.o_proj", "model.layers.1.self_attn.o_proj",
                             "model.layers.1.mlp.down_proj"})):
-        found = check_findings(w4a16_ref, "--tp", tp, "--vllm-version", "0.31.0")
+        found = check_findings(spk, w4a16_ref, "--tp", tp, "--vllm-version", "0.31.0")
         assert {m for code, m in found if code == "kernel-rule"} == broken, found
         assert not [k for k in found if k[0] == "kernel-rule-platform"], found
         assert "not a multiple of 64 (Marlin)" in \
             found[("kernel-rule", "model.layers.0.self_attn.o_proj")]["message"]
 
 
-def test_sparkulator_keeps_the_old_tiles_dense(tmp_path):
+def test_sparkulator_keeps_the_old_tiles_dense(tmp_path, spk):
     """The plan stays with Marlin's old tiles: the o_proj with 48 and 96 rows stay dense."""
     src = write_layers(tmp_path / "src", W4A16_LAYERS)
-    actions = plan_actions(src, "w4a16", 1)
+    actions = plan_actions(spk, src, "w4a16", 1)
     assert actions["model.layers.0.self_attn.o_proj.weight"][0] == "keep"
     assert actions["model.layers.1.self_attn.o_proj.weight"][0] == "keep"
     assert actions["model.layers.0.mlp.down_proj.weight"][0] == "quantize"

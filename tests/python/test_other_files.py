@@ -11,20 +11,11 @@ same files, and every file that neither tool rewrites must have the source's byt
 
 import os
 import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from conftest import run_spk
-
-MFP_SCRIPT = textwrap.dedent("""
-    import sys
-    from llmcompressor import model_free_ptq
-    model_free_ptq(model_stub=sys.argv[1], save_directory=sys.argv[2], scheme="W4A16",
-                   ignore=["lm_head", "re:.*embed_tokens", "re:.*norm"], max_workers=1, device="cpu")
-""")
+from conftest import run_model_free_ptq
 
 # Written by the tools themselves, so not byte for byte the source's.
 REWRITTEN = {"config.json", "model.safetensors.index.json"}
@@ -40,10 +31,10 @@ def kept_files(folder: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def source(tmp_path_factory):
+def source(tmp_path_factory, spk):
     root = tmp_path_factory.mktemp("other_files")
     src = root / "src"
-    run_spk("example", src, "--family", "llm", "--shards", "2")
+    spk("example", src, "--family", "llm", "--shards", "2")
     (src / "modules.json").write_text('[{"idx": 0, "name": "0", "path": "", '
                                       '"type": "sentence_transformers.models.Transformer"}]\n')
     (src / "1_Pooling").mkdir()
@@ -64,14 +55,14 @@ def source(tmp_path_factory):
 def reference(source, tmp_path_factory):
     pytest.importorskip("llmcompressor")
     out = tmp_path_factory.mktemp("mfp") / "out"
-    subprocess.run([sys.executable, "-c", MFP_SCRIPT, source, out], check=True,
-                   capture_output=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    run_model_free_ptq([(str(source), str(out), "W4A16")],
+                       ignore=["lm_head", "re:.*embed_tokens", "re:.*norm"])
     return out
 
 
-def test_quantize_keeps_the_same_files_as_model_free_ptq(source, reference, tmp_path):
+def test_quantize_keeps_the_same_files_as_model_free_ptq(source, reference, spk, tmp_path):
     ours = tmp_path / "q"
-    proc = run_spk("quantize", source, ours, "--json")
+    proc = spk("quantize", source, ours, "--json")
     assert tree(ours) == tree(reference)
     assert "1_Pooling/config.json" in tree(ours) and "code/layers/attention.py" in tree(ours)
     assert ".gitattributes" not in tree(ours) and not (ours / ".cache").exists()
@@ -82,9 +73,9 @@ def test_quantize_keeps_the_same_files_as_model_free_ptq(source, reference, tmp_
     assert "sub-folder" not in proc.stdout  # the old warning is gone
 
 
-def test_dequantize_keeps_them_too(source, tmp_path):
-    run_spk("quantize", source, tmp_path / "q")
-    run_spk("dequantize", tmp_path / "q", tmp_path / "d")
+def test_dequantize_keeps_them_too(source, spk, tmp_path):
+    spk("quantize", source, tmp_path / "q")
+    spk("dequantize", tmp_path / "q", tmp_path / "d")
     assert kept_files(tmp_path / "d") == kept_files(tmp_path / "q")
     assert "1_Pooling/config.json" in kept_files(tmp_path / "d")
     for name in kept_files(tmp_path / "d"):
@@ -92,17 +83,18 @@ def test_dequantize_keeps_them_too(source, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["quantize", "dequantize"])
-def test_a_link_out_of_the_source_is_refused_and_nothing_is_written(source, tmp_path, command):
+def test_a_link_out_of_the_source_is_refused_and_nothing_is_written(source, spk, tmp_path,
+                                                                  command):
     src = tmp_path / "src"
     if command == "quantize":
         subprocess.run(["cp", "-a", source, src], check=True)
     else:
-        run_spk("quantize", source, src)
+        spk("quantize", source, src)
     secret = tmp_path / "secret.txt"
     secret.write_text("not part of the model\n")
     (src / "2_Dense").mkdir(exist_ok=True)
     os.symlink(secret, src / "2_Dense/leak.txt")
-    proc = run_spk(command, src, tmp_path / "out", expect=2)
+    proc = spk(command, src, tmp_path / "out", expect=2)
     assert f"{src}/2_Dense/leak.txt: a link to {secret}, outside the source folder" in proc.stderr
     # Refused before anything is written: no output, no temporary folder beside it.
     assert {p.name for p in tmp_path.iterdir()} == {"src", "secret.txt"}

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, build_dir, run_spk
+from conftest import REPO, build_dir
 
 
 def package_dir() -> Path:
@@ -33,9 +33,12 @@ def package_dir() -> Path:
 
 
 @pytest.fixture(scope="module")
-def sp():
+def sp(build_file):
     """The sparkulator package of the build folder."""
-    if not list((package_dir() / "sparkulator").glob("_core*.so")):
+    core = sorted((package_dir() / "sparkulator").glob("_core*.so"))
+    if core:
+        build_file(str(core[0].relative_to(build_dir())))
+    else:
         pytest.fail(f"{package_dir()}/sparkulator/_core*.so not found: configure the build with "
                     "-DSPK_PYTHON_MODULE=ON -Dnanobind_DIR=$(python -m nanobind --cmake_dir)",
                     pytrace=False)
@@ -46,10 +49,10 @@ def sp():
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory):
+def sources(spk, tmp_path_factory):
     root = tmp_path_factory.mktemp("api")
-    run_spk("example", root / "dflash", "--family", "dflash")
-    run_spk("example", root / "llm", "--family", "llm", "--shards", "2")
+    spk("example", root / "dflash", "--family", "dflash")
+    spk("example", root / "llm", "--family", "llm", "--shards", "2")
     return root
 
 
@@ -58,8 +61,8 @@ def tree_bytes(folder: Path) -> dict:
             if p.is_file()}
 
 
-def cli_json(*args) -> dict:
-    return json.loads(run_spk(*args, "--json").stdout)
+def cli_json(spk, *args) -> dict:
+    return json.loads(spk(*args, "--json").stdout)
 
 
 def without(report: dict, *keys) -> dict:
@@ -73,8 +76,8 @@ def without(report: dict, *keys) -> dict:
      {"scheme": "w8a16", "group_size": 64, "ignore": ["re:.*down_proj"], "method": "search",
       "threads": 1}),
 ])
-def test_quantize_matches_the_cli(sp, sources, tmp_path, family, flags, kwargs):
-    cli = cli_json("quantize", sources / family, tmp_path / "cli", "--no-fsync", *flags)
+def test_quantize_matches_the_cli(spk, sp, sources, tmp_path, family, flags, kwargs):
+    cli = cli_json(spk, "quantize", sources / family, tmp_path / "cli", "--no-fsync", *flags)
     summary = sp.quantize(sources / family, tmp_path / "api", progress=False, fsync=False, **kwargs)
     assert isinstance(summary, sp.QuantizeSummary)
     assert isinstance(summary.size, sp.Size) and isinstance(summary.tensors[0], sp.PlannedTensor)
@@ -88,51 +91,51 @@ def test_quantize_matches_the_cli(sp, sources, tmp_path, family, flags, kwargs):
     assert tree_bytes(tmp_path / "api") == tree_bytes(tmp_path / "cli")
 
 
-def test_dry_run_and_inspect_match_the_cli(sp, sources, tmp_path):
+def test_dry_run_and_inspect_match_the_cli(spk, sp, sources, tmp_path):
     dry = sp.quantize(sources / "dflash", tmp_path / "never", dry_run=True, progress=False)
     assert not (tmp_path / "never").exists()
     plan = sp.inspect(sources / "dflash", scheme="w4a16")
     assert isinstance(plan, sp.QuantizeSummary)
-    cli = cli_json("inspect", sources / "dflash", "--scheme", "w4a16")
+    cli = cli_json(spk, "inspect", sources / "dflash", "--scheme", "w4a16")
     assert without(plan.to_json(), "seconds") == without(cli, "seconds")
     assert [t.action for t in dry.tensors] == [t["action"] for t in cli["tensors"]]
 
-    run_spk("quantize", sources / "dflash", tmp_path / "q", "--no-fsync")
+    spk("quantize", sources / "dflash", tmp_path / "q", "--no-fsync")
     stored = sp.inspect(tmp_path / "q")
     assert isinstance(stored, sp.QuantizedCheckpoint)
     assert isinstance(stored.config_groups[0], sp.ConfigGroup)
-    assert stored.to_json() == cli_json("inspect", tmp_path / "q")
+    assert stored.to_json() == cli_json(spk, "inspect", tmp_path / "q")
 
 
-def test_check_returns_findings_and_raises_none(sp, sources, tmp_path):
-    run_spk("quantize", sources / "llm", tmp_path / "q", "--no-fsync")
+def test_check_returns_findings_and_raises_none(spk, sp, sources, tmp_path):
+    spk("quantize", sources / "llm", tmp_path / "q", "--no-fsync")
     report = sp.check(tmp_path / "q")
     assert isinstance(report, sp.CheckReport) and report.ok
-    assert report.to_json() == cli_json("check", tmp_path / "q")
+    assert report.to_json() == cli_json(spk, "check", tmp_path / "q")
     # A tensor-parallel size the shapes cannot be split by: errors, as findings, never raised.
     bad = sp.check(tmp_path / "q", tp=64)
-    cli = json.loads(run_spk("check", tmp_path / "q", "--tp", "64", "--json", expect=1).stdout)
+    cli = json.loads(spk("check", tmp_path / "q", "--tp", "64", "--json", expect=1).stdout)
     assert not bad.ok and bad.errors > 0
     assert all(isinstance(f, sp.Finding) for f in bad.findings)
     assert any(f.severity == "error" for f in bad.findings)
     assert bad.to_json() == cli
 
 
-def test_compare_and_gain_match_the_cli(sp, sources, tmp_path):
-    run_spk("quantize", sources / "llm", tmp_path / "rtn", "--no-fsync")
-    run_spk("quantize", sources / "llm", tmp_path / "search", "--method", "search", "--no-fsync")
+def test_compare_and_gain_match_the_cli(spk, sp, sources, tmp_path):
+    spk("quantize", sources / "llm", tmp_path / "rtn", "--no-fsync")
+    spk("quantize", sources / "llm", tmp_path / "search", "--method", "search", "--no-fsync")
     report = sp.compare(sources / "llm", tmp_path / "rtn")
     assert isinstance(report, sp.CompareReport) and isinstance(report.layers[0], sp.LayerError)
-    assert report.to_json() == cli_json("compare", sources / "llm", tmp_path / "rtn")
+    assert report.to_json() == cli_json(spk, "compare", sources / "llm", tmp_path / "rtn")
     gain = sp.compare(sources / "llm", tmp_path / "rtn", tmp_path / "search", samples=4, seed=3)
     assert isinstance(gain, sp.GainReport)
-    assert gain.to_json() == cli_json("compare", sources / "llm", tmp_path / "rtn",
+    assert gain.to_json() == cli_json(spk, "compare", sources / "llm", tmp_path / "rtn",
                                       tmp_path / "search", "--samples", "4", "--seed", "3")
 
 
-def test_dequantize_matches_the_cli(sp, sources, tmp_path):
-    run_spk("quantize", sources / "llm", tmp_path / "q", "--no-fsync")
-    cli = cli_json("dequantize", tmp_path / "q", tmp_path / "cli", "--no-fsync")
+def test_dequantize_matches_the_cli(spk, sp, sources, tmp_path):
+    spk("quantize", sources / "llm", tmp_path / "q", "--no-fsync")
+    cli = cli_json(spk, "dequantize", tmp_path / "q", tmp_path / "cli", "--no-fsync")
     summary = sp.dequantize(tmp_path / "q", tmp_path / "api", fsync=False)
     assert isinstance(summary, sp.DequantizeSummary) and summary.dequantized_modules > 0
     assert without(summary.to_json(), "destination") == without(cli, "destination")
@@ -157,9 +160,9 @@ def test_a_repo_id_in_the_hugging_face_cache(sp, sources, tmp_path, monkeypatch)
     assert by_id_files == by_path_files
 
 
-def cli_error(*args) -> str:
+def cli_error(spk, *args) -> str:
     """The message the CLI prints for a failing command (exit 2 or 3), without its prefix."""
-    proc = run_spk(*args, expect=None)
+    proc = spk(*args, expect=None)
     assert proc.returncode in (2, 3), proc
     prefix = "sparkulator: error: "
     assert proc.stderr.startswith(prefix), proc.stderr
@@ -172,7 +175,8 @@ def same_but_temporary_names(a: str, b: str) -> bool:
     return temporary.sub(".tmp-*", a) == temporary.sub(".tmp-*", b)
 
 
-def test_errors_raise_the_exception_of_their_status_with_the_cli_message(sp, sources, tmp_path):
+def test_errors_raise_the_exception_of_their_status_with_the_cli_message(spk, sp, sources,
+                                                                        tmp_path):
     cases = [
         (FileNotFoundError, ("quantize", tmp_path / "missing", tmp_path / "o1"),
          lambda: sp.quantize(tmp_path / "missing", tmp_path / "o1")),
@@ -190,7 +194,7 @@ def test_errors_raise_the_exception_of_their_status_with_the_cli_message(sp, sou
          lambda: sp.quantize(sources / "llm", "/sys/sparkulator-test")),
     ]
     for error, args, call in cases:
-        message = cli_error(*args)
+        message = cli_error(spk, *args)
         with pytest.raises(error) as raised:
             call()
         assert type(raised.value) is error, args  # not a subclass: FileNotFoundError is an OSError
@@ -213,10 +217,10 @@ def test_progress_reaches_the_callback_and_tqdm(sp, sources, tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def big_source(sources):
+def big_source(spk, sources):
     """A checkpoint that takes the core seconds to quantize on one thread with method="search"."""
     big = sources / "big"
-    run_spk("example", big, "--family", "llm", "--hidden", "2048", "--intermediate", "8192",
+    spk("example", big, "--family", "llm", "--hidden", "2048", "--intermediate", "8192",
             "--layers", "4", "--vocab", "8192")
     return big
 
@@ -268,19 +272,19 @@ def test_ctrl_c_raises_keyboard_interrupt_and_leaves_nothing(sp, big_source, tmp
     assert list(out.iterdir()) == []  # no DST, no temporary folder beside it
 
 
-def test_the_console_script_is_the_cli(sp, sources, tmp_path):
+def test_the_console_script_is_the_cli(spk, sp, sources, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(package_dir()))
     script = subprocess.run([sys.executable, "-m", "sparkulator", "quantize", sources / "llm",
                              tmp_path / "script", "--json", "--no-fsync"],
                             capture_output=True, text=True, env=env, timeout=300)
     assert script.returncode == 0, script.stderr
-    cli = cli_json("quantize", sources / "llm", tmp_path / "cli", "--no-fsync")
+    cli = cli_json(spk, "quantize", sources / "llm", tmp_path / "cli", "--no-fsync")
     assert without(json.loads(script.stdout), "destination", "serve", "seconds") == without(
         cli, "destination", "serve", "seconds")
     assert tree_bytes(tmp_path / "script") == tree_bytes(tmp_path / "cli")
     bad = subprocess.run([sys.executable, "-m", "sparkulator", "quantize", tmp_path / "missing",
                           tmp_path / "x"], capture_output=True, text=True, env=env, timeout=60)
-    binary = run_spk("quantize", tmp_path / "missing", tmp_path / "x", expect=2)
+    binary = spk("quantize", tmp_path / "missing", tmp_path / "x", expect=2)
     assert (bad.returncode, bad.stdout, bad.stderr) == (2, binary.stdout, binary.stderr)
 
 

@@ -10,7 +10,7 @@ which must equal sparkulator's kCompressedTensorsVersion: test_compressed_tensor
   dequantized:       PackedQuantizationCompressor.decompress, and lifecycle.forward.fake_quantize.
 Also: pack_to_int32 for every width 1..8, and FloatToBF16/FloatToF16 against torch's `.to(dtype)`.
 
-quant_tool is found by conftest.built in the build folder ($SPK_BUILD_DIR, default <repo>/build); a
+quant_tool is found by the build_file fixture (conftest.py) in the build folder ($SPK_BUILD_DIR, default <repo>/build); a
 missing quant_tool fails every test here.
 """
 
@@ -28,7 +28,7 @@ from compressed_tensors.quantization import QuantizationArgs, QuantizationScheme
 from compressed_tensors.quantization.lifecycle.forward import fake_quantize
 from compressed_tensors.quantization.utils import calculate_qparams
 
-from conftest import REPO, built
+from conftest import REPO
 
 REQUIREMENTS = REPO / "tests" / "requirements.txt"
 
@@ -39,8 +39,8 @@ COLS = 256
 
 
 @pytest.fixture(scope="module")
-def tool():
-    return built("src/quant/quant_tool")
+def tool(build_file):
+    return build_file("src/quant/quant_tool")
 
 
 def run_tool(tool, *args):

@@ -5,7 +5,7 @@
 (b) Python loads our rewrites (in the source's order and in reference order) with identical tensors;
 (c) malformed files are rejected by our reader with a non-zero exit and a message naming the file.
 
-st_rewrite is found by conftest.built in the build folder ($SPK_BUILD_DIR, default <repo>/build); a
+st_rewrite is found by the build_file fixture (conftest.py) in the build folder ($SPK_BUILD_DIR, default <repo>/build); a
 missing st_rewrite fails every test here.
 """
 
@@ -20,11 +20,15 @@ from safetensors import safe_open
 from safetensors.numpy import save_file as np_save_file
 from safetensors.torch import load_file, save_file
 
-from conftest import built
 
 
-def rewrite(src, dst, *flags):
-    return subprocess.run([built("st_rewrite"), *flags, str(src), str(dst)], capture_output=True,
+@pytest.fixture(scope="module")
+def st_rewrite(build_file):
+    return build_file("st_rewrite")
+
+
+def rewrite(st_rewrite, src, dst, *flags):
+    return subprocess.run([st_rewrite, *flags, str(src), str(dst)], capture_output=True,
                           text=True, timeout=60)
 
 
@@ -65,31 +69,31 @@ def many_tensors():
 
 
 @pytest.mark.parametrize("metadata", [None, {"format": "pt"}])
-def test_rewrite_reproduces_python_bytes(tmp_path, metadata):
+def test_rewrite_reproduces_python_bytes(st_rewrite, tmp_path, metadata):
     src = tmp_path / "src.safetensors"
     save_file(many_tensors(), str(src), metadata=metadata)
     out = tmp_path / "out.safetensors"
-    r = rewrite(src, out, "--sort-like-reference")
+    r = rewrite(st_rewrite, src, out, "--sort-like-reference")
     assert r.returncode == 0, r.stderr
     assert out.read_bytes() == src.read_bytes()
 
 
-def test_rewrite_reproduces_numpy_writer_bytes(tmp_path):
+def test_rewrite_reproduces_numpy_writer_bytes(st_rewrite, tmp_path):
     src = tmp_path / "src.safetensors"
     np_save_file({"b": np.arange(6, dtype=np.float32).reshape(2, 3), "a": np.zeros((0,), np.int16),
                   "c": np.array(1.5, dtype=np.float64)}, str(src), metadata={"format": "np"})
     out = tmp_path / "out.safetensors"
-    assert rewrite(src, out, "--sort-like-reference").returncode == 0
+    assert rewrite(st_rewrite, src, out, "--sort-like-reference").returncode == 0
     assert out.read_bytes() == src.read_bytes()
 
 
 @pytest.mark.parametrize("flags", [[], ["--sort-like-reference"]])
-def test_python_loads_our_rewrite(tmp_path, flags):
+def test_python_loads_our_rewrite(st_rewrite, tmp_path, flags):
     tensors = many_tensors()
     src = tmp_path / "src.safetensors"
     save_file(tensors, str(src), metadata={"format": "pt"})
     out = tmp_path / "out.safetensors"
-    r = rewrite(src, out, *flags)
+    r = rewrite(st_rewrite, src, out, *flags)
     assert r.returncode == 0, r.stderr
     loaded = load_file(str(out))
     assert loaded.keys() == tensors.keys()
@@ -105,7 +109,7 @@ def test_python_loads_our_rewrite(tmp_path, flags):
     assert n % 8 == 0
 
 
-def test_rewrite_keeps_source_order_without_flag(tmp_path):
+def test_rewrite_keeps_source_order_without_flag(st_rewrite, tmp_path):
     # A file whose data order is not the reference order (names descending, one dtype).
     header = {"__metadata__": {"format": "pt"},
               "z": {"dtype": "U8", "shape": [2], "data_offsets": [0, 2]},
@@ -113,7 +117,7 @@ def test_rewrite_keeps_source_order_without_flag(tmp_path):
     src = tmp_path / "src.safetensors"
     src.write_bytes(craft(json.dumps(header, separators=(",", ":")), b"zzaaa"))
     out = tmp_path / "out.safetensors"
-    assert rewrite(src, out).returncode == 0
+    assert rewrite(st_rewrite, src, out).returncode == 0
     body = out.read_bytes()
     (n,) = struct.unpack("<Q", body[:8])
     assert list(json.loads(body[8:8 + n]).keys()) == ["__metadata__", "z", "a"]
@@ -155,11 +159,11 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_files_are_rejected(tmp_path, case):
+def test_malformed_files_are_rejected(st_rewrite, tmp_path, case):
     data, expected = MALFORMED[case]
     src = tmp_path / f"{case}.safetensors"
     src.write_bytes(data)
-    r = rewrite(src, tmp_path / "out.safetensors")
+    r = rewrite(st_rewrite, src, tmp_path / "out.safetensors")
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert str(src) in r.stderr
     assert expected in r.stderr
