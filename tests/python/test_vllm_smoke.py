@@ -171,11 +171,12 @@ def test_wrapper_script_is_valid_bash():
 @pytest.mark.skipif(not (env.venv_has_vllm() or os.environ.get("SPK_E2E_VLLM") == "1"),
                     reason="no vLLM CPU virtual environment (.venv-vllm); set SPK_E2E_VLLM=1 to "
                            "let tests.e2e create it")
-def test_vllm_cpu_smoke(tmp_path):
+def test_vllm_cpu_smoke(tmp_path, spk_path):
     work = tmp_path / "work"
     py = env.venv_python() if env.venv_has_vllm() else Path(sys.executable)
     proc = subprocess.run([str(py), "-m", "tests.e2e", "smoke", "--work", str(work)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=3600)
+                          capture_output=True, text=True, timeout=3600,
+                          env=dict(os.environ, SPARKULATOR=spk_path))
     if proc.returncode == 4:  # the registry or the disk would not give us vLLM: nothing to test
         pytest.skip("vLLM's CPU build could not be installed: " + proc.stderr[-2000:])
     summary_path = work / "summary.json"
