@@ -139,7 +139,10 @@ def serve_w4a16(run, out: dict, label: str, src: pathlib.Path, name: str, port: 
 def moe_part(run, port: int) -> None:
     t = time.time()
     src = moe_model.build(run.models / "moe-bf16-fused", "fused")
-    serve_w4a16(run, run.summary.setdefault("moe", {}), "MoE", src, "moe-w4a16", port)
+    # The plugin on every host: without AMX vLLM 0.32 has no CPU W4A16 MoE kernel, AVX-512 or not
+    # (it only fills the gaps it finds in the installed vLLM).
+    serve_w4a16(run, run.summary.setdefault("moe", {}), "MoE", src, "moe-w4a16", port,
+                server.plugin_env())
     run.timed("moe", t)
 
 
