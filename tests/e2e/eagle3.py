@@ -30,7 +30,10 @@ from tests.e2e.cases import FailureCase
 
 
 NUM_SPECULATIVE_TOKENS = 3      # = TrainParams.ttt_steps: the chain length the head was trained for
-SMOKE_PARAMS = head_mod.TrainParams(sequences=48, steps=200)
+# The CI-sized head (`build --smoke`, and test_e2e_eagle3.py builds it when the cache lacks it):
+# a few minutes of one thread here instead of the full head's ~30; still accepted > 0 on the
+# served greedy request, whose counters must equal the trainer's replay (docs/e2e.md, "EAGLE-3").
+SMOKE_PARAMS = head_mod.TrainParams(sequences=32, continuation=64, steps=120)
 FULL_PARAMS = head_mod.TrainParams()
 # What each cached model depends on: a change to these files (or to the parameters) rebuilds it.
 _HEAD_SOURCES = [pathlib.Path(head_mod.__file__)]
@@ -66,8 +69,11 @@ class Eagle3Kind:
                                 build)
 
     def head_params(self, target: pathlib.Path, smoke: bool) -> dict:
+        """The cache key: the target's weights (by content, not by folder), the training
+        parameters and the smoke flag (and, in build_draft, eagle3_head.py's source)."""
         params = SMOKE_PARAMS if smoke else FULL_PARAMS
-        return {"target": str(target), **dataclasses.asdict(params), "smoke": smoke}
+        return {"target": env.file_digest(target / "model.safetensors"),
+                **dataclasses.asdict(params), "smoke": smoke}
 
     def spec_config(self, draft: pathlib.Path) -> dict:
         return {"method": self.method, "model": str(draft),
@@ -132,6 +138,14 @@ def host_has_avx512() -> bool:
 
 
 KIND = Eagle3Kind()
+
+
+def ci_models(cache: pathlib.Path | None = None) -> tuple[pathlib.Path, pathlib.Path]:
+    """(target, head) for the test suite: the shared tiny target and the CI-sized head
+    (SMOKE_PARAMS), each trained once per machine and cache (env.cached_model), read back after."""
+    cache = env.cache_root(cache)
+    target = KIND.build_target(cache, True)
+    return target, KIND.build_draft(cache, target, True)
 
 
 # ---- match: vLLM's counters for one greedy request == the trainer's forward's --------------------

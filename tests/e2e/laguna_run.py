@@ -84,7 +84,7 @@ def overlay_dir(work: Path) -> Path:
 
 
 def cmd_overlay(a) -> dict:
-    site = env.venv_dir() / "lib/python3.11/site-packages"
+    site = env.site_packages()
     report = env.check(["--vllm", str(site)], a.work / "logs" / "check-vllm.txt")[2] or {}
     fixes = [f["fix"] for f in report.get("findings", [])
              if f.get("file", "").endswith("laguna_dflash.py") and f.get("fix")]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import threading
 import time
 
 from tests.e2e import env, measure, moe_model, server
@@ -136,10 +137,19 @@ def serve_w4a16(run, out: dict, label: str, src: pathlib.Path, name: str, port: 
     return w4a16, served
 
 
+# The smoke runs both parts at once (run.Run.together): the random models are built one at a
+# time, so that each seeds and draws torch's global generator alone and gets the same weights.
+_BUILD = threading.Lock()
+
+
 def moe_part(run, port: int) -> None:
     t = time.time()
-    src = moe_model.build(run.models / "moe-bf16-fused", "fused")
-    serve_w4a16(run, run.summary.setdefault("moe", {}), "MoE", src, "moe-w4a16", port)
+    with _BUILD:
+        src = moe_model.build(run.models / "moe-bf16-fused", "fused")
+    # The plugin on every host: without AMX vLLM 0.32 has no CPU W4A16 MoE kernel, AVX-512 or not
+    # (it only fills the gaps it finds in the installed vLLM).
+    serve_w4a16(run, run.summary.setdefault("moe", {}), "MoE", src, "moe-w4a16", port,
+                server.plugin_env())
     run.timed("moe", t)
 
 
@@ -193,7 +203,8 @@ def laguna_moe_part(run, port: int, router_case: bool) -> None:
     from tests.e2e import cases
     t = time.time()
     out = run.summary.setdefault("laguna_moe", {})
-    src = moe_model.build_laguna(run.models / "laguna-moe-bf16")
+    with _BUILD:
+        src = moe_model.build_laguna(run.models / "laguna-moe-bf16")
     got = serve_w4a16(run, out, "Laguna MoE", src, "laguna-moe-w4a16", port, server.plugin_env())
     if got is None:
         return

@@ -3,12 +3,17 @@
 smoke: the tiny Qwen3 target and its W4A16 copy on vLLM (kernel line, greedy agreement), the tiny
 Qwen3-MoE with fused 3-D experts and the tiny Laguna MoE quantized to W4A16 (moe_run.py: fused-MoE
 method line, greedy agreement with their dequantized weights; Laguna's dense router and correction
-bias; `full` also serves its router-quantized copy, which fails as check says), the Qwen3 DFlash draft BF16 vs W4A16-RTN (short bench, predicted vs reported acceptance of one greedy request),
-and one broken copy of the target.
-full: the same with longer training and benches, the W4A16-search arm, all three broken copies, every
-draft kind present (dflash_qwen3 here; eagle3 and laguna when their modules exist), each kind's
-failure cases (each draft case also records the acceptance of two greedy requests, so the
-wrong-target pairing compares with the BF16 target's compile-cache-bf16 case).
+bias; `full` also serves its router-quantized copy, which fails as check says), the Qwen3 DFlash
+draft BF16 vs W4A16-RTN (short bench, predicted vs reported acceptance of one greedy request), and
+one broken copy of the target. Five vLLM starts (summary["vllm_starts"]): the two DFlash servers are
+also the target part (`target_in_draft_servers`: BF16 target + BF16 draft is the BF16 greedy
+reference, as greedy speculative decoding returns the target's tokens; W4A16 target + W4A16 draft
+is the W4A16 target), then the Qwen3-MoE, the Laguna MoE and the broken copy start together.
+full: the target pair on its own servers (every draft arm then runs on the BF16 target, so the
+arms' acceptance compares), longer training and benches, the W4A16-search arm, all three broken
+copies, every draft kind present (dflash_qwen3 here; eagle3 and laguna when their modules exist),
+each kind's failure cases (each draft case also records the acceptance of two greedy requests, so
+the wrong-target pairing compares with the BF16 target's compile-cache-bf16 case).
 
 Error policy: an assertion that fails is recorded in summary["failures"] (exit 1) and the run goes on;
 setup errors (no venv: exit 4, a sparkulator command that fails: exit 2) stop the run, and the summary
@@ -21,6 +26,7 @@ import importlib
 import json
 import os
 import pathlib
+import threading
 import time
 import traceback
 
@@ -33,6 +39,7 @@ MOE_PORT_OFFSET = 13  # moe_run.py's Qwen3-MoE server
 LAGUNA_MOE_PORT_OFFSET = 14  # moe_run.py's Laguna MoE servers (one at a time)
 KERNEL_LINE = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
 DRAFTER_LINE = "Loading drafter model"
+TARGET_ARM = "w4a16-rtn"  # smoke: the arm whose server serves the W4A16 target (Run.kind_part)
 LANES = 3  # vLLM servers at once for failure cases
 
 
@@ -40,10 +47,11 @@ def settings(smoke: bool) -> dict:
     if smoke:
         return {"prompts": 4, "tokens": 24, "bench_lengths": [128], "bench_tokens": 48,
                 "repeats": 2, "warmup": 1, "arms": ["bf16", "w4a16-rtn"],
-                "broken": ["zero_point"], "predict_tokens": 48}
+                "broken": ["zero_point"], "predict_tokens": 48, "target_in_draft_servers": True}
     return {"prompts": 12, "tokens": 48, "bench_lengths": [128, 512], "bench_tokens": 96,
             "repeats": 3, "warmup": 1, "arms": ["bf16", "w4a16-rtn", "w4a16-search"],
-            "broken": list(cases.BREAKAGES), "predict_tokens": 128}
+            "broken": list(cases.BREAKAGES), "predict_tokens": 128,
+            "target_in_draft_servers": False}
 
 
 def discover_kinds(smoke: bool) -> tuple[list, dict]:
@@ -92,25 +100,42 @@ class Run:
     def timed(self, label: str, t: float) -> None:
         self.summary["timings_s"][label] = round(time.time() - t)
 
-    def write(self) -> pathlib.Path:
+    def write(self) -> pathlib.Path | None:
+        """summary.json now; from the main thread only (parts running together in threads are
+        written once they are all done, see `together`)."""
+        if threading.current_thread() is not threading.main_thread():
+            return None
         self.summary["seconds"] = round(time.time() - self.t0)
+        self.summary["vllm_starts"] = list(server.STARTS)
         path = self.work / "summary.json"
         path.write_text(json.dumps(self.summary, indent=1))
         return path
+
+    def together(self, parts: list) -> None:
+        """Runs the callables `parts` at once, one thread each (each waits on its own vLLM
+        server); once all are done, re-raises the first exception one of them raised."""
+        import concurrent.futures
+        with concurrent.futures.ThreadPoolExecutor(len(parts)) as pool:
+            futures = [pool.submit(part) for part in parts]
+        errors = [f.exception() for f in futures if f.exception() is not None]
+        if errors:
+            raise errors[0]
 
     def quantize(self, src: pathlib.Path, name: str, extra: list[str]) -> pathlib.Path:
         return env.quantize(src, self.models / name, ["--scheme", "w4a16"] + extra, self.logs)
 
     # -- the target ---------------------------------------------------------------------------------
-    def target_part(self, kind) -> tuple[pathlib.Path, pathlib.Path, str]:
-        """Builds the target and its W4A16 copy, serves both: kernel line, greedy agreement.
-        Returns (target, target_w4a16, the W4A16 target's completion of the probe prompt)."""
+    def target_models(self, kind) -> tuple[pathlib.Path, pathlib.Path]:
+        """The trained BF16 target and its W4A16 copy (sparkulator quantize)."""
         t = time.time()
         target = kind.build_target(self.cache, self.smoke)
         self.timed("target_build", t)
+        return target, self.quantize(target, "target-w4a16", [])
+
+    def target_part(self, target: pathlib.Path, target_w4a16: pathlib.Path) -> str:
+        """full: serves the BF16 target and its W4A16 copy on their own (kernel line, greedy
+        agreement). Returns the W4A16 target's completion of the probe prompt."""
         t = time.time()
-        target_w4a16 = self.quantize(target, "target-w4a16", [])
-        prompts = measure.held_out_prompts(self.s["prompts"])
         with Server("target-bf16", target, PORT, self.work) as ref, \
                 Server("target-w4a16", target_w4a16, PORT + 1, self.work) as q:
             up = ref.wait_healthy(900), q.wait_healthy(900)
@@ -118,23 +143,49 @@ class Run:
                 self.fail(f"vLLM did not start on the target (bf16 up={up[0]}, w4a16 up={up[1]}): "
                           f"{ref.root_cause() or q.root_cause()}")
                 raise SystemExit(2)
-            a, b = measure.greedy(ref, prompts, self.s["tokens"]), measure.greedy(q, prompts,
-                                                                                self.s["tokens"])
-            probe = q.complete(cases.PROBE_PROMPT, 8)["choices"][0]["text"]
-        kernel = [l.split("] ", 1)[-1] for l in q.log_text().splitlines() if KERNEL_LINE in l]
-        agree = measure.agreement(a, b)
-        self.summary["target"] = {"model": str(target), "w4a16": str(target_w4a16),
-                                  "kernel_log_line": kernel[0] if kernel else None,
-                                  "greedy": agree, "startup_s": [ref.up_after_s, q.up_after_s]}
-        if not kernel or "quantization=compressed-tensors" not in q.log_text():
+            probe = self.target_requests(ref, q)
+        self.target_checks(target, target_w4a16, ref, q)
+        self.timed("target_serve", t)
+        return probe
+
+    def target_requests(self, ref: Server, q: Server) -> str:
+        """The same greedy requests on the BF16 server `ref` and the W4A16 one `q` (their token
+        agreement goes into summary["target"]); returns q's completion of the probe prompt."""
+        prompts = measure.held_out_prompts(self.s["prompts"])
+        a, b = measure.greedy(ref, prompts, self.s["tokens"]), measure.greedy(q, prompts,
+                                                                            self.s["tokens"])
+        self.summary["target"] = {"greedy": measure.agreement(a, b),
+                                  "greedy_tokens": {"bf16": [x["token_ids"] for x in a],
+                                                    "w4a16": [x["token_ids"] for x in b]}}
+        return q.complete(cases.PROBE_PROMPT, 8)["choices"][0]["text"]
+
+    def target_checks(self, target: pathlib.Path, target_w4a16: pathlib.Path, ref: Server,
+                      q: Server) -> None:
+        """After target_requests: the W4A16 target loaded through compressed-tensors' W4A16 path
+        (its kernel line, which on a draft server must come before vLLM's "Loading drafter model":
+        the target's own layers), and greedy agreement >= 0.5 with the BF16 target."""
+        log = q.log_text()
+        own = log.split(DRAFTER_LINE, 1)[0]  # the whole log on a server without a draft
+        kernel = [l.split("] ", 1)[-1] for l in own.splitlines() if KERNEL_LINE in l]
+        out = self.summary["target"]
+        agree = out["greedy"]
+        out.update({"model": str(target), "w4a16": str(target_w4a16),
+                    "kernel_log_line": kernel[0] if kernel else None,
+                    "servers": [ref.name, q.name], "startup_s": [ref.up_after_s, q.up_after_s]})
+        if not kernel or "quantization=compressed-tensors" not in own:
             self.fail("the W4A16 target did not load through compressed-tensors' W4A16 path")
         if agree["token_agreement"] < 0.5:
             self.fail(f"greedy agreement of the W4A16 target {agree['token_agreement']} < 0.5")
-        self.timed("target_serve", t)
-        return target, target_w4a16, probe
 
     # -- one draft kind ------------------------------------------------------------------------------
-    def kind_part(self, kind, target: pathlib.Path, target_w4a16: pathlib.Path) -> None:
+    def kind_part(self, kind, target: pathlib.Path, target_w4a16: pathlib.Path | None,
+                  serve_target: bool = False) -> str | None:
+        """The kind's arms, each a server of the target with that draft: the drafter's kernel
+        lines, the prediction (BF16 arm), the bench. With serve_target (smoke) the same servers
+        are also the target part: the BF16 arm's server is the BF16 greedy reference (greedy
+        speculative decoding returns the target's tokens) and the TARGET_ARM's serves the W4A16
+        target, so its draft runs on the W4A16 target. Returns the W4A16 target's probe
+        completion with serve_target, else None."""
         out = self.summary["kinds"].setdefault(kind.name, {})
         t = time.time()
         draft = kind.build_draft(self.cache, target, self.smoke)
@@ -147,17 +198,32 @@ class Run:
                                         kind.quantize_args() + method)
         out["drafts"] = {arm: str(p) for arm, p in drafts.items()}
         out["spec_config"] = kind.spec_config(draft)
-        servers = [Server(f"{kind.name}-{arm}", target, PORT + 2 + i, self.work,
-                          args=["--speculative-config", json.dumps(kind.spec_config(d))])
+        targets = {arm: target for arm in drafts}
+        extra = {arm: {} for arm in drafts}
+        if serve_target:
+            targets[TARGET_ARM] = target_w4a16
+            # vLLM logs the W4A16 kernel once per process; the e2e plugin logs it again for the
+            # drafter's layers (wna16_fallback/, _register_drafter_kernel_log).
+            extra[TARGET_ARM] = dict(server.plugin_env(), SPK_E2E_DRAFTER_KERNEL_LOG="1")
+        out["targets"] = {arm: str(t) for arm, t in targets.items()}
+        servers = [Server(f"{kind.name}-{arm}", targets[arm], PORT + 2 + i, self.work,
+                          args=["--speculative-config", json.dumps(kind.spec_config(d))],
+                          extra_env=extra[arm])
                    for i, (arm, d) in enumerate(drafts.items())]
+        by_arm = dict(zip(drafts, servers))
+        probe = None
         try:
             for s in servers:
                 s.start()
             if not all(s.wait_healthy(900) for s in servers):
                 why = "; ".join(f"{s.name}: {s.root_cause()}" for s in servers if not s.alive())
                 self.fail(f"{kind.name}: vLLM did not start with the drafts: {why}")
-                return
+                if serve_target:  # as target_part: without the target nothing else is meaningful
+                    raise SystemExit(2)
+                return None
             self.drafter_logs(kind, servers, out)
+            if serve_target:
+                probe = self.target_requests(by_arm["bf16"], by_arm[TARGET_ARM])
             self.prediction(kind, servers[0], draft, target, out)
             t_bench = time.time()
             result = measure.bench({arm: s.url for arm, s in zip(drafts, servers)},
@@ -175,7 +241,10 @@ class Run:
                 self.fail(f"{kind.name} {arm}: no speculative-decoding counters moved")
         if result["exit"] > 1:
             self.fail(f"{kind.name}: sparkulator bench exited {result['exit']}")
+        if serve_target:
+            self.target_checks(target, target_w4a16, by_arm["bf16"], by_arm[TARGET_ARM])
         self.timed(f"{kind.name}_serve_and_bench", t)
+        return probe
 
     def drafter_logs(self, kind, servers, out: dict) -> None:
         """The quantized drafts must load through the W4A16 kernel: its line after the drafter's."""
@@ -269,19 +338,32 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
     kinds, skipped = discover_kinds(smoke)
     run.summary["skipped_kinds"] = skipped
     try:
-        target, target_w4a16, probe = run.target_part(kinds[0])
+        target, target_w4a16 = run.target_models(kinds[0])
+        merged = run.s["target_in_draft_servers"]
+        if merged:  # smoke: the first kind's two servers are the target part too (kind_part)
+            probe = run.kind_part(kinds[0], target, target_w4a16, serve_target=True)
+        else:
+            probe = run.target_part(target, target_w4a16)
         run.write()
-        moe_run.moe_part(run, PORT + MOE_PORT_OFFSET)
-        run.write()
-        moe_run.laguna_moe_part(run, PORT + LAGUNA_MOE_PORT_OFFSET, router_case=not smoke)
-        run.write()
-        # Target-only cases first: they need no draft (a draft may still be training elsewhere).
+        # The two MoE parts and the target-only cases (broken copies of the W4A16 target, before
+        # the other kinds: they need no draft) need nothing from each other.
         broken = cases.broken_target_cases(run.work, target_w4a16, run.s["broken"])
-        run.failure_part(broken, run.summary["failure_cases"], reference=probe)
+        parts = [lambda: moe_run.moe_part(run, PORT + MOE_PORT_OFFSET),
+                 lambda: moe_run.laguna_moe_part(run, PORT + LAGUNA_MOE_PORT_OFFSET,
+                                                 router_case=not smoke),
+                 lambda: run.failure_part(broken, run.summary["failure_cases"], reference=probe)]
+        if smoke:  # one server each, 3 at once (the LANES bound); full: 3 broken copies, so in turn
+            run.together(parts)
+        else:
+            for part in parts:
+                part()
+                run.write()
+        run.write()
         # A kind drafts for its own target (the Laguna draft needs a Laguna target); kinds that
         # share the Qwen3 target get the cached folder back.
-        targets = {kind.name: kind.build_target(run.cache, smoke) for kind in kinds}
-        for kind in kinds:
+        rest = kinds[1:] if merged else kinds
+        targets = {kind.name: kind.build_target(run.cache, smoke) for kind in rest}
+        for kind in rest:
             try:
                 run.kind_part(kind, targets[kind.name], target_w4a16)
             except env.SparkulatorError as e:
@@ -289,7 +371,7 @@ def main(work: pathlib.Path, smoke: bool, cache: pathlib.Path | None = None) -> 
             run.write()
         if not smoke:
             for kind in kinds:
-                run.kind_failure_part(kind, targets[kind.name])
+                run.kind_failure_part(kind, kind.build_target(run.cache, smoke))
     except env.SparkulatorError as e:
         run.fail(f"sparkulator: {e}")
         run.write()

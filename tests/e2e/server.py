@@ -26,6 +26,7 @@ import urllib.request
 from tests.e2e import env
 
 _RUNNING: list["Server"] = []
+STARTS: list[str] = []  # the name of every server this process started, in order (summary.json)
 
 
 FALLBACK_DIR = pathlib.Path(__file__).resolve().parent / "wna16_fallback"
@@ -97,6 +98,7 @@ class Server:
                                          start_new_session=True)
         self.started_at = time.time()
         _RUNNING.append(self)
+        STARTS.append(self.name)
         return self
 
     def alive(self) -> bool:

@@ -2,10 +2,15 @@
 
 - Layout tests (torch only): the head's config keys and tensor names/shapes/dtypes are the ones vLLM
   0.32's Eagle3Qwen3ForCausalLM loads, the d2t/t2d vocab mapping, and the training-time-test mask.
-- test_served_greedy_request_matches_trainer: one greedy request on a real `vllm serve` with the cached
-  head (method eagle3); vLLM's spec-decode counters must equal the trainer's simulated ones. Runs when
-  the vLLM venv (VENV, default .venv-vllm at the repository root) and a cached head (python -m tests.e2e.eagle3
-  build) exist; otherwise skipped with the reason. About a minute and a half on a quiet machine.
+- The CI-sized head (eagle3.ci_models: the shared tiny target and a head trained with
+  eagle3.SMOKE_PARAMS, under a minute of one thread on a quiet machine here) is built through
+  env.cached_model when the cache lacks it, so a fresh machine trains it once and a warm one reads
+  it back: nothing here skips for want of a cached head.
+- test_served_greedy_request_matches_trainer: one greedy request on a real `vllm serve` with that
+  head (method eagle3); vLLM's spec-decode counters must equal the trainer's simulated ones, with
+  tokens accepted. Skipped only without the vLLM venv (VENV, default .venv-vllm at the repository
+  root) or with SPK_E2E_VLLM=0 (scripts/test.sh --quick: no vLLM), either of which fails under
+  SPK_REQUIRE (suite_policy.py). About 75 s here with the head cached.
 """
 import json
 import os
@@ -19,7 +24,6 @@ torch = pytest.importorskip("torch")
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tests.e2e import eagle3, eagle3_head as eh, env  # noqa: E402
-from conftest import spk_bin  # noqa: E402
 
 VENV = env.venv_dir()  # $VENV, else the repository's .venv-vllm
 TARGET_CFG = {"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
@@ -101,21 +105,15 @@ def test_chain_attention_is_causal_then_diagonal():
         assert not torch.equal(later[step][0, 4], base[step][0, 4])
 
 
-def cached_head():
-    from tests.e2e import env
-    cache = env.cache_root()
-    heads = sorted(cache.glob("eagle3-head-*"), key=lambda p: p.stat().st_mtime) if cache.is_dir() else []
-    for h in reversed(heads):
-        t = json.loads((h / "training.json").read_text()).get("target")
-        if t and pathlib.Path(t).is_dir():
-            return h, pathlib.Path(t)
-    return None, None
+@pytest.fixture(scope="module")
+def ci_head():
+    """(head, target): the CI-sized head and its target, trained when the cache lacks them."""
+    target, head = eagle3.ci_models()
+    return head, target
 
 
-def test_cached_head_files_have_the_layout():
-    head_dir, _ = cached_head()
-    if head_dir is None:
-        pytest.skip("no cached EAGLE-3 head: run `python -m tests.e2e.eagle3 build` with the vLLM venv")
+def test_cached_head_files_have_the_layout(ci_head):
+    head_dir, _ = ci_head
     from safetensors.torch import load_file
     cfg = json.loads((head_dir / "config.json").read_text())
     tensors = load_file(str(head_dir / "model.safetensors"))
@@ -126,12 +124,12 @@ def test_cached_head_files_have_the_layout():
                        tensors["t2d"].nonzero().flatten())
 
 
-def test_served_greedy_request_matches_trainer(tmp_path):
+def test_served_greedy_request_matches_trainer(tmp_path, ci_head):
+    if os.environ.get("SPK_E2E_VLLM") == "0":
+        pytest.skip("SPK_E2E_VLLM=0: no vLLM server in this tier (scripts/test.sh --quick)")
     if not (VENV / "bin" / "vllm").exists():
         pytest.skip(f"no vLLM venv at {VENV}")
-    head_dir, target_dir = cached_head()
-    if head_dir is None:
-        pytest.skip("no cached EAGLE-3 head: run `python -m tests.e2e.eagle3 build` with the vLLM venv")
+    head_dir, target_dir = ci_head
     port = int(os.environ.get("SPK_E2E_EAGLE3_PORT", "18150"))
     # The real harness: server.Server (process group, fresh VLLM_CACHE_ROOT, always stopped) and
     # run.py's prediction prompt, compared by eagle3.match_request.
@@ -199,14 +197,11 @@ def test_full_run_calls_this_kind_and_its_prediction():
         "method": "eagle3", "model": "/h", "num_speculative_tokens": 3}
 
 
-def test_failure_cases_mark_the_host_ones(tmp_path):
+def test_failure_cases_mark_the_host_ones(tmp_path, ci_head, spk_path):
     # The W4A16-without-plugins and W8A16 cases record this vLLM build's kernels, not a fault of the
     # head: `sparkulator check` is not asked to predict them (cases.FailureCase.checkpoint_fault).
-    from tests.e2e import env
-    head_dir, target_dir = cached_head()
-    spk = pathlib.Path(spk_bin())  # a missing binary fails (conftest), never skips
-    if head_dir is None:
-        pytest.skip("needs a cached EAGLE-3 head: run `python -m tests.e2e.eagle3 build`")
+    head_dir, target_dir = ci_head
+    spk = pathlib.Path(spk_path)  # a missing binary fails (conftest), never skips
     cases = eagle3.KIND.failure_cases(tmp_path, target_dir, head_dir, spk)
     assert {c.name: c.checkpoint_fault for c in cases} == {
         "eagle3-no-aux-layer-ids": True, "eagle3-w4a16-cpu-kernel": False,

@@ -5,7 +5,9 @@
   block masks do not leak between blocks or from the future context);
 - the failure-case transforms (unfused q/k/v, rewritten ignore entries) do what they say;
 - `sparkulator check --vllm` prints a patch that applies to the installed laguna_dflash.py
-  (`patch --dry-run`), skipped with the reason when the venv or the binary is absent.
+  (`patch --dry-run`), and the helper it adds dequantizes as `sparkulator dequantize` does. These
+  and the source check skip only without the vLLM venv (env.site_packages() holds no vllm), which
+  fails under SPK_REQUIRE (suite_policy.py); a missing binary fails (conftest's spk_path).
 The vLLM runs themselves (acceptance, failure cases, the patched-vLLM proof) are in
 tests/e2e/laguna_run.py and docs/e2e.md, "Laguna DFlash"; they take many minutes.
 """
@@ -28,17 +30,10 @@ from tests.e2e import laguna_breaks as breaks  # noqa: E402
 from tests.e2e import laguna_model as lm  # noqa: E402
 from tests.e2e.laguna import KIND  # noqa: E402
 from tests.e2e import env  # noqa: E402
-from conftest import spk_bin  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
-VENV = env.venv_dir()  # $VENV, else the repository's .venv-vllm
-SITE = VENV / "lib/python3.11/site-packages"
+SITE = env.site_packages()  # of $VENV, else the repository's .venv-vllm
 LAGUNA_DFLASH = SITE / "vllm/model_executor/models/laguna_dflash.py"
-
-
-def spk_binary() -> Path:
-    """The build's sparkulator (conftest.spk_bin): a missing binary fails the test, never skips it."""
-    return Path(spk_bin())
 
 
 def test_every_quantizable_linear_is_a_multiple_of_128():
@@ -137,8 +132,8 @@ def test_ignore_rewrite_replaces_one_entry_and_rejects_unknown(tmp_path):
         breaks._rewrite_ignore(src, tmp_path / "bad", {"nope": "x"})
 
 
-def test_check_vllm_patch_applies_to_installed_laguna_dflash(tmp_path):
-    spk = spk_binary()
+def test_check_vllm_patch_applies_to_installed_laguna_dflash(tmp_path, spk_path):
+    spk = Path(spk_path)
     if not LAGUNA_DFLASH.exists():
         pytest.skip(f"vLLM not installed at {SITE}")
     if shutil.which("patch") is None:
@@ -165,14 +160,15 @@ def test_check_vllm_patch_applies_to_installed_laguna_dflash(tmp_path):
     compile(patched, "laguna_dflash.py", "exec")
 
 
-def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path):
+def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path, spk_path, monkeypatch):
     """The `_spk_dense_weight` the patch adds, run on a quantized qkv_proj's tensors as vLLM holds
     them after load_weights (compressed-tensors layout, before the CPU kernel repacks), gives the
     values `sparkulator dequantize` writes. (On vLLM itself the patched draft loads; its W4A16
     layers cannot run on an AVX2-only host, see docs/e2e.md, "Laguna DFlash".)"""
     import types
     from safetensors.torch import load_file, save_file
-    spk = spk_binary()
+    spk = Path(spk_path)
+    monkeypatch.setenv("SPARKULATOR", spk_path)  # breaks.quantize runs it through tests.e2e.env
     if not LAGUNA_DFLASH.exists():
         pytest.skip(f"vLLM not installed at {SITE}")
     s = lm.Shapes()

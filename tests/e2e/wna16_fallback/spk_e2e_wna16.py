@@ -41,6 +41,7 @@ one its router reads) and lets vLLM load everything else.
 """
 
 import logging
+import os
 
 import torch
 
@@ -232,11 +233,40 @@ def register() -> None:
         _register_bias_loading()
     if not _has_moe_kernel():
         _register_moe()
+    if os.environ.get("SPK_E2E_DRAFTER_KERNEL_LOG") == "1":
+        _register_drafter_kernel_log()
     if _has_kernel():
         return
     ops.cpu_gemm_wna16 = reference_gemm_wna16
     log.warning("sparkulator e2e: this vLLM CPU library has no cpu_gemm_wna16 (no AVX-512 here); "
                 "W4A16 layers use the e2e's reference GEMM (dequantize + matmul)")
+
+
+def _register_drafter_kernel_log() -> None:
+    """Not a gap: evidence. vLLM 0.32 logs "Using <kernel> for CompressedTensorsWNA16" once per
+    process (CompressedTensorsWNA16._kernel_backends_being_used is a class-level set), so where a
+    W4A16 draft is served on a W4A16 target (run.py's smoke) the drafter's layers, built after the
+    target's, would log nothing. With SPK_E2E_DRAFTER_KERNEL_LOG=1 the set is emptied when the
+    drafter starts loading (SpecDecodeBaseProposer.load_model, right after vLLM's "Loading drafter
+    model..."), so vLLM's own create_weights logs the kernel it chose for the drafter's layers;
+    kernel choice and loading are unchanged."""
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+        compressed_tensors_wNa16 as wna16)
+    from vllm.v1.spec_decode import llm_base_proposer
+    scheme = wna16.CompressedTensorsWNA16
+    base = llm_base_proposer.SpecDecodeBaseProposer
+    if not isinstance(getattr(scheme, "_kernel_backends_being_used", None), set):
+        log.warning("sparkulator e2e: CompressedTensorsWNA16 has no _kernel_backends_being_used "
+                    "set here; the drafter's kernel line is vLLM's as is")
+        return
+    original = base.load_model
+
+    def load_model(self, target_model):
+        scheme._kernel_backends_being_used.clear()
+        return original(self, target_model)
+
+    base.load_model = load_model
+    log.warning("sparkulator e2e: the W4A16 kernel line is logged again for the drafter's layers")
 
 
 def self_test() -> None:
