@@ -1,0 +1,735 @@
+#!/usr/bin/env python3
+"""What vLLM quantizes, asked of vLLM itself: one module map per vLLM release.
+
+For every architecture of the release's speculative-decoding registry
+(`_SPECULATIVE_DECODING_MODELS` in vllm/model_executor/models/registry.py) and a few common targets,
+this builds the model the way vLLM does (a tiny config.json on disk, vLLM's ModelConfig,
+SpeculativeConfig and VllmConfig, then model_loader.utils.initialize_model, the call
+BaseModelLoader.create_model makes) on the meta device, with a compressed-tensors W4A16 quantization
+config (targets ["Linear"], ignore ["lm_head"]), and records what vLLM decided for each module.
+
+Regenerate every committed map and docs/draft-kinds.md (one command, from the repository root;
+vLLM 0.32.0's CPU build in /work/main/.venv-vllm, vLLM 0.33.0's Python code unzipped from its CUDA
+wheel into /work/vllm033/src: `pip download --no-deps vllm==0.33.0 -d /work/vllm033` and
+`unzip -q vllm-0.33.0-*.whl -x '*.so' -d /work/vllm033/src`):
+
+    nice -n 15 /work/main/.venv-vllm/bin/python tools/vllm_module_map/generate.py \
+        --release 0.32.0 --release 0.33.0=/work/vllm033/src --docs
+
+`--release V` runs the installed vLLM (it must be version V); `--release V=DIR` puts DIR first on
+sys.path and fakes the CUDA platform (capability --cc, default 90) where that vLLM has no CPU build.
+Each release runs in a subprocess of its own (one vLLM per process). `--docs` alone rewrites
+docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout (the test uses it).
+
+How each field is obtained (none is typed in by hand):
+- "registry": module and class from the registry dict; "file": the class's inspect.getsourcefile.
+- "methods": the speculative method(s) that load this architecture, from vllm/config/speculative.py
+  and the registry: "mtp" for architectures that SpeculativeConfig.hf_config_override writes or
+  whose name ends in MTP/MTPModel, and otherwise by the registry module's name (see METHOD_OF).
+  "methods_source" says which rule gave it.
+- "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
+  the target it was built against, and the tiny config's overrides.
+- "modules": every module vLLM asked the quantization config about (a hook on
+  CompressedTensorsConfig.get_quant_method records the prefix it was asked with and what it
+  returned) and every LinearBase, asked or not (a layer built with quant_config=None is never
+  asked: "asked": false). The key is vLLM's module name used for ignore/targets matching (the
+  prefix, which carries a draft's layer offset); "path" is the module's place in the module tree
+  (the parameter names load_weights fills). "quant_method"/"scheme" are the class names vLLM
+  chose; "params" the parameters the module registered (weight_packed... when quantized).
+- "fused": for a module whose last name part is in packed_modules_mapping, the shards in order
+  with their position and, from stacked_params_mapping, the shard id; "checkpoint_names": the
+  path with the fused part replaced by each shard (from stacked_params_mapping entries found in
+  the model files' load_weights, matched on the module's last name part; the path itself when no
+  entry matches). Renames done by hf_to_vllm_mapper are recorded per architecture, not applied.
+- "packed_modules_mapping": the model class attribute; "quant_config_packed_modules_mapping": the
+  mapping the quantization config held when vLLM asked it (a draft's own quant config may hold none).
+- "weight_reads": lines of the model's own files (every class in the built module tree defined
+  under vllm/model_executor/models or vllm/models) that read `<name>.weight` where <name> is the
+  last name part of one of the model's Linear modules; the module's "weight_read_directly" is
+  true when its last name part is read so.
+- "error": the exception text when the model cannot be built (the entry is kept).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import inspect
+import io
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import traceback
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+DATA = REPO / "data" / "vllm_module_map"
+DOCS = REPO / "docs" / "draft-kinds.md"
+
+QUANT_CONFIG = {
+    "quant_method": "compressed-tensors",
+    "format": "pack-quantized",
+    "ignore": ["lm_head"],
+    "config_groups": {"group_0": {
+        "targets": ["Linear"],
+        "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                    "group_size": 128, "dynamic": False, "actorder": None, "observer": "minmax"},
+        "input_activations": None, "output_activations": None}},
+}
+
+# Shapes small enough to build fast and large enough for the W4A16 kernels' shape rules
+# (in % 128 == 0, out % 64 == 0). Only keys the base config class already has are set.
+TINY = {
+    "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 2, "vocab_size": 512,
+    "max_position_embeddings": 512, "moe_intermediate_size": 256, "num_experts": 4,
+    "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
+    "n_shared_experts": 1, "shared_expert_intermediate_size": 256, "first_k_dense_replace": 1,
+    "kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64,
+    "v_head_dim": 64, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 1,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
+    "linear_value_head_dim": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    "tie_word_embeddings": False,
+}
+TARGET_LAYERS = 2
+
+# Common targets: architecture -> HF model_type.
+TARGETS = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama",
+           "Qwen3MoeForCausalLM": "qwen3_moe"}
+
+# Registry module name (last part) -> the method that loads it; MTP is found separately.
+METHOD_OF = [
+    (r"eagle3", "eagle3"), (r"eagle", "eagle"), (r"dflash|lilicorr|xpress|beam", "dflash"),
+    (r"dspark", "dspark"), (r"^extract_hidden_states$", "extract_hidden_states"),
+    (r"^medusa$", "medusa"), (r"mtp|^(deepseek_v32|dots3_note|deepseek_v4|deepseek_v41|minimax_m3|"
+                              r"inkling|glm5next|qwen4_exp|interns2_mobius)$", "mtp"),
+]
+
+# Registry module name (last part) -> HF model_type of the tiny config, and extra keys.
+DFLASH = {"dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 3, "block_size": 4},
+          "block_size": 4, "num_target_layers": TARGET_LAYERS}
+EAGLE3 = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1],
+                           "use_aux_hidden_state": True}, "draft_vocab_size": 512}
+DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
+RECIPES = {
+    "llama_eagle": ("llama", {}), "llama_eagle3": ("llama", EAGLE3),
+    "qwen3_eagle3": ("qwen3", EAGLE3), "llama4_eagle": ("llama4_text", {}),
+    "minicpm_eagle": ("minicpm", {}), "cohere_eagle": ("cohere", {}),
+    "mistral_eagle": ("mistral", {}), "deepseek_eagle3": ("llama", EAGLE3, DSV3),
+    "deepseek_eagle": ("deepseek_v3", {}, DSV3),
+    "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH),
+    "laguna_dflash": ("laguna", DFLASH), "lilicorr": ("qwen3", DFLASH),
+    "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH),
+    "qwen3_dspark": ("qwen3", DFLASH),
+    "deepseek_mtp": ("deepseek_v3", {}), "glm4_moe_mtp": ("glm4_moe", {}),
+    "glm4_moe_lite_mtp": ("glm4_moe_lite", {}), "qwen3_next_mtp": ("qwen3_next", {}),
+    "qwen3_5_mtp": ("qwen3_5_text", {}), "ernie_mtp": ("ernie4_5_moe", {}),
+    "mimo_mtp": ("mimo", {}), "longcat_flash_mtp": ("longcat_flash", {}),
+    "openpangu_mtp": ("pangu_ultra_moe", {}), "exaone_moe_mtp": ("exaone_moe", {}),
+    "step3p5_mtp": ("step3p5", {}), "gemma4_mtp": ("gemma4_text", {}),
+    "nemotron_h_mtp": ("nemotron_h", {}), "extract_hidden_states": ("qwen3", {}),
+    "medusa": ("medusa", {}),
+}
+
+MODEL_DIRS = ("vllm/model_executor/models/", "vllm/models/")
+
+
+# ---------------------------------------------------------------------------------------------
+# In the vLLM process
+
+
+def fake_cuda(cc: int) -> None:
+    """Makes vLLM believe it runs on CUDA at capability `cc` (as tests/python/vllm_kernel_verdicts.py)."""
+    import importlib
+    import types
+    # The wheel's compiled extensions are not unzipped (and would need CUDA): empty stand-ins, so
+    # that the Python code imports. Nothing here calls a kernel: the model is built on meta.
+    class Stub(types.ModuleType):
+        """Any name it is asked for answers False when called (and is falsy itself)."""
+        def __getattr__(self, attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return lambda *a, **k: False
+    for name in ("vllm._C", "vllm._C_stable_libtorch", "vllm._moe_C", "vllm.cumem_allocator",
+                 "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm._rocm_C",
+                 "vllm.vllm_flash_attn", "vllm.vllm_flash_attn.flash_attn_interface"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            sys.modules[name] = Stub(name)
+    # Ops of those extensions (torch.ops._C.*) asked at import time, for capability checks: a
+    # missing op of a vLLM namespace answers False.
+    import torch._ops
+    orig_getattr = torch._ops._OpNamespace.__getattr__
+
+    def getattr_or_false(self, op_name):
+        try:
+            return orig_getattr(self, op_name)
+        except AttributeError:
+            if self.name.startswith("_") and not op_name.startswith("__"):
+                return lambda *a, **k: False
+            raise
+    torch._ops._OpNamespace.__getattr__ = getattr_or_false
+    # hasattr(torch.ops._C, op) is now true, so vLLM registers fake kernels for ops that do not
+    # exist: those registrations are skipped.
+    import torch.library
+    orig_register_fake = torch.library.register_fake
+
+    def register_fake(op, fn=None, **kw):
+        def deco(f):
+            try:
+                return orig_register_fake(op, f, **kw)
+            except (RuntimeError, ValueError):
+                return f
+        return deco(fn) if fn is not None else deco
+    torch.library.register_fake = register_fake
+    import vllm.platforms as platforms
+    from vllm.platforms.cuda import CudaPlatform
+    from vllm.platforms.interface import DeviceCapability
+    CudaPlatform.get_device_capability = classmethod(
+        lambda c, device_id=0: DeviceCapability(cc // 10, cc % 10))
+    CudaPlatform.has_device_capability = classmethod(
+        lambda c, capability, device_id=0: (cc >= (capability if isinstance(capability, int)
+                                                   else capability[0] * 10 + capability[1])))
+    CudaPlatform.get_device_name = classmethod(lambda c, device_id=0: "faked")
+    CudaPlatform.get_device_total_memory = classmethod(lambda c, device_id=0: 1 << 36)
+    CudaPlatform.is_fully_connected = classmethod(lambda c, ids: True)
+    platforms._current_platform = CudaPlatform()
+
+
+def rel_file(obj) -> str | None:
+    try:
+        f = inspect.getsourcefile(obj)
+    except TypeError:
+        return None
+    if f is None:
+        return None
+    f = f.replace(os.sep, "/")
+    i = f.rfind("/vllm/")
+    return f[i + 1:] if i >= 0 else f
+
+
+def mtp_architectures(speculative_py: str) -> set[str]:
+    """The architectures SpeculativeConfig.hf_config_override writes (its source, parsed)."""
+    tree = ast.parse(speculative_py)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "hf_config_override":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Dict):
+                    for k, v in zip(sub.keys, sub.values):
+                        if isinstance(k, ast.Constant) and k.value == "architectures" and \
+                                isinstance(v, ast.List):
+                            found |= {e.value for e in v.elts if isinstance(e, ast.Constant)}
+                        if isinstance(v, ast.Constant) and isinstance(v.value, str) and \
+                                "MTP" in v.value:
+                            found.add(v.value)
+    return found
+
+
+def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:
+    if arch in mtp_archs:
+        return "mtp", "speculative.py hf_config_override writes this architecture"
+    if re.search(r"MTP(Model)?$|_MTP$", arch):
+        return "mtp", "architecture name ends in MTP"
+    last = module.split(".")[-1]
+    for pattern, method in METHOD_OF:
+        if re.search(pattern, last):
+            return method, f"registry module {last!r} matches {pattern!r}"
+    return "unknown", "no rule"
+
+
+def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
+    """(param, shard, shard_id) tuples assigned to *stacked_params_mapping* in the files' code."""
+    out = []
+    for f in files:
+        try:
+            tree = ast.parse((root / f).read_text())
+        except (OSError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in targets]
+            if not any("stacked_params_mapping" in n for n in names):
+                continue
+            if not isinstance(node.value, ast.List):
+                continue
+            for e in node.value.elts:
+                if isinstance(e, ast.Tuple) and len(e.elts) == 3 and \
+                        all(isinstance(x, ast.Constant) for x in e.elts):
+                    p, s, i = (x.value for x in e.elts)
+                    out.append({"param": p, "shard": s, "shard_id": i, "file": f,
+                                "line": e.lineno})
+    return out
+
+
+def checkpoint_names(path: str, last: str, shards: list[str] | None, entries: list[dict],
+                     mappers: list, params: list[str]) -> dict:
+    """The checkpoint module names that load into the module at `path`.
+
+    Candidates: the path, and the path with its last part replaced by each shard of
+    packed_modules_mapping (or of a stacked_params_mapping entry), each also without a leading
+    "model.". A candidate is kept when one of the model's WeightsMappers (hf_to_vllm_mapper, vLLM's
+    own name mapping) maps `<candidate>.<param>` to `<path>.<param>` ("hf_to_vllm_mapper", with the
+    shard id it gives), or when a stacked_params_mapping entry of the model's files maps it
+    ("stacked_params_mapping"); with neither, the path itself ("path", not verified)."""
+    param = params[0] if params else "weight"
+    stem = path[: -len(last)]
+    parts = list(shards or []) + [s["shard"].strip(".") for s in entries]
+    cands = []
+    for base in ([] if shards else [path]) + [stem + p for p in parts]:
+        for c in (base, base[len("model."):] if base.startswith("model.") else None):
+            if c and c not in cands:
+                cands.append(c)
+    found, ids = [], {}
+    for c in cands:
+        for mp in mappers:
+            r = mp._map_name_with_shard(f"{c}.{param}") if hasattr(mp, "_map_name_with_shard") \
+                else (mp._map_name(f"{c}.{param}"), None)
+            if r is not None and r[0] == f"{path}.{param}":
+                if c not in found:
+                    found.append(c)
+                    if r[1] is not None:
+                        ids[c] = r[1] if not isinstance(r[1], tuple) else list(r[1])
+                break
+    if found == [path]:
+        return {"checkpoint_names": found, "checkpoint_names_source": "path (mappers keep it)",
+                "checkpoint_shard_ids": None}
+    if found:
+        return {"checkpoint_names": found, "checkpoint_names_source": "hf_to_vllm_mapper",
+                "checkpoint_shard_ids": {k: v for k, v in ids.items()} or None}
+    if entries:
+        names = []
+        for s in entries:
+            c = stem + s["shard"].strip(".")
+            if c not in names:
+                names.append(c)
+        return {"checkpoint_names": names, "checkpoint_names_source": "stacked_params_mapping",
+                "checkpoint_shard_ids": {stem + s["shard"].strip("."): s["shard_id"]
+                                         for s in entries}}
+    return {"checkpoint_names": [path], "checkpoint_names_source": "path",
+            "checkpoint_shard_ids": None}
+
+
+def weight_reads(files: list[str], root: pathlib.Path, linear_names: set[str]) -> list[dict]:
+    pat = re.compile(r"\b([A-Za-z_]\w*)\.weight(?![\w])")
+    out = []
+    for f in files:
+        try:
+            lines = (root / f).read_text().splitlines()
+        except OSError:
+            continue
+        for n, line in enumerate(lines, 1):
+            code = line.split("#", 1)[0]
+            for m in pat.finditer(code):
+                if m.group(1) in linear_names:
+                    out.append({"name": m.group(1), "file": f, "line": n, "code": code.strip()})
+    return out
+
+
+class Builder:
+    def __init__(self, cc: int | None):
+        import torch  # noqa: F401
+        import vllm
+        self.version = vllm.__version__
+        self.root = pathlib.Path(vllm.__file__).resolve().parents[1]
+        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="vllm_module_map_"))
+        os.environ.setdefault("VLLM_CACHE_ROOT", str(self.tmp / "cache"))
+        if cc is not None:
+            fake_cuda(cc)
+        from vllm.model_executor.models import registry
+        # Inspecting a model class runs a subprocess per class in vLLM (to keep CUDA out of the
+        # main process); this process builds on the meta device, so it is run in-process.
+        registry._run_in_subprocess = lambda fn: fn()
+        self.registry = registry
+        from vllm.model_executor.layers.quantization.compressed_tensors import compressed_tensors
+        self.records: dict[int, dict] = {}
+        orig = compressed_tensors.CompressedTensorsConfig.get_quant_method
+        records = self.records
+
+        def hooked(qc, layer, prefix):
+            qm = orig(qc, layer, prefix)
+            records[id(layer)] = {
+                "prefix": prefix, "quant_method": type(qm).__name__ if qm is not None else None,
+                "qc_packed": {k: list(v) for k, v in
+                              sorted((getattr(qc, "packed_modules_mapping", None) or {}).items())}}
+            return qm
+        compressed_tensors.CompressedTensorsConfig.get_quant_method = hooked
+        self.dist_ready = False
+
+    def write_config(self, name: str, model_type: str, arch: str, extra: dict,
+                     layers: int) -> pathlib.Path:
+        from vllm.transformers_utils.config import _CONFIG_REGISTRY
+        cls = _CONFIG_REGISTRY.get(model_type)
+        if cls is None:
+            from transformers import AutoConfig
+            cls = type(AutoConfig.for_model(model_type))
+        defaults = cls().to_dict()
+        over = {k: v for k, v in TINY.items() if k in defaults}
+        over["num_hidden_layers"] = layers
+        if "layer_types" in defaults:
+            over["layer_types"] = None
+        cfg = cls(**over).to_dict()
+        cfg.update(extra)
+        cfg.update({"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
+                    "quantization_config": QUANT_CONFIG})
+        d = self.tmp / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg, default=str))
+        return d
+
+    def model_config(self, path: pathlib.Path):
+        from vllm.config import ModelConfig
+        return ModelConfig(model=str(path), skip_tokenizer_init=True, dtype="bfloat16",
+                           max_model_len=256, enforce_eager=True)
+
+    def init_dist(self, vllm_config):
+        """One process group; the model-parallel groups again for each model (vLLM creates the
+        expert-parallel group only when the config it is given is a MoE)."""
+        from vllm.config import set_current_vllm_config
+        from vllm.distributed import (destroy_model_parallel, init_distributed_environment,
+                                      initialize_model_parallel)
+        with set_current_vllm_config(vllm_config):
+            if not self.dist_ready:
+                init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                             distributed_init_method=f"file://{self.tmp}/dist",
+                                             backend="gloo")
+                self.dist_ready = True
+            else:
+                destroy_model_parallel()
+            initialize_model_parallel(1, 1)
+
+    def build(self, vllm_config, model_config):
+        import torch
+        from vllm.model_executor.model_loader.utils import initialize_model
+        self.init_dist(vllm_config)
+        self.records.clear()
+        with torch.device("meta"):
+            return initialize_model(vllm_config=vllm_config, model_config=model_config)
+
+    def describe(self, model, model_cls) -> dict:
+        from vllm.model_executor.layers.linear import LinearBase
+        files = sorted({f for m in model.modules() for c in type(m).__mro__
+                        if (f := rel_file(c)) and f.startswith(MODEL_DIRS)})
+        linear_names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                        if isinstance(m, LinearBase)}
+        stacked = stacked_mappings(files, self.root)
+        reads = weight_reads(files, self.root, linear_names)
+        read_names = {r["name"] for r in reads}
+        packed = {k: list(v) for k, v in
+                  sorted((getattr(model_cls, "packed_modules_mapping", None) or {}).items())}
+        mappers = []
+        for _, m in model.named_modules():
+            mp = getattr(type(m), "hf_to_vllm_mapper", None)
+            if mp is not None and all(mp is not x for x in mappers):
+                mappers.append(mp)
+        modules = {}
+        qc_packed = None
+        for path, mod in model.named_modules():
+            rec = self.records.get(id(mod))
+            if rec is None and not isinstance(mod, LinearBase):
+                continue
+            last = path.rsplit(".", 1)[-1]
+            name = rec["prefix"] if rec else getattr(mod, "prefix", path)
+            qm = rec["quant_method"] if rec else type(getattr(mod, "quant_method", None)).__name__
+            if rec:
+                qc_packed = rec["qc_packed"]
+            scheme = getattr(mod, "scheme", None)
+            e = {"path": path, "class": type(mod).__name__, "asked": rec is not None,
+                 "quant_method": qm,
+                 "scheme": type(scheme).__name__ if scheme is not None else None,
+                 "params": sorted(n for n, _ in mod.named_parameters(recurse=False))}
+            if isinstance(mod, LinearBase):
+                e["weight_read_directly"] = last in read_names
+                shards = packed.get(last)
+                entries = [s for s in stacked if s["param"].strip(".") == last]
+                if shards:
+                    e["fused"] = [{"shard": s, "position": i} for i, s in enumerate(shards)]
+                e.update(checkpoint_names(path, last, shards, entries, mappers, e["params"]))
+            modules[name] = e
+        mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
+        mapper_d = None
+        if mapper is not None:
+            mapper_d = {k: {str(a): str(b) for a, b in sorted((getattr(mapper, k) or {}).items())}
+                        for k in ("orig_to_new_prefix", "orig_to_new_substr", "orig_to_new_suffix",
+                                  "orig_to_new_stacked")
+                        if getattr(mapper, k, None)}
+        other = sorted(n for n, _ in model.named_parameters()
+                       if not any(n.startswith(m["path"] + ".") for m in modules.values()))
+        return {"modules": modules, "files": files, "weight_reads": reads,
+                "stacked_params_mapping": stacked, "packed_modules_mapping": packed,
+                "quant_config_packed_modules_mapping": qc_packed,
+                "hf_to_vllm_mapper": mapper_d, "other_params": other}
+
+    def target_entry(self, arch: str, model_type: str) -> dict:
+        from vllm.config import VllmConfig
+        d = self.write_config(f"target-{arch}", model_type, arch, {}, TARGET_LAYERS)
+        mc = self.model_config(d)
+        vc = VllmConfig(model_config=mc)
+        model_cls, _ = self.registry.ModelRegistry.resolve_model_cls(
+            mc.hf_config.architectures, model_config=mc)
+        model = self.build(vc, mc)
+        e = {"role": "target", "methods": ["target"], "methods_source": "common target",
+             "built": {"architecture": mc.hf_config.architectures[0], "class": model_cls.__name__,
+                       "model_type": model_type, "layers": TARGET_LAYERS}}
+        e.update(self.describe(model, model_cls))
+        return e
+
+    def draft_entry(self, arch: str, module: str, method: str) -> dict:
+        from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
+        last = module.split(".")[-1]
+        if last not in RECIPES:
+            raise LookupError(f"no tiny-config recipe for registry module {module!r}")
+        model_type, extra, *tgt = RECIPES[last]
+        if method == "mtp":
+            # MTP: the draft is the target's checkpoint (SpeculativeConfig model=None).
+            # The target's architecture is the one hf_config_override looks for: the recipe's, or
+            # transformers' causal-LM class of the model_type, or (none) the MTP name itself.
+            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+            target_arch = tgt[0][1] if tgt else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, arch)
+            tdir = self.write_config(f"mtp-{arch}", model_type, target_arch, extra, TARGET_LAYERS)
+            ddir = None
+        else:
+            t_type, target_arch = tgt[0] if tgt else ("qwen3", "Qwen3ForCausalLM")
+            tdir = self.write_config(f"target-{target_arch}", t_type, target_arch, {},
+                                     TARGET_LAYERS)
+            ddir = self.write_config(f"draft-{arch}", model_type, arch, extra, 1)
+        mc = self.model_config(tdir)
+        sc = SpeculativeConfig(method=method, model=str(ddir) if ddir else None,
+                               num_speculative_tokens=1, target_model_config=mc,
+                               target_parallel_config=ParallelConfig())
+        vc = VllmConfig(model_config=mc, speculative_config=sc)
+        dmc = sc.draft_model_config
+        if dmc.hf_config.architectures[0] != arch and \
+                self.registry._VLLM_MODELS.get(dmc.hf_config.architectures[0]) != \
+                self.registry._VLLM_MODELS.get(arch):
+            raise LookupError(f"the tiny config resolves to {dmc.hf_config.architectures[0]}, "
+                              f"not {arch} (method {sc.method})")
+        model_cls, resolved = self.registry.ModelRegistry.resolve_model_cls(
+            dmc.hf_config.architectures, model_config=dmc)
+        built = {"method": sc.method, "architecture": resolved, "class": model_cls.__name__,
+                 "model_type": model_type, "target": target_arch, "target_layers": TARGET_LAYERS,
+                 "config_extra": extra}
+        model = self.build(vc, dmc)
+        e = {"built": built}
+        e.update(self.describe(model, model_cls))
+        return e
+
+    def run(self, only: set[str] | None) -> dict:
+        reg = self.registry
+        spec = reg._SPECULATIVE_DECODING_MODELS
+        mtp_archs = mtp_architectures((self.root / "vllm/config/speculative.py").read_text())
+        archs = {}
+        jobs = [(a, "target", TARGETS[a]) for a in TARGETS] + \
+               [(a, "draft", spec[a]) for a in sorted(spec)]
+        for arch, role, info in jobs:
+            if only and arch not in only:
+                continue
+            print(f"[{self.version}] {arch}", file=sys.stderr, flush=True)
+            entry: dict = {}
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    if role == "target":
+                        entry = {"role": "target", "methods": ["target"],
+                                 "methods_source": "common target"}
+                        entry.update(self.target_entry(arch, info))
+                    else:
+                        module, cls = info
+                        method, why = method_of(arch, module, mtp_archs)
+                        entry = {"role": "draft", "methods": [method], "methods_source": why,
+                                 "registry": {"module": module, "class": cls}}
+                        entry.update(self.draft_entry(arch, module, method))
+                entry["error"] = None
+            except Exception as ex:  # noqa: BLE001 - recorded, not dropped
+                tb = traceback.extract_tb(ex.__traceback__)
+                where = next((f"{rel_file_path(fr.filename)}:{fr.lineno}" for fr in reversed(tb)
+                              if "/vllm/" in fr.filename), None)
+                text = " ".join(str(ex).split())
+                text = re.sub(r"0x[0-9a-f]+|/tmp/vllm_module_map_\w+", "...", text)
+                entry["error"] = f"{type(ex).__name__}: {text[:400]}"
+                entry["error_at"] = where
+            if role == "draft":
+                entry.setdefault("registry", {"module": info[0], "class": info[1]})
+            entry.setdefault("role", role)
+            entry["file"] = self.class_file(arch)
+            archs[arch] = entry
+        return {"vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
+                "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
+                "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
+                "architectures": archs}
+
+    def class_file(self, arch: str) -> str | None:
+        info = self.registry._VLLM_MODELS.get(arch)
+        if info is None:
+            return None
+        module, _ = info
+        name = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
+        import importlib.util
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        return rel_file_path(spec.origin) if spec and spec.origin else None
+
+
+def rel_file_path(f: str) -> str:
+    f = f.replace(os.sep, "/")
+    i = f.rfind("/vllm/")
+    return f[i + 1:] if i >= 0 else f
+
+
+def generate(cc: int | None, only: set[str] | None) -> dict:
+    import logging
+    logging.disable(logging.WARNING)
+    b = Builder(cc)
+    return b.run(only)
+
+
+def dump(data: dict) -> str:
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Docs (from the committed maps)
+
+
+def dense_reasons(entry: dict) -> list[str]:
+    out = []
+    for name, m in sorted(entry.get("modules", {}).items()):
+        cls = m["class"]
+        if m.get("scheme"):
+            if m.get("weight_read_directly"):
+                out.append(f"`{name}`: quantized, but its `.weight` is read directly")
+            continue
+        if cls in ("Attention", "MLAAttention") or "Attention" in cls and "Linear" not in cls:
+            continue
+        if "Embedding" in cls or cls == "ParallelLMHead":
+            why = "embedding / lm_head (ignore)"
+        elif not m.get("asked"):
+            why = "built with quant_config=None"
+        else:
+            why = f"{m['quant_method']}"
+        out.append(f"`{name}` ({cls}): {why}")
+    return out
+
+
+def docs_text(maps: dict[str, dict]) -> str:
+    lines = [
+        "# Draft kinds: what vLLM quantizes in each speculative draft",
+        "",
+        "Generated by `tools/vllm_module_map/generate.py --docs` from data/vllm_module_map/*.json",
+        "(do not edit by hand; tests/python/test_vllm_module_map.py checks it). Regenerate maps and",
+        "this page with:",
+        "",
+        "```",
+        "nice -n 15 /work/main/.venv-vllm/bin/python tools/vllm_module_map/generate.py \\",
+        "    --release 0.32.0 --release 0.33.0=/work/vllm033/src --docs",
+        "```",
+        "",
+        "Each map is built by vLLM's own code: every speculative-decoding architecture of the",
+        "release's registry, built on the meta device with a tiny config and a compressed-tensors",
+        "W4A16 config (targets `Linear`, ignore `lm_head`). \"Dense\" lists the modules vLLM left",
+        "unquantized (embeddings and lm_head excluded below when they are ignored as expected) and",
+        "quantized modules whose `.weight` the model file reads directly (a quantized module has no",
+        "`.weight`). The generator's docstring says how each field is obtained.",
+        "",
+    ]
+    versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
+    archs = sorted({a for m in maps.values() for a in m["architectures"]})
+    for v in versions:
+        m = maps[v]
+        n = len(m["architectures"])
+        failed = sum(1 for e in m["architectures"].values() if e.get("error"))
+        lines.append(f"- vLLM {v}: {n} architectures, {n - failed} built, {failed} failed"
+                     + (f" (platform faked: {m['faked_platform']})" if m.get("faked_platform") else ""))
+    lines += ["", "| architecture | method | " + " | ".join(f"vLLM {v}" for v in versions) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in versions) + " |"]
+    for a in archs:
+        methods = sorted({x for v in versions for x in
+                          maps[v]["architectures"].get(a, {}).get("methods", [])})
+        cells = []
+        for v in versions:
+            e = maps[v]["architectures"].get(a)
+            if e is None:
+                cells.append("not in registry")
+                continue
+            f = e.get("file") or "?"
+            if e.get("error"):
+                cells.append(f"`{f}`; not built: {e['error'][:120].replace('|', '/')}")
+                continue
+            q = sorted(k for k, x in e["modules"].items() if x.get("scheme"))
+            dense = [d for d in dense_reasons(e) if "embedding / lm_head" not in d]
+            txt = f"`{f}`; {len(q)} quantized"
+            if dense:
+                txt += "; dense: " + "; ".join(dense)
+            cells.append(txt.replace("|", "/"))
+        lines.append(f"| {a} | {', '.join(methods)} | " + " | ".join(cells) + " |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def load_maps() -> dict[str, dict]:
+    return {json.loads(p.read_text())["vllm_version"]: json.loads(p.read_text())
+            for p in sorted(DATA.glob("vllm-*.json"))}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--release", action="append", default=[],
+                    help="V (the running vLLM) or V=DIR (vLLM's Python code in DIR, CUDA faked)")
+    ap.add_argument("--cc", type=int, default=90, help="faked CUDA capability for V=DIR")
+    ap.add_argument("--docs", action="store_true", help="rewrite docs/draft-kinds.md")
+    ap.add_argument("--print", dest="print_", action="store_true",
+                    help="generate for the running vLLM and print the map")
+    ap.add_argument("--only", action="append", help="architectures to build (debugging)")
+    ap.add_argument("--_child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    only = set(args.only) if args.only else None
+    if args._child is not None:
+        src, cc = args._child.split(",") if args._child else ("", "")
+        cc_val = None
+        if src:
+            sys.path.insert(0, src)
+            cc_val = int(cc)
+            os.environ["VLLM_MODULE_MAP_FAKED"] = f"CUDA capability {cc_val}"
+        sys.stdout.write(dump(generate(cc_val, only)))
+        return 0
+    if args.print_:
+        sys.stdout.write(dump(generate(None, only)))
+        return 0
+    for rel in args.release:
+        version, _, src = rel.partition("=")
+        cmd = [sys.executable, __file__, "--_child", f"{src},{args.cc}" if src else ""]
+        for a in args.only or []:
+            cmd += ["--only", a]
+        env = dict(os.environ)
+        if src:
+            env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        sys.stderr.write(out.stderr[-4000:] if out.returncode else "")
+        if out.returncode:
+            print(f"release {version}: generator failed ({out.returncode})", file=sys.stderr)
+            return 1
+        data = json.loads(out.stdout)
+        if data["vllm_version"] != version:
+            print(f"release {version}: found vLLM {data['vllm_version']}", file=sys.stderr)
+            return 1
+        DATA.mkdir(parents=True, exist_ok=True)
+        (DATA / f"vllm-{version}.json").write_text(dump(data))
+        print(f"wrote {DATA / f'vllm-{version}.json'}", file=sys.stderr)
+    if args.docs:
+        DOCS.write_text(docs_text(load_maps()))
+        print(f"wrote {DOCS}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
