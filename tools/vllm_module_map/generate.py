@@ -31,9 +31,11 @@ How each field is obtained (none is typed in by hand):
   the target it was built against, and the tiny config's overrides.
 - "modules": every module vLLM asked the quantization config about (a hook on
   CompressedTensorsConfig.get_quant_method records the prefix it was asked with and what it
-  returned) and every LinearBase, asked or not (a layer built with quant_config=None is never
-  asked: "asked": false). The key is vLLM's module name used for ignore/targets matching (the
-  prefix, which carries a draft's layer offset); "path" is the module's place in the module tree
+  returned) and every LinearBase or torch.nn.Linear, asked or not (a layer built with
+  quant_config=None, or a plain torch.nn.Linear such as an MTP eh_proj, is never asked:
+  "asked": false). "prefix" is vLLM's module name used for ignore/targets matching (it carries a
+  draft's layer offset, and is "" for a module built without one); the key is the prefix, or
+  the path where the prefix is empty; "path" is the module's place in the module tree
   (the parameter names load_weights fills). "quant_method"/"scheme" are the class names vLLM
   chose; "params" the parameters the module registered (weight_packed... when quantized).
 - "fused": for a module whose last name part is in packed_modules_mapping, the shards in order
@@ -88,8 +90,8 @@ TINY = {
     "max_position_embeddings": 512, "moe_intermediate_size": 256, "num_experts": 4,
     "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
     "n_shared_experts": 1, "shared_expert_intermediate_size": 256, "first_k_dense_replace": 1,
-    "kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 64,
-    "v_head_dim": 64, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 1,
+    "kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+    "v_head_dim": 128, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 1,
     "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
     "linear_value_head_dim": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
     "tie_word_embeddings": False,
@@ -114,20 +116,32 @@ DFLASH = {"dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 3, "blo
 EAGLE3 = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1],
                            "use_aux_hidden_state": True}, "draft_vocab_size": 512}
 DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
+# An MTP layer after the target's layers is a MoE layer with the tiny config; vLLM 0.32's CPU
+# build has no W4A16 MoE kernel, so these keep it dense (first_k_dense_replace past it).
+DENSE_MTP = {"first_k_dense_replace": 8}
+MLA = {"kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+       "v_head_dim": 128}
 RECIPES = {
     "llama_eagle": ("llama", {}), "llama_eagle3": ("llama", EAGLE3),
     "qwen3_eagle3": ("qwen3", EAGLE3), "llama4_eagle": ("llama4_text", {}),
-    "minicpm_eagle": ("minicpm", {}), "cohere_eagle": ("cohere", {}),
-    "mistral_eagle": ("mistral", {}), "deepseek_eagle3": ("llama", EAGLE3, DSV3),
+    "minicpm_eagle": ("llama", {"scale_emb": 1, "dim_model_base": 256, "scale_depth": 1.4}),
+    "cohere_eagle": ("cohere2", {}),
+    "mistral_eagle": ("mistral", {}), "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
     "deepseek_eagle": ("deepseek_v3", {}, DSV3),
     "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH),
-    "laguna_dflash": ("laguna", DFLASH), "lilicorr": ("qwen3", DFLASH),
+    "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}), "lilicorr": ("qwen3", DFLASH),
     "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH),
-    "qwen3_dspark": ("qwen3", DFLASH),
-    "deepseek_mtp": ("deepseek_v3", {}), "glm4_moe_mtp": ("glm4_moe", {}),
-    "glm4_moe_lite_mtp": ("glm4_moe_lite", {}), "qwen3_next_mtp": ("qwen3_next", {}),
-    "qwen3_5_mtp": ("qwen3_5_text", {}), "ernie_mtp": ("ernie4_5_moe", {}),
-    "mimo_mtp": ("mimo", {}), "longcat_flash_mtp": ("longcat_flash", {}),
+    "qwen3_dspark": ("qwen3", {**DFLASH, "markov_rank": 64}),
+    "deepseek_mtp": ("deepseek_v3", DENSE_MTP),
+    "deepseek_v32": ("deepseek_v32", DENSE_MTP), "deepseek_v4": ("deepseek_v4", DENSE_MTP),
+    "deepseek_v41": ("deepseek_v4", DENSE_MTP), "dots3_note": ("dots3_note", DENSE_MTP),
+    "kimi_k3": ("kimi_k3", DENSE_MTP), "exaone4_5_mtp": ("exaone4", {}),
+    "glm_ocr_mtp": ("glm_ocr", {}), "hy_v3_mtp": ("hy_v3", {}),
+    "mimo_v2_mtp": ("mimo_v2_flash", {}), "qwen4_exp": ("qwen4_exp", {}),
+    "gemma4_dspark": ("gemma4_text", DFLASH), "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
+    "glm4_moe_lite_mtp": ("glm4_moe_lite", {"num_nextn_predict_layers": 1}), "qwen3_next_mtp": ("qwen3_next", {}),
+    "qwen3_5_mtp": ("qwen3_5_text", {}), "ernie_mtp": ("ernie4_5_moe", {"num_nextn_predict_layers": 1}),
+    "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")), "longcat_flash_mtp": ("longcat_flash", {}),
     "openpangu_mtp": ("pangu_ultra_moe", {}), "exaone_moe_mtp": ("exaone_moe", {}),
     "step3p5_mtp": ("step3p5", {}), "gemma4_mtp": ("gemma4_text", {}),
     "nemotron_h_mtp": ("nemotron_h", {}), "extract_hidden_states": ("qwen3", {}),
@@ -147,12 +161,26 @@ def fake_cuda(cc: int) -> None:
     import types
     # The wheel's compiled extensions are not unzipped (and would need CUDA): empty stand-ins, so
     # that the Python code imports. Nothing here calls a kernel: the model is built on meta.
-    class Stub(types.ModuleType):
-        """Any name it is asked for answers False when called (and is falsy itself)."""
+    class Anything:
+        """Stands for a missing op or name: falsy, callable (answers False), any attribute."""
+        def __call__(self, *a, **k):
+            return False
+
+        def __bool__(self):
+            return False
+
         def __getattr__(self, attr):
             if attr.startswith("__"):
                 raise AttributeError(attr)
-            return lambda *a, **k: False
+            return self
+    anything = Anything()
+
+    class Stub(types.ModuleType):
+        """A module whose every name is `anything`."""
+        def __getattr__(self, attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return anything
     for name in ("vllm._C", "vllm._C_stable_libtorch", "vllm._moe_C", "vllm.cumem_allocator",
                  "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm._rocm_C",
                  "vllm.vllm_flash_attn", "vllm.vllm_flash_attn.flash_attn_interface"):
@@ -170,7 +198,7 @@ def fake_cuda(cc: int) -> None:
             return orig_getattr(self, op_name)
         except AttributeError:
             if self.name.startswith("_") and not op_name.startswith("__"):
-                return lambda *a, **k: False
+                return anything
             raise
     torch._ops._OpNamespace.__getattr__ = getattr_or_false
     # hasattr(torch.ops._C, op) is now true, so vLLM registers fake kernels for ops that do not
@@ -197,6 +225,23 @@ def fake_cuda(cc: int) -> None:
     CudaPlatform.get_device_name = classmethod(lambda c, device_id=0: "faked")
     CudaPlatform.get_device_total_memory = classmethod(lambda c, device_id=0: 1 << 36)
     CudaPlatform.is_fully_connected = classmethod(lambda c, ids: True)
+    CudaPlatform.num_compute_units = classmethod(lambda c, device_id=0: 132)
+    CudaPlatform.is_integrated_gpu = classmethod(lambda c, device_id=0: False)
+    # The faked device has no streams: the MoE shared-expert overlap stream is None (its
+    # CPU answer). The attention backend does not change what a Linear gets; when no CUDA
+    # backend validates here (MLA backends check for their kernels), TRITON_MLA / FLASH_ATTN.
+    import vllm.utils.torch_utils as torch_utils
+    torch_utils.aux_stream = lambda: None
+    orig_backend = CudaPlatform.get_attn_backend_cls.__func__
+
+    def get_attn_backend_cls(c, selected_backend, attn_selector_config, *a, **k):
+        try:
+            return orig_backend(c, selected_backend, attn_selector_config, *a, **k)
+        except ValueError:
+            if getattr(attn_selector_config, "use_mla", False):
+                return "vllm.v1.attention.backends.mla.triton_mla.TritonMLABackend"
+            return "vllm.v1.attention.backends.flash_attn.FlashAttentionBackend"
+    CudaPlatform.get_attn_backend_cls = classmethod(get_attn_backend_cls)
     platforms._current_platform = CudaPlatform()
 
 
@@ -231,6 +276,8 @@ def mtp_architectures(speculative_py: str) -> set[str]:
 
 
 def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:
+    if "DSpark" in arch:
+        return "dspark", "architecture name contains DSpark"
     if arch in mtp_archs:
         return "mtp", "speculative.py hf_config_override writes this architecture"
     if re.search(r"MTP(Model)?$|_MTP$", arch):
@@ -317,18 +364,24 @@ def checkpoint_names(path: str, last: str, shards: list[str] | None, entries: li
 
 
 def weight_reads(files: list[str], root: pathlib.Path, linear_names: set[str]) -> list[dict]:
-    pat = re.compile(r"\b([A-Za-z_]\w*)\.weight(?![\w])")
+    """Code (tokens, so not strings or comments) reading `<name>.weight`, <name> a Linear's name."""
+    import tokenize
     out = []
     for f in files:
         try:
-            lines = (root / f).read_text().splitlines()
-        except OSError:
+            text = (root / f).read_text()
+            toks = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT,
+                                      tokenize.INDENT, tokenize.DEDENT)]
+        except (OSError, SyntaxError, tokenize.TokenError):
             continue
-        for n, line in enumerate(lines, 1):
-            code = line.split("#", 1)[0]
-            for m in pat.finditer(code):
-                if m.group(1) in linear_names:
-                    out.append({"name": m.group(1), "file": f, "line": n, "code": code.strip()})
+        lines = text.splitlines()
+        for t0, t1, t2 in zip(toks, toks[1:], toks[2:]):
+            if t0.type == tokenize.NAME and t0.string in linear_names and t1.string == "." \
+                    and t2.type == tokenize.NAME and t2.string == "weight":
+                n = t0.start[0]
+                out.append({"name": t0.string, "file": f, "line": n,
+                            "code": lines[n - 1].split("#", 1)[0].strip()})
     return out
 
 
@@ -345,7 +398,15 @@ class Builder:
         from vllm.model_executor.models import registry
         # Inspecting a model class runs a subprocess per class in vLLM (to keep CUDA out of the
         # main process); this process builds on the meta device, so it is run in-process.
-        registry._run_in_subprocess = lambda fn: fn()
+        self.inspect_errors: list[str] = []
+
+        def in_process(fn):
+            try:
+                return fn()
+            except Exception as ex:  # the registry logs it and raises its own error
+                self.inspect_errors.append(f"{type(ex).__name__}: {' '.join(str(ex).split())}")
+                raise
+        registry._run_in_subprocess = in_process
         self.registry = registry
         from vllm.model_executor.layers.quantization.compressed_tensors import compressed_tensors
         self.records: dict[int, dict] = {}
@@ -360,12 +421,27 @@ class Builder:
                               sorted((getattr(qc, "packed_modules_mapping", None) or {}).items())}}
             return qm
         compressed_tensors.CompressedTensorsConfig.get_quant_method = hooked
+        # VllmConfig refuses some drafts on the V1 model runner (the one this build falls back
+        # to without Triton); that check is about the runner, not the model: it is recorded in
+        # the entry's "notes" and the model is built.
+        from vllm.config import VllmConfig
+        self.notes: list[str] = []
+        orig_v1 = getattr(VllmConfig, "_validate_v1_model_runner", None)
+        if orig_v1 is not None:
+            notes = self.notes
+
+            def validate_v1(vc):
+                try:
+                    orig_v1(vc)
+                except ValueError as ex:
+                    notes.append(f"VllmConfig on this build: {ex} (check skipped to build)")
+            VllmConfig._validate_v1_model_runner = validate_v1
         self.dist_ready = False
 
     def write_config(self, name: str, model_type: str, arch: str, extra: dict,
                      layers: int) -> pathlib.Path:
         from vllm.transformers_utils.config import _CONFIG_REGISTRY
-        cls = _CONFIG_REGISTRY.get(model_type)
+        cls = _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None
         if cls is None:
             from transformers import AutoConfig
             cls = type(AutoConfig.for_model(model_type))
@@ -413,11 +489,12 @@ class Builder:
             return initialize_model(vllm_config=vllm_config, model_config=model_config)
 
     def describe(self, model, model_cls) -> dict:
+        import torch
         from vllm.model_executor.layers.linear import LinearBase
         files = sorted({f for m in model.modules() for c in type(m).__mro__
                         if (f := rel_file(c)) and f.startswith(MODEL_DIRS)})
         linear_names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules()
-                        if isinstance(m, LinearBase)}
+                        if isinstance(m, (LinearBase, torch.nn.Linear))}
         stacked = stacked_mappings(files, self.root)
         reads = weight_reads(files, self.root, linear_names)
         read_names = {r["name"] for r in reads}
@@ -432,7 +509,7 @@ class Builder:
         qc_packed = None
         for path, mod in model.named_modules():
             rec = self.records.get(id(mod))
-            if rec is None and not isinstance(mod, LinearBase):
+            if rec is None and not isinstance(mod, (LinearBase, torch.nn.Linear)):
                 continue
             last = path.rsplit(".", 1)[-1]
             name = rec["prefix"] if rec else getattr(mod, "prefix", path)
@@ -440,10 +517,14 @@ class Builder:
             if rec:
                 qc_packed = rec["qc_packed"]
             scheme = getattr(mod, "scheme", None)
-            e = {"path": path, "class": type(mod).__name__, "asked": rec is not None,
+            e = {"path": path, "prefix": name, "class": type(mod).__name__, "asked": rec is not None,
                  "quant_method": qm,
                  "scheme": type(scheme).__name__ if scheme is not None else None,
                  "params": sorted(n for n, _ in mod.named_parameters(recurse=False))}
+            if isinstance(mod, torch.nn.Linear):
+                # torch's own Linear: no quant method at all, vLLM never quantizes it.
+                e["quant_method"] = None
+                e["weight_read_directly"] = last in read_names
             if isinstance(mod, LinearBase):
                 e["weight_read_directly"] = last in read_names
                 shards = packed.get(last)
@@ -451,7 +532,8 @@ class Builder:
                 if shards:
                     e["fused"] = [{"shard": s, "position": i} for i, s in enumerate(shards)]
                 e.update(checkpoint_names(path, last, shards, entries, mappers, e["params"]))
-            modules[name] = e
+            # Keyed by the prefix; a module built without one (prefix "") by its path.
+            modules[name or path] = e
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
         if mapper is not None:
@@ -532,6 +614,8 @@ class Builder:
                 continue
             print(f"[{self.version}] {arch}", file=sys.stderr, flush=True)
             entry: dict = {}
+            self.notes.clear()
+            self.inspect_errors.clear()
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     if role == "target":
@@ -546,13 +630,19 @@ class Builder:
                         entry.update(self.draft_entry(arch, module, method))
                 entry["error"] = None
             except Exception as ex:  # noqa: BLE001 - recorded, not dropped
+                if os.environ.get("VLLM_MODULE_MAP_TRACEBACK"):
+                    traceback.print_exc()
                 tb = traceback.extract_tb(ex.__traceback__)
                 where = next((f"{rel_file_path(fr.filename)}:{fr.lineno}" for fr in reversed(tb)
                               if "/vllm/" in fr.filename), None)
                 text = " ".join(str(ex).split())
+                if self.inspect_errors:
+                    text = f"{self.inspect_errors[-1]} (inspecting the model class)"
                 text = re.sub(r"0x[0-9a-f]+|/tmp/vllm_module_map_\w+", "...", text)
                 entry["error"] = f"{type(ex).__name__}: {text[:400]}"
                 entry["error_at"] = where
+            if self.notes:
+                entry["notes"] = sorted(set(self.notes))
             if role == "draft":
                 entry.setdefault("registry", {"module": info[0], "class": info[1]})
             entry.setdefault("role", role)
@@ -569,12 +659,11 @@ class Builder:
             return None
         module, _ = info
         name = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
-        import importlib.util
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        return rel_file_path(spec.origin) if spec and spec.origin else None
+        base = self.root / name.replace(".", "/")
+        for f in (base.with_suffix(".py"), base / "__init__.py"):
+            if f.exists():
+                return f.relative_to(self.root).as_posix()
+        return None
 
 
 def rel_file_path(f: str) -> str:
@@ -598,23 +687,38 @@ def dump(data: dict) -> str:
 # Docs (from the committed maps)
 
 
-def dense_reasons(entry: dict) -> list[str]:
+def dense_modules(entry: dict) -> list[str]:
+    """Linear-like modules vLLM left without a scheme, each with why (from the map's fields)."""
     out = []
     for name, m in sorted(entry.get("modules", {}).items()):
         cls = m["class"]
-        if m.get("scheme"):
-            if m.get("weight_read_directly"):
-                out.append(f"`{name}`: quantized, but its `.weight` is read directly")
-            continue
-        if cls in ("Attention", "MLAAttention") or "Attention" in cls and "Linear" not in cls:
+        if m.get("scheme") or "Attention" in cls and "Linear" not in cls:
             continue
         if "Embedding" in cls or cls == "ParallelLMHead":
-            why = "embedding / lm_head (ignore)"
+            if m.get("asked") and m.get("quant_method") is None:
+                continue  # lm_head / embeddings: the config's ignore, as expected
+            why = "embedding or lm_head, " + ("built without quant_config" if not m.get("asked")
+                                              else m.get("quant_method") or "unquantized")
+        elif cls == "Linear":
+            why = "torch.nn.Linear: no quant method"
         elif not m.get("asked"):
             why = "built with quant_config=None"
         else:
-            why = f"{m['quant_method']}"
-        out.append(f"`{name}` ({cls}): {why}")
+            why = m.get("quant_method") or "no quant method"
+        out.append(f"`{name}` ({cls}: {why})")
+    return out
+
+
+def weight_read_notes(entry: dict) -> list[str]:
+    reads = {}
+    for r in entry.get("weight_reads", []):
+        reads.setdefault(r["name"], []).append(f"{r['file'].rsplit('/', 1)[-1]}:{r['line']}")
+    out = []
+    for name, m in sorted(entry.get("modules", {}).items()):
+        last = m["path"].rsplit(".", 1)[-1]
+        if m.get("weight_read_directly") and last in reads:
+            state = "quantized" if m.get("scheme") else "dense"
+            out.append(f"`{name}` ({state}) at {', '.join(sorted(set(reads[last])))}")
     return out
 
 
@@ -623,33 +727,40 @@ def docs_text(maps: dict[str, dict]) -> str:
         "# Draft kinds: what vLLM quantizes in each speculative draft",
         "",
         "Generated by `tools/vllm_module_map/generate.py --docs` from data/vllm_module_map/*.json",
-        "(do not edit by hand; tests/python/test_vllm_module_map.py checks it). Regenerate maps and",
-        "this page with:",
+        "(do not edit by hand; tests/python/test_vllm_module_map.py checks it). Regenerate the maps",
+        "and this page with:",
         "",
         "```",
         "nice -n 15 /work/main/.venv-vllm/bin/python tools/vllm_module_map/generate.py \\",
         "    --release 0.32.0 --release 0.33.0=/work/vllm033/src --docs",
         "```",
         "",
-        "Each map is built by vLLM's own code: every speculative-decoding architecture of the",
-        "release's registry, built on the meta device with a tiny config and a compressed-tensors",
-        "W4A16 config (targets `Linear`, ignore `lm_head`). \"Dense\" lists the modules vLLM left",
-        "unquantized (embeddings and lm_head excluded below when they are ignored as expected) and",
-        "quantized modules whose `.weight` the model file reads directly (a quantized module has no",
-        "`.weight`). The generator's docstring says how each field is obtained.",
+        "Each map is made by vLLM's own code: every architecture of the release's speculative-decoding",
+        "registry (and three common targets) is built on the meta device from a tiny config.json",
+        "through vLLM's ModelConfig, SpeculativeConfig, VllmConfig and initialize_model, with a",
+        "compressed-tensors W4A16 config (targets `Linear`, ignore `lm_head`); the map records what",
+        "vLLM then decided for each module. The generator's docstring says how each field is",
+        "obtained. vLLM 0.33.0 has no CPU build: its Python code runs here with the CUDA platform",
+        "faked (capability 90), so kernel choices there are what vLLM's code picks for that device.",
+        "",
+        "Per release, a cell gives the file that defines the architecture, how many Linear modules",
+        "got a compressed-tensors scheme, the Linear-like modules left dense and why (lm_head and",
+        "embeddings that the ignore list keeps dense are not listed), and where the model's own code",
+        "reads a Linear's `.weight` directly (`.weight` does not exist on a quantized module; the",
+        "line may sit in a branch for the dense case: read it). \"not built\" gives vLLM's exception:",
+        "on 0.32 many come from the CPU build itself (no W4A16 MoE kernel, Linear outputs that are",
+        "not a multiple of 32, no Triton), others from the tiny config (no recipe for that family).",
         "",
     ]
     versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
-    archs = sorted({a for m in maps.values() for a in m["architectures"]})
     for v in versions:
         m = maps[v]
         n = len(m["architectures"])
         failed = sum(1 for e in m["architectures"].values() if e.get("error"))
-        lines.append(f"- vLLM {v}: {n} architectures, {n - failed} built, {failed} failed"
+        lines.append(f"- vLLM {v}: {n} architectures, {n - failed} built, {failed} not built"
                      + (f" (platform faked: {m['faked_platform']})" if m.get("faked_platform") else ""))
-    lines += ["", "| architecture | method | " + " | ".join(f"vLLM {v}" for v in versions) + " |",
-              "| --- | --- | " + " | ".join("---" for _ in versions) + " |"]
-    for a in archs:
+    rows = []
+    for a in sorted({a for m in maps.values() for a in m["architectures"]}):
         methods = sorted({x for v in versions for x in
                           maps[v]["architectures"].get(a, {}).get("methods", [])})
         cells = []
@@ -658,17 +769,28 @@ def docs_text(maps: dict[str, dict]) -> str:
             if e is None:
                 cells.append("not in registry")
                 continue
-            f = e.get("file") or "?"
+            parts = [f"`{e.get('file') or '?'}`"]
             if e.get("error"):
-                cells.append(f"`{f}`; not built: {e['error'][:120].replace('|', '/')}")
-                continue
-            q = sorted(k for k, x in e["modules"].items() if x.get("scheme"))
-            dense = [d for d in dense_reasons(e) if "embedding / lm_head" not in d]
-            txt = f"`{f}`; {len(q)} quantized"
-            if dense:
-                txt += "; dense: " + "; ".join(dense)
-            cells.append(txt.replace("|", "/"))
-        lines.append(f"| {a} | {', '.join(methods)} | " + " | ".join(cells) + " |")
+                parts.append("not built: " + e["error"][:160])
+            else:
+                q = [k for k, x in e["modules"].items() if x.get("scheme")]
+                parts.append(f"{len(q)} quantized")
+                dense = dense_modules(e)
+                if dense:
+                    parts.append("dense: " + ", ".join(dense))
+                if e.get("packed_modules_mapping") and e.get("role") == "draft" and \
+                        not e.get("quant_config_packed_modules_mapping"):
+                    parts.append("its quant config holds no packed_modules_mapping (ignore entries "
+                                 "must name the fused module)")
+                reads = weight_read_notes(e)
+                if reads:
+                    parts.append("`.weight` read: " + ", ".join(reads))
+            cells.append("<br>".join(parts).replace("|", "/"))
+        rows.append((", ".join(methods), a, cells))
+    lines += ["", "| method | architecture | " + " | ".join(f"vLLM {v}" for v in versions) + " |",
+              "| --- | --- | " + " | ".join("---" for _ in versions) + " |"]
+    for methods, a, cells in sorted(rows):
+        lines.append(f"| {methods} | {a} | " + " | ".join(cells) + " |")
     lines.append("")
     return "\n".join(lines)
 
