@@ -47,7 +47,8 @@ def vllm_python(monkeypatch):
     if not os.environ.get("VENV") and not (ROOT / ".venv-vllm" / "bin" / "python").exists() \
             and (FALLBACK_VENV / "bin" / "python").exists():
         monkeypatch.setenv("VENV", str(FALLBACK_VENV))
-    if not env.venv_has_vllm():
+    # Looked up on disk (env.site_packages): importing vLLM only to ask costs seconds.
+    if not env.venv_python().exists() or not (env.site_packages() / "vllm").is_dir():
         pytest.skip(f"no vLLM in {env.venv_dir()} (set VENV)")
     return env.venv_python()
 
@@ -165,3 +166,15 @@ def test_targets_fuse_qkv_and_gate_up(version):
         assert gu["checkpoint_names"] == ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]
         _, emb = module(e, "embed_tokens")
         assert emb["scheme"] is None
+
+
+def test_moe_experts_are_quantized_where_a_moe_kernel_exists():
+    # On (faked) CUDA 0.33 the routed experts get CompressedTensorsWNA16MoEMethod and packed
+    # weights; Qwen3-MoE's router (GateLinear, prefix ...mlp.gate) is asked and quantized unless
+    # ignored, GLM-4.5's is built without a quant config.
+    e = arch("0.33.0", "Qwen3MoeForCausalLM")
+    ex = e["modules"]["model.layers.1.mlp.experts"]
+    assert ex["quantized"] and ex["quant_method"] == "CompressedTensorsWNA16MoEMethod"
+    assert e["modules"]["model.layers.1.mlp.gate"]["quantized"]
+    g = arch("0.33.0", "Glm4MoeMTPModel")["modules"]["model.layers.2.mlp.gate"]
+    assert not g["asked"] and not g["quantized"]

@@ -37,7 +37,8 @@ How each field is obtained (none is typed in by hand):
   draft's layer offset, and is "" for a module built without one); the key is the prefix, or
   the path where the prefix is empty; "path" is the module's place in the module tree
   (the parameter names load_weights fills). "quant_method"/"scheme" are the class names vLLM
-  chose; "params" the parameters the module registered (weight_packed... when quantized).
+  chose (a MoE method sets no scheme); "params" the parameters the module registered;
+  "quantized": it registered packed W4A16 weights (a parameter named *weight_packed).
 - "fused": for a module whose last name part is in packed_modules_mapping, the shards in order
   with their position and, from stacked_params_mapping, the shard id; "checkpoint_names": the
   path with the fused part replaced by each shard (from stacked_params_mapping entries found in
@@ -49,7 +50,9 @@ How each field is obtained (none is typed in by hand):
   under vllm/model_executor/models or vllm/models) that read `<name>.weight` where <name> is the
   last name part of one of the model's Linear modules; the module's "weight_read_directly" is
   true when its last name part is read so.
-- "error": the exception text when the model cannot be built (the entry is kept).
+- "error": the exception text when the model cannot be built (the entry is kept); "error_at"
+  the innermost vLLM frame; "error_module" the last module the quant config was asked about
+  before it failed (a Linear's create_weights, where the kernel is chosen, runs right after).
 """
 from __future__ import annotations
 
@@ -413,7 +416,10 @@ class Builder:
         orig = compressed_tensors.CompressedTensorsConfig.get_quant_method
         records = self.records
 
+        asking = self.asking = [None]
+
         def hooked(qc, layer, prefix):
+            asking[0] = prefix
             qm = orig(qc, layer, prefix)
             records[id(layer)] = {
                 "prefix": prefix, "quant_method": type(qm).__name__ if qm is not None else None,
@@ -521,6 +527,7 @@ class Builder:
                  "quant_method": qm,
                  "scheme": type(scheme).__name__ if scheme is not None else None,
                  "params": sorted(n for n, _ in mod.named_parameters(recurse=False))}
+            e["quantized"] = any("weight_packed" in p for p in e["params"])
             if isinstance(mod, torch.nn.Linear):
                 # torch's own Linear: no quant method at all, vLLM never quantizes it.
                 e["quant_method"] = None
@@ -616,6 +623,7 @@ class Builder:
             entry: dict = {}
             self.notes.clear()
             self.inspect_errors.clear()
+            self.asking[0] = None
             try:
                 with contextlib.redirect_stdout(io.StringIO()):
                     if role == "target":
@@ -641,6 +649,10 @@ class Builder:
                 text = re.sub(r"0x[0-9a-f]+|/tmp/vllm_module_map_\w+", "...", text)
                 entry["error"] = f"{type(ex).__name__}: {text[:400]}"
                 entry["error_at"] = where
+                if self.asking[0] is not None:
+                    # The last module the quant config was asked about: a layer's
+                    # create_weights (kernel choice) runs right after it is asked.
+                    entry["error_module"] = self.asking[0]
             if self.notes:
                 entry["notes"] = sorted(set(self.notes))
             if role == "draft":
@@ -692,7 +704,7 @@ def dense_modules(entry: dict) -> list[str]:
     out = []
     for name, m in sorted(entry.get("modules", {}).items()):
         cls = m["class"]
-        if m.get("scheme") or "Attention" in cls and "Linear" not in cls:
+        if m.get("quantized") or "Attention" in cls and "Linear" not in cls:
             continue
         if "Embedding" in cls or cls == "ParallelLMHead":
             if m.get("asked") and m.get("quant_method") is None:
@@ -717,7 +729,7 @@ def weight_read_notes(entry: dict) -> list[str]:
     for name, m in sorted(entry.get("modules", {}).items()):
         last = m["path"].rsplit(".", 1)[-1]
         if m.get("weight_read_directly") and last in reads:
-            state = "quantized" if m.get("scheme") else "dense"
+            state = "quantized" if m.get("quantized") else "dense"
             out.append(f"`{name}` ({state}) at {', '.join(sorted(set(reads[last])))}")
     return out
 
@@ -744,7 +756,7 @@ def docs_text(maps: dict[str, dict]) -> str:
         "faked (capability 90), so kernel choices there are what vLLM's code picks for that device.",
         "",
         "Per release, a cell gives the file that defines the architecture, how many Linear modules",
-        "got a compressed-tensors scheme, the Linear-like modules left dense and why (lm_head and",
+        "registered packed W4A16 weights, the Linear-like modules left dense and why (lm_head and",
         "embeddings that the ignore list keeps dense are not listed), and where the model's own code",
         "reads a Linear's `.weight` directly (`.weight` does not exist on a quantized module; the",
         "line may sit in a branch for the dense case: read it). \"not built\" gives vLLM's exception:",
@@ -771,10 +783,15 @@ def docs_text(maps: dict[str, dict]) -> str:
                 continue
             parts = [f"`{e.get('file') or '?'}`"]
             if e.get("error"):
-                parts.append("not built: " + e["error"][:160])
+                err = e["error"]
+                if len(err) > 200:
+                    err = err[:80] + " ... " + err[-110:]
+                parts.append("not built: " + err
+                             + (f" (last module asked: `{e['error_module']}`)" if e.get("error_module")
+                                else ""))
             else:
-                q = [k for k, x in e["modules"].items() if x.get("scheme")]
-                parts.append(f"{len(q)} quantized")
+                q = [k for k, x in e["modules"].items() if x.get("quantized")]
+                parts.append(f"{len(q)} modules quantized")
                 dense = dense_modules(e)
                 if dense:
                     parts.append("dense: " + ", ".join(dense))
