@@ -166,6 +166,12 @@ def test_targets_fuse_qkv_and_gate_up(version):
         assert gu["checkpoint_names"] == ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]
         _, emb = module(e, "embed_tokens")
         assert emb["scheme"] is None
+        # As a method="draft_model" draft the model is the draft's own main model: its quant
+        # config gets packed_modules_mapping and its layers keep their own numbers (no offset).
+        d = e["as_draft_model"]
+        assert d["error"] is None and d["built"]["method"] == "draft_model"
+        assert d["quant_config_packed_modules_mapping"]["qkv_proj"] == ["q_proj", "k_proj", "v_proj"]
+        assert "model.layers.0.self_attn.qkv_proj" in d["modules"]
 
 
 def test_moe_experts_are_quantized_where_a_moe_kernel_exists():

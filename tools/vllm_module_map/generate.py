@@ -129,8 +129,8 @@ RECIPES = {
     "qwen3_eagle3": ("qwen3", EAGLE3), "llama4_eagle": ("llama4_text", {}),
     "minicpm_eagle": ("llama", {"scale_emb": 1, "dim_model_base": 256, "scale_depth": 1.4}),
     "cohere_eagle": ("cohere2", {}),
-    "mistral_eagle": ("mistral", {}), "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
-    "deepseek_eagle": ("deepseek_v3", {}, DSV3),
+    "mistral_eagle": ("mistral", {}), "mistral_large_3_eagle": ("deepseek_v3", DENSE_MTP, DSV3), "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
+    "deepseek_eagle": ("deepseek_v3", DENSE_MTP, DSV3),
     "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH),
     "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}), "lilicorr": ("qwen3", DFLASH),
     "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH),
@@ -281,6 +281,12 @@ def mtp_architectures(speculative_py: str) -> set[str]:
 def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:
     if "DSpark" in arch:
         return "dspark", "architecture name contains DSpark"
+    # EAGLEConfig (transformers_utils/configs/eagle.py) names the draft Eagle3<arch> for eagle3
+    # and Eagle<arch> for eagle; hf_config_override also writes some Eagle* names.
+    if arch.startswith("Eagle3") or arch.endswith("Eagle3"):
+        return "eagle3", "EAGLEConfig's eagle3 naming (Eagle3<arch> / <arch>Eagle3)"
+    if arch.startswith("Eagle"):
+        return "eagle", "EAGLEConfig's eagle naming (Eagle<arch>)"
     if arch in mtp_archs:
         return "mtp", "speculative.py hf_config_override writes this architecture"
     if re.search(r"MTP(Model)?$|_MTP$", arch):
@@ -563,11 +569,39 @@ class Builder:
         model_cls, _ = self.registry.ModelRegistry.resolve_model_cls(
             mc.hf_config.architectures, model_config=mc)
         model = self.build(vc, mc)
-        e = {"role": "target", "methods": ["target"], "methods_source": "common target",
+        e = {"role": "target", "methods": ["target", "draft_model"],
+             "methods_source": "common target; any causal LM serves as a draft_model draft",
              "built": {"architecture": mc.hf_config.architectures[0], "class": model_cls.__name__,
                        "model_type": model_type, "layers": TARGET_LAYERS}}
         e.update(self.describe(model, model_cls))
+        e["as_draft_model"] = self.as_draft_model(arch, model_type, mc)
         return e
+
+    def as_draft_model(self, arch: str, model_type: str, target_mc) -> dict:
+        """The same architecture as a method="draft_model" draft (1 layer) of the target."""
+        from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
+        try:
+            ddir = self.write_config(f"draft_model-{arch}", model_type, arch, {}, 1)
+            sc = SpeculativeConfig(method="draft_model", model=str(ddir), num_speculative_tokens=1,
+                                   target_model_config=target_mc,
+                                   target_parallel_config=ParallelConfig())
+            vc = VllmConfig(model_config=target_mc, speculative_config=sc)
+            dmc = sc.draft_model_config
+            # DraftModelProposer._create_draft_vllm_config (v1/spec_decode/draft_model.py): the
+            # draft's model_config in place of the target's, quant_config recomputed from it.
+            import dataclasses
+            vc = dataclasses.replace(vc, quant_config=None, model_config=dmc)
+            model_cls, resolved = self.registry.ModelRegistry.resolve_model_cls(
+                dmc.hf_config.architectures, model_config=dmc)
+            model = self.build(vc, dmc)
+            d = {"built": {"method": sc.method, "architecture": resolved,
+                           "class": model_cls.__name__, "target": arch, "layers": 1},
+                 "error": None}
+            d.update({k: v for k, v in self.describe(model, model_cls).items()
+                      if k in ("modules", "quant_config_packed_modules_mapping")})
+            return d
+        except Exception as ex:  # noqa: BLE001
+            return {"error": f"{type(ex).__name__}: {' '.join(str(ex).split())[:400]}"}
 
     def draft_entry(self, arch: str, module: str, method: str) -> dict:
         from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
@@ -771,39 +805,44 @@ def docs_text(maps: dict[str, dict]) -> str:
         failed = sum(1 for e in m["architectures"].values() if e.get("error"))
         lines.append(f"- vLLM {v}: {n} architectures, {n - failed} built, {failed} not built"
                      + (f" (platform faked: {m['faked_platform']})" if m.get("faked_platform") else ""))
+    def cell(e: dict | None) -> str:
+        if e is None:
+            return "not in registry"
+        parts = [f"`{e.get('file') or '?'}`"]
+        if e.get("error"):
+            err = e["error"]
+            if len(err) > 200:
+                err = err[:80] + " ... " + err[-110:]
+            parts.append("not built: " + err
+                         + (f" (last module asked: `{e['error_module']}`)" if e.get("error_module")
+                            else ""))
+        else:
+            q = [k for k, x in e["modules"].items() if x.get("quantized")]
+            parts.append(f"{len(q)} modules quantized")
+            dense = dense_modules(e)
+            if dense:
+                parts.append("dense: " + ", ".join(dense))
+            if e.get("packed_modules_mapping") and e.get("role") == "draft" and \
+                    not e.get("quant_config_packed_modules_mapping"):
+                parts.append("its quant config holds no packed_modules_mapping (ignore entries "
+                             "must name the fused module)")
+            reads = weight_read_notes(e)
+            if reads:
+                parts.append("`.weight` read: " + ", ".join(reads))
+        return "<br>".join(parts).replace("|", "/")
+
     rows = []
     for a in sorted({a for m in maps.values() for a in m["architectures"]}):
-        methods = sorted({x for v in versions for x in
-                          maps[v]["architectures"].get(a, {}).get("methods", [])})
-        cells = []
-        for v in versions:
-            e = maps[v]["architectures"].get(a)
-            if e is None:
-                cells.append("not in registry")
-                continue
-            parts = [f"`{e.get('file') or '?'}`"]
-            if e.get("error"):
-                err = e["error"]
-                if len(err) > 200:
-                    err = err[:80] + " ... " + err[-110:]
-                parts.append("not built: " + err
-                             + (f" (last module asked: `{e['error_module']}`)" if e.get("error_module")
-                                else ""))
-            else:
-                q = [k for k, x in e["modules"].items() if x.get("quantized")]
-                parts.append(f"{len(q)} modules quantized")
-                dense = dense_modules(e)
-                if dense:
-                    parts.append("dense: " + ", ".join(dense))
-                if e.get("packed_modules_mapping") and e.get("role") == "draft" and \
-                        not e.get("quant_config_packed_modules_mapping"):
-                    parts.append("its quant config holds no packed_modules_mapping (ignore entries "
-                                 "must name the fused module)")
-                reads = weight_read_notes(e)
-                if reads:
-                    parts.append("`.weight` read: " + ", ".join(reads))
-            cells.append("<br>".join(parts).replace("|", "/"))
-        rows.append((", ".join(methods), a, cells))
+        entries = [maps[v]["architectures"].get(a) for v in versions]
+        methods = sorted({x for e in entries if e for x in e.get("methods", [])} - {"draft_model"})
+        rows.append((", ".join(methods), a, [cell(e) for e in entries]))
+        if any(e and "as_draft_model" in e for e in entries):
+            as_draft = [dict(e["as_draft_model"], file=e.get("file"), role="draft_model",
+                             weight_reads=e.get("weight_reads", []))
+                        if e and "as_draft_model" in e else
+                        {"file": e.get("file"), "error": "not tried: the target did not build"}
+                        if e else None for e in entries]
+            rows.append(("draft_model", f"{a} (as the draft)", [cell(e) for e in as_draft]))
     lines += ["", "| method | architecture | " + " | ".join(f"vLLM {v}" for v in versions) + " |",
               "| --- | --- | " + " | ".join("---" for _ in versions) + " |"]
     for methods, a, cells in sorted(rows):
