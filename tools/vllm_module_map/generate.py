@@ -50,6 +50,9 @@ How each field is obtained (none is typed in by hand):
   under vllm/model_executor/models or vllm/models) that read `<name>.weight` where <name> is the
   last name part of one of the model's Linear modules; the module's "weight_read_directly" is
   true when its last name part is read so.
+- "asked_not_in_model": prefixes vLLM asked the quant config about for modules that are not
+  in the finished model (built and dropped during construction).
+- "other_params": parameters not under any recorded module (norms, embeddings of drafts...).
 - "error": the exception text when the model cannot be built (the entry is kept); "error_at"
   the innermost vLLM frame; "error_module" the last module the quant config was asked about
   before it failed (a Linear's create_weights, where the kernel is chosen, runs right after).
@@ -116,6 +119,15 @@ METHOD_OF = [
 # Registry module name (last part) -> HF model_type of the tiny config, and extra keys.
 DFLASH = {"dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 3, "block_size": 4},
           "block_size": 4, "num_target_layers": TARGET_LAYERS}
+# DFlash2 (qwen3_dflash2.py) and LiLiCorr (lilicorr.py) read these dflash_config keys.
+DFLASH2 = {**DFLASH, "dflash_config": {**DFLASH["dflash_config"], "conv_kernel_size": 4,
+                                        "conv_group_size": 64, "selector_rank": 64,
+                                        "selector_top_k": 8}}
+LILICORR = {**DFLASH, "dflash_config": {**DFLASH["dflash_config"], "lilicorr_hidden_size": 256,
+                                         "lilicorr_candidate_topk": 8, "lilicorr_num_heads": 4,
+                                         "lilicorr_mlp_ratio": 2, "lilicorr_factor_dim": 64,
+                                         "lilicorr_vector_eps": 1e-6, "lilicorr_logit_scale": 1.0,
+                                         "lilicorr_num_layers": 1}}
 EAGLE3 = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1],
                            "use_aux_hidden_state": True}, "draft_vocab_size": 512}
 DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
@@ -131,22 +143,24 @@ RECIPES = {
     "cohere_eagle": ("cohere2", {}),
     "mistral_eagle": ("mistral", {}), "mistral_large_3_eagle": ("deepseek_v3", DENSE_MTP, DSV3), "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
     "deepseek_eagle": ("deepseek_v3", DENSE_MTP, DSV3),
-    "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH),
-    "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}), "lilicorr": ("qwen3", DFLASH),
-    "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH),
+    "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH2),
+    "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}), "lilicorr": ("qwen3", LILICORR),
+    "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH2),
     "qwen3_dspark": ("qwen3", {**DFLASH, "markov_rank": 64}),
     "deepseek_mtp": ("deepseek_v3", DENSE_MTP),
     "deepseek_v32": ("deepseek_v32", DENSE_MTP), "deepseek_v4": ("deepseek_v4", DENSE_MTP),
     "deepseek_v41": ("deepseek_v4", DENSE_MTP), "dots3_note": ("dots3_note", DENSE_MTP),
     "kimi_k3": ("kimi_k3", DENSE_MTP), "exaone4_5_mtp": ("exaone4", {}),
-    "glm_ocr_mtp": ("glm_ocr", {}), "hy_v3_mtp": ("hy_v3", {}),
-    "mimo_v2_mtp": ("mimo_v2_flash", {}), "qwen4_exp": ("qwen4_exp", {}),
-    "gemma4_dspark": ("gemma4_text", DFLASH), "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
-    "glm4_moe_lite_mtp": ("glm4_moe_lite", {"num_nextn_predict_layers": 1}), "qwen3_next_mtp": ("qwen3_next", {}),
+    "glm_ocr_mtp": ("glm_ocr", {}), "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
+    "mimo_v2_mtp": ("mimo_v2_flash", {"layernorm_epsilon": 1e-6}), "qwen4_exp": ("qwen4_exp", {}),
+    "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64}), "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
+    "glm4_moe_lite_mtp": ("glm4_moe_lite", {"first_k_dense_replace": 1,
+                                             "num_nextn_predict_layers": 1}), "qwen3_next_mtp": ("qwen3_next", {}),
     "qwen3_5_mtp": ("qwen3_5_text", {}), "ernie_mtp": ("ernie4_5_moe", {"num_nextn_predict_layers": 1}),
-    "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")), "longcat_flash_mtp": ("longcat_flash", {}),
+    "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")), "longcat_flash_mtp": ("longcat_flash", {"mla_scale_q_lora": True,
+                                             "mla_scale_kv_lora": True}),
     "openpangu_mtp": ("pangu_ultra_moe", {}), "exaone_moe_mtp": ("exaone_moe", {}),
-    "step3p5_mtp": ("step3p5", {}), "gemma4_mtp": ("gemma4_text", {}),
+    "step3p5_mtp": ("step3p5", {"num_attention_groups": 2}), "gemma4_mtp": ("gemma4_text", {}),
     "nemotron_h_mtp": ("nemotron_h", {}), "extract_hidden_states": ("qwen3", {}),
     "medusa": ("medusa", {}),
 }
@@ -427,8 +441,10 @@ class Builder:
         def hooked(qc, layer, prefix):
             asking[0] = prefix
             qm = orig(qc, layer, prefix)
+            # The layer itself is kept: a strong reference, so that no later module can reuse
+            # the id of one vLLM built, asked about and dropped.
             records[id(layer)] = {
-                "prefix": prefix, "quant_method": type(qm).__name__ if qm is not None else None,
+                "layer": layer, "prefix": prefix, "quant_method": type(qm).__name__ if qm is not None else None,
                 "qc_packed": {k: list(v) for k, v in
                               sorted((getattr(qc, "packed_modules_mapping", None) or {}).items())}}
             return qm
@@ -521,6 +537,8 @@ class Builder:
         qc_packed = None
         for path, mod in model.named_modules():
             rec = self.records.get(id(mod))
+            if rec is not None and rec["layer"] is not mod:
+                rec = None
             if rec is None and not isinstance(mod, (LinearBase, torch.nn.Linear)):
                 continue
             last = path.rsplit(".", 1)[-1]
@@ -554,12 +572,15 @@ class Builder:
                         for k in ("orig_to_new_prefix", "orig_to_new_substr", "orig_to_new_suffix",
                                   "orig_to_new_stacked")
                         if getattr(mapper, k, None)}
+        in_tree = {id(m) for m in model.modules()}
+        dropped = sorted(r["prefix"] for k, r in self.records.items() if k not in in_tree)
         other = sorted(n for n, _ in model.named_parameters()
                        if not any(n.startswith(m["path"] + ".") for m in modules.values()))
         return {"modules": modules, "files": files, "weight_reads": reads,
                 "stacked_params_mapping": stacked, "packed_modules_mapping": packed,
                 "quant_config_packed_modules_mapping": qc_packed,
-                "hf_to_vllm_mapper": mapper_d, "other_params": other}
+                "hf_to_vllm_mapper": mapper_d, "other_params": other,
+                "asked_not_in_model": dropped}
 
     def target_entry(self, arch: str, model_type: str) -> dict:
         from vllm.config import VllmConfig
