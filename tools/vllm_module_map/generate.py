@@ -45,7 +45,10 @@ How each field is obtained (none is typed in by hand):
   the model files' load_weights, matched on the module's last name part; the path itself when no
   entry matches). Renames done by hf_to_vllm_mapper are recorded per architecture, not applied.
 - "packed_modules_mapping": the model class attribute; "quant_config_packed_modules_mapping": the
-  mapping the quantization config held when vLLM asked it (a draft's own quant config may hold none).
+  mapping the quantization config held when vLLM asked it about the Linear modules (a list when
+  they were asked of configs holding different ones; a draft's own quant config may hold none).
+- "layer_offset" (drafts): vLLM's layer number minus the module tree's, when the same for every
+  layer module (a DFlash/EAGLE draft's layer i is vLLM's layer T + i).
 - "weight_reads": lines of the model's own files (every class in the built module tree defined
   under vllm/model_executor/models or vllm/models) that read `<name>.weight` where <name> is the
   last name part of one of the model's Linear modules; the module's "weight_read_directly" is
@@ -534,7 +537,7 @@ class Builder:
             if mp is not None and all(mp is not x for x in mappers):
                 mappers.append(mp)
         modules = {}
-        qc_packed = None
+        qc_seen: list = []
         for path, mod in model.named_modules():
             rec = self.records.get(id(mod))
             if rec is not None and rec["layer"] is not mod:
@@ -545,7 +548,8 @@ class Builder:
             name = rec["prefix"] if rec else getattr(mod, "prefix", path)
             qm = rec["quant_method"] if rec else type(getattr(mod, "quant_method", None)).__name__
             if rec:
-                qc_packed = rec["qc_packed"]
+                if isinstance(mod, LinearBase) and rec["qc_packed"] not in qc_seen:
+                    qc_seen.append(rec["qc_packed"])
             scheme = getattr(mod, "scheme", None)
             e = {"path": path, "prefix": name, "class": type(mod).__name__, "asked": rec is not None,
                  "quant_method": qm,
@@ -576,9 +580,18 @@ class Builder:
         dropped = sorted(r["prefix"] for k, r in self.records.items() if k not in in_tree)
         other = sorted(n for n, _ in model.named_parameters()
                        if not any(n.startswith(m["path"] + ".") for m in modules.values()))
-        return {"modules": modules, "files": files, "weight_reads": reads,
+        offsets = set()
+        for m in modules.values():
+            a = re.search(r"layers\.(\d+)\.", m["prefix"] + ".")
+            b = re.search(r"layers\.(\d+)\.", m["path"] + ".")
+            if a and b:
+                offsets.add(int(a.group(1)) - int(b.group(1)))
+        return {"modules": modules, "files": files,
+                "layer_offset": offsets.pop() if len(offsets) == 1 else sorted(offsets) or None, "weight_reads": reads,
                 "stacked_params_mapping": stacked, "packed_modules_mapping": packed,
-                "quant_config_packed_modules_mapping": qc_packed,
+                # One mapping when every Linear was asked of configs holding the same one.
+                "quant_config_packed_modules_mapping": (qc_seen[0] if len(qc_seen) == 1 else
+                                                        qc_seen or None),
                 "hf_to_vllm_mapper": mapper_d, "other_params": other,
                 "asked_not_in_model": dropped}
 
@@ -843,6 +856,9 @@ def docs_text(maps: dict[str, dict]) -> str:
             dense = dense_modules(e)
             if dense:
                 parts.append("dense: " + ", ".join(dense))
+            if e.get("layer_offset"):
+                parts.append(f"vLLM's layer = module tree's + {e['layer_offset']} "
+                             f"(the target's {e.get('built', {}).get('target_layers', '?')} layers)")
             if e.get("packed_modules_mapping") and e.get("role") == "draft" and \
                     not e.get("quant_config_packed_modules_mapping"):
                 parts.append("its quant config holds no packed_modules_mapping (ignore entries "
