@@ -102,6 +102,7 @@ def test_dflash_qwen3_qkv_is_quantized_and_its_weight_read_directly(version):
     # The draft's layer i is vLLM's layer T + i (T: the target's layer count); the module tree
     # and so the checkpoint keep i.
     t = e["built"]["target_layers"]
+    assert e["layer_offset"] == t
     assert name == f"model.layers.{t}.self_attn.qkv_proj" and qkv["path"] == "model.layers.0.self_attn.qkv_proj"
     assert qkv["checkpoint_names"] == [f"model.layers.0.self_attn.{s}_proj" for s in "qkv"]
     assert qkv["checkpoint_shard_ids"] == {f"model.layers.0.self_attn.{s}_proj": s for s in "qkv"}
@@ -149,8 +150,10 @@ def test_deepseek_mtp_eh_proj_is_a_torch_linear_never_quantized():
 def test_laguna_dflash_keeps_reading_qkv_weight():
     # laguna_dflash.py reads `qkv_proj.weight` in _build_context_kv_buffers; its layer names carry
     # no offset. On the 0.32 CPU build the per-head gate g_proj (out = heads) has no W4A16 kernel.
-    assert "CPUWNA16" in load("0.32.0")["architectures"]["DFlashLagunaForCausalLM"]["error"]
+    failed = load("0.32.0")["architectures"]["DFlashLagunaForCausalLM"]
+    assert "CPUWNA16" in failed["error"] and failed["error_module"].endswith("self_attn.g_proj")
     e = arch("0.33.0", "DFlashLagunaForCausalLM")
+    assert e["layer_offset"] == 0
     qkv = e["modules"]["model.layers.0.self_attn.qkv_proj"]
     assert qkv["scheme"] == "CompressedTensorsWNA16" and qkv["weight_read_directly"]
     assert e["modules"]["model.layers.0.self_attn.g_proj"]["class"] == "ColumnParallelLinear"

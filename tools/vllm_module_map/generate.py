@@ -829,7 +829,10 @@ def docs_text(maps: dict[str, dict]) -> str:
         "reads a Linear's `.weight` directly (`.weight` does not exist on a quantized module; the",
         "line may sit in a branch for the dense case: read it). \"not built\" gives vLLM's exception:",
         "on 0.32 many come from the CPU build itself (no W4A16 MoE kernel, Linear outputs that are",
-        "not a multiple of 32, no Triton), others from the tiny config (no recipe for that family).",
+        "not a multiple of 32, no Triton), others from the tiny config (no recipe for that family,",
+        "or a key the family needs that the tiny config lacks). A kernel-shape refusal can come",
+        "from the tiny sizes (4 experts, 4 heads, hidden 256) rather than from the real model's:",
+        "\"last module asked\" names the module, and the reason gives the size.",
         "",
     ]
     versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
