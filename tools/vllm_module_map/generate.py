@@ -47,8 +47,9 @@ How each field is obtained (none is typed in by hand):
 - "packed_modules_mapping": the model class attribute; "quant_config_packed_modules_mapping": the
   mapping the quantization config held when vLLM asked it about the Linear modules (a list when
   they were asked of configs holding different ones; a draft's own quant config may hold none).
-- "layer_offset" (drafts): vLLM's layer number minus the module tree's, when the same for every
-  layer module (a DFlash/EAGLE draft's layer i is vLLM's layer T + i).
+- "layer_offset" (drafts): vLLM's layer number minus the module tree's over the non-attention
+  modules, one number when the same for all (a DFlash/EAGLE draft's layer i is vLLM's layer
+  T + i); attention layers may differ (Laguna DFlash offsets only its attention layers).
 - "weight_reads": lines of the model's own files (every class in the built module tree defined
   under vllm/model_executor/models or vllm/models) that read `<name>.weight` where <name> is the
   last name part of one of the model's Linear modules; the module's "weight_read_directly" is
@@ -582,6 +583,8 @@ class Builder:
                        if not any(n.startswith(m["path"] + ".") for m in modules.values()))
         offsets = set()
         for m in modules.values():
+            if "Attention" in m["class"] and "Linear" not in m["class"]:
+                continue  # attention layers name KV-cache slots, not what ignore matches
             a = re.search(r"layers\.(\d+)\.", m["prefix"] + ".")
             b = re.search(r"layers\.(\d+)\.", m["path"] + ".")
             if a and b:
