@@ -66,6 +66,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import functools
 import inspect
 import io
 import json
@@ -316,12 +317,29 @@ def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:
     return "unknown", "no rule"
 
 
+@functools.lru_cache(maxsize=None)
+def parsed(path: pathlib.Path):
+    """A file's AST (each model file is read by many architectures: parsed once)."""
+    return ast.parse(path.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def tokens(path: pathlib.Path):
+    """A file's code tokens (no strings' insides, comments or layout) and its lines."""
+    import tokenize
+    text = path.read_text()
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT,
+                              tokenize.INDENT, tokenize.DEDENT)]
+    return toks, text.splitlines()
+
+
 def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
     """(param, shard, shard_id) tuples assigned to *stacked_params_mapping* in the files' code."""
     out = []
     for f in files:
         try:
-            tree = ast.parse((root / f).read_text())
+            tree = parsed(root / f)
         except (OSError, SyntaxError):
             continue
         for node in ast.walk(tree):
@@ -396,13 +414,9 @@ def weight_reads(files: list[str], root: pathlib.Path, linear_names: set[str]) -
     out = []
     for f in files:
         try:
-            text = (root / f).read_text()
-            toks = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
-                    if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT,
-                                      tokenize.INDENT, tokenize.DEDENT)]
+            toks, lines = tokens(root / f)
         except (OSError, SyntaxError, tokenize.TokenError):
             continue
-        lines = text.splitlines()
         for t0, t1, t2 in zip(toks, toks[1:], toks[2:]):
             if t0.type == tokenize.NAME and t0.string in linear_names and t1.string == "." \
                     and t2.type == tokenize.NAME and t2.string == "weight":
