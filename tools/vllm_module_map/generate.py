@@ -21,14 +21,28 @@ sys.path and fakes the CUDA platform (capability --cc, default 90) where that vL
 Each release runs in a subprocess of its own (one vLLM per process). `--docs` alone rewrites
 docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout (the test uses it).
 
-How each field is obtained (none is typed in by hand):
-- "registry": module and class from the registry dict; "file": the class's inspect.getsourcefile.
-- "methods": the speculative method(s) that load this architecture, from vllm/config/speculative.py
-  and the registry: "mtp" for architectures that SpeculativeConfig.hf_config_override writes or
-  whose name ends in MTP/MTPModel, and otherwise by the registry module's name (see METHOD_OF).
-  "methods_source" says which rule gave it.
+Only the tiny configs (TINY, RECIPES: a base model_type and the keys a family's code reads) are
+written by hand; what is recorded comes from vLLM. With V=DIR, vLLM's compiled extensions are
+absent: empty stand-in modules and ops answer False, fake-kernel registrations for missing ops
+are skipped, the MoE aux stream is None and, where no CUDA attention backend validates,
+TRITON_MLA / FLASH_ATTN is named (none of these changes what a Linear gets). VllmConfig's
+V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is recorded in
+"notes" and skipped, so that the model is built.
+
+How each field is obtained:
+- "registry": module and class from the registry dict; "file": that module's file in the tree.
+- "methods": the speculative method that loads this architecture, from vLLM's naming rules:
+  DSpark in the name -> dspark; EAGLEConfig's Eagle3<arch>/<arch>Eagle3 -> eagle3, Eagle<arch>
+  -> eagle (transformers_utils/configs/eagle.py); written by SpeculativeConfig.hf_config_override
+  (its source parsed) or named *MTP -> mtp; else by the registry module's name (METHOD_OF).
+  Targets: "target" and "draft_model" (any causal LM serves as one). "methods_source" says
+  which rule gave it.
 - "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
-  the target it was built against, and the tiny config's overrides.
+  the target it was built against, and the tiny config's extra keys. A draft whose tiny config
+  resolves to another architecture is an error, not a silent substitute.
+- "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
+  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes.
+- "notes": checks vLLM would refuse on this build and that were skipped (see above).
 - "modules": every module vLLM asked the quantization config about (a hook on
   CompressedTensorsConfig.get_quant_method records the prefix it was asked with and what it
   returned) and every LinearBase or torch.nn.Linear, asked or not (a layer built with
@@ -39,11 +53,15 @@ How each field is obtained (none is typed in by hand):
   (the parameter names load_weights fills). "quant_method"/"scheme" are the class names vLLM
   chose (a MoE method sets no scheme); "params" the parameters the module registered;
   "quantized": it registered packed W4A16 weights (a parameter named *weight_packed).
-- "fused": for a module whose last name part is in packed_modules_mapping, the shards in order
-  with their position and, from stacked_params_mapping, the shard id; "checkpoint_names": the
-  path with the fused part replaced by each shard (from stacked_params_mapping entries found in
-  the model files' load_weights, matched on the module's last name part; the path itself when no
-  entry matches). Renames done by hf_to_vllm_mapper are recorded per architecture, not applied.
+- "fused": for a module whose last name part is in the model's packed_modules_mapping, the
+  shards in order with their position. "checkpoint_names": candidates (the path, or for a fused
+  module the path with its last part replaced by each shard, each also without "model.") kept
+  when one of the model's WeightsMappers (hf_to_vllm_mapper, vLLM's own name mapping) maps
+  `<candidate>.<param>` onto `<path>.<param>`; "checkpoint_shard_ids" the shard id it gives.
+  Without a mapper that does, the stacked_params_mapping tuples found in the model files' code
+  ("stacked_params_mapping"), else the path itself ("path", unverified). Renames a model's
+  load_weights does in its own code (dict literals, string edits) are not followed.
+- "hf_to_vllm_mapper": the top-level class's mapper (prefix/substr/suffix/stacked maps).
 - "packed_modules_mapping": the model class attribute; "quant_config_packed_modules_mapping": the
   mapping the quantization config held when vLLM asked it about the Linear modules (a list when
   they were asked of configs holding different ones; a draft's own quant config may hold none).
@@ -51,8 +69,9 @@ How each field is obtained (none is typed in by hand):
   modules, one number when the same for all (a DFlash/EAGLE draft's layer i is vLLM's layer
   T + i); attention layers may differ (Laguna DFlash offsets only its attention layers).
 - "weight_reads": lines of the model's own files (every class in the built module tree defined
-  under vllm/model_executor/models or vllm/models) that read `<name>.weight` where <name> is the
-  last name part of one of the model's Linear modules; the module's "weight_read_directly" is
+  under vllm/model_executor/models or vllm/models) whose code tokens (not strings or comments)
+  read `<name>.weight`, <name> the last name part of one of the model's Linear modules; the
+  line may sit in a branch for the dense case (read it); the module's "weight_read_directly" is
   true when its last name part is read so.
 - "asked_not_in_model": prefixes vLLM asked the quant config about for modules that are not
   in the finished model (built and dropped during construction).
