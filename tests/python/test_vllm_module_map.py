@@ -1,0 +1,189 @@
+"""The vLLM module maps (data/vllm_module_map/vllm-<version>.json, tools/vllm_module_map/generate.py).
+
+- test_map_matches_installed_vllm: regenerates the map with the vLLM venv's interpreter ($VENV; else
+  .venv-vllm; else /work/main/.venv-vllm, through tests/e2e/env.py) and fails when it differs from the
+  committed file of that version (or no file is committed for it). Skipped, with the reason, when no
+  venv has vLLM (SPK_REQUIRE makes that skip a failure: tests/python/suite_policy.py).
+- test_docs_match_maps: docs/draft-kinds.md is what `generate.py --docs` writes from the maps.
+- The rest assert facts read from vLLM's source on the committed data (no vLLM needed).
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e import env  # noqa: E402
+
+GEN = ROOT / "tools" / "vllm_module_map" / "generate.py"
+DATA = ROOT / "data" / "vllm_module_map"
+FALLBACK_VENV = Path("/work/main/.venv-vllm")
+
+
+def load(version: str) -> dict:
+    return json.loads((DATA / f"vllm-{version}.json").read_text())
+
+
+def arch(version: str, name: str) -> dict:
+    e = load(version)["architectures"][name]
+    assert e["error"] is None, f"{name} did not build on vLLM {version}: {e['error']}"
+    return e
+
+
+def module(entry: dict, suffix: str) -> tuple[str, dict]:
+    found = [(n, m) for n, m in entry["modules"].items() if n.endswith(suffix)]
+    assert found, f"no module ending in {suffix}: {sorted(entry['modules'])}"
+    return found[0]
+
+
+@pytest.fixture
+def vllm_python(monkeypatch):
+    if not os.environ.get("VENV") and not (ROOT / ".venv-vllm" / "bin" / "python").exists() \
+            and (FALLBACK_VENV / "bin" / "python").exists():
+        monkeypatch.setenv("VENV", str(FALLBACK_VENV))
+    # Looked up on disk (env.site_packages): importing vLLM only to ask costs seconds.
+    if not env.venv_python().exists() or not (env.site_packages() / "vllm").is_dir():
+        pytest.skip(f"no vLLM in {env.venv_dir()} (set VENV)")
+    return env.venv_python()
+
+
+def test_map_matches_installed_vllm(vllm_python):
+    out = subprocess.run(["nice", "-n", "15", str(vllm_python), str(GEN), "--print"],
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-3000:]
+    fresh = json.loads(out.stdout)
+    committed = DATA / f"vllm-{fresh['vllm_version']}.json"
+    assert committed.exists(), (f"no committed map for vLLM {fresh['vllm_version']}: run "
+                                f"generate.py --release {fresh['vllm_version']}")
+    old = json.loads(committed.read_text())
+    changed = sorted(a for a in set(old["architectures"]) | set(fresh["architectures"])
+                     if old["architectures"].get(a) != fresh["architectures"].get(a))
+    assert not changed, f"the map differs from {committed.name} for: {changed}"
+    assert out.stdout == committed.read_text()
+
+
+def test_docs_match_maps():
+    sys.path.insert(0, str(GEN.parent))
+    import generate
+    assert (ROOT / "docs" / "draft-kinds.md").read_text() == generate.docs_text(generate.load_maps())
+
+
+def test_maps_cover_the_registry_and_say_why_a_build_failed():
+    for f in sorted(DATA.glob("vllm-*.json")):
+        m = json.loads(f.read_text())
+        assert m["architectures"], f.name
+        for name, e in m["architectures"].items():
+            assert e["methods"], name
+            if e["error"] is None:
+                assert "modules" in e and e["built"]["class"], f"{f.name} {name}"
+            else:
+                assert ":" in e["error"], f"{f.name} {name}: error without its text"
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_dflash_qwen3_qkv_is_quantized_and_its_weight_read_directly(version):
+    # qwen3_dflash.py builds the context K/V from `a.qkv_proj.weight[a.q_size:]` (the dense
+    # branch of _build_context_kv_buffers) although qkv_proj is a quantizable QKVParallelLinear.
+    e = arch(version, "DFlashDraftModel")
+    assert e["methods"] == ["dflash"]
+    assert e["file"] == "vllm/model_executor/models/qwen3_dflash.py"
+    name, qkv = module(e, "self_attn.qkv_proj")
+    assert qkv["class"] == "QKVParallelLinear" and qkv["scheme"] == "CompressedTensorsWNA16"
+    assert qkv["weight_read_directly"]
+    assert [f["shard"] for f in qkv["fused"]] == ["q_proj", "k_proj", "v_proj"]
+    assert any("qkv_proj.weight[" in r["code"] and r["file"].endswith("qwen3_dflash.py")
+               for r in e["weight_reads"])
+    # The draft's layer i is vLLM's layer T + i (T: the target's layer count); the module tree
+    # and so the checkpoint keep i.
+    t = e["built"]["target_layers"]
+    assert e["layer_offset"] == t
+    assert name == f"model.layers.{t}.self_attn.qkv_proj" and qkv["path"] == "model.layers.0.self_attn.qkv_proj"
+    assert qkv["checkpoint_names"] == [f"model.layers.0.self_attn.{s}_proj" for s in "qkv"]
+    assert qkv["checkpoint_shard_ids"] == {f"model.layers.0.self_attn.{s}_proj": s for s in "qkv"}
+    _, fc = module(e, "model.fc")
+    assert fc["scheme"] == "CompressedTensorsWNA16" and not fc["weight_read_directly"]
+    # The draft's own quant config (get_draft_quant_config) gets no packed_modules_mapping:
+    # configure_quant_config fills the target's only, so a draft's ignore entry must name
+    # the fused module (docs/vllm.md, vllm#53116).
+    assert e["packed_modules_mapping"] and e["quant_config_packed_modules_mapping"] == {}
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_eagle3_head_fc_is_quantized_lm_head_dense(version):
+    for name in ("Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM"):
+        e = arch(version, name)
+        assert e["methods"] == ["eagle3"]
+        _, fc = module(e, "model.fc")
+        assert fc["class"] == "ReplicatedLinear" and fc["scheme"] == "CompressedTensorsWNA16"
+        _, head = module(e, "lm_head")
+        assert head["class"] == "ParallelLMHead" and head["scheme"] is None
+        assert not [r for r in e["weight_reads"] if r["name"] in ("fc", "qkv_proj")]
+
+
+def test_moe_mtp_fails_on_the_cpu_build_with_vllms_reason():
+    # A MoE MTP layer needs a WNA16 MoE kernel: the CPU build has none, so vLLM 0.32's CPU build
+    # cannot build it at W4A16; the map keeps vLLM's reason instead of dropping the architecture.
+    e = load("0.32.0")["architectures"]["Qwen3NextMTP"]
+    assert e["methods"] == ["mtp"] and "No WNA16 MoE backend" in e["error"]
+
+
+def test_deepseek_mtp_eh_proj_is_a_torch_linear_never_quantized():
+    # deepseek_mtp.py builds eh_proj as torch.nn.Linear (no quant method) and shared_head.head as a
+    # ParallelLMHead; the MTP layer is vLLM's layer T (the target's layer count). The tiny config
+    # keeps the MTP layer's MLP dense (first_k_dense_replace), see test_moe_mtp_fails_... for why.
+    e = arch("0.32.0", "DeepSeekMTPModel")
+    assert e["methods"] == ["mtp"] and e["built"]["architecture"] == "DeepSeekMTPModel"
+    t = e["built"]["target_layers"]
+    eh = e["modules"][f"model.layers.{t}.eh_proj"]
+    assert eh["class"] == "Linear" and eh["quant_method"] is None and not eh["asked"]
+    head = e["modules"][f"model.layers.{t}.head"]
+    assert head["path"] == f"model.layers.{t}.shared_head.head" and head["scheme"] is None
+    assert e["modules"][f"model.layers.{t}.self_attn.o_proj"]["scheme"] == "CompressedTensorsWNA16"
+
+
+def test_laguna_dflash_keeps_reading_qkv_weight():
+    # laguna_dflash.py reads `qkv_proj.weight` in _build_context_kv_buffers; its layer names carry
+    # no offset. On the 0.32 CPU build the per-head gate g_proj (out = heads) has no W4A16 kernel.
+    failed = load("0.32.0")["architectures"]["DFlashLagunaForCausalLM"]
+    assert "CPUWNA16" in failed["error"] and failed["error_module"].endswith("self_attn.g_proj")
+    e = arch("0.33.0", "DFlashLagunaForCausalLM")
+    assert e["layer_offset"] == 0
+    qkv = e["modules"]["model.layers.0.self_attn.qkv_proj"]
+    assert qkv["scheme"] == "CompressedTensorsWNA16" and qkv["weight_read_directly"]
+    assert e["modules"]["model.layers.0.self_attn.g_proj"]["class"] == "ColumnParallelLinear"
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_targets_fuse_qkv_and_gate_up(version):
+    for name in ("Qwen3ForCausalLM", "LlamaForCausalLM"):
+        e = arch(version, name)
+        assert e["packed_modules_mapping"]["qkv_proj"] == ["q_proj", "k_proj", "v_proj"]
+        _, gu = module(e, "layers.0.mlp.gate_up_proj")
+        assert gu["scheme"] == "CompressedTensorsWNA16"
+        assert gu["checkpoint_names"] == ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]
+        _, emb = module(e, "embed_tokens")
+        assert emb["scheme"] is None
+        # As a method="draft_model" draft the model is the draft's own main model: its quant
+        # config gets packed_modules_mapping and its layers keep their own numbers (no offset).
+        d = e["as_draft_model"]
+        assert d["error"] is None and d["built"]["method"] == "draft_model"
+        assert d["quant_config_packed_modules_mapping"]["qkv_proj"] == ["q_proj", "k_proj", "v_proj"]
+        assert "model.layers.0.self_attn.qkv_proj" in d["modules"]
+
+
+def test_moe_experts_are_quantized_where_a_moe_kernel_exists():
+    # On (faked) CUDA 0.33 the routed experts get CompressedTensorsWNA16MoEMethod and packed
+    # weights; Qwen3-MoE's router (GateLinear, prefix ...mlp.gate) is asked and quantized unless
+    # ignored, GLM-4.5's is built without a quant config.
+    e = arch("0.33.0", "Qwen3MoeForCausalLM")
+    ex = e["modules"]["model.layers.1.mlp.experts"]
+    assert ex["quantized"] and ex["quant_method"] == "CompressedTensorsWNA16MoEMethod"
+    assert e["modules"]["model.layers.1.mlp.gate"]["quantized"]
+    g = arch("0.33.0", "Glm4MoeMTPModel")["modules"]["model.layers.2.mlp.gate"]
+    assert not g["asked"] and not g["quantized"]
