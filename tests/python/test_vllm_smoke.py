@@ -5,8 +5,8 @@
   Qwen3 DFlash trainer's batched forward against its single-request forward (the one that predicts
   vLLM's counters).
 - test_vllm_cpu_smoke: `python -m tests.e2e smoke` (minutes) and asserts on its summary.json. It
-  runs when the vLLM virtual environment exists (VENV, default .venv-vllm) or SPK_E2E_VLLM=1 lets the
-  package create it; otherwise it is skipped with the reason (a failure under SPK_REQUIRE). It
+  runs when the vLLM virtual environment exists (VENV, default .venv-vllm; scripts/test.sh makes
+  it); otherwise it is skipped with the reason (a failure under SPK_REQUIRE). It
   starts vLLM five times (docs/e2e.md, "The smoke's vLLM starts"): the two Qwen3 DFlash servers are
   also the target part, the Qwen3-MoE, the Laguna MoE and the broken target.
 """
@@ -170,13 +170,11 @@ def test_wrapper_script_is_valid_bash():
     subprocess.run(["bash", "-n", str(ROOT / "scripts" / "e2e-vllm-cpu.sh")], check=True)
 
 
-@pytest.mark.skipif(not (env.venv_has_vllm() or os.environ.get("SPK_E2E_VLLM") == "1"),
-                    reason="no vLLM CPU virtual environment (.venv-vllm); set SPK_E2E_VLLM=1 to "
-                           "let tests.e2e create it")
-def test_vllm_cpu_smoke(tmp_path, spk_path):
+def test_vllm_cpu_smoke(tmp_path, spk_path, vllm_venv):
+    """vllm_venv: the venv scripts/test.sh made (python -m tests.e2e.env --ensure-venv); without it
+    this test skips, a failure under SPK_REQUIRE."""
     work = tmp_path / "work"
-    py = env.venv_python() if env.venv_has_vllm() else Path(sys.executable)
-    proc = subprocess.run([str(py), "-m", "tests.e2e", "smoke", "--work", str(work)], cwd=ROOT,
+    proc = subprocess.run([str(vllm_venv), "-m", "tests.e2e", "smoke", "--work", str(work)], cwd=ROOT,
                           capture_output=True, text=True, timeout=3600,
                           env=dict(os.environ, SPARKULATOR=spk_path))
     if proc.returncode == 4:  # the registry or the disk would not give us vLLM: nothing to test
