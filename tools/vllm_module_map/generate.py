@@ -24,7 +24,8 @@ docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout 
 Only the tiny configs (TINY, RECIPES: a base model_type and the keys a family's code reads) are
 written by hand; what is recorded comes from vLLM. With V=DIR, vLLM's compiled extensions are
 absent: empty stand-in modules and ops answer False, fake-kernel registrations for missing ops
-are skipped, the MoE aux stream is None and, where no CUDA attention backend validates,
+are skipped, triton.Config of vLLM's Triton placeholder holds its arguments, the MoE aux
+stream is None and, where no CUDA attention backend validates,
 TRITON_MLA / FLASH_ATTN is named (none of these changes what a Linear gets). VllmConfig's
 V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is recorded in
 "notes" and skipped, so that the model is built.
@@ -284,6 +285,14 @@ def fake_cuda(cc: int) -> None:
             return "vllm.v1.attention.backends.flash_attn.FlashAttentionBackend"
     CudaPlatform.get_attn_backend_cls = classmethod(get_attn_backend_cls)
     platforms._current_platform = CudaPlatform()
+    # Without a usable Triton, vLLM's placeholder makes triton.Config a decorator; the Mamba
+    # kernels read num_stages / num_warps / kwargs of their configs at import on capability 9.0.
+    import vllm.triton_utils as triton_utils
+    if not triton_utils.HAS_TRITON:
+        class Config:
+            def __init__(self, kwargs=None, num_warps=4, num_stages=1, **extra):
+                self.kwargs, self.num_warps, self.num_stages = kwargs or {}, num_warps, num_stages
+        triton_utils.triton.Config = Config
 
 
 def rel_file(obj) -> str | None:
