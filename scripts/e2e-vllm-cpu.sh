@@ -4,7 +4,7 @@
 # virtual environment's python (created with the pinned versions when missing).
 #
 # Usage: scripts/e2e-vllm-cpu.sh [--smoke] [--work DIR] [--keep-work]
-#   --smoke      the CI-sized run (one draft kind, short bench, one broken copy)
+#   --smoke      the CI-sized run (one draft kind, short bench, one broken copy: five vLLM starts)
 #   --work DIR   working folder (default: a fresh temporary folder); DIR/summary.json, DIR/logs/
 #   --keep-work  keep DIR/models and DIR/vllm-cache (removed at the end otherwise; logs are kept)
 # Environment: VENV (default .venv-vllm), SPARKULATOR (default $SPK_BIN, else build/sparkulator),

@@ -32,7 +32,7 @@ from tests.e2e.cases import FailureCase
 NUM_SPECULATIVE_TOKENS = 3      # = TrainParams.ttt_steps: the chain length the head was trained for
 # The CI-sized head (`build --smoke`, and test_e2e_eagle3.py builds it when the cache lacks it):
 # a few minutes of one thread here instead of the full head's ~30; still accepted > 0 on the
-# served greedy request, whose counters must equal the trainer's replay (docs/e2e.md, "EAGLE-3").
+# served greedy request, whose counters must equal the trainer's replay (docs/e2e-eagle3.md).
 SMOKE_PARAMS = head_mod.TrainParams(sequences=32, continuation=64, steps=120)
 FULL_PARAMS = head_mod.TrainParams()
 # What each cached model depends on: a change to these files (or to the parameters) rebuilds it.

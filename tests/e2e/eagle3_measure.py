@@ -2,7 +2,7 @@
 the BF16, W4A16 RTN and W4A16 search heads served with `"method": "eagle3"`, the drafter's kernel
 lines, run.py's prediction (vLLM's counters for one greedy request == predict_acceptance), the
 `sparkulator bench` arms and the kind's failure cases. `python -m tests.e2e full` runs the same steps
-for every kind; this entry point exists to rerun the EAGLE-3 figures (docs/e2e.md, "EAGLE-3") without
+for every kind; this entry point exists to rerun the EAGLE-3 figures (docs/e2e-eagle3.md) without
 the target serving and the other kinds.
 
 What only EAGLE-3 adds: the served-vs-trainer match on the quantized heads too, one server at a time

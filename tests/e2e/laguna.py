@@ -10,7 +10,7 @@ mask_token_id). `python -m tests.e2e full` (run.py) serves the arms, benches the
 per-request replay over several requests and the patched-vLLM proof.
 
 Failure cases (what vLLM 0.32's CPU build does with the wrong layout or the wrong quantization):
-see `failure_cases`; their expect_error strings were observed on vLLM 0.32.0 (docs/e2e.md, "Laguna DFlash").
+see `failure_cases`; their expect_error strings were observed on vLLM 0.32.0 (docs/e2e-laguna.md).
 Errors: plain exceptions (test tooling).
 """
 
@@ -140,7 +140,7 @@ class Kind:
     method = "dflash"
     # run.py's one-request prediction may differ from vLLM by one draft step / accepted token: the
     # mirror runs in fp32, vLLM in BF16, and on run.py's prompt one step accepts with a top-2 logit
-    # margin of 0.064 (26/156/21 predicted vs 27/162/20 served, docs/e2e.md). laguna_run match
+    # margin of 0.064 (26/156/21 predicted vs 27/162/20 served, docs/e2e-laguna.md). laguna_run match
     # checks 6 requests for exact equality.
     prediction_tolerance = 1
 

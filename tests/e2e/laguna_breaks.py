@@ -6,7 +6,7 @@ Every break starts from a checkpoint sparkulator wrote (or the BF16 draft) and c
   laguna-literal-qkv-ignore  W4A16 whose ignore names qkv_proj by its checkpoint name
   laguna-literal-gproj-ignore W4A16 whose ignore names g_proj by its checkpoint name
 The expect_error strings are the root-cause lines vLLM 0.32.0's CPU build printed for them
-(docs/e2e.md, "Laguna DFlash"). Errors: plain exceptions; a failed `sparkulator quantize` raises
+(docs/e2e-laguna.md). Errors: plain exceptions; a failed `sparkulator quantize` raises
 env.SparkulatorError.
 """
 

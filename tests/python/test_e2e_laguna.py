@@ -9,7 +9,7 @@
   and the source check skip only without the vLLM venv (env.site_packages() holds no vllm), which
   fails under SPK_REQUIRE (suite_policy.py); a missing binary fails (conftest's spk_path).
 The vLLM runs themselves (acceptance, failure cases, the patched-vLLM proof) are in
-tests/e2e/laguna_run.py and docs/e2e.md, "Laguna DFlash"; they take many minutes.
+tests/e2e/laguna_run.py and docs/e2e-laguna.md; they take many minutes.
 """
 
 import json
@@ -164,7 +164,7 @@ def test_patch_helper_dequantizes_like_sparkulator_dequantize(tmp_path, spk_path
     """The `_spk_dense_weight` the patch adds, run on a quantized qkv_proj's tensors as vLLM holds
     them after load_weights (compressed-tensors layout, before the CPU kernel repacks), gives the
     values `sparkulator dequantize` writes. (On vLLM itself the patched draft loads; its W4A16
-    layers cannot run on an AVX2-only host, see docs/e2e.md, "Laguna DFlash".)"""
+    layers cannot run on an AVX2-only host, see docs/e2e-laguna.md.)"""
     import types
     from safetensors.torch import load_file, save_file
     spk = Path(spk_path)
