@@ -9,17 +9,24 @@ BaseModelLoader.create_model makes) on the meta device, with a compressed-tensor
 config (targets ["Linear"], ignore ["lm_head"]), and records what vLLM decided for each module.
 
 Regenerate every committed map and docs/draft-kinds.md (one command, from the repository root;
-vLLM 0.32.0's CPU build in /work/main/.venv-vllm, vLLM 0.33.0's Python code unzipped from its CUDA
-wheel into /work/vllm033/src: `pip download --no-deps vllm==0.33.0 -d /work/vllm033` and
-`unzip -q vllm-0.33.0-*.whl -x '*.so' -d /work/vllm033/src`):
+.venv-vllm holds vLLM 0.32.0's CPU build, DIR vLLM 0.33.0's Python code unzipped from its CUDA
+wheel: `pip download --no-deps vllm==0.33.0 -d W && unzip -q W/vllm-0.33.0-*.whl -x '*.so' -d DIR`):
 
-    nice -n 15 /work/main/.venv-vllm/bin/python tools/vllm_module_map/generate.py \
-        --release 0.32.0 --release 0.33.0=/work/vllm033/src --docs
+    .venv-vllm/bin/python tools/vllm_module_map/generate.py --release 0.32.0 --release 0.33.0=DIR --docs
 
 `--release V` runs the installed vLLM (it must be version V); `--release V=DIR` puts DIR first on
 sys.path and fakes the CUDA platform (capability --cc, default 90) where that vLLM has no CPU build.
 Each release runs in a subprocess of its own (one vLLM per process). `--docs` alone rewrites
 docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout (the test uses it).
+
+The code: this file is the command line; configs.py the hand-written inputs (quantization config,
+tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, build.py the model builds
+and what is recorded, scan.py the model files' source and checkpoint names, docs.py the page.
+
+Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
+(exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier
+releases stay and the page is not rewritten. An architecture vLLM cannot build is no failure: its
+entry records why ("error", see below).
 
 Only the tiny configs (TINY, RECIPES: a base model_type and the keys a family's code reads) are
 written by hand; what is recorded comes from vLLM. With V=DIR, vLLM's compiled extensions are
