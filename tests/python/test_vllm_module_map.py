@@ -1,15 +1,15 @@
 """The vLLM module maps (data/vllm_module_map/vllm-<version>.json, tools/vllm_module_map/generate.py).
 
-- test_map_matches_installed_vllm: regenerates the map with the vLLM venv's interpreter ($VENV; else
-  .venv-vllm; else /work/main/.venv-vllm, through tests/e2e/env.py) and fails when it differs from the
-  committed file of that version (or no file is committed for it). Skipped, with the reason, when no
-  venv has vLLM (SPK_REQUIRE makes that skip a failure: tests/python/suite_policy.py).
+- test_map_matches_installed_vllm: regenerates the map with the vLLM venv's interpreter (tests/e2e/env.py
+  venv_dir(): $VENV; else the running interpreter's environment when it has vLLM; else the
+  repository's .venv-vllm) and fails when it differs from the committed file of that version (or no
+  file is committed for it). Skipped, with the reason, when that venv has no vLLM (SPK_REQUIRE
+  makes that skip a failure: tests/python/suite_policy.py).
 - test_docs_match_maps: docs/draft-kinds.md is what `generate.py --docs` writes from the maps.
 - The rest assert facts read from vLLM's source on the committed data (no vLLM needed).
 """
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +23,6 @@ from tests.e2e import env  # noqa: E402
 
 GEN = ROOT / "tools" / "vllm_module_map" / "generate.py"
 DATA = ROOT / "data" / "vllm_module_map"
-FALLBACK_VENV = Path("/work/main/.venv-vllm")
 
 
 def load(version: str) -> dict:
@@ -43,10 +42,7 @@ def module(entry: dict, suffix: str) -> tuple[str, dict]:
 
 
 @pytest.fixture
-def vllm_python(monkeypatch):
-    if not os.environ.get("VENV") and not (ROOT / ".venv-vllm" / "bin" / "python").exists() \
-            and (FALLBACK_VENV / "bin" / "python").exists():
-        monkeypatch.setenv("VENV", str(FALLBACK_VENV))
+def vllm_python():
     # Looked up on disk (env.site_packages): importing vLLM only to ask costs seconds.
     if not env.venv_python().exists() or not (env.site_packages() / "vllm").is_dir():
         pytest.skip(f"no vLLM in {env.venv_dir()} (set VENV)")
@@ -69,9 +65,8 @@ def test_map_matches_installed_vllm(vllm_python):
 
 
 def test_docs_match_maps():
-    sys.path.insert(0, str(GEN.parent))
-    import generate
-    assert (ROOT / "docs" / "draft-kinds.md").read_text() == generate.docs_text(generate.load_maps())
+    from tools.vllm_module_map import docs
+    assert (ROOT / "docs" / "draft-kinds.md").read_text() == docs.docs_text(docs.load_maps())
 
 
 def test_maps_cover_the_registry_and_say_why_a_build_failed():

@@ -1,0 +1,377 @@
+"""Building each architecture the way vLLM does and recording what vLLM decided for its modules.
+
+Builder (in the generator's child process, one vLLM per process) writes a tiny config.json per
+model, makes vLLM's ModelConfig / SpeculativeConfig / VllmConfig, runs initialize_model on the meta
+device with CompressedTensorsConfig.get_quant_method hooked (each prefix asked and the method
+returned) and describes the finished module tree (scan.py for the source-derived fields).
+generate() returns one release's map.
+
+Error policy: an architecture that cannot be built is recorded, not dropped: its entry keeps the
+exception text ("error"), the innermost vLLM frame ("error_at") and the last module asked
+("error_module"); VLLM_MODULE_MAP_TRACEBACK=1 prints the traceback. A target's failed
+as_draft_model is recorded in that sub-entry. VllmConfig's V1-model-runner refusal is recorded in
+"notes" and skipped. Failures outside a model build (vLLM does not import) propagate.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import pathlib
+import re
+import sys
+import tempfile
+import traceback
+
+from tools.vllm_module_map.configs import (MODEL_DIRS, QUANT_CONFIG, RECIPES, TARGET_LAYERS,
+                                           TARGETS, TINY, method_of, mtp_architectures)
+from tools.vllm_module_map.fake_cuda import fake_cuda
+from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
+                                        stacked_mappings, weight_reads)
+
+
+class Builder:
+    def __init__(self, cc: int | None):
+        import torch  # noqa: F401
+        import vllm
+        self.version = vllm.__version__
+        self.root = pathlib.Path(vllm.__file__).resolve().parents[1]
+        self.tmp = pathlib.Path(tempfile.mkdtemp(prefix="vllm_module_map_"))
+        os.environ.setdefault("VLLM_CACHE_ROOT", str(self.tmp / "cache"))
+        if cc is not None:
+            fake_cuda(cc)
+        from vllm.model_executor.models import registry
+        # Inspecting a model class runs a subprocess per class in vLLM (to keep CUDA out of the
+        # main process); this process builds on the meta device, so it is run in-process.
+        self.inspect_errors: list[str] = []
+
+        def in_process(fn):
+            try:
+                return fn()
+            except Exception as ex:  # the registry logs it and raises its own error
+                self.inspect_errors.append(f"{type(ex).__name__}: {' '.join(str(ex).split())}")
+                raise
+        registry._run_in_subprocess = in_process
+        self.registry = registry
+        from vllm.model_executor.layers.quantization.compressed_tensors import compressed_tensors
+        self.records: dict[int, dict] = {}
+        orig = compressed_tensors.CompressedTensorsConfig.get_quant_method
+        records = self.records
+
+        asking = self.asking = [None]
+
+        def hooked(qc, layer, prefix):
+            asking[0] = prefix
+            qm = orig(qc, layer, prefix)
+            # The layer itself is kept: a strong reference, so that no later module can reuse
+            # the id of one vLLM built, asked about and dropped.
+            records[id(layer)] = {
+                "layer": layer, "prefix": prefix, "quant_method": type(qm).__name__ if qm is not None else None,
+                "qc_packed": {k: list(v) for k, v in
+                              sorted((getattr(qc, "packed_modules_mapping", None) or {}).items())}}
+            return qm
+        compressed_tensors.CompressedTensorsConfig.get_quant_method = hooked
+        # VllmConfig refuses some drafts on the V1 model runner (the one this build falls back
+        # to without Triton); that check is about the runner, not the model: it is recorded in
+        # the entry's "notes" and the model is built.
+        from vllm.config import VllmConfig
+        self.notes: list[str] = []
+        orig_v1 = getattr(VllmConfig, "_validate_v1_model_runner", None)
+        if orig_v1 is not None:
+            notes = self.notes
+
+            def validate_v1(vc):
+                try:
+                    orig_v1(vc)
+                except ValueError as ex:
+                    notes.append(f"VllmConfig on this build: {ex} (check skipped to build)")
+            VllmConfig._validate_v1_model_runner = validate_v1
+        self.dist_ready = False
+
+    def write_config(self, name: str, model_type: str, arch: str, extra: dict,
+                     layers: int) -> pathlib.Path:
+        from vllm.transformers_utils.config import _CONFIG_REGISTRY
+        cls = _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None
+        if cls is None:
+            from transformers import AutoConfig
+            cls = type(AutoConfig.for_model(model_type))
+        defaults = cls().to_dict()
+        over = {k: v for k, v in TINY.items() if k in defaults}
+        over["num_hidden_layers"] = layers
+        if "layer_types" in defaults:
+            over["layer_types"] = None
+        cfg = cls(**over).to_dict()
+        cfg.update(extra)
+        cfg.update({"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
+                    "quantization_config": QUANT_CONFIG})
+        d = self.tmp / name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "config.json").write_text(json.dumps(cfg, default=str))
+        return d
+
+    def model_config(self, path: pathlib.Path):
+        from vllm.config import ModelConfig
+        return ModelConfig(model=str(path), skip_tokenizer_init=True, dtype="bfloat16",
+                           max_model_len=256, enforce_eager=True)
+
+    def init_dist(self, vllm_config):
+        """One process group; the model-parallel groups again for each model (vLLM creates the
+        expert-parallel group only when the config it is given is a MoE)."""
+        from vllm.config import set_current_vllm_config
+        from vllm.distributed import (destroy_model_parallel, init_distributed_environment,
+                                      initialize_model_parallel)
+        with set_current_vllm_config(vllm_config):
+            if not self.dist_ready:
+                init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                             distributed_init_method=f"file://{self.tmp}/dist",
+                                             backend="gloo")
+                self.dist_ready = True
+            else:
+                destroy_model_parallel()
+            initialize_model_parallel(1, 1)
+
+    def build(self, vllm_config, model_config):
+        import torch
+        from vllm.model_executor.model_loader.utils import initialize_model
+        self.init_dist(vllm_config)
+        self.records.clear()
+        with torch.device("meta"):
+            return initialize_model(vllm_config=vllm_config, model_config=model_config)
+
+    def describe(self, model, model_cls) -> dict:
+        import torch
+        from vllm.model_executor.layers.linear import LinearBase
+        files = sorted({f for m in model.modules() for c in type(m).__mro__
+                        if (f := rel_file(c)) and f.startswith(MODEL_DIRS)})
+        linear_names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules()
+                        if isinstance(m, (LinearBase, torch.nn.Linear))}
+        stacked = stacked_mappings(files, self.root)
+        reads = weight_reads(files, self.root, linear_names)
+        read_names = {r["name"] for r in reads}
+        packed = {k: list(v) for k, v in
+                  sorted((getattr(model_cls, "packed_modules_mapping", None) or {}).items())}
+        mappers = []
+        for _, m in model.named_modules():
+            mp = getattr(type(m), "hf_to_vllm_mapper", None)
+            if mp is not None and all(mp is not x for x in mappers):
+                mappers.append(mp)
+        modules = {}
+        qc_seen: list = []
+        for path, mod in model.named_modules():
+            rec = self.records.get(id(mod))
+            if rec is not None and rec["layer"] is not mod:
+                rec = None
+            if rec is None and not isinstance(mod, (LinearBase, torch.nn.Linear)):
+                continue
+            last = path.rsplit(".", 1)[-1]
+            name = rec["prefix"] if rec else getattr(mod, "prefix", path)
+            qm = rec["quant_method"] if rec else type(getattr(mod, "quant_method", None)).__name__
+            if rec:
+                if isinstance(mod, LinearBase) and rec["qc_packed"] not in qc_seen:
+                    qc_seen.append(rec["qc_packed"])
+            scheme = getattr(mod, "scheme", None)
+            e = {"path": path, "prefix": name, "class": type(mod).__name__, "asked": rec is not None,
+                 "quant_method": qm,
+                 "scheme": type(scheme).__name__ if scheme is not None else None,
+                 "params": sorted(n for n, _ in mod.named_parameters(recurse=False))}
+            e["quantized"] = any("weight_packed" in p for p in e["params"])
+            if isinstance(mod, torch.nn.Linear):
+                # torch's own Linear: no quant method at all, vLLM never quantizes it.
+                e["quant_method"] = None
+                e["weight_read_directly"] = last in read_names
+            if isinstance(mod, LinearBase):
+                e["weight_read_directly"] = last in read_names
+                shards = packed.get(last)
+                entries = [s for s in stacked if s["param"].strip(".") == last]
+                if shards:
+                    e["fused"] = [{"shard": s, "position": i} for i, s in enumerate(shards)]
+                e.update(checkpoint_names(path, last, shards, entries, mappers, e["params"]))
+            # Keyed by the prefix; a module built without one (prefix "") by its path.
+            modules[name or path] = e
+        mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
+        mapper_d = None
+        if mapper is not None:
+            mapper_d = {k: {str(a): str(b) for a, b in sorted((getattr(mapper, k) or {}).items())}
+                        for k in ("orig_to_new_prefix", "orig_to_new_substr", "orig_to_new_suffix",
+                                  "orig_to_new_stacked")
+                        if getattr(mapper, k, None)}
+        in_tree = {id(m) for m in model.modules()}
+        dropped = sorted(r["prefix"] for k, r in self.records.items() if k not in in_tree)
+        other = sorted(n for n, _ in model.named_parameters()
+                       if not any(n.startswith(m["path"] + ".") for m in modules.values()))
+        offsets = set()
+        for m in modules.values():
+            if "Attention" in m["class"] and "Linear" not in m["class"]:
+                continue  # attention layers name KV-cache slots, not what ignore matches
+            a = re.search(r"layers\.(\d+)\.", m["prefix"] + ".")
+            b = re.search(r"layers\.(\d+)\.", m["path"] + ".")
+            if a and b:
+                offsets.add(int(a.group(1)) - int(b.group(1)))
+        return {"modules": modules, "files": files,
+                "layer_offset": offsets.pop() if len(offsets) == 1 else sorted(offsets) or None, "weight_reads": reads,
+                "stacked_params_mapping": stacked, "packed_modules_mapping": packed,
+                # One mapping when every Linear was asked of configs holding the same one.
+                "quant_config_packed_modules_mapping": (qc_seen[0] if len(qc_seen) == 1 else
+                                                        qc_seen or None),
+                "hf_to_vllm_mapper": mapper_d, "other_params": other,
+                "asked_not_in_model": dropped}
+
+    def target_entry(self, arch: str, model_type: str) -> dict:
+        from vllm.config import VllmConfig
+        d = self.write_config(f"target-{arch}", model_type, arch, {}, TARGET_LAYERS)
+        mc = self.model_config(d)
+        vc = VllmConfig(model_config=mc)
+        model_cls, _ = self.registry.ModelRegistry.resolve_model_cls(
+            mc.hf_config.architectures, model_config=mc)
+        model = self.build(vc, mc)
+        e = {"role": "target", "methods": ["target", "draft_model"],
+             "methods_source": "common target; any causal LM serves as a draft_model draft",
+             "built": {"architecture": mc.hf_config.architectures[0], "class": model_cls.__name__,
+                       "model_type": model_type, "layers": TARGET_LAYERS}}
+        e.update(self.describe(model, model_cls))
+        e["as_draft_model"] = self.as_draft_model(arch, model_type, mc)
+        return e
+
+    def as_draft_model(self, arch: str, model_type: str, target_mc) -> dict:
+        """The same architecture as a method="draft_model" draft (1 layer) of the target."""
+        from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
+        try:
+            ddir = self.write_config(f"draft_model-{arch}", model_type, arch, {}, 1)
+            sc = SpeculativeConfig(method="draft_model", model=str(ddir), num_speculative_tokens=1,
+                                   target_model_config=target_mc,
+                                   target_parallel_config=ParallelConfig())
+            vc = VllmConfig(model_config=target_mc, speculative_config=sc)
+            dmc = sc.draft_model_config
+            # DraftModelProposer._create_draft_vllm_config (v1/spec_decode/draft_model.py): the
+            # draft's model_config in place of the target's, quant_config recomputed from it.
+            import dataclasses
+            vc = dataclasses.replace(vc, quant_config=None, model_config=dmc)
+            model_cls, resolved = self.registry.ModelRegistry.resolve_model_cls(
+                dmc.hf_config.architectures, model_config=dmc)
+            model = self.build(vc, dmc)
+            d = {"built": {"method": sc.method, "architecture": resolved,
+                           "class": model_cls.__name__, "target": arch, "layers": 1},
+                 "error": None}
+            d.update({k: v for k, v in self.describe(model, model_cls).items()
+                      if k in ("modules", "quant_config_packed_modules_mapping")})
+            return d
+        except Exception as ex:  # noqa: BLE001
+            return {"error": f"{type(ex).__name__}: {' '.join(str(ex).split())[:400]}"}
+
+    def draft_entry(self, arch: str, module: str, method: str) -> dict:
+        from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
+        last = module.split(".")[-1]
+        if last not in RECIPES:
+            raise LookupError(f"no tiny-config recipe for registry module {module!r}")
+        model_type, extra, *tgt = RECIPES[last]
+        if method == "mtp":
+            # MTP: the draft is the target's checkpoint (SpeculativeConfig model=None).
+            # The target's architecture is the one hf_config_override looks for: the recipe's, or
+            # transformers' causal-LM class of the model_type, or (none) the MTP name itself.
+            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+            target_arch = tgt[0][1] if tgt else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, arch)
+            tdir = self.write_config(f"mtp-{arch}", model_type, target_arch, extra, TARGET_LAYERS)
+            ddir = None
+        else:
+            t_type, target_arch = tgt[0] if tgt else ("qwen3", "Qwen3ForCausalLM")
+            tdir = self.write_config(f"target-{target_arch}", t_type, target_arch, {},
+                                     TARGET_LAYERS)
+            ddir = self.write_config(f"draft-{arch}", model_type, arch, extra, 1)
+        mc = self.model_config(tdir)
+        sc = SpeculativeConfig(method=method, model=str(ddir) if ddir else None,
+                               num_speculative_tokens=1, target_model_config=mc,
+                               target_parallel_config=ParallelConfig())
+        vc = VllmConfig(model_config=mc, speculative_config=sc)
+        dmc = sc.draft_model_config
+        if dmc.hf_config.architectures[0] != arch and \
+                self.registry._VLLM_MODELS.get(dmc.hf_config.architectures[0]) != \
+                self.registry._VLLM_MODELS.get(arch):
+            raise LookupError(f"the tiny config resolves to {dmc.hf_config.architectures[0]}, "
+                              f"not {arch} (method {sc.method})")
+        model_cls, resolved = self.registry.ModelRegistry.resolve_model_cls(
+            dmc.hf_config.architectures, model_config=dmc)
+        built = {"method": sc.method, "architecture": resolved, "class": model_cls.__name__,
+                 "model_type": model_type, "target": target_arch, "target_layers": TARGET_LAYERS,
+                 "config_extra": extra}
+        model = self.build(vc, dmc)
+        e = {"built": built}
+        e.update(self.describe(model, model_cls))
+        return e
+
+    def run(self, only: set[str] | None) -> dict:
+        reg = self.registry
+        spec = reg._SPECULATIVE_DECODING_MODELS
+        mtp_archs = mtp_architectures((self.root / "vllm/config/speculative.py").read_text())
+        archs = {}
+        jobs = [(a, "target", TARGETS[a]) for a in TARGETS] + \
+               [(a, "draft", spec[a]) for a in sorted(spec)]
+        for arch, role, info in jobs:
+            if only and arch not in only:
+                continue
+            print(f"[{self.version}] {arch}", file=sys.stderr, flush=True)
+            entry: dict = {}
+            self.notes.clear()
+            self.inspect_errors.clear()
+            self.asking[0] = None
+            try:
+                with contextlib.redirect_stdout(io.StringIO()):
+                    if role == "target":
+                        entry = {"role": "target", "methods": ["target"],
+                                 "methods_source": "common target"}
+                        entry.update(self.target_entry(arch, info))
+                    else:
+                        module, cls = info
+                        method, why = method_of(arch, module, mtp_archs)
+                        entry = {"role": "draft", "methods": [method], "methods_source": why,
+                                 "registry": {"module": module, "class": cls}}
+                        entry.update(self.draft_entry(arch, module, method))
+                entry["error"] = None
+            except Exception as ex:  # noqa: BLE001 - recorded, not dropped
+                if os.environ.get("VLLM_MODULE_MAP_TRACEBACK"):
+                    traceback.print_exc()
+                tb = traceback.extract_tb(ex.__traceback__)
+                where = next((f"{rel_file_path(fr.filename)}:{fr.lineno}" for fr in reversed(tb)
+                              if "/vllm/" in fr.filename), None)
+                text = " ".join(str(ex).split())
+                if self.inspect_errors:
+                    text = f"{self.inspect_errors[-1]} (inspecting the model class)"
+                text = re.sub(r"0x[0-9a-f]+|/tmp/vllm_module_map_\w+", "...", text)
+                entry["error"] = f"{type(ex).__name__}: {text[:400]}"
+                entry["error_at"] = where
+                if self.asking[0] is not None:
+                    # The last module the quant config was asked about: a layer's
+                    # create_weights (kernel choice) runs right after it is asked.
+                    entry["error_module"] = self.asking[0]
+            if self.notes:
+                entry["notes"] = sorted(set(self.notes))
+            if role == "draft":
+                entry.setdefault("registry", {"module": info[0], "class": info[1]})
+            entry.setdefault("role", role)
+            entry["file"] = self.class_file(arch)
+            archs[arch] = entry
+        return {"vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
+                "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
+                "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
+                "architectures": archs}
+
+    def class_file(self, arch: str) -> str | None:
+        info = self.registry._VLLM_MODELS.get(arch)
+        if info is None:
+            return None
+        module, _ = info
+        name = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
+        base = self.root / name.replace(".", "/")
+        for f in (base.with_suffix(".py"), base / "__init__.py"):
+            if f.exists():
+                return f.relative_to(self.root).as_posix()
+        return None
+
+
+
+def generate(cc: int | None, only: set[str] | None) -> dict:
+    import logging
+    logging.disable(logging.WARNING)
+    b = Builder(cc)
+    return b.run(only)
+

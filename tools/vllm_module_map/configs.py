@@ -1,0 +1,145 @@
+"""What the module map builds: the quantization config, the tiny configs and the method rules.
+
+The only hand-written inputs of the maps: QUANT_CONFIG (the compressed-tensors W4A16 config every
+model is built with), TINY (the shapes), TARGETS (the common targets), RECIPES (per registry
+module: the base HF model_type and the keys that family's code reads) and the rules that name the
+speculative method of a registry architecture (method_of, from vLLM's naming rules and
+SpeculativeConfig.hf_config_override's source).
+
+Error policy: pure data and functions, no vLLM import. A registry module without a recipe is not
+an error here: build.Builder.draft_entry raises LookupError for it and the entry records it.
+mtp_architectures raises SyntaxError on a speculative.py that does not parse.
+"""
+from __future__ import annotations
+
+import ast
+import re
+
+QUANT_CONFIG = {
+    "quant_method": "compressed-tensors",
+    "format": "pack-quantized",
+    "ignore": ["lm_head"],
+    "config_groups": {"group_0": {
+        "targets": ["Linear"],
+        "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                    "group_size": 128, "dynamic": False, "actorder": None, "observer": "minmax"},
+        "input_activations": None, "output_activations": None}},
+}
+
+# Shapes small enough to build fast and large enough for the W4A16 kernels' shape rules
+# (in % 128 == 0, out % 64 == 0). Only keys the base config class already has are set.
+TINY = {
+    "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "head_dim": 64, "num_hidden_layers": 2, "vocab_size": 512,
+    "max_position_embeddings": 512, "moe_intermediate_size": 256, "num_experts": 4,
+    "n_routed_experts": 4, "num_local_experts": 4, "num_experts_per_tok": 2,
+    "n_shared_experts": 1, "shared_expert_intermediate_size": 256, "first_k_dense_replace": 1,
+    "kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+    "v_head_dim": 128, "n_group": 1, "topk_group": 1, "num_nextn_predict_layers": 1,
+    "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 64,
+    "linear_value_head_dim": 64, "decoder_sparse_step": 1, "mlp_only_layers": [],
+    "tie_word_embeddings": False,
+}
+TARGET_LAYERS = 2
+
+# Common targets: architecture -> HF model_type.
+TARGETS = {"Qwen3ForCausalLM": "qwen3", "LlamaForCausalLM": "llama",
+           "Qwen3MoeForCausalLM": "qwen3_moe"}
+
+# Registry module name (last part) -> the method that loads it; MTP is found separately.
+METHOD_OF = [
+    (r"eagle3", "eagle3"), (r"eagle", "eagle"), (r"dflash|lilicorr|xpress|beam", "dflash"),
+    (r"dspark", "dspark"), (r"^extract_hidden_states$", "extract_hidden_states"),
+    (r"^medusa$", "medusa"), (r"mtp|^(deepseek_v32|dots3_note|deepseek_v4|deepseek_v41|minimax_m3|"
+                              r"inkling|glm5next|qwen4_exp|interns2_mobius)$", "mtp"),
+]
+
+# Registry module name (last part) -> HF model_type of the tiny config, and extra keys.
+DFLASH = {"dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 3, "block_size": 4},
+          "block_size": 4, "num_target_layers": TARGET_LAYERS}
+# DFlash2 (qwen3_dflash2.py) and LiLiCorr (lilicorr.py) read these dflash_config keys.
+DFLASH2 = {**DFLASH, "dflash_config": {**DFLASH["dflash_config"], "conv_kernel_size": 4,
+                                        "conv_group_size": 64, "selector_rank": 64,
+                                        "selector_top_k": 8}}
+LILICORR = {**DFLASH, "dflash_config": {**DFLASH["dflash_config"], "lilicorr_hidden_size": 256,
+                                         "lilicorr_candidate_topk": 8, "lilicorr_num_heads": 4,
+                                         "lilicorr_mlp_ratio": 2, "lilicorr_factor_dim": 64,
+                                         "lilicorr_vector_eps": 1e-6, "lilicorr_logit_scale": 1.0,
+                                         "lilicorr_num_layers": 1}}
+EAGLE3 = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1],
+                           "use_aux_hidden_state": True}, "draft_vocab_size": 512}
+DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
+# An MTP layer after the target's layers is a MoE layer with the tiny config; vLLM 0.32's CPU
+# build has no W4A16 MoE kernel, so these keep it dense (first_k_dense_replace past it).
+DENSE_MTP = {"first_k_dense_replace": 8}
+MLA = {"kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
+       "v_head_dim": 128}
+RECIPES = {
+    "llama_eagle": ("llama", {}), "llama_eagle3": ("llama", EAGLE3),
+    "qwen3_eagle3": ("qwen3", EAGLE3), "llama4_eagle": ("llama4_text", {}),
+    "minicpm_eagle": ("llama", {"scale_emb": 1, "dim_model_base": 256, "scale_depth": 1.4}),
+    "cohere_eagle": ("cohere2", {}),
+    "mistral_eagle": ("mistral", {}), "mistral_large_3_eagle": ("deepseek_v3", DENSE_MTP, DSV3), "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
+    "deepseek_eagle": ("deepseek_v3", DENSE_MTP, DSV3),
+    "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH2),
+    "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}), "lilicorr": ("qwen3", LILICORR),
+    "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH2),
+    "qwen3_dspark": ("qwen3", {**DFLASH, "markov_rank": 64}),
+    "deepseek_mtp": ("deepseek_v3", DENSE_MTP),
+    "deepseek_v32": ("deepseek_v32", DENSE_MTP), "deepseek_v4": ("deepseek_v4", DENSE_MTP),
+    "deepseek_v41": ("deepseek_v4", DENSE_MTP), "dots3_note": ("dots3_note", DENSE_MTP),
+    "kimi_k3": ("kimi_k3", DENSE_MTP), "exaone4_5_mtp": ("exaone4", {}),
+    "glm_ocr_mtp": ("glm_ocr", {}), "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
+    "mimo_v2_mtp": ("mimo_v2_flash", {"layernorm_epsilon": 1e-6}), "qwen4_exp": ("qwen4_exp", {}),
+    "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64}), "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
+    "glm4_moe_lite_mtp": ("glm4_moe_lite", {"first_k_dense_replace": 1,
+                                             "num_nextn_predict_layers": 1}), "qwen3_next_mtp": ("qwen3_next", {}),
+    "qwen3_5_mtp": ("qwen3_5_text", {}), "ernie_mtp": ("ernie4_5_moe", {"num_nextn_predict_layers": 1}),
+    "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")), "longcat_flash_mtp": ("longcat_flash", {"mla_scale_q_lora": True,
+                                             "mla_scale_kv_lora": True}),
+    "openpangu_mtp": ("pangu_ultra_moe", {}), "exaone_moe_mtp": ("exaone_moe", {}),
+    "step3p5_mtp": ("step3p5", {"num_attention_groups": 2}), "gemma4_mtp": ("gemma4_text", {}),
+    "nemotron_h_mtp": ("nemotron_h", {}), "extract_hidden_states": ("qwen3", {}),
+    "medusa": ("medusa", {}),
+}
+
+MODEL_DIRS = ("vllm/model_executor/models/", "vllm/models/")
+
+
+def mtp_architectures(speculative_py: str) -> set[str]:
+    """The architectures SpeculativeConfig.hf_config_override writes (its source, parsed)."""
+    tree = ast.parse(speculative_py)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef) and node.name == "hf_config_override":
+            for sub in ast.walk(node):
+                if isinstance(sub, ast.Dict):
+                    for k, v in zip(sub.keys, sub.values):
+                        if isinstance(k, ast.Constant) and k.value == "architectures" and \
+                                isinstance(v, ast.List):
+                            found |= {e.value for e in v.elts if isinstance(e, ast.Constant)}
+                        if isinstance(v, ast.Constant) and isinstance(v.value, str) and \
+                                "MTP" in v.value:
+                            found.add(v.value)
+    return found
+
+
+def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:
+    if "DSpark" in arch:
+        return "dspark", "architecture name contains DSpark"
+    # EAGLEConfig (transformers_utils/configs/eagle.py) names the draft Eagle3<arch> for eagle3
+    # and Eagle<arch> for eagle; hf_config_override also writes some Eagle* names.
+    if arch.startswith("Eagle3") or arch.endswith("Eagle3"):
+        return "eagle3", "EAGLEConfig's eagle3 naming (Eagle3<arch> / <arch>Eagle3)"
+    if arch.startswith("Eagle"):
+        return "eagle", "EAGLEConfig's eagle naming (Eagle<arch>)"
+    if arch in mtp_archs:
+        return "mtp", "speculative.py hf_config_override writes this architecture"
+    if re.search(r"MTP(Model)?$|_MTP$", arch):
+        return "mtp", "architecture name ends in MTP"
+    last = module.split(".")[-1]
+    for pattern, method in METHOD_OF:
+        if re.search(pattern, last):
+            return method, f"registry module {last!r} matches {pattern!r}"
+    return "unknown", "no rule"
+

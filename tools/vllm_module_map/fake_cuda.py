@@ -1,0 +1,113 @@
+"""The faked CUDA platform a wheel-only vLLM release (--release V=DIR) is built under.
+
+fake_cuda(cc) is called once, in the generator's child process, before vLLM's model registry is
+imported: empty stand-ins for vLLM's compiled extensions, missing torch.ops of vLLM's namespaces
+answer False, fake-kernel registrations for missing ops are skipped, CudaPlatform answers for
+capability `cc`, the MoE aux stream is None, an attention backend is named where none validates,
+and triton.Config of vLLM's Triton placeholder keeps its arguments. None of these changes what a
+Linear gets; nothing calls a kernel (models are built on the meta device).
+
+Error policy: it patches process-wide state and is not undone; an import error of vLLM's own
+Python code propagates (the child fails and generate.py reports the release as failed).
+"""
+from __future__ import annotations
+
+import sys
+
+def fake_cuda(cc: int) -> None:
+    """Makes vLLM believe it runs on CUDA at capability `cc` (as tests/python/vllm_kernel_verdicts.py)."""
+    import importlib
+    import types
+    # The wheel's compiled extensions are not unzipped (and would need CUDA): empty stand-ins, so
+    # that the Python code imports. Nothing here calls a kernel: the model is built on meta.
+    class Anything:
+        """Stands for a missing op or name: falsy, callable (answers False), any attribute."""
+        def __call__(self, *a, **k):
+            return False
+
+        def __bool__(self):
+            return False
+
+        def __getattr__(self, attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return self
+    anything = Anything()
+
+    class Stub(types.ModuleType):
+        """A module whose every name is `anything`."""
+        def __getattr__(self, attr):
+            if attr.startswith("__"):
+                raise AttributeError(attr)
+            return anything
+    for name in ("vllm._C", "vllm._C_stable_libtorch", "vllm._moe_C", "vllm.cumem_allocator",
+                 "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm._rocm_C",
+                 "vllm.vllm_flash_attn", "vllm.vllm_flash_attn.flash_attn_interface"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            sys.modules[name] = Stub(name)
+    # Ops of those extensions (torch.ops._C.*) asked at import time, for capability checks: a
+    # missing op of a vLLM namespace answers False.
+    import torch._ops
+    orig_getattr = torch._ops._OpNamespace.__getattr__
+
+    def getattr_or_false(self, op_name):
+        try:
+            return orig_getattr(self, op_name)
+        except AttributeError:
+            if self.name.startswith("_") and not op_name.startswith("__"):
+                return anything
+            raise
+    torch._ops._OpNamespace.__getattr__ = getattr_or_false
+    # hasattr(torch.ops._C, op) is now true, so vLLM registers fake kernels for ops that do not
+    # exist: those registrations are skipped.
+    import torch.library
+    orig_register_fake = torch.library.register_fake
+
+    def register_fake(op, fn=None, **kw):
+        def deco(f):
+            try:
+                return orig_register_fake(op, f, **kw)
+            except (RuntimeError, ValueError):
+                return f
+        return deco(fn) if fn is not None else deco
+    torch.library.register_fake = register_fake
+    import vllm.platforms as platforms
+    from vllm.platforms.cuda import CudaPlatform
+    from vllm.platforms.interface import DeviceCapability
+    CudaPlatform.get_device_capability = classmethod(
+        lambda c, device_id=0: DeviceCapability(cc // 10, cc % 10))
+    CudaPlatform.has_device_capability = classmethod(
+        lambda c, capability, device_id=0: (cc >= (capability if isinstance(capability, int)
+                                                   else capability[0] * 10 + capability[1])))
+    CudaPlatform.get_device_name = classmethod(lambda c, device_id=0: "faked")
+    CudaPlatform.get_device_total_memory = classmethod(lambda c, device_id=0: 1 << 36)
+    CudaPlatform.is_fully_connected = classmethod(lambda c, ids: True)
+    CudaPlatform.num_compute_units = classmethod(lambda c, device_id=0: 132)
+    CudaPlatform.is_integrated_gpu = classmethod(lambda c, device_id=0: False)
+    # The faked device has no streams: the MoE shared-expert overlap stream is None (its
+    # CPU answer). The attention backend does not change what a Linear gets; when no CUDA
+    # backend validates here (MLA backends check for their kernels), TRITON_MLA / FLASH_ATTN.
+    import vllm.utils.torch_utils as torch_utils
+    torch_utils.aux_stream = lambda: None
+    orig_backend = CudaPlatform.get_attn_backend_cls.__func__
+
+    def get_attn_backend_cls(c, selected_backend, attn_selector_config, *a, **k):
+        try:
+            return orig_backend(c, selected_backend, attn_selector_config, *a, **k)
+        except ValueError:
+            if getattr(attn_selector_config, "use_mla", False):
+                return "vllm.v1.attention.backends.mla.triton_mla.TritonMLABackend"
+            return "vllm.v1.attention.backends.flash_attn.FlashAttentionBackend"
+    CudaPlatform.get_attn_backend_cls = classmethod(get_attn_backend_cls)
+    platforms._current_platform = CudaPlatform()
+    # Without a usable Triton, vLLM's placeholder makes triton.Config a decorator; the Mamba
+    # kernels read num_stages / num_warps / kwargs of their configs at import on capability 9.0.
+    import vllm.triton_utils as triton_utils
+    if not triton_utils.HAS_TRITON:
+        class Config:
+            def __init__(self, kwargs=None, num_warps=4, num_stages=1, **extra):
+                self.kwargs, self.num_warps, self.num_stages = kwargs or {}, num_warps, num_stages
+        triton_utils.triton.Config = Config
+

@@ -1,0 +1,145 @@
+"""The model's own source and names: files, stacked_params_mapping, `.weight` reads, checkpoint names.
+
+Reads the model files of vLLM's tree (parsed and tokenized once per file, cached), and maps module
+paths to checkpoint names with the model's WeightsMappers. Called by build.Builder.describe.
+
+Error policy: a model file that cannot be read, parsed or tokenized is skipped (it contributes no
+stacked_params_mapping entries and no `.weight` reads); everything else propagates to the caller,
+which records it as the entry's error.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import inspect
+import io
+import os
+import pathlib
+
+def rel_file(obj) -> str | None:
+    try:
+        f = inspect.getsourcefile(obj)
+    except TypeError:
+        return None
+    if f is None:
+        return None
+    f = f.replace(os.sep, "/")
+    i = f.rfind("/vllm/")
+    return f[i + 1:] if i >= 0 else f
+
+
+def rel_file_path(f: str) -> str:
+    f = f.replace(os.sep, "/")
+    i = f.rfind("/vllm/")
+    return f[i + 1:] if i >= 0 else f
+
+
+
+@functools.lru_cache(maxsize=None)
+def parsed(path: pathlib.Path):
+    """A file's AST (each model file is read by many architectures: parsed once)."""
+    return ast.parse(path.read_text())
+
+
+@functools.lru_cache(maxsize=None)
+def tokens(path: pathlib.Path):
+    """A file's code tokens (no strings' insides, comments or layout) and its lines."""
+    import tokenize
+    text = path.read_text()
+    toks = [t for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT,
+                              tokenize.INDENT, tokenize.DEDENT)]
+    return toks, text.splitlines()
+
+
+def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
+    """(param, shard, shard_id) tuples assigned to *stacked_params_mapping* in the files' code."""
+    out = []
+    for f in files:
+        try:
+            tree = parsed(root / f)
+        except (OSError, SyntaxError):
+            continue
+        for node in ast.walk(tree):
+            if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = [t.id if isinstance(t, ast.Name) else getattr(t, "attr", "") for t in targets]
+            if not any("stacked_params_mapping" in n for n in names):
+                continue
+            if not isinstance(node.value, ast.List):
+                continue
+            for e in node.value.elts:
+                if isinstance(e, ast.Tuple) and len(e.elts) == 3 and \
+                        all(isinstance(x, ast.Constant) for x in e.elts):
+                    p, s, i = (x.value for x in e.elts)
+                    out.append({"param": p, "shard": s, "shard_id": i, "file": f,
+                                "line": e.lineno})
+    return out
+
+
+def checkpoint_names(path: str, last: str, shards: list[str] | None, entries: list[dict],
+                     mappers: list, params: list[str]) -> dict:
+    """The checkpoint module names that load into the module at `path`.
+
+    Candidates: the path, and the path with its last part replaced by each shard of
+    packed_modules_mapping (or of a stacked_params_mapping entry), each also without a leading
+    "model.". A candidate is kept when one of the model's WeightsMappers (hf_to_vllm_mapper, vLLM's
+    own name mapping) maps `<candidate>.<param>` to `<path>.<param>` ("hf_to_vllm_mapper", with the
+    shard id it gives), or when a stacked_params_mapping entry of the model's files maps it
+    ("stacked_params_mapping"); with neither, the path itself ("path", not verified)."""
+    param = params[0] if params else "weight"
+    stem = path[: -len(last)]
+    parts = list(shards or []) + [s["shard"].strip(".") for s in entries]
+    cands = []
+    for base in ([] if shards else [path]) + [stem + p for p in parts]:
+        for c in (base, base[len("model."):] if base.startswith("model.") else None):
+            if c and c not in cands:
+                cands.append(c)
+    found, ids = [], {}
+    for c in cands:
+        for mp in mappers:
+            r = mp._map_name_with_shard(f"{c}.{param}") if hasattr(mp, "_map_name_with_shard") \
+                else (mp._map_name(f"{c}.{param}"), None)
+            if r is not None and r[0] == f"{path}.{param}":
+                if c not in found:
+                    found.append(c)
+                    if r[1] is not None:
+                        ids[c] = r[1] if not isinstance(r[1], tuple) else list(r[1])
+                break
+    if found == [path]:
+        return {"checkpoint_names": found, "checkpoint_names_source": "path (mappers keep it)",
+                "checkpoint_shard_ids": None}
+    if found:
+        return {"checkpoint_names": found, "checkpoint_names_source": "hf_to_vllm_mapper",
+                "checkpoint_shard_ids": {k: v for k, v in ids.items()} or None}
+    if entries:
+        names = []
+        for s in entries:
+            c = stem + s["shard"].strip(".")
+            if c not in names:
+                names.append(c)
+        return {"checkpoint_names": names, "checkpoint_names_source": "stacked_params_mapping",
+                "checkpoint_shard_ids": {stem + s["shard"].strip("."): s["shard_id"]
+                                         for s in entries}}
+    return {"checkpoint_names": [path], "checkpoint_names_source": "path",
+            "checkpoint_shard_ids": None}
+
+
+def weight_reads(files: list[str], root: pathlib.Path, linear_names: set[str]) -> list[dict]:
+    """Code (tokens, so not strings or comments) reading `<name>.weight`, <name> a Linear's name."""
+    import tokenize
+    out = []
+    for f in files:
+        try:
+            toks, lines = tokens(root / f)
+        except (OSError, SyntaxError, tokenize.TokenError):
+            continue
+        for t0, t1, t2 in zip(toks, toks[1:], toks[2:]):
+            if t0.type == tokenize.NAME and t0.string in linear_names and t1.string == "." \
+                    and t2.type == tokenize.NAME and t2.string == "weight":
+                n = t0.start[0]
+                out.append({"name": t0.string, "file": f, "line": n,
+                            "code": lines[n - 1].split("#", 1)[0].strip()})
+    return out
+
