@@ -81,8 +81,11 @@ def write_checkpoint(d: Path, dtype: torch.dtype, sharded: bool):
     for k in ("self_attn.k_proj", "mlp.up_proj"):
         tensors[p + k + ".weight"] = (tensors[p + k + ".weight"].double() * 3).to(dtype)
     tensors[p + "input_layernorm.weight"] = torch.ones(HIDDEN, dtype=dtype)
-    tensors["model.embed_tokens.weight"] = torch.randn(64, HIDDEN).to(dtype)
-    tensors["lm_head.weight"] = torch.randn(64, HIDDEN).to(dtype)
+    # Seeded like the rest, so that a checkpoint has the same bytes every run: the references made
+    # from it (references.py, keyed by its content) are then computed once, not in every run.
+    dense = torch.Generator().manual_seed(len(shapes))
+    tensors["model.embed_tokens.weight"] = torch.randn(64, HIDDEN, generator=dense).to(dtype)
+    tensors["lm_head.weight"] = torch.randn(64, HIDDEN, generator=dense).to(dtype)
     if sharded:
         first = {k: v for k, v in tensors.items()
                  if "q_proj" in k or "gate_proj" in k or "o_proj" in k or "embed" in k}

@@ -17,8 +17,9 @@ the sha256 of every file under out/).
 The kinds: MODEL_FREE_PTQ (llm-compressor's model_free_ptq of a checkpoint folder: the checkpoint it
 writes), VLLM_VERDICTS (vllm_kernel_verdicts.py in the vLLM venv: its verdicts on a list of cases),
 CT_DECOMPRESS (compressed-tensors' decompression of a checkpoint's quantized modules: the weights)
-and CHROMIUM_RENDER (headless Chromium's DOM dump and screenshot of an HTML page). An input may be
-a sparkulator output: it is keyed by its bytes, so an unchanged output hits in the next run.
+and TRANSFORMERS_LOGITS (transformers' logits of a checkpoint folder). An input may be a sparkulator
+output: CT_DECOMPRESS keys it by what it reads (its tensors and quantization_config), so an
+unchanged output hits in the next run although its config.json names a new temporary source.
 
 Rules:
   - A hit is an entry whose manifest matches out/ file for file; it is checked once per run, then
@@ -129,7 +130,9 @@ class Kind:
     code: Callable[[], str]
     compute: Callable
     library_path: Optional[Callable[[], list]] = None
-    tool_versions: Optional[Callable[[], dict]] = None  # programs that are no Python distribution
+    # What of an input folder the result depends on (name -> sha256), when not every file of it:
+    # e.g. a checkpoint's tensors and quantization_config, not config.json's record of its source.
+    input_files: Optional[Callable[[Path], dict]] = None
 
 
 @dataclass(frozen=True)
@@ -168,20 +171,19 @@ class Cache:
             found = {lib: installed_version(lib, path) for lib in kind.libraries}
             if path is None:
                 found["python"] = platform.python_version()
-            if kind.tool_versions:
-                found.update(kind.tool_versions())
             self._versions[kind.name] = found
         return self._versions[kind.name]
 
     def key(self, r: Ref, hashes: Optional[dict] = None) -> str:
         """The entry's key. The inputs are hashed on every call (a test may change a folder between
         two calls); `hashes` (path -> content hash) shares the work within one call of ensure."""
-        hashes = {} if hashes is None else hashes
+        hashes = {} if hashes is None else hashes  # (view, path) -> hash
+        view = r.kind.input_files or tree_files
         for p in r.inputs:
-            if p not in hashes:
-                hashes[p] = content_hash(Path(p))
+            if (view, p) not in hashes:
+                hashes[view, p] = hashlib.sha256(canonical(view(Path(p))).encode()).hexdigest()
         description = {"format": FORMAT, "kind": r.kind.name, "params": r.args,
-                       "inputs": [hashes[p] for p in r.inputs], "versions": self.versions(r.kind),
+                       "inputs": [hashes[view, p] for p in r.inputs], "versions": self.versions(r.kind),
                        "code": hashlib.sha256(r.kind.code().encode()).hexdigest()}
         return hashlib.sha256(canonical(description).encode()).hexdigest()
 
@@ -459,9 +461,19 @@ def _code_of(*functions) -> str:
     return "".join(inspect.getsource(f) for f in functions)
 
 
+def checkpoint_tensors_and_scheme(q_dir: Path) -> dict:
+    """What decompress_checkpoint reads: the *.safetensors files and config.json's
+    quantization_config (not the rest of config.json: sparkulator's "sparkulator" block there names
+    the source folder, a temporary path that changes every run)."""
+    files = {f.name: file_sha256(f) for f in sorted(Path(q_dir).glob("*.safetensors"))}
+    qc = json.loads((Path(q_dir) / "config.json").read_text())["quantization_config"]
+    files["config.json:quantization_config"] = hashlib.sha256(canonical(qc).encode()).hexdigest()
+    return files
+
+
 CT_DECOMPRESS = Kind("ct_decompress", ("compressed-tensors", "torch", "safetensors"),
                      lambda: _code_of(decompress_checkpoint, _decompress_compute),
-                     _decompress_compute)
+                     _decompress_compute, input_files=checkpoint_tensors_and_scheme)
 
 
 def ct_decompression(q_dir, cache: Optional[Cache] = None) -> dict:
@@ -470,43 +482,6 @@ def ct_decompression(q_dir, cache: Optional[Cache] = None) -> dict:
     from safetensors.torch import load_file
     out = (cache or session()).result(ref(CT_DECOMPRESS, {}, [q_dir]))
     return load_file(str(out / "weights.safetensors"))
-
-
-# ---- headless Chromium renders ------------------------------------------------------------------
-def chromium() -> Optional[str]:
-    return shutil.which("chromium") or shutil.which("chromium-browser")
-
-
-def _chromium_version() -> dict:
-    proc = subprocess.run([chromium(), "--version"], capture_output=True, text=True, timeout=60)
-    return {"chromium": proc.stdout.strip() or f"exit {proc.returncode}"}
-
-
-def _render_compute(cache: Cache, jobs: list, done) -> None:
-    """--dump-dom and --screenshot of the page, each in a headless Chromium of its own profile."""
-    for i, (r, out) in enumerate(jobs):
-        page = Path(r.inputs[0]).as_uri()
-        with tempfile.TemporaryDirectory() as profile:
-            base = [chromium(), "--headless", "--no-sandbox", "--disable-gpu",
-                    "--disable-dev-shm-usage", f"--user-data-dir={profile}"]
-            dom = subprocess.run(base + ["--dump-dom", page], capture_output=True, text=True,
-                                 timeout=120)
-            (out / "dom.html").write_text(dom.stdout)
-            shot = out / "screenshot.png"
-            subprocess.run(base + [f"--screenshot={shot}", "--window-size=" + r.args["window"],
-                                   page], capture_output=True, timeout=120, cwd=profile)
-        done(i)
-
-
-CHROMIUM_RENDER = Kind("chromium_render", (), lambda: _code_of(_render_compute), _render_compute,
-                       tool_versions=_chromium_version)
-
-
-def chromium_render(html, window: str = "1000,1400", cache: Optional[Cache] = None) -> Path:
-    """The folder with dom.html (Chromium's --dump-dom of the page) and screenshot.png (its
-    --screenshot at `window`, absent when Chromium wrote none), cached by the page's bytes and
-    Chromium's version. Read only."""
-    return (cache or session()).result(ref(CHROMIUM_RENDER, {"window": window}, [html]))
 
 
 # ---- transformers' logits -----------------------------------------------------------------------
