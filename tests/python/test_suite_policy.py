@@ -1,0 +1,104 @@
+"""suite_policy.py on real pytest runs: each test writes a small suite beside copies of conftest.py
+and suite_policy.py and runs pytest on it in a fresh interpreter, as scripts/test.sh does.
+
+- Under SPK_REQUIRE a skipped test fails with the reason, and a module skipped at import fails the
+  session (named in its own section) without stopping the other tests; without it they are plain
+  skips. A skip on the allow-list stays a skip under SPK_REQUIRE too.
+- With SPK_BINARY_ONLY=1 only the tests that use a binary fixture and no release-only fixture are
+  collected; module fixtures that request `spk` count.
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SUITE = '''
+import pytest
+
+@pytest.fixture(scope="module")
+def made_with_the_binary(spk):
+    return "made"
+
+def test_python_only():
+    pass
+
+def test_runs_the_binary(spk):
+    pass
+
+def test_starts_the_binary(spk_path):
+    pass
+
+def test_through_a_module_fixture(made_with_the_binary):
+    pass
+
+def test_the_python_package(spk, python_package):
+    pass
+
+def test_served_on_vllm(spk_path, vllm_venv):
+    pass
+'''
+
+
+def run_suite(tmp_path: Path, files: dict, *args, **env) -> subprocess.CompletedProcess:
+    for name in ("conftest.py", "suite_policy.py"):
+        shutil.copy(HERE / name, tmp_path / name)
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    clean = {k: v for k, v in os.environ.items() if k not in ("SPK_REQUIRE", "SPK_BINARY_ONLY")}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+                           str(tmp_path), *args], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path, env=dict(clean, **env))
+
+
+SKIPS = {"test_skips.py": 'import pytest\n\ndef test_needs_a_tool():\n'
+                          '    pytest.skip("no frobnicator installed")\n',
+         "test_module_skip.py": 'import pytest\npytest.skip("no tool at all", '
+                                'allow_module_level=True)\n\ndef test_never():\n    pass\n'}
+
+
+def test_skips_are_skips_without_spk_require(tmp_path):
+    r = run_suite(tmp_path, SKIPS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 skipped" in r.stdout
+
+
+def test_spk_require_turns_unlisted_skips_into_failures(tmp_path):
+    r = run_suite(tmp_path, SKIPS, SPK_REQUIRE="vllm")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no frobnicator installed" in r.stdout and "no tool at all" in r.stdout
+    assert r.stdout.count("not on tests/python/suite_policy.py's SKIP_ALLOWLIST") == 2
+    assert "modules skipped outside the allow-list" in r.stdout  # the module's skip, named
+    assert r.stdout.splitlines()[-1].startswith("1 failed")    # the test's skip, a failure
+
+
+def test_an_allow_listed_skip_stays_a_skip_under_spk_require(tmp_path):
+    # The allow-list's one entry, by its node id and reason.
+    listed = {"test_python_api.py": 'import pytest\n\n'
+              'def test_the_repaired_wheel_installs_and_runs_in_a_fresh_venv():\n'
+              '    pytest.skip("the wheel build compiles the core again; set SPK_TEST_WHEEL=1")\n'}
+    # The node id is relative to the rootdir: make it tests/python/test_python_api.py.
+    nested = tmp_path / "tests" / "python"
+    nested.mkdir(parents=True)
+    r = run_suite(nested, listed, "--rootdir", str(tmp_path), SPK_REQUIRE="vllm")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 skipped" in r.stdout
+    other = {"test_python_api.py": listed["test_python_api.py"].replace(
+        "SPK_TEST_WHEEL=1", "nothing")}
+    r = run_suite(nested, other, "--rootdir", str(tmp_path), SPK_REQUIRE="vllm")
+    assert r.returncode == 1, "the reason must match too"
+
+
+def collected(r: subprocess.CompletedProcess) -> set:
+    return {line.split("::")[-1] for line in r.stdout.splitlines() if "::" in line}
+
+
+def test_binary_only_selects_by_fixtures(tmp_path):
+    everything = collected(run_suite(tmp_path, {"test_suite.py": SUITE}, "--collect-only"))
+    assert len(everything) == 6
+    r = run_suite(tmp_path, {"test_suite.py": SUITE}, "--collect-only", SPK_BINARY_ONLY="1")
+    assert collected(r) == {"test_runs_the_binary", "test_starts_the_binary",
+                            "test_through_a_module_fixture"}, r.stdout
+    assert "3 deselected" in r.stdout
