@@ -23,7 +23,6 @@ DTYPES = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32}
 HIDDEN, INTERMEDIATE, KV = 384, 256, 192
 
 
-
 def pattern_rows(cols: int, gen: torch.Generator) -> list:
     """Rows (float64) that each hit a rounding edge of some format."""
     rows = []
