@@ -227,21 +227,31 @@ def big_source(spk, sources):
 
 
 def test_the_gil_is_free_while_the_core_works(sp, big_source, tmp_path):
-    thread = threading.Thread(target=sp.quantize, args=(big_source, tmp_path / "q"),
-                              kwargs={"threads": 1, "method": "search", "fsync": False,
-                                      "progress": False})
-    start = last = time.monotonic()
+    # The core quantizes in a loop until a second has passed, so a fast machine (CI's took 0.9 s
+    # for one call) still gives the main loop time to show a held GIL: held, the loop would stop
+    # for a whole call at least once; free, its gaps are the scheduler's (tenths of a second at
+    # most on a busy machine).
+    calls = []
+
+    def quantize_for_a_second():
+        begun = time.monotonic()
+        while time.monotonic() - begun < 1.0:
+            call_start = time.monotonic()
+            sp.quantize(big_source, tmp_path / f"q{len(calls)}", threads=1, method="search",
+                        fsync=False, progress=False)
+            calls.append(time.monotonic() - call_start)
+
+    thread = threading.Thread(target=quantize_for_a_second)
+    last = time.monotonic()
     longest_gap = 0.0
     thread.start()
     while thread.is_alive():
         now = time.monotonic()
         longest_gap, last = max(longest_gap, now - last), now
-    took = time.monotonic() - start
-    assert took > 1.0, "the checkpoint is too small to tell"
-    # Held for the whole call, the GIL would stop this loop once, for about `took`; free, the
-    # loop's gaps are the scheduler's (a busy machine's can reach tenths of a second).
-    assert longest_gap < took / 3, f"this thread waited {longest_gap:.2f} s of {took:.2f} s"
-    assert (tmp_path / "q" / "config.json").is_file()
+    shortest = min(calls)
+    assert longest_gap < shortest / 2, f"this thread waited {longest_gap:.2f} s; a call took " \
+        f"{shortest:.2f} s"
+    assert all((tmp_path / f"q{i}" / "config.json").is_file() for i in range(len(calls)))
 
 
 INTERRUPTED = """
