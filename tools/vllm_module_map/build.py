@@ -148,7 +148,8 @@ class Builder:
                         if isinstance(m, (LinearBase, torch.nn.Linear))}
         stacked = stacked_mappings(files, self.root)
         reads = weight_reads(files, self.root, linear_names)
-        read_names = {r["name"] for r in reads}
+        # A read under a dense-only guard (scan.dense_guard) does not touch a quantized layer.
+        read_names = {r["name"] for r in reads if "guard" not in r}
         packed = {k: list(v) for k, v in
                   sorted((getattr(model_cls, "packed_modules_mapping", None) or {}).items())}
         mappers = []

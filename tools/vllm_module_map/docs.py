@@ -40,13 +40,16 @@ def dense_modules(entry: dict) -> list[str]:
 
 
 def weight_read_notes(entry: dict) -> list[str]:
+    """Each Linear whose `.weight` the model's code reads: where, and whether only under a guard
+    that the layer is dense (scan.dense_guard)."""
     reads = {}
     for r in entry.get("weight_reads", []):
-        reads.setdefault(r["name"], []).append(f"{r['file'].rsplit('/', 1)[-1]}:{r['line']}")
+        where = f"{r['file'].rsplit('/', 1)[-1]}:{r['line']}"
+        reads.setdefault(r["name"], []).append(where + (" (only when dense)" if "guard" in r else ""))
     out = []
     for name, m in sorted(entry.get("modules", {}).items()):
         last = m["path"].rsplit(".", 1)[-1]
-        if m.get("weight_read_directly") and last in reads:
+        if "weight_read_directly" in m and last in reads:
             state = "quantized" if m.get("quantized") else "dense"
             out.append(f"`{name}` ({state}) at {', '.join(sorted(set(reads[last])))}")
     return out
@@ -77,8 +80,9 @@ def docs_text(maps: dict[str, dict]) -> str:
         "Per release, a cell gives the file that defines the architecture, how many Linear modules",
         "registered packed W4A16 weights, the Linear-like modules left dense and why (lm_head and",
         "embeddings that the ignore list keeps dense are not listed), and where the model's own code",
-        "reads a Linear's `.weight` directly (`.weight` does not exist on a quantized module; the",
-        "line may sit in a branch for the dense case: read it). \"not built\" gives vLLM's exception:",
+        "reads a Linear's `.weight` directly (`.weight` does not exist on a quantized module; \"only",
+        "when dense\" marks a read inside an `if` that tests for a dense layer, which a quantized",
+        "module never reaches; sparkulator plans by the other reads). \"not built\" gives vLLM's exception:",
         "on 0.32 many come from the CPU build itself (no W4A16 MoE kernel, Linear outputs that are",
         "not a multiple of 32, no Triton), others from the tiny config (no recipe for that family,",
         "or a key the family needs that the tiny config lacks). A kernel-shape refusal can come",

@@ -79,8 +79,10 @@ How each field is obtained:
 - "weight_reads": lines of the model's own files (every class in the built module tree defined
   under vllm/model_executor/models or vllm/models) whose code tokens (not strings or comments)
   read `<name>.weight`, <name> the last name part of one of the model's Linear modules; the
-  line may sit in a branch for the dense case (read it); the module's "weight_read_directly" is
-  true when its last name part is read so.
+  line may sit in a branch for the dense case: "guard" gives the condition of the innermost `if`
+  whose true branch holds it when that condition tests for a dense layer (names
+  UnquantizedLinearMethod or calls hasattr); the module's "weight_read_directly" is true when its
+  last name part is read so outside any such guard.
 - "asked_not_in_model": prefixes vLLM asked the quant config about for modules that are not
   in the finished model (built and dropped during construction).
 - "other_params": parameters not under any recorded module (norms, embeddings of drafts...).

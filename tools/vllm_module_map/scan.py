@@ -139,7 +139,41 @@ def weight_reads(files: list[str], root: pathlib.Path, linear_names: set[str]) -
             if t0.type == tokenize.NAME and t0.string in linear_names and t1.string == "." \
                     and t2.type == tokenize.NAME and t2.string == "weight":
                 n = t0.start[0]
-                out.append({"name": t0.string, "file": f, "line": n,
-                            "code": lines[n - 1].split("#", 1)[0].strip()})
+                read = {"name": t0.string, "file": f, "line": n,
+                        "code": lines[n - 1].split("#", 1)[0].strip()}
+                if guard := dense_guard(root / f, n):
+                    read["guard"] = guard
+                out.append(read)
     return out
+
+
+def tests_for_dense(test: str) -> bool:
+    """Whether an `if` condition (ast.unparse'd) tests that a layer is dense before its branch reads
+    `.weight`: 0.32's qwen3_dflash.py `if all(isinstance(..., UnquantizedLinearMethod) ...)`, or
+    `hasattr(layer, 'weight')`."""
+    return "UnquantizedLinearMethod" in test or ("hasattr(" in test and "'weight'" in test)
+
+
+def dense_guard(path: pathlib.Path, line: int) -> str | None:
+    """The condition of the innermost `if` (statement or expression) whose true branch holds
+    `line` and whose condition tests that the layer is dense (tests_for_dense), else None. A read in
+    an `else` branch is not guarded."""
+    try:
+        tree = parsed(path)
+    except (OSError, SyntaxError):
+        return None
+    found = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            body = node.body
+            start, end = body[0].lineno, max(getattr(b, "end_lineno", b.lineno) for b in body)
+        elif isinstance(node, ast.IfExp):
+            start, end = node.body.lineno, node.body.end_lineno
+        else:
+            continue
+        test = ast.unparse(node.test)
+        if start <= line <= end and tests_for_dense(test):
+            if found is None or start >= found[0]:
+                found = (start, test)
+    return found[1] if found else None
 
