@@ -2,9 +2,20 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/vllm_module_map.h"
 #include "quant/scheme.h"
 
 namespace spk::cli {
+namespace {
+
+std::string ModuleMapReleases() {
+  std::string releases;
+  for (const ModuleMap& map : ModuleMaps())
+    releases += (releases.empty() ? "" : ", ") + map.release;
+  return releases;
+}
+
+}  // namespace
 
 void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
   // Generated from the scheme registry (quant/scheme.h), so a new row shows up here by itself.
@@ -36,6 +47,12 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
   sub->add_option("--tp", options->plan.tp,
                   "Tensor-parallel size to check the Marlin shape rules for")
       ->capture_default_str();
+  sub->add_option("--vllm-version", options->plan.vllm_release,
+                  "The vLLM release to plan for: what it builds as a quantized Linear comes from "
+                  "vLLM's module map of that release (" +
+                      ModuleMapReleases() +
+                      " built in; docs/draft-kinds.md). A newer release is judged by the newest "
+                      "map, with a warning. Default: the newest map");
   sub->add_option("--target-layers", flags->target_layers,
                   "For drafts: the target model's num_hidden_layers, when config.json does not "
                   "give num_target_layers");

@@ -170,10 +170,11 @@ VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
   bool all_prefixed = std::all_of(tensor_names.begin(), tensor_names.end(), [](const auto& n) {
     return n.starts_with("model.") || n.starts_with("lm_head") || n.starts_with("mtp.");
   });
-  if (!IsDraft(family.family)) return naming;
+  if (!IsDraft(family.family) && !family.map_draft) return naming;
   naming.add_model_prefix = !all_prefixed;
-  // Laguna-style drafts store their layer keys already offset by the target's layer count.
-  if (family.laguna_style) return naming;
+  // Laguna-style drafts store their layer keys already offset by the target's layer count; some
+  // drafts are numbered from 0 in vLLM too (the module map says which).
+  if (family.laguna_style || family.map_no_layer_offset) return naming;
   std::optional<int64_t> first_layer;
   for (const std::string& n : tensor_names) {
     auto idx = LayerIndex(n);

@@ -33,6 +33,10 @@ struct FamilyDetection {
   std::string reason;                     // why this family, for `inspect`
   int num_speculative_tokens = 0;         // what the `vllm serve` line uses (NumSpeculativeTokens)
   std::string speculative_tokens_reason;  // where that number comes from
+  // From vLLM's module map (map_rules.h ApplyModuleMap), when it knows the architecture:
+  std::string vllm_method;  // the --speculative-config method vLLM builds it for ("dspark")
+  bool map_draft = false;   // a draft by the map that the markers above call an LLM (EAGLE-1)
+  bool map_no_layer_offset = false;  // a draft whose layers vLLM numbers from 0 (Gemma4 DSpark)
 };
 
 // `preset` kAuto detects; any other preset is taken as given (and the reason says so).

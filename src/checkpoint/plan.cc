@@ -280,7 +280,10 @@ std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int
   // Every pack-quantized row shares Marlin's tile rule from before vLLM padded its tiles; the plan
   // keeps it although vLLM 0.32 pads (kernel_rules.h says why).
   const KernelRule& tiles = *KernelRuleFor("w4a16");
-  if (auto broken = tiles.rule(GemmPartition{.out = out_part, .in = in_part})) return broken;
+  if (auto broken = tiles.rule(GemmPartition{
+          .module = vllm_module, .vllm_module = vllm_module, .out = out_part, .in = in_part})) {
+    return broken;
+  }
   if (group_size > 0 && in_part % group_size != 0) {
     return fmt::format("in_features per partition {} is not a multiple of the group size {}",
                        in_part, group_size);
@@ -358,7 +361,12 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   QuantPlan plan;
   plan.options = options;
   plan.family = DetectFamily(config, names, options.preset);
+  SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
+  plan.map = ResolveMapContext(choice.map, config, plan.family);
+  if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
+  ApplyModuleMap(plan.map, &plan.family);
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
+  std::vector<std::string> unmapped_dense;
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
   std::vector<bool> ignore_used(user_ignore.size(), false);
 
@@ -393,6 +401,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         p.reason = router->reason;
       } else if (auto why = FamilyKeepReason(plan.family, module)) {
         p.reason = *why;
+      } else if (auto map_says = MapKeepReason(plan.map, module, t.name)) {
+        p.reason = *map_says;
+        if (plan.map.architecture == nullptr) unmapped_dense.emplace_back(module);
       } else {  // the kernel rules come after the loop: they need the whole fused GEMM
         p.action = TensorAction::kQuantize;
         p.reason = "Linear weight";
@@ -408,6 +419,10 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           "e.g. '{}', with Python re.match for 're:' entries)",
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
     }
+  }
+  if (std::string warning = UnmappedArchitectureWarning(plan.map, unmapped_dense);
+      !warning.empty()) {
+    plan.warnings.push_back(std::move(warning));
   }
   KeepKernelRuleBreaksDense(options, &plan.tensors);
   NameSplitSources(tensors, &plan.tensors);

@@ -2,8 +2,10 @@
 // and the `ignore` list that makes vLLM agree.
 //
 // The rules, in order (first that applies wins): non-float or non-2-D tensors, embeddings, lm_head,
-// index tensors and norms stay as they are; the family preset keeps the modules vLLM needs dense
-// (docs/vllm.md: DFlash q/k/v and g_proj, EAGLE-3/MTP heads); --ignore; the group rule (in % g);
+// index tensors and norms stay as they are; --ignore; routers; the family preset keeps the modules
+// vLLM needs dense (docs/vllm.md: DFlash q/k/v and g_proj, EAGLE-3/MTP heads); vLLM's module map
+// of the release judged keeps what vLLM does not load quantized (map_rules.h: heads built without
+// the quant config, weights read in the forward, modules it does not list); the group rule;
 // the Marlin kernel rules per tensor-parallel partition; then fused groups (q/k/v, gate/up) are
 // made all-dense if any member is dense. BuildPlan then writes the ignore list and proves it with
 // the same matcher that `check` uses (VerifyIgnoreList): every dense Linear is ignored under vLLM's
@@ -20,6 +22,7 @@
 #include "base/status.h"
 #include "checkpoint/family.h"
 #include "checkpoint/kernel_rules.h"
+#include "checkpoint/map_rules.h"
 #include "checkpoint/model_config.h"
 #include "quant/scheme.h"
 #include "tensor/dtype.h"
@@ -44,6 +47,7 @@ struct PlanOptions {
   std::vector<std::string> ignore;  // --ignore entries, exact or "re:" (vLLM names)
   int tp = 1;                       // tensor-parallel size the kernel rules are checked for
   std::optional<int64_t> target_layers;
+  std::string vllm_release;  // the vLLM release whose module map judges the plan; "" = newest
 };
 
 enum class TensorAction { kKeep, kQuantize };
@@ -64,6 +68,8 @@ struct QuantPlan {
   std::vector<TensorPlan> tensors;          // same order as the input tensors
   std::vector<std::string> ignore_entries;  // to write into quantization_config.ignore
   bool has_lm_head = false;
+  MapContext map;                     // vLLM's module map of the release judged (map_rules.h)
+  std::vector<std::string> warnings;  // for the user: what the plan could not verify
   size_t quantized_count() const;
 };
 

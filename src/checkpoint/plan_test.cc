@@ -14,15 +14,15 @@ ModelConfig Config(std::string_view json) { return test_util::ConfigFromJson(jso
 std::vector<TensorMeta> QwenLayer(std::string prefix, int64_t hidden, int64_t inter, int64_t q,
                                   int64_t kv) {
   return {
-      {prefix + "self_attn.q_proj.weight", DType::kBF16, {q, hidden}},
-      {prefix + "self_attn.k_proj.weight", DType::kBF16, {kv, hidden}},
-      {prefix + "self_attn.v_proj.weight", DType::kBF16, {kv, hidden}},
-      {prefix + "self_attn.o_proj.weight", DType::kBF16, {hidden, q}},
-      {prefix + "self_attn.q_norm.weight", DType::kBF16, {128}},
-      {prefix + "mlp.gate_proj.weight", DType::kBF16, {inter, hidden}},
-      {prefix + "mlp.up_proj.weight", DType::kBF16, {inter, hidden}},
-      {prefix + "mlp.down_proj.weight", DType::kBF16, {hidden, inter}},
-      {prefix + "input_layernorm.weight", DType::kBF16, {hidden}},
+      {prefix + "self_attn.q_proj.weight", DType::kBF16, {q, hidden}, ""},
+      {prefix + "self_attn.k_proj.weight", DType::kBF16, {kv, hidden}, ""},
+      {prefix + "self_attn.v_proj.weight", DType::kBF16, {kv, hidden}, ""},
+      {prefix + "self_attn.o_proj.weight", DType::kBF16, {hidden, q}, ""},
+      {prefix + "self_attn.q_norm.weight", DType::kBF16, {128}, ""},
+      {prefix + "mlp.gate_proj.weight", DType::kBF16, {inter, hidden}, ""},
+      {prefix + "mlp.up_proj.weight", DType::kBF16, {inter, hidden}, ""},
+      {prefix + "mlp.down_proj.weight", DType::kBF16, {hidden, inter}, ""},
+      {prefix + "input_layernorm.weight", DType::kBF16, {hidden}, ""},
   };
 }
 
@@ -36,8 +36,8 @@ TEST(PlanTest, DFlashKeepsQkvDenseAndWritesVerifiedIgnore) {
   std::vector<TensorMeta> tensors = QwenLayer("layers.0.", 512, 1536, 512, 128);
   auto more = QwenLayer("layers.1.", 512, 1536, 512, 128);
   tensors.insert(tensors.end(), more.begin(), more.end());
-  tensors.push_back({"fc.weight", DType::kBF16, {512, 1536}});
-  tensors.push_back({"hidden_norm.weight", DType::kBF16, {512}});
+  tensors.push_back({"fc.weight", DType::kBF16, {512, 1536}, ""});
+  tensors.push_back({"hidden_norm.weight", DType::kBF16, {512}, ""});
   ModelConfig config = Config(R"({"architectures":["DFlashDraftModel"],"num_target_layers":36,
                                   "dflash_config":{"target_layer_ids":[1,2,3]}})");
   auto plan = BuildPlan(tensors, config, PlanOptions{});
@@ -76,10 +76,10 @@ TEST(PlanTest, LiteralCheckpointNamesInIgnoreAreCaughtByVerify) {
 }
 
 TEST(PlanTest, LlmQuantizesEverythingLinearButEmbeddingsAndHead) {
-  std::vector<TensorMeta> tensors = {{"model.embed_tokens.weight", DType::kBF16, {1000, 256}}};
+  std::vector<TensorMeta> tensors = {{"model.embed_tokens.weight", DType::kBF16, {1000, 256}, ""}};
   auto layer = QwenLayer("model.layers.0.", 256, 768, 256, 128);
   tensors.insert(tensors.end(), layer.begin(), layer.end());
-  tensors.push_back({"lm_head.weight", DType::kBF16, {1000, 256}});
+  tensors.push_back({"lm_head.weight", DType::kBF16, {1000, 256}, ""});
   auto plan =
       BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().message();
@@ -140,16 +140,17 @@ TEST(PlanTest, MixedLayersInADraftNeedTheTargetLayerCount) {
 TEST(PlanTest, LagunaDFlashKeepsFusedQkvAndGateDenseWithoutOffset) {
   // Laguna-style: fused qkv_proj and a per-head g_proj stored, layer keys already offset (40 = T).
   std::vector<TensorMeta> tensors = {
-      {"model.layers.40.self_attn.qkv_proj.weight", DType::kBF16, {768, 512}},
-      {"model.layers.40.self_attn.g_proj.weight", DType::kBF16, {8, 512}},
-      {"model.layers.40.self_attn.o_proj.weight", DType::kBF16, {512, 512}},
-      {"model.layers.40.mlp.gate_proj.weight", DType::kBF16, {1536, 512}},
-      {"model.layers.40.mlp.up_proj.weight", DType::kBF16, {1536, 512}},
-      {"model.layers.40.mlp.down_proj.weight", DType::kBF16, {512, 1536}},
-      {"model.fc.weight", DType::kBF16, {512, 2560}},
-      {"model.aux_hidden_norms.0.weight", DType::kBF16, {512}},
+      {"model.layers.40.self_attn.qkv_proj.weight", DType::kBF16, {768, 512}, ""},
+      {"model.layers.40.self_attn.g_proj.weight", DType::kBF16, {8, 512}, ""},
+      {"model.layers.40.self_attn.o_proj.weight", DType::kBF16, {512, 512}, ""},
+      {"model.layers.40.mlp.gate_proj.weight", DType::kBF16, {1536, 512}, ""},
+      {"model.layers.40.mlp.up_proj.weight", DType::kBF16, {1536, 512}, ""},
+      {"model.layers.40.mlp.down_proj.weight", DType::kBF16, {512, 1536}, ""},
+      {"model.fc.weight", DType::kBF16, {512, 2560}, ""},
+      {"model.aux_hidden_norms.0.weight", DType::kBF16, {512}, ""},
   };
-  ModelConfig config = Config(R"({"architectures":["LagunaDFlashDraftModel"],"dflash_config":{}})");
+  ModelConfig config =
+      Config(R"({"architectures":["DFlashLagunaForCausalLM"],"dflash_config":{}})");
   auto plan = BuildPlan(tensors, config, PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_TRUE(plan->family.laguna_style);
@@ -167,8 +168,8 @@ TEST(PlanTest, LagunaDFlashKeepsFusedQkvAndGateDenseWithoutOffset) {
 
 TEST(PlanTest, MtpKeepsEhProjAndSharedHead) {
   std::vector<TensorMeta> tensors = QwenLayer("model.layers.61.", 256, 768, 256, 128);
-  tensors.push_back({"model.layers.61.eh_proj.weight", DType::kBF16, {256, 512}});
-  tensors.push_back({"model.layers.61.shared_head.head.weight", DType::kBF16, {1000, 256}});
+  tensors.push_back({"model.layers.61.eh_proj.weight", DType::kBF16, {256, 512}, ""});
+  tensors.push_back({"model.layers.61.shared_head.head.weight", DType::kBF16, {1000, 256}, ""});
   auto plan = BuildPlan(tensors, Config(R"({"num_nextn_predict_layers":1})"), PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->family.family, ModelFamily::kMtp);

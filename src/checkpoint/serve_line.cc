@@ -7,6 +7,16 @@ namespace spk {
 std::string ServeLine(const FamilyDetection& family, const std::string& path,
                       const std::string& target) {
   const int k = family.num_speculative_tokens;
+  if (family.map_draft || (!family.vllm_method.empty() && family.family != ModelFamily::kMtp &&
+                           family.vllm_method != "mtp")) {
+    // The method vLLM's module map gives the architecture (dspark, eagle, dflash, eagle3, ...).
+    const bool dflash_like = family.family == ModelFamily::kDFlash;
+    return fmt::format(
+        "vllm serve {} {}--speculative-config "
+        "'{{\"method\":\"{}\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+        target, dflash_like ? "--max-num-seqs 4 --max-num-batched-tokens 8192 " : "",
+        family.vllm_method, path, k);
+  }
   switch (family.family) {
     case ModelFamily::kDFlash:
       return fmt::format(

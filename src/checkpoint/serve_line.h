@@ -1,6 +1,8 @@
 // The `vllm serve` command line that fits a checkpoint, as docs/vllm.md ("Serving") gives it for
 // each family: a draft is served beside its target with a --speculative-config, MTP layers inside
-// their own model, a plain LLM alone. inspect, quantize --json and check print it.
+// their own model, a plain LLM alone. The method is the one vLLM's module map gives the
+// architecture (FamilyDetection::vllm_method: dspark, eagle, ...) when it knows it, else the
+// family's. inspect, quantize --json and check print it.
 //
 // A pure function over values; thread-safe. No errors: every family has a line.
 #pragma once

@@ -142,6 +142,16 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
 
 }  // namespace
 
+// Which release's map judged the plan and what it knows of the architecture (map_rules.h).
+Json ModuleMapJson(const MapContext& map) {
+  if (map.map == nullptr) return nullptr;
+  auto name = [](const MappedArchitecture* a) { return a ? Json(a->name) : Json(nullptr); };
+  return Json{{"release", map.map->release},
+              {"architecture", name(map.architecture)},
+              {"mtp_architecture", name(map.mtp)},
+              {"method", map.architecture ? Json(map.architecture->method()) : Json(nullptr)}};
+}
+
 Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
   const QuantPlan& plan = s.plan;
   Json tensors = Json::array();
@@ -166,6 +176,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"family", FamilyName(plan.family.family)},
               {"family_reason", plan.family.reason},
               {"vllm_naming", plan.naming.ToString()},
+              {"vllm_module_map", ModuleMapJson(plan.map)},
               {"scheme", s.scheme},
               {"group_size", plan.options.group_size},
               {"quantized_tensors", plan.quantized_count()},
@@ -210,6 +221,12 @@ std::string RenderReport(const Json& r, bool with_tensors) {
     }
   } else {
     line(fmt::format("naming:     vLLM module names with {}", r.value("vllm_naming", "")));
+    if (const Json& map = r["vllm_module_map"]; map.is_object()) {
+      line(fmt::format("vllm map:   vLLM {}: {}", map["release"].get<std::string>(),
+                       map["architecture"].is_string()
+                           ? "architecture " + map["architecture"].get<std::string>()
+                           : std::string("architecture not in the map")));
+    }
     line(fmt::format("plan:       {} tensors quantized, {} kept as they are",
                      r["quantized_tensors"].get<size_t>(), r["kept_tensors"].get<size_t>()));
   }

@@ -248,6 +248,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   // report whichever case the user typed.
   summary.scheme = std::string(choice.scheme->name);
   summary.warnings = src.files.warnings();
+  summary.warnings.insert(summary.warnings.end(), plan.warnings.begin(), plan.warnings.end());
   summary.source_tensor_bytes = source_bytes;
   summary.output_tensor_bytes = writer.tensor_bytes();
   if (options.dry_run) {

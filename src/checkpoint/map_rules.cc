@@ -1,0 +1,145 @@
+#include "checkpoint/map_rules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+
+namespace spk {
+namespace {
+
+std::string_view Leaf(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+MapJudgement Judged(MapVerdict verdict, std::string reason, std::string read_at = "") {
+  return {verdict, std::move(reason), std::move(read_at)};
+}
+
+// The verdict of one architecture's map on `module`; kNotListed when it does not list it.
+MapJudgement VerdictOf(const ModuleMap& map, const MappedArchitecture& arch,
+                       std::string_view module, std::string_view tensor) {
+  if (const MappedModule* m = FindModule(arch, module)) {
+    if (m->read_directly) {
+      return Judged(
+          MapVerdict::kReadDirectly,
+          fmt::format("vLLM {} reads {}.weight in its forward ({}); a quantized layer has "
+                      "no .weight unless vLLM guards the read",
+                      map.release, Leaf(m->vllm_prefix),
+                      m->read_at.empty() ? arch.file : m->read_at),
+          m->read_at);
+    }
+    if (!m->quantized) {
+      return Judged(MapVerdict::kNoScheme,
+                    fmt::format("vLLM {} builds it as {} with no quantization scheme ({}, {}): a "
+                                "quantized weight would not load",
+                                map.release, m->module_class, arch.name, arch.file));
+    }
+    return Judged(MapVerdict::kQuantized, "");
+  }
+  if (IsPlainParam(arch, tensor)) {
+    return Judged(MapVerdict::kPlainParam,
+                  fmt::format("vLLM {} holds it as a plain parameter of {}, not a Linear ({})",
+                              map.release, arch.name, arch.file));
+  }
+  return Judged(
+      MapVerdict::kNotListed,
+      fmt::format("not in vLLM {}'s module map of {}: vLLM may not build it as a quantized "
+                  "Linear",
+                  map.release, arch.name));
+}
+
+}  // namespace
+
+bool IsStandardDecoderLinear(std::string_view module) {
+  static constexpr std::array<std::string_view, 20> kLeaves = {"q_proj",
+                                                               "k_proj",
+                                                               "v_proj",
+                                                               "o_proj",
+                                                               "qkv_proj",
+                                                               "gate_proj",
+                                                               "up_proj",
+                                                               "down_proj",
+                                                               "gate_up_proj",
+                                                               "q_a_proj",
+                                                               "q_b_proj",
+                                                               "kv_a_proj_with_mqa",
+                                                               "kv_b_proj",
+                                                               "w1",
+                                                               "w2",
+                                                               "w3",
+                                                               "query_key_value",
+                                                               "dense_h_to_4h",
+                                                               "dense_4h_to_h",
+                                                               "out_proj"};
+  return std::find(kLeaves.begin(), kLeaves.end(), Leaf(module)) != kLeaves.end();
+}
+
+MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
+                             const FamilyDetection& family) {
+  MapContext context;
+  if (map == nullptr || !family.family_rules) return context;
+  context.map = map;
+  context.architecture = FindArchitecture(*map, config);
+  if (family.family == ModelFamily::kMtp) context.mtp = FindMtpArchitecture(*map, config);
+  context.architecture_name =
+      config.architectures.empty() ? std::string("(none in config.json)") : config.architectures[0];
+  return context;
+}
+
+void ApplyModuleMap(const MapContext& context, FamilyDetection* family) {
+  const MappedArchitecture* arch = context.architecture;
+  if (arch == nullptr || !arch->is_draft || arch->method().empty()) return;
+  family->vllm_method = std::string(arch->method());
+  family->map_no_layer_offset = arch->layers_from_zero;
+  if (family->family != ModelFamily::kLlm) return;
+  family->map_draft = true;
+  family->num_speculative_tokens = 3;
+  family->speculative_tokens_reason =
+      fmt::format("{} drafts one token per step (vLLM {}'s map: method {}): 3, as for EAGLE-3",
+                  arch->name, context.map->release, family->vllm_method);
+}
+
+MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
+                        std::string_view tensor) {
+  if (context.map == nullptr) return {};
+  // The MTP layers are the MTP draft's: its map speaks for every module it lists.
+  if (context.mtp != nullptr) {
+    MapJudgement j = VerdictOf(*context.map, *context.mtp, module, tensor);
+    if (j.verdict != MapVerdict::kNotListed) return j;
+  }
+  if (context.architecture != nullptr) {
+    return VerdictOf(*context.map, *context.architecture, module, tensor);
+  }
+  return Judged(
+      MapVerdict::kUnmapped,
+      fmt::format("architecture {} is not in vLLM {}'s module map: only the standard decoder "
+                  "Linears are quantized (--preset none quantizes every Linear weight)",
+                  context.architecture_name, context.map->release));
+}
+
+std::optional<std::string> MapKeepReason(const MapContext& context, std::string_view module,
+                                         std::string_view tensor) {
+  if (context.map == nullptr) return std::nullopt;
+  MapJudgement j = JudgeByMap(context, module, tensor);
+  if (j.verdict == MapVerdict::kQuantized) return std::nullopt;
+  if (j.verdict == MapVerdict::kUnmapped && IsStandardDecoderLinear(module)) return std::nullopt;
+  return j.reason;
+}
+
+std::string UnmappedArchitectureWarning(const MapContext& context,
+                                        const std::vector<std::string>& kept_dense) {
+  if (context.map == nullptr || context.architecture != nullptr || kept_dense.empty()) return "";
+  constexpr size_t kNamed = 4;
+  std::vector<std::string> named(kept_dense.begin(),
+                                 kept_dense.begin() + std::min(kNamed, kept_dense.size()));
+  return fmt::format(
+      "vLLM {}'s module map does not know architecture {}: {} Linear module(s) that are not "
+      "standard decoder Linears stay dense ({}{}); check that vLLM builds them as quantized "
+      "Linears and pass --preset none to quantize them",
+      context.map->release, context.architecture_name, kept_dense.size(), fmt::join(named, ", "),
+      kept_dense.size() > kNamed ? ", ..." : "");
+}
+
+}  // namespace spk

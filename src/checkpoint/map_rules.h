@@ -1,0 +1,73 @@
+// The plan's rule from vLLM's module map (checkpoint/vllm_module_map.h): which Linear weights of a
+// checkpoint vLLM would load quantized in the release judged, and why the others stay dense.
+//
+// Safe by default: a weight the map shows as anything but a quantized Linear that vLLM leaves to
+// its kernels (no scheme, a head built without the quant config, a weight the forward reads
+// directly, a module the map does not list) stays dense with its reason. A model whose
+// architecture no map knows gets only the standard decoder Linears quantized, and the plan warns
+// with what it kept dense. The family rules (checkpoint/plan.h FamilyKeepReason) still apply on
+// top; `--preset none` turns both off.
+//
+// Pure functions over values; thread-safe. No errors: every tensor gets a verdict.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checkpoint/family.h"
+#include "checkpoint/model_config.h"
+#include "checkpoint/vllm_module_map.h"
+
+namespace spk {
+
+// What the map knows about one checkpoint: its architecture and, for a model with MTP layers, the
+// MTP draft architecture vLLM builds for them. All null when no map applies.
+struct MapContext {
+  const ModuleMap* map = nullptr;
+  const MappedArchitecture* architecture = nullptr;
+  const MappedArchitecture* mtp = nullptr;
+  std::string architecture_name;  // config.json's first architecture, for messages
+};
+
+MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
+                             const FamilyDetection& family);
+
+// What the map adds to the family: the method vLLM serves the architecture with, and that an
+// architecture the markers call an LLM is a draft (EAGLE-1's LlamaForCausalLM layout under an
+// Eagle* architecture), with the default number of speculative tokens of a one-token head.
+void ApplyModuleMap(const MapContext& context, FamilyDetection* family);
+
+// What the map says of one Linear weight of checkpoint module `module` (`tensor`: the whole name).
+enum class MapVerdict {
+  kQuantized,     // a Linear with a compressed-tensors scheme: it loads quantized weights
+  kNoScheme,      // built without a scheme (a head under quant_config=None, a plain nn.Linear)
+  kReadDirectly,  // the forward reads its .weight itself
+  kPlainParam,    // a parameter outside any Linear (an nn.Embedding's weight)
+  kNotListed,     // the architecture's map does not list it
+  kUnmapped,      // no map knows the architecture
+};
+struct MapJudgement {
+  MapVerdict verdict = MapVerdict::kUnmapped;
+  std::string reason;   // for every verdict but kQuantized: why it stays dense
+  std::string read_at;  // kReadDirectly: "file:line" of the read
+};
+MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
+                        std::string_view tensor);
+
+// The plan's use of JudgeByMap: why the weight stays dense, or nullopt to quantize it (a
+// quantized Linear, or a standard decoder Linear of an architecture no map knows).
+std::optional<std::string> MapKeepReason(const MapContext& context, std::string_view module,
+                                         std::string_view tensor);
+
+// The plan's warning when the map does not know the architecture and `kept_dense` (checkpoint
+// module names) stayed dense for it; "" when there is nothing to say.
+std::string UnmappedArchitectureWarning(const MapContext& context,
+                                        const std::vector<std::string>& kept_dense);
+
+// True for a rule-of-thumb decoder Linear (q/k/v/o, gate/up/down, MLA's, experts'): what a model
+// of an unknown architecture gets quantized.
+bool IsStandardDecoderLinear(std::string_view module);
+
+}  // namespace spk

@@ -1,0 +1,263 @@
+#include "checkpoint/vllm_module_map.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/vllm_module_map_data.h"
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::json;
+
+// The map's fields may be null (a module the generator could not trace): every read checks.
+const Json& Field(const Json& j, const char* key) {
+  static const Json kNull;
+  if (!j.is_object()) return kNull;
+  auto it = j.find(key);
+  return it == j.end() ? kNull : *it;
+}
+
+std::string StringOr(const Json& j, const char* key, std::string fallback = "") {
+  const Json& f = Field(j, key);
+  return f.is_string() ? f.get<std::string>() : fallback;
+}
+
+bool BoolOr(const Json& j, const char* key) {
+  const Json& f = Field(j, key);
+  return f.is_boolean() && f.get<bool>();
+}
+
+int64_t IntOr(const Json& j, const char* key) {
+  const Json& f = Field(j, key);
+  return f.is_number_integer() ? f.get<int64_t>() : 0;
+}
+
+std::vector<std::string> Strings(const Json& j, const char* key) {
+  std::vector<std::string> out;
+  const Json& f = Field(j, key);
+  if (!f.is_array()) return out;
+  for (const Json& s : f) {
+    if (s.is_string()) out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+
+MappedModule ParseModule(const Json& m, const Json& weight_reads) {
+  MappedModule module;
+  module.vllm_prefix = StringOr(m, "prefix");
+  module.module_class = StringOr(m, "class");
+  module.quantized = BoolOr(m, "quantized");
+  module.read_directly = BoolOr(m, "weight_read_directly");
+  if (module.read_directly) {
+    // The generator records each direct read by the module's leaf name.
+    std::string leaf = module.vllm_prefix.substr(module.vllm_prefix.rfind('.') + 1);
+    for (const Json& read : weight_reads) {
+      if (StringOr(read, "name") == leaf && Field(read, "guard").is_null()) {
+        module.read_at = fmt::format("{}:{}", StringOr(read, "file"), IntOr(read, "line"));
+        break;
+      }
+    }
+  }
+  return module;
+}
+
+MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
+  MappedArchitecture arch;
+  arch.name = name;
+  arch.file = StringOr(a, "file");
+  arch.is_draft = StringOr(a, "role") == "draft";
+  arch.methods = Strings(a, "methods");
+  arch.layers_follow_target = IntOr(a, "layer_offset") > 0;
+  arch.layers_from_zero =
+      Field(a, "layer_offset").is_number_integer() && IntOr(a, "layer_offset") == 0;
+  arch.target = StringOr(Field(a, "built"), "target");
+  const Json& reads = Field(a, "weight_reads");
+  const Json& modules = Field(a, "modules");
+  if (!modules.is_object()) return arch;
+  for (const auto& [prefix, m] : modules.items()) {
+    MappedModule module = ParseModule(m, reads.is_array() ? reads : Json::array());
+    std::vector<std::string> names = Strings(m, "checkpoint_names");
+    // A module the generator could not trace to checkpoint names loads under its own path or its
+    // prefix (a MoE layer's experts: path "...mlp.experts.routed_experts", prefix
+    // "...mlp.experts").
+    if (names.empty()) names = {StringOr(m, "path", prefix), prefix};
+    for (const std::string& n : names) arch.modules.emplace(NormalizedModuleName(n), module);
+  }
+  for (const std::string& p : Strings(a, "other_params")) {
+    arch.plain_params.insert(NormalizedModuleName(p));
+  }
+  return arch;
+}
+
+ModuleMap ParseMap(const EmbeddedModuleMap& embedded) {
+  ModuleMap map;
+  map.release = std::string(embedded.release);
+  Json j = Json::parse(embedded.json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("architectures")) {
+    std::fprintf(stderr, "internal error: the embedded vLLM %s module map does not parse\n",
+                 map.release.c_str());
+    std::abort();
+  }
+  for (const auto& [name, a] : j["architectures"].items()) {
+    if (!Field(a, "error").is_null()) {
+      map.not_built.emplace(name, StringOr(a, "error"));
+    } else {
+      map.architectures.emplace(name, ParseArchitecture(name, a));
+    }
+  }
+  return map;
+}
+
+std::vector<int> ReleaseParts(std::string_view release) {
+  std::vector<int> parts;
+  while (!release.empty()) {
+    size_t dot = release.find('.');
+    std::string_view part = release.substr(0, dot);
+    int value = 0;
+    std::from_chars(part.data(), part.data() + part.size(), value);
+    parts.push_back(value);
+    if (dot == std::string_view::npos) break;
+    release.remove_prefix(dot + 1);
+  }
+  while (parts.size() < 3) parts.push_back(0);
+  return parts;
+}
+
+bool IsRelease(std::string_view release) {
+  return !release.empty() && std::all_of(release.begin(), release.end(),
+                                         [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
+}
+
+// vLLM turns a speculators-format config into the architecture it builds
+// (vllm/transformers_utils/configs/speculators/algos.py): the algorithm names it.
+std::string_view SpeculatorsArchitecture(std::string_view speculators_model_type) {
+  static const std::map<std::string_view, std::string_view> kArchitectures = {
+      {"eagle3", "Eagle3LlamaForCausalLM"},
+      {"eagle", "EagleLlamaForCausalLM"},
+      {"dspark", "Qwen3DSparkModel"},
+  };
+  auto it = kArchitectures.find(speculators_model_type);
+  return it == kArchitectures.end() ? std::string_view() : it->second;
+}
+
+}  // namespace
+
+std::string_view MappedArchitecture::method() const {
+  for (const std::string& m : methods) {
+    if (m != "target" && m != "draft_model") return m;
+  }
+  return "";
+}
+
+const std::vector<ModuleMap>& ModuleMaps() {
+  static const std::vector<ModuleMap> kMaps = [] {
+    std::vector<ModuleMap> maps;
+    for (const EmbeddedModuleMap& embedded : EmbeddedModuleMaps())
+      maps.push_back(ParseMap(embedded));
+    std::sort(maps.begin(), maps.end(), [](const ModuleMap& a, const ModuleMap& b) {
+      return CompareReleases(a.release, b.release) < 0;
+    });
+    return maps;
+  }();
+  return kMaps;
+}
+
+int CompareReleases(std::string_view a, std::string_view b) {
+  std::vector<int> x = ReleaseParts(a), y = ReleaseParts(b);
+  return x < y ? -1 : (y < x ? 1 : 0);
+}
+
+Result<MapChoice> ChooseModuleMap(std::string_view release) {
+  const std::vector<ModuleMap>& maps = ModuleMaps();
+  MapChoice choice;
+  if (maps.empty()) return choice;
+  if (release.empty()) {
+    choice.map = &maps.back();
+    return choice;
+  }
+  if (!IsRelease(release)) {
+    return Status::Usage(fmt::format("vLLM release '{}' is not a version like 0.33.0", release));
+  }
+  for (auto it = maps.rbegin(); it != maps.rend(); ++it) {
+    int order = CompareReleases(release, it->release);
+    if (order < 0) continue;
+    choice.map = &*it;
+    if (order > 0) {
+      choice.warning = fmt::format(
+          "not verified for vLLM {}: judged by the map of vLLM {}, the newest this sparkulator "
+          "knows at or below it (a newer vLLM may build some modules differently)",
+          release, it->release);
+    }
+    return choice;
+  }
+  return choice;  // older than every map
+}
+
+const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConfig& config) {
+  for (const std::string& name : config.architectures) {
+    auto it = map.architectures.find(name);
+    if (it != map.architectures.end()) return &it->second;
+  }
+  std::string_view speculators = SpeculatorsArchitecture(config.speculators_model_type);
+  if (!speculators.empty()) {
+    auto it = map.architectures.find(std::string(speculators));
+    if (it != map.architectures.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+const MappedArchitecture* FindMtpArchitecture(const ModuleMap& map, const ModelConfig& config) {
+  for (const auto& [name, arch] : map.architectures) {
+    if (arch.method() != "mtp") continue;
+    if (std::find(config.architectures.begin(), config.architectures.end(), arch.target) !=
+        config.architectures.end()) {
+      return &arch;
+    }
+  }
+  return nullptr;
+}
+
+const MappedModule* FindModule(const MappedArchitecture& arch, std::string_view checkpoint_module) {
+  // The nearest module at or above the name: an expert's projection ("mlp.experts.3.up_proj")
+  // loads into its layer's experts module ("mlp.experts"), which the map lists as one module.
+  std::string name = NormalizedModuleName(checkpoint_module);
+  while (true) {
+    auto it = arch.modules.find(name);
+    if (it != arch.modules.end()) return &it->second;
+    size_t dot = name.rfind('.');
+    if (dot == std::string::npos) return nullptr;
+    name.resize(dot);
+  }
+}
+
+bool IsPlainParam(const MappedArchitecture& arch, std::string_view tensor_name) {
+  return arch.plain_params.count(NormalizedModuleName(tensor_name)) > 0;
+}
+
+std::string NormalizedModuleName(std::string_view name) {
+  if (name.starts_with("model.")) name.remove_prefix(6);
+  std::string out;
+  if (name.starts_with("midlayer.")) {
+    out = "layers.#.";
+    name.remove_prefix(9);
+  }
+  while (!name.empty()) {
+    size_t dot = name.find('.');
+    std::string_view part = name.substr(0, dot);
+    bool digits = !part.empty() && std::all_of(part.begin(), part.end(),
+                                               [](char c) { return c >= '0' && c <= '9'; });
+    out += digits ? std::string_view("#") : part;
+    if (dot == std::string_view::npos) break;
+    out += '.';
+    name.remove_prefix(dot + 1);
+  }
+  return out;
+}
+
+}  // namespace spk

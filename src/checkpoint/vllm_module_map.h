@@ -1,0 +1,98 @@
+// What vLLM builds for a checkpoint, per release, from vLLM itself: the module maps that
+// tools/vllm_module_map/generate.py records by building every draft architecture of a release's
+// registry (and the common targets) with a tiny config and a compressed-tensors quant config
+// (data/vllm_module_map/vllm-<release>.json, compiled into the binary). For each checkpoint module
+// the map says the module class vLLM builds, whether it got a compressed-tensors scheme (a Linear
+// that takes quantized weights) and whether the forward reads its `.weight` directly; for each
+// architecture its speculative methods and whether its layers follow the target's.
+//
+// This is the one source of what vLLM quantizes: the plan, `check`, `inspect` and the serve line
+// read it (docs/draft-kinds.md lists it, generated from the same files).
+//
+// Ownership: the maps are parsed once, on first use, into immutable statics that live for the
+// process; every pointer returned here stays valid. Thread-safe. Errors: ChooseModuleMap returns
+// Usage for a release that is not a version; a map that fails to parse is a build defect and
+// aborts (the test suite parses every map).
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "checkpoint/model_config.h"
+
+namespace spk {
+
+// One module of an architecture as vLLM built it.
+struct MappedModule {
+  std::string vllm_prefix;     // vLLM's name in the tiny model, e.g. "model.layers.2.mlp.down_proj"
+  std::string module_class;    // "QKVParallelLinear", "ParallelLMHead", "Linear", ...
+  bool quantized = false;      // got a compressed-tensors scheme: it loads quantized weights
+  bool read_directly = false;  // the forward reads `.weight` itself (it must stay dense)
+  std::string read_at;         // "file:line" of that read, when read_directly
+};
+
+struct MappedArchitecture {
+  std::string name;  // the registry's architecture, e.g. "Qwen3DSparkModel"
+  std::string file;  // vLLM's model file, e.g. "vllm/model_executor/models/qwen3_dspark.py"
+  bool is_draft = false;
+  std::vector<std::string> methods;   // speculative methods that build it ("dspark", "mtp", ...)
+  bool layers_follow_target = false;  // vLLM numbers the draft's layers after the target's
+  bool layers_from_zero = false;      // vLLM numbers them as the checkpoint does (offset 0)
+  std::string target;  // a draft's: the target architecture the generator built it beside
+  // Keyed by NormalizedModuleName of each checkpoint module name vLLM loads into it.
+  std::map<std::string, MappedModule> modules;
+  // NormalizedModuleName of the parameters vLLM holds outside any module the map lists
+  // (embeddings, norms, a Markov head's nn.Embedding): never Linear weights.
+  std::set<std::string> plain_params;
+
+  // The method of a `--speculative-config` ("dspark"), or "" for a target.
+  std::string_view method() const;
+};
+
+struct ModuleMap {
+  std::string release;                                      // "0.33.0"
+  std::map<std::string, MappedArchitecture> architectures;  // those the generator could build
+  std::map<std::string, std::string> not_built;             // architecture -> why not
+};
+
+// The maps, oldest release first.
+const std::vector<ModuleMap>& ModuleMaps();
+
+// The map to judge `release` by: its own, else the newest older one or, for a release newer than
+// every map, the newest map; "" means the newest. `warning` says when the map is another release's
+// ("not verified for vLLM 0.34.0; judged by the map of 0.33.0"). A release older than every map
+// gets no map (nullptr): the hand-kept rules of that era apply.
+struct MapChoice {
+  const ModuleMap* map = nullptr;
+  std::string warning;
+};
+Result<MapChoice> ChooseModuleMap(std::string_view release);
+
+// The architecture of `config` in `map` (config.json's architectures, or the one vLLM builds for a
+// speculators-format config), or nullptr when the map does not know it.
+const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConfig& config);
+
+// The MTP draft architecture vLLM builds for the MTP layers of a model of `config`'s
+// architecture (speculative.py rewrites MiMoForCausalLM to MiMoMTPModel, ...), or nullptr.
+const MappedArchitecture* FindMtpArchitecture(const ModuleMap& map, const ModelConfig& config);
+
+// The module a checkpoint module (a tensor name without ".weight") loads into: the map's module of
+// that name or, for a part of one (an expert of a MoE layer), of the nearest name above it; nullptr
+// when none.
+const MappedModule* FindModule(const MappedArchitecture& arch, std::string_view checkpoint_module);
+bool IsPlainParam(const MappedArchitecture& arch, std::string_view tensor_name);
+
+// A checkpoint or vLLM name with the parts that vary between models taken out, so that a tiny
+// model's names match a real one's: no leading "model.", every all-digit component (layer and
+// expert indices) as "#", EAGLE-3's "midlayer." as "layers.#.".
+std::string NormalizedModuleName(std::string_view name);
+
+// -1, 0 or 1 as release `a` is older than, the same as or newer than `b` ("0.32.0" < "0.33.0");
+// a part that is not a number compares as 0.
+int CompareReleases(std::string_view a, std::string_view b);
+
+}  // namespace spk

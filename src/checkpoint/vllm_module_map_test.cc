@@ -1,0 +1,236 @@
+#include "checkpoint/vllm_module_map.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "checkpoint/plan.h"
+#include "checkpoint/serve_line.h"
+#include "checkpoint/test_util.h"
+
+namespace spk {
+namespace {
+
+ModelConfig Config(std::string_view json) { return test_util::ConfigFromJson(json); }
+
+const ModuleMap& Map(std::string_view release) {
+  auto choice = ChooseModuleMap(release);
+  EXPECT_TRUE(choice.ok() && choice->map != nullptr) << release;
+  return *choice->map;
+}
+
+std::map<std::string, TensorPlan> ByTensor(const QuantPlan& plan) {
+  std::map<std::string, TensorPlan> out;
+  for (const TensorPlan& t : plan.tensors) out[t.tensor] = t;
+  return out;
+}
+
+std::vector<TensorMeta> Square(const std::vector<std::string>& names, int64_t n = 256) {
+  std::vector<TensorMeta> out;
+  for (const std::string& name : names) out.push_back({name, DType::kBF16, {n, n}, ""});
+  return out;
+}
+
+TEST(ModuleMapTest, EveryMapParsesOldestFirst) {
+  const auto& maps = ModuleMaps();
+  ASSERT_GE(maps.size(), 2u);
+  for (size_t i = 1; i < maps.size(); ++i) {
+    EXPECT_LT(CompareReleases(maps[i - 1].release, maps[i].release), 0);
+  }
+  for (const ModuleMap& map : maps) {
+    EXPECT_GT(map.architectures.size(), 20u) << map.release;
+    EXPECT_TRUE(map.architectures.count("Qwen3ForCausalLM")) << map.release;
+  }
+}
+
+TEST(ModuleMapTest, ReleasesChooseTheirMapAndNewerOnesWarn) {
+  auto newest = ChooseModuleMap("");
+  ASSERT_TRUE(newest.ok());
+  EXPECT_EQ(newest->map, &ModuleMaps().back());
+  EXPECT_EQ(newest->warning, "");
+  auto exact = ChooseModuleMap("0.32.0");
+  ASSERT_TRUE(exact.ok());
+  EXPECT_EQ(exact->map->release, "0.32.0");
+  EXPECT_EQ(exact->warning, "");
+  auto later = ChooseModuleMap("0.99.1");
+  ASSERT_TRUE(later.ok());
+  EXPECT_EQ(later->map, &ModuleMaps().back());
+  EXPECT_NE(later->warning.find("not verified for vLLM 0.99.1: judged by the map of vLLM " +
+                                ModuleMaps().back().release),
+            std::string::npos)
+      << later->warning;
+  auto between = ChooseModuleMap("0.32.4");
+  ASSERT_TRUE(between.ok());
+  EXPECT_EQ(between->map->release, "0.32.0");
+  EXPECT_NE(between->warning, "");
+  auto older = ChooseModuleMap("0.26.0");
+  ASSERT_TRUE(older.ok());
+  EXPECT_EQ(older->map, nullptr);
+  EXPECT_EQ(ChooseModuleMap("latest").status().code(), StatusCode::kUsage);
+}
+
+TEST(ModuleMapTest, NamesNormalizeAcrossModelSizes) {
+  EXPECT_EQ(NormalizedModuleName("model.layers.37.mlp.experts.5.up_proj"),
+            "layers.#.mlp.experts.#.up_proj");
+  EXPECT_EQ(NormalizedModuleName("layers.0.self_attn.q_proj"), "layers.#.self_attn.q_proj");
+  EXPECT_EQ(NormalizedModuleName("midlayer.self_attn.q_proj"), "layers.#.self_attn.q_proj");
+  EXPECT_EQ(NormalizedModuleName("model.markov_head.markov_w2"), "markov_head.markov_w2");
+  EXPECT_EQ(NormalizedModuleName("layers.10a.x"), "layers.10a.x");
+}
+
+TEST(ModuleMapTest, DSparkMarkovHeadIsNotAQuantizedLinear) {
+  const ModuleMap& map = Map("0.33.0");
+  const MappedArchitecture& dspark = map.architectures.at("Qwen3DSparkModel");
+  EXPECT_EQ(dspark.method(), "dspark");
+  EXPECT_TRUE(dspark.layers_follow_target);
+  const MappedModule* head = FindModule(dspark, "markov_head.markov_w2");
+  ASSERT_NE(head, nullptr);
+  EXPECT_EQ(head->module_class, "ParallelLMHead");
+  EXPECT_FALSE(head->quantized);
+  EXPECT_TRUE(IsPlainParam(dspark, "model.markov_head.markov_w1.weight"));
+  // qwen3_dflash.py reads qkv_proj.weight only under `if all(isinstance(..., Unquantized...))`.
+  const MappedModule* q = FindModule(dspark, "layers.7.self_attn.q_proj");
+  ASSERT_NE(q, nullptr);
+  EXPECT_TRUE(q->quantized);
+  EXPECT_FALSE(q->read_directly);
+  EXPECT_NE(FindModule(dspark, "layers.7.mlp.down_proj"), nullptr);
+}
+
+TEST(ModuleMapTest, AnUnguardedWeightReadIsKnownWithItsLine) {
+  const MappedArchitecture& gemma = Map("0.33.0").architectures.at("Gemma4DSparkModel");
+  const MappedModule* k = FindModule(gemma, "model.layers.3.self_attn.k_proj");
+  ASSERT_NE(k, nullptr);
+  EXPECT_TRUE(k->read_directly);
+  EXPECT_NE(k->read_at.find("gemma4_dspark.py:"), std::string::npos) << k->read_at;
+  EXPECT_FALSE(gemma.layers_follow_target);
+  EXPECT_TRUE(gemma.layers_from_zero);
+}
+
+TEST(ModuleMapPlanTest, Gemma4DSparkNamesItsLayersWithoutTheTargetsOffset) {
+  std::vector<TensorMeta> tensors = Square({"model.layers.0.mlp.down_proj.weight"});
+  ModelConfig config = Config(R"({"architectures":["Gemma4DSparkModel"],"num_target_layers":30,
+      "dflash_config":{"block_size":4}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->tensors[0].vllm_module, "model.layers.0.mlp.down_proj");
+  auto qwen = BuildPlan(tensors, Config(R"({"architectures":["Qwen3DSparkModel"],
+      "num_target_layers":30,"dflash_config":{"block_size":4}})"),
+                        PlanOptions{});
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_EQ(qwen->tensors[0].vllm_module, "model.layers.30.mlp.down_proj");
+}
+
+TEST(ModuleMapTest, ExpertsLoadIntoTheirLayersExpertsModule) {
+  const ModuleMap& map = Map("0.33.0");
+  const MappedArchitecture& moe = map.architectures.at("Qwen3MoeForCausalLM");
+  const MappedModule* expert = FindModule(moe, "model.layers.40.mlp.experts.17.gate_proj");
+  ASSERT_NE(expert, nullptr);
+  EXPECT_TRUE(expert->quantized);
+  EXPECT_EQ(FindModule(moe, "model.layers.40.mlp.nonsense"), nullptr);
+}
+
+TEST(ModuleMapPlanTest, DSparkDraftQuantizesItsLayersOnlyAndServesWithDspark) {
+  std::vector<TensorMeta> tensors =
+      Square({"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
+              "model.layers.0.self_attn.v_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+              "model.layers.0.mlp.gate_proj.weight", "model.layers.0.mlp.up_proj.weight",
+              "model.layers.0.mlp.down_proj.weight", "model.fc.weight",
+              "model.markov_head.markov_w1.weight", "model.markov_head.markov_w2.weight"});
+  ModelConfig config = Config(R"({"architectures":["Qwen3DSparkModel"],"num_target_layers":36,
+      "dflash_config":{"block_size":8,"target_layer_ids":[1,2,3]}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto t = ByTensor(*plan);
+  EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["model.fc.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["model.layers.0.self_attn.q_proj.weight"].action, TensorAction::kKeep);
+  EXPECT_NE(t["model.layers.0.self_attn.q_proj.weight"].reason.find("DFlash: q/k/v stay dense"),
+            std::string::npos);  // the family rule, which says why on every vLLM
+  EXPECT_EQ(t["model.markov_head.markov_w2.weight"].action, TensorAction::kKeep);
+  EXPECT_NE(t["model.markov_head.markov_w2.weight"].reason.find("ParallelLMHead"),
+            std::string::npos)
+      << t["model.markov_head.markov_w2.weight"].reason;
+  EXPECT_EQ(t["model.markov_head.markov_w1.weight"].action, TensorAction::kKeep);
+  EXPECT_NE(t["model.markov_head.markov_w1.weight"].reason.find("plain parameter"),
+            std::string::npos);
+  EXPECT_EQ(plan->family.vllm_method, "dspark");
+  std::string serve = ServeLine(plan->family, "draft", "target");
+  EXPECT_NE(serve.find(R"("method":"dspark")"), std::string::npos) << serve;
+  EXPECT_NE(serve.find(R"("num_speculative_tokens":7)"), std::string::npos) << serve;
+}
+
+TEST(ModuleMapPlanTest, XPressHeadStaysDenseEveryWeight) {
+  std::vector<TensorMeta> tensors =
+      Square({"model.layers.0.mlp.down_proj.weight", "model.xpress_head.w1.weight",
+              "model.xpress_head.w2.weight", "model.xpress_head.in_proj.weight",
+              "model.xpress_head.down_g.weight"});
+  ModelConfig config = Config(R"({"architectures":["Qwen3XPressModel"],"num_target_layers":36,
+      "dflash_config":{"block_size":8}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto t = ByTensor(*plan);
+  EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
+  for (const char* head : {"model.xpress_head.w1.weight", "model.xpress_head.w2.weight",
+                           "model.xpress_head.in_proj.weight", "model.xpress_head.down_g.weight"}) {
+    EXPECT_EQ(t[head].action, TensorAction::kKeep) << head;
+  }
+  EXPECT_NE(t["model.xpress_head.w2.weight"].reason.find("qwen3_xpress.py:"), std::string::npos)
+      << t["model.xpress_head.w2.weight"].reason;
+}
+
+TEST(ModuleMapPlanTest, MiMoMtpInputProjectionStaysDense) {
+  std::vector<TensorMeta> tensors =
+      Square({"model.layers.0.mlp.down_proj.weight", "model.mtp_layers.0.input_proj.weight",
+              "model.mtp_layers.0.mtp_block.mlp.down_proj.weight"});
+  ModelConfig config = Config(R"({"architectures":["MiMoForCausalLM"],
+      "num_nextn_predict_layers":1})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_NE(plan->map.mtp, nullptr);
+  EXPECT_EQ(plan->map.mtp->name, "MiMoMTPModel");
+  auto t = ByTensor(*plan);
+  EXPECT_EQ(t["model.mtp_layers.0.input_proj.weight"].action, TensorAction::kKeep);
+  EXPECT_NE(t["model.mtp_layers.0.input_proj.weight"].reason.find("no quantization scheme"),
+            std::string::npos);
+  EXPECT_EQ(t["model.mtp_layers.0.mtp_block.mlp.down_proj.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
+}
+
+TEST(ModuleMapPlanTest, UnknownArchitectureQuantizesStandardLinearsAndWarns) {
+  std::vector<TensorMeta> tensors =
+      Square({"model.layers.0.mlp.down_proj.weight", "model.layers.0.self_attn.o_proj.weight",
+              "model.vision_bridge.weight"});
+  ModelConfig config = Config(R"({"architectures":["NoSuchForCausalLM"]})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto t = ByTensor(*plan);
+  EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["model.vision_bridge.weight"].action, TensorAction::kKeep);
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_NE(plan->warnings[0].find("does not know architecture NoSuchForCausalLM"),
+            std::string::npos);
+  EXPECT_NE(plan->warnings[0].find("model.vision_bridge"), std::string::npos);
+  // --preset none: only the universal rules, every Linear weight quantized.
+  PlanOptions none;
+  none.preset = Preset::kNone;
+  auto all = BuildPlan(tensors, config, none);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->quantized_count(), 3u);
+  EXPECT_TRUE(all->warnings.empty());
+}
+
+TEST(ModuleMapPlanTest, AReleaseNewerThanEveryMapWarnsInThePlan) {
+  std::vector<TensorMeta> tensors = Square({"model.layers.0.mlp.down_proj.weight"});
+  PlanOptions options;
+  options.vllm_release = "0.99.0";
+  auto plan = BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options);
+  ASSERT_TRUE(plan.ok());
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_NE(plan->warnings[0].find("not verified for vLLM 0.99.0"), std::string::npos);
+  options.vllm_release = "newest";
+  EXPECT_FALSE(
+      BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options).ok());
+}
+
+}  // namespace
+}  // namespace spk
