@@ -62,7 +62,10 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("--vllm-version", options->vllm_version,
                   "Judge the version-dependent rules for this vLLM release (default: the newest "
                   "one verified, " +
-                      std::string(kNewestVerifiedVllm) + ")");
+                      std::string(kNewestVerifiedVllm) +
+                      "), and what it builds as a quantized Linear by vLLM's module map of that "
+                      "release (a release without a map of its own: the newest map at or below "
+                      "it, with a warning; docs/draft-kinds.md)");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {

@@ -31,6 +31,7 @@ Result<CheckReport> Checker::Run() {
   CollectModules();
   CheckModules();
   CheckIgnoreEntries();
+  CheckAgainstModuleMap();
   draft_.config = &config_;
   draft_.family = family_;
   draft_.target_layers = target_layers_           ? target_layers_
@@ -99,6 +100,8 @@ Json CheckReportToJson(const CheckReport& r) {
               {"vllm_version", r.vllm_version},
               {"vllm_version_source", r.vllm_version_source},
               {"vllm_tree", r.vllm_tree},
+              {"vllm_module_map", r.module_map},
+              {"vllm_module_map_architecture", r.module_map_architecture},
               {"serve", r.serve},
               {"findings", findings}};
 }
@@ -111,6 +114,12 @@ std::string RenderCheckReport(const CheckReport& r) {
   if (!r.vllm_version.empty()) {
     out += fmt::format("  judged for vLLM {} ({}){}\n", r.vllm_version, r.vllm_version_source,
                        r.vllm_tree.empty() ? "" : ", model code of " + r.vllm_tree);
+  }
+  if (!r.module_map.empty()) {
+    out += fmt::format("  by vLLM {}'s module map{}\n", r.module_map,
+                       r.module_map_architecture.empty()
+                           ? " (architecture not in it)"
+                           : ", architecture " + r.module_map_architecture);
   }
   for (const Finding& f : r.findings) out += RenderFinding(f);
   size_t errors = CountSeverity(r.findings, Severity::kError);

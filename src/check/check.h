@@ -56,7 +56,9 @@ struct CheckReport {
   std::string vllm_version;         // the vLLM release the findings are judged for
   std::string vllm_version_source;  // "--vllm-version", the file it was read from, or the default
   std::string vllm_tree;            // the vLLM tree whose model code was read, if any
-  std::string serve;                // the `vllm serve` line that fits
+  std::string module_map;           // the release of the module map that judged it ("0.33.0")
+  std::string module_map_architecture;  // the map's architecture for it, if the map knows it
+  std::string serve;                    // the `vllm serve` line that fits
   std::vector<Finding> findings;
   bool ok() const { return CountSeverity(findings, Severity::kError) == 0; }
 };

@@ -75,10 +75,11 @@ void Checker::CheckModules() {
     }
     TensorMeta meta;
     if (mt.weight && !mt.packed) {
-      meta = {module + std::string(kWeight), mt.weight->entry->dtype, mt.weight->entry->shape};
+      meta = {module + std::string(kWeight), mt.weight->entry->dtype, mt.weight->entry->shape,
+              /*split_from=*/""};
     } else {
       // A quantized weight is a 2-D float weight before quantization; only its name decides.
-      meta = {module + std::string(kPacked), DType::kBF16, {1, 1}};
+      meta = {module + std::string(kPacked), DType::kBF16, {1, 1}, /*split_from=*/""};
     }
     if (auto not_linear = NotALinearReason(meta, module)) {
       if (!mt.packed) continue;

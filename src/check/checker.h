@@ -130,6 +130,7 @@ class Checker {
                                  const std::string& fused);
   void CheckFusedAgreement();
   void CheckIgnoreEntries();
+  void CheckAgainstModuleMap();  // check_map.cc
   Status CheckTarget();
   Status ResolveVllm();
   void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);
