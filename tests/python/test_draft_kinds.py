@@ -1,0 +1,173 @@
+"""Every draft kind vLLM builds, planned and checked from vLLM's own module map.
+
+For each draft architecture of the newest module map (data/vllm_module_map/, made by vLLM itself:
+tools/vllm_module_map/generate.py), a checkpoint in that architecture's exact names and config:
+the names its `load_weights` accepts and the parameters it holds, random F16 weights. Then:
+- `quantize` never quantizes a weight that vLLM builds without a quantization scheme, reads in its
+  forward, or holds as a plain parameter (a head quantized silently), and quantizes the decoder
+  Linears vLLM does take quantized;
+- the serve line carries the architecture's own method (dspark, eagle, mtp, ...);
+- `check` passes the output, and fails a copy quantized with `--preset none` (every Linear weight,
+  heads too) with the finding that names each head vLLM cannot load quantized.
+The map's own agreement with vLLM is test_vllm_module_map.py's; this tests that the tool follows it.
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+MAPS = Path(__file__).resolve().parents[2] / "data" / "vllm_module_map"
+NEWEST = max(MAPS.glob("vllm-*.json"),
+             key=lambda p: tuple(int(x) for x in p.stem.split("-")[1].split(".")))
+MAP = json.loads(NEWEST.read_text())
+RELEASE = MAP["vllm_version"]
+SIDE = 256  # every weight [SIDE, SIDE]: whole groups of 128 and Marlin tiles
+
+# A DFlash draft's q/k/v stay dense by the family rule (vLLM's guarded read of qkv_proj.weight;
+# docs/check.md); routers by the router rule. The map's verdict on them is not the plan's.
+FAMILY_DENSE_LEAVES = {"q_proj", "k_proj", "v_proj", "qkv_proj", "g_proj", "eh_proj", "gate",
+                       "shared_expert_gate"}
+MAP_ERROR_CODES = {"vllm-map-no-scheme", "vllm-map-plain-param", "vllm-map-weight-read-directly"}
+
+
+def draft_architectures():
+    return sorted(name for name, a in MAP["architectures"].items()
+                  if a.get("error") is None and a["role"] == "draft"
+                  and a["methods"] != ["extract_hidden_states"])
+
+
+def module_weights(arch: dict) -> dict:
+    """Checkpoint weight name -> the map's module entry, for every Linear-like module."""
+    weights = {}
+    for entry in arch["modules"].values():
+        if entry["class"] in ("Attention",) or "Experts" in entry["class"]:
+            continue
+        for name in entry.get("checkpoint_names") or [entry["path"]]:
+            weights[name + ".weight"] = entry
+    return weights
+
+
+def plain_weights(arch: dict) -> list:
+    return [p for p in arch["other_params"] if p not in module_weights(arch)]
+
+
+def config_for(name: str, arch: dict) -> dict:
+    built = arch["built"]
+    config = {"architectures": [name], "model_type": built["model_type"], "hidden_size": SIDE,
+              "torch_dtype": "float16", **built.get("config_extra", {})}
+    if "mtp" in arch["methods"]:
+        config["architectures"] = [built["target"]]  # an MTP model's config names the target
+        config.setdefault("num_nextn_predict_layers", 1)
+    elif arch.get("layer_offset"):
+        config.setdefault("num_target_layers", built["target_layers"])
+    return config
+
+
+def write_checkpoint(folder: Path, name: str, arch: dict) -> None:
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(0)
+    tensors = {}
+    for weight in list(module_weights(arch)) + plain_weights(arch):
+        shape = (SIDE,) if "norm" in weight or not weight.endswith(".weight") else (SIDE, SIDE)
+        tensors[weight] = (rng.standard_normal(shape) * 0.02).astype(np.float16)
+    folder.mkdir(parents=True)
+    save_file(tensors, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps(config_for(name, arch)))
+
+
+def leaf(name: str) -> str:
+    return name.removesuffix(".weight").rsplit(".", 1)[-1]
+
+
+def quantized_modules(folder: Path) -> set:
+    from safetensors import safe_open
+    with safe_open(str(folder / "model.safetensors"), "np") as f:
+        return {k.removesuffix(".weight_packed") for k in f.keys() if k.endswith(".weight_packed")}
+
+
+@pytest.fixture(scope="module")
+def kinds(tmp_path_factory, spk):
+    """name -> (source, default output, --preset none output, the plan's --json)."""
+    root = tmp_path_factory.mktemp("kinds")
+    out = {}
+    for name in draft_architectures():
+        arch = MAP["architectures"][name]
+        src = root / name / "src"
+        write_checkpoint(src, name, arch)
+        plan = json.loads(spk("quantize", src, root / name / "q", "--json", "--no-fsync").stdout)
+        spk("quantize", src, root / name / "all", "--preset", "none", "--no-fsync")
+        out[name] = (src, root / name / "q", root / name / "all", plan)
+    return out
+
+
+@pytest.mark.parametrize("name", draft_architectures())
+def test_plan_quantizes_only_what_vllm_loads_quantized(kinds, name):
+    arch = MAP["architectures"][name]
+    _, q, _, plan = kinds[name]
+    stored = quantized_modules(q)
+    for weight, entry in module_weights(arch).items():
+        module = weight.removesuffix(".weight")
+        vllm_takes_it = entry["quantized"] and not entry.get("weight_read_directly")
+        if module in stored:
+            assert vllm_takes_it, f"{name}: {module} quantized, but vLLM {RELEASE} builds it as " \
+                f"{entry['class']} (quantized={entry['quantized']}, read directly=" \
+                f"{entry.get('weight_read_directly')})"
+        elif vllm_takes_it and leaf(weight) not in FAMILY_DENSE_LEAVES:
+            reasons = {t["name"]: t["reason"] for t in plan["tensors"]}
+            pytest.fail(f"{name}: {module} left dense ({reasons.get(weight)}), though vLLM "
+                        f"{RELEASE} takes it quantized")
+    for weight in plain_weights(arch):
+        assert weight.removesuffix(".weight") not in stored, f"{name}: plain parameter {weight}"
+    assert plan["vllm_module_map"]["release"] == RELEASE
+
+
+@pytest.mark.parametrize("name", draft_architectures())
+def test_serve_line_uses_the_architectures_method(kinds, name):
+    method = next(m for m in MAP["architectures"][name]["methods"]
+                  if m not in ("target", "draft_model"))
+    serve = kinds[name][3]["serve"]
+    assert f'"method":"{method}"' in serve, serve
+
+
+@pytest.mark.parametrize("name", draft_architectures())
+def test_check_passes_the_plan_and_names_each_head_quantized_anyway(kinds, spk, name):
+    arch = MAP["architectures"][name]
+    _, q, everything, _ = kinds[name]
+    report = json.loads(spk("check", q, "--vllm-version", RELEASE, "--json", expect=None).stdout)
+    map_errors = [f for f in report["findings"] if f["code"] in MAP_ERROR_CODES]
+    assert map_errors == [], map_errors
+    assert report["vllm_module_map"] == RELEASE
+    # The head-quantized copy: each module vLLM builds with no scheme, or holds as a parameter,
+    # is an error naming it (q/k/v of a DFlash draft are the release rules', docs/check.md).
+    stored = quantized_modules(everything)
+    expected = set()
+    for weight, entry in module_weights(arch).items():
+        module = weight.removesuffix(".weight")
+        if module in stored and not entry["quantized"]:
+            expected.add(module)
+    for weight in plain_weights(arch):
+        if weight.removesuffix(".weight") in stored:
+            expected.add(weight.removesuffix(".weight"))
+    proc = spk("check", everything, "--vllm-version", RELEASE, "--json", expect=None)
+    report = json.loads(proc.stdout)
+    flagged = {f["module"] for f in report["findings"] if f["code"] in MAP_ERROR_CODES}
+    assert expected <= flagged, (expected - flagged, report["findings"])
+    assert proc.returncode == (1 if flagged else 0) or not flagged
+
+
+def test_the_kinds_of_the_field_are_covered():
+    # The kinds the field moved to, by vLLM's architecture names: each has a built map entry.
+    for name in ("Qwen3DSparkModel", "Gemma4DSparkModel", "DFlash2DraftModel", "Qwen3XPressModel",
+                 "MiMoMTPModel", "EagleLlamaForCausalLM", "DeepSeekMTPModel", "Qwen3NextMTP",
+                 "Glm4MoeMTPModel"):
+        assert name in draft_architectures(), name
+
+
+def test_a_release_newer_than_every_map_is_checked_with_a_warning(kinds, spk):
+    _, q, _, _ = kinds["Qwen3DSparkModel"]
+    report = json.loads(spk("check", q, "--vllm-version", "0.99.0", "--json",
+                            expect=None).stdout)
+    warning = [f for f in report["findings"] if f["code"] == "vllm-release-not-mapped"]
+    assert warning and f"judged by the map of vLLM {RELEASE}" in warning[0]["message"], \
+        report["findings"]
