@@ -164,8 +164,12 @@ TEST(KernelRules, Wna16PerPlatformAtVllm032) {
     auto cpu = row.cpu_rule(p);
     EXPECT_EQ(!cuda, c.cuda_ok) << where << ": " << cuda.value_or("");
     EXPECT_EQ(!cpu, c.cpu_ok) << where << ": " << cpu.value_or("");
-    if (cuda) EXPECT_NE(cuda->find(c.cuda_says), std::string::npos) << where << ": " << *cuda;
-    if (cpu) EXPECT_NE(cpu->find(c.cpu_says), std::string::npos) << where << ": " << *cpu;
+    if (cuda) {
+      EXPECT_NE(cuda->find(c.cuda_says), std::string::npos) << where << ": " << *cuda;
+    }
+    if (cpu) {
+      EXPECT_NE(cpu->find(c.cpu_says), std::string::npos) << where << ": " << *cpu;
+    }
   }
 }
 

@@ -74,12 +74,12 @@ TEST(MoeTest, RouterRulesNameHowVllmBuildsThem) {
 }
 
 std::vector<TensorMeta> MoeLayer(const std::string& p, int64_t experts, int64_t inter) {
-  std::vector<TensorMeta> t = {{p + "mlp.gate.weight", DType::kBF16, {experts, 256}}};
+  std::vector<TensorMeta> t = {{p + "mlp.gate.weight", DType::kBF16, {experts, 256}, ""}};
   for (int64_t e = 0; e < experts; ++e) {
     std::string x = p + "mlp.experts." + std::to_string(e) + ".";
-    t.push_back({x + "gate_proj.weight", DType::kBF16, {inter, 256}});
-    t.push_back({x + "up_proj.weight", DType::kBF16, {inter, 256}});
-    t.push_back({x + "down_proj.weight", DType::kBF16, {256, inter}});
+    t.push_back({x + "gate_proj.weight", DType::kBF16, {inter, 256}, ""});
+    t.push_back({x + "up_proj.weight", DType::kBF16, {inter, 256}, ""});
+    t.push_back({x + "down_proj.weight", DType::kBF16, {256, inter}, ""});
   }
   return t;
 }

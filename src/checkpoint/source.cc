@@ -76,7 +76,7 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
   SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}};
   for (size_t s = 0; s < source.files.shard_files().size(); ++s) {
     for (const TensorEntry& t : source.files.shard(s).header().tensors) {
-      source.tensors.push_back({t.name, t.dtype, t.shape});
+      source.tensors.push_back({t.name, t.dtype, t.shape, /*split_from=*/""});
       source.tensor_shard.push_back(s);
       source.entries.push_back(t);
     }
@@ -101,7 +101,7 @@ Status ExpandFusedExperts(SourceCheckpoint* src) {
     }
     for (ExpertSlice& s : slices) {
       TensorEntry e{s.name, t.dtype, s.shape, src->entries[i].begin + s.byte_offset, 0};
-      e.end = e.begin + TensorMeta{s.name, t.dtype, s.shape}.nbytes();
+      e.end = e.begin + TensorMeta{s.name, t.dtype, s.shape, /*split_from=*/""}.nbytes();
       tensors.push_back({std::move(s.name), t.dtype, std::move(s.shape), t.name});
       shards.push_back(src->tensor_shard[i]);
       entries.push_back(std::move(e));

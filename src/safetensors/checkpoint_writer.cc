@@ -91,9 +91,11 @@ void CheckpointWriter::AddTensors(size_t shard, std::vector<TensorSpec> tensors,
                                   TensorProducer producer) {
   if (!status_.ok()) return;
   if (planned_ || closed_ || shard >= shards_.size() || !producer.write_block) {
-    SetError(Status::Internal("CheckpointWriter::AddTensors: " +
-                              (tensors.empty() ? std::string("no tensor") : tensors[0].name) +
-                              ": after Plan/Finish, an unknown shard or no producer"));
+    // AddTensors reports through the writer's status, which Plan and Finish return.
+    static_cast<void>(
+        SetError(Status::Internal("CheckpointWriter::AddTensors: " +
+                                  (tensors.empty() ? std::string("no tensor") : tensors[0].name) +
+                                  ": after Plan/Finish, an unknown shard or no producer")));
     return;
   }
   Shard& s = shards_[shard];
@@ -144,8 +146,10 @@ Status CheckpointWriter::Finish() {
 }
 
 void CheckpointWriter::Abandon() {
-  if (!closed_)
-    SetError(Status::Cancelled("the output " + options_.destination + " was abandoned"));
+  if (!closed_) {
+    static_cast<void>(
+        SetError(Status::Cancelled("the output " + options_.destination + " was abandoned")));
+  }
   closed_ = true;
 }
 
