@@ -203,35 +203,70 @@ std::string UnifiedDiff(const std::string& path, const std::vector<std::string>&
   return out;
 }
 
+namespace {
+
+// Every .py file under `dir`, recursively, with its path relative to the vLLM tree (`rel`), in
+// name order.
+Status CollectPythonFiles(FileSystem* fs, const std::string& dir, const std::string& rel,
+                          std::vector<std::pair<std::string, std::string>>* out) {
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs->ListDirectory(dir));
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    const std::string path = dir + "/" + name;
+    if (fs->KindOf(path) == FileKind::kDirectory) {
+      SPK_RETURN_IF_ERROR(CollectPythonFiles(fs, path, rel + "/" + name, out));
+    } else if (name.ends_with(".py")) {
+      out->emplace_back(path, rel + "/" + name);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 // Scanning (which files and lines vLLM runs unguarded) is kept apart from the patch text above.
 // Only reads outside the rule's guard are reported: qwen3_dflash.py 0.32 reads qkv_proj.weight
-// only when every qkv_proj is unquantized and otherwise projects through the quant method.
+// only when every qkv_proj is unquantized and otherwise projects through the quant method. The
+// DFlash model files of vllm/model_executor/models and every file of vllm/models/** (0.33 moved
+// drafts there: beam/nvidia/dflash2.py, muse_spark/common/dspark.py) are read.
 Result<std::vector<Finding>> InspectVllmSource(FileSystem* fs, const std::string& dir) {
   SPK_ASSIGN_OR_RETURN(std::string models, VllmModelsDir(fs, dir));
   SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs->ListDirectory(models));
   std::sort(names.begin(), names.end());
+  std::vector<std::pair<std::string, std::string>> files;  // path, path in the vLLM tree
+  for (const std::string& name : names) {
+    if (name.ends_with(".py") && name.find("dflash") != std::string::npos) {
+      files.emplace_back(models + "/" + name, "vllm/model_executor/models/" + name);
+    }
+  }
+  const std::string vllm_root =
+      models.substr(0, models.size() - std::string("/model_executor/models").size());
+  if (fs->KindOf(vllm_root + "/models") == FileKind::kDirectory) {
+    SPK_RETURN_IF_ERROR(CollectPythonFiles(fs, vllm_root + "/models", "vllm/models", &files));
+  }
   const VllmRule& context_kv = VllmRuleById("qwen3-dflash-quantized-qkv");
   std::vector<Finding> findings;
-  for (const std::string& name : names) {
-    if (!name.ends_with(".py") || name.find("dflash") == std::string::npos) continue;
-    SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(models + "/" + name));
+  for (const auto& [path, rel] : files) {
+    SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
     std::vector<std::string> lines = SplitSourceLines(text);
-    std::string rel = "vllm/model_executor/models/" + name;
     std::vector<size_t> unguarded = UnguardedLines(lines, context_kv.needle, context_kv.guard);
     if (!unguarded.empty()) {
+      const std::string message = fmt::format(
+          "line(s) {} read qkv_proj.weight to build the context K/V with no {} guard; a "
+          "quantized draft's qkv_proj has weight_packed instead, so vLLM fails with "
+          "\"'QKVParallelLinear' object has no attribute 'weight'\" (vllm#51581)",
+          fmt::join(unguarded, ", "), context_kv.guard);
       if (auto p = PatchContextKv(lines)) {
-        findings.push_back(
-            {Severity::kError, "vllm-dflash-context-kv", "", rel,
-             fmt::format("line(s) {} read qkv_proj.weight to build the context K/V with no {} "
-                         "guard; a quantized draft's qkv_proj has weight_packed instead, so vLLM "
-                         "fails with \"'QKVParallelLinear' object has no attribute 'weight'\" "
-                         "(vllm#51581)",
-                         fmt::join(unguarded, ", "), context_kv.guard),
-             UnifiedDiff(rel, lines, p->lines)});
+        findings.push_back({Severity::kError, "vllm-dflash-context-kv", "", rel, message,
+                            UnifiedDiff(rel, lines, p->lines)});
         lines = p->lines;
+      } else {
+        findings.push_back({Severity::kError, "vllm-dflash-context-kv", "", rel, message,
+                            "no patch for this file's shape: keep the draft's q/k/v dense "
+                            "(sparkulator quantize does)"});
       }
     }
-    if (name == "laguna_dflash.py") {
+    if (rel.ends_with("/laguna_dflash.py")) {
       // Against the text after the first patch, so that the two diffs apply one after the other.
       if (auto p = PatchGetCacheScale(lines)) {
         findings.push_back(

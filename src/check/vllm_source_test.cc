@@ -61,5 +61,31 @@ TEST(InspectVllmSource, FindsBothBlockers) {
   fs::remove_all(root);
 }
 
+TEST(InspectVllmSource, ReadsTheDraftsUnderVllmModelsToo) {
+  // vLLM 0.33 keeps some drafts under vllm/models/: beam/nvidia/dflash2.py reads the context K/V
+  // weight directly; a guarded read there is not reported.
+  namespace fs = std::filesystem;
+  fs::path root = fs::temp_directory_path() / "spk_vllm_models_tree_test";
+  fs::remove_all(root);
+  fs::create_directories(root / "vllm/model_executor/models");
+  fs::create_directories(root / "vllm/models/beam/nvidia");
+  fs::create_directories(root / "vllm/models/muse_spark/common");
+  std::ofstream(root / "vllm/models/beam/nvidia/dflash2.py")
+      << "class B:\n    def f(self, layers):\n"
+         "        w = torch.cat([a.qkv_proj.weight[a.q_size :] for a in layers])\n";
+  std::ofstream(root / "vllm/models/muse_spark/common/dspark.py")
+      << "class S:\n    def f(self, layers):\n"
+         "        if all(isinstance(a.qkv_proj.quant_method, UnquantizedLinearMethod) for a in "
+         "layers):\n"
+         "            w = [a.qkv_proj.weight[a.q_size :] for a in layers]\n";
+  auto findings = InspectVllmSource(FileSystem::Default(), root.string());
+  ASSERT_TRUE(findings.ok()) << findings.status().ToString();
+  ASSERT_EQ(findings->size(), 1u);
+  EXPECT_EQ((*findings)[0].code, "vllm-dflash-context-kv");
+  EXPECT_EQ((*findings)[0].file, "vllm/models/beam/nvidia/dflash2.py");
+  EXPECT_NE((*findings)[0].message.find("line(s) 3 "), std::string::npos) << (*findings)[0].message;
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace spk
