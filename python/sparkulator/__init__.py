@@ -33,15 +33,14 @@ from typing import Optional, Sequence, Union
 from . import _core
 from ._progress import ProgressArg, ProgressCallback, callback_for
 from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary, Finding,
-                       GainReport, LayerError, PlannedTensor, QuantizedCheckpoint, QuantizedModule,
-                       QuantizeSummary,
-                       Size, StoredTensor, from_json)
+                       GainReport, LayerError, ModuleMapUse, PlannedTensor, QuantizedCheckpoint,
+                       QuantizedModule, QuantizeSummary, Size, StoredTensor, from_json)
 
 __version__: str = _core.__version__
 __all__ = [
     "quantize", "inspect", "check", "compare", "dequantize",
     "QuantizeSummary", "QuantizedCheckpoint", "QuantizedModule", "PlannedTensor", "StoredTensor",
-    "ConfigGroup", "Size",
+    "ConfigGroup", "Size", "ModuleMapUse",
     "CheckReport", "Finding", "CompareReport", "GainReport", "LayerError", "DequantizeSummary",
     "ProgressCallback", "__version__",
 ]

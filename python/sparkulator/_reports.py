@@ -90,6 +90,16 @@ class PlannedTensor(StoredTensor):
 
 
 @dataclass(frozen=True)
+class ModuleMapUse(_Report):
+    """Which release's vLLM module map judged a plan, and what it knows of the checkpoint's
+    architecture (None where the map does not list it)."""
+    release: str
+    architecture: Optional[str]
+    mtp_architecture: Optional[str]
+    method: Optional[str]  # the speculative method vLLM serves the architecture with
+
+
+@dataclass(frozen=True)
 class QuantizeSummary(_Report):
     """What ``quantize --json`` prints: the plan, the sizes, the files, the ``vllm serve`` line."""
     path: str
@@ -98,6 +108,7 @@ class QuantizeSummary(_Report):
     family: str
     family_reason: str
     vllm_naming: str
+    vllm_module_map: Optional[ModuleMapUse]  # None where no map applies
     scheme: str
     group_size: int
     quantized_tensors: int
@@ -144,6 +155,7 @@ class QuantizedCheckpoint(_Report):
     ignore: list[str]
     family: str
     family_reason: str
+    vllm_module_map: Optional[ModuleMapUse]  # the newest map, for the serve line's method
     quantized_modules: int
     modules: list[QuantizedModule]
     tensors: list[StoredTensor]
@@ -180,6 +192,8 @@ class CheckReport(_Report):
     vllm_version: str
     vllm_version_source: str
     vllm_tree: str
+    vllm_module_map: str  # the release of the module map that judged it ("" when none did)
+    vllm_module_map_architecture: str  # the map's architecture for it ("" when not listed)
     serve: str
     findings: list[Finding] = field(default_factory=list)
 

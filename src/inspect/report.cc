@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "checkpoint/map_rules.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
 #include "checkpoint/serve_line.h"
@@ -90,12 +91,29 @@ QuantizedModules ReadQuantizedModules(const SourceCheckpoint& src) {
   return out;
 }
 
+// Which release's map judged the plan and what it knows of the architecture (map_rules.h).
+Json ModuleMapJson(const MapContext& map) {
+  if (map.map == nullptr) return nullptr;
+  auto name = [](const MappedArchitecture* a) { return a ? Json(a->name) : Json(nullptr); };
+  return Json{{"release", map.map->release},
+              {"architecture", name(map.architecture)},
+              {"mtp_architecture", name(map.mtp)},
+              {"method", map.architecture ? Json(map.architecture->method()) : Json(nullptr)}};
+}
+
 Result<Json> InspectQuantized(SourceCheckpoint src) {
   SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc,
                        ParseQuantizationConfig(src.dir + "/config.json", src.config.json));
   std::vector<std::string> names;
   for (const TensorMeta& t : src.tensors) names.push_back(t.name);
   FamilyDetection family = DetectFamily(src.config, names, Preset::kAuto);
+  // The newest module map names the method vLLM serves the architecture with, as the plan's and
+  // check's serve lines do (an EAGLE-1 LlamaForCausalLM layout is a draft, DSpark is dspark).
+  MapContext map;
+  if (Result<MapChoice> choice = ChooseModuleMap(""); choice.ok() && choice->map != nullptr) {
+    map = ResolveMapContext(choice->map, src.config, family);
+    ApplyModuleMap(map, &family);
+  }
   Json groups = Json::array();
   for (const ConfigGroup& g : qc.groups) {
     Json jg = {{"name", g.name}, {"targets", g.targets}, {"format", g.format}};
@@ -131,6 +149,7 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
               {"ignore", qc.ignore},
               {"family", FamilyName(family.family)},
               {"family_reason", family.reason},
+              {"vllm_module_map", ModuleMapJson(map)},
               {"quantized_modules", quantized.modules.size()},
               {"modules", quantized.modules},
               {"tensors", tensors},
@@ -141,16 +160,6 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
 }
 
 }  // namespace
-
-// Which release's map judged the plan and what it knows of the architecture (map_rules.h).
-Json ModuleMapJson(const MapContext& map) {
-  if (map.map == nullptr) return nullptr;
-  auto name = [](const MappedArchitecture* a) { return a ? Json(a->name) : Json(nullptr); };
-  return Json{{"release", map.map->release},
-              {"architecture", name(map.architecture)},
-              {"mtp_architecture", name(map.mtp)},
-              {"method", map.architecture ? Json(map.architecture->method()) : Json(nullptr)}};
-}
 
 Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
   const QuantPlan& plan = s.plan;

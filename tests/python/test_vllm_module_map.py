@@ -82,18 +82,21 @@ def test_maps_cover_the_registry_and_say_why_a_build_failed():
 
 
 @pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
-def test_dflash_qwen3_qkv_is_quantized_and_its_weight_read_directly(version):
-    # qwen3_dflash.py builds the context K/V from `a.qkv_proj.weight[a.q_size:]` (the dense
-    # branch of _build_context_kv_buffers) although qkv_proj is a quantizable QKVParallelLinear.
+def test_dflash_qwen3_qkv_is_quantized_and_its_dense_read_guarded(version):
+    # qwen3_dflash.py builds the context K/V from `a.qkv_proj.weight[a.q_size:]` only when every
+    # context projection is unquantized (the guard of _build_context_kv_buffers); a quantized
+    # qkv_proj takes the other branch, so the map records the read with its guard and does not
+    # call the weight read directly.
     e = arch(version, "DFlashDraftModel")
     assert e["methods"] == ["dflash"]
     assert e["file"] == "vllm/model_executor/models/qwen3_dflash.py"
     name, qkv = module(e, "self_attn.qkv_proj")
     assert qkv["class"] == "QKVParallelLinear" and qkv["scheme"] == "CompressedTensorsWNA16"
-    assert qkv["weight_read_directly"]
+    assert not qkv["weight_read_directly"]
     assert [f["shard"] for f in qkv["fused"]] == ["q_proj", "k_proj", "v_proj"]
-    assert any("qkv_proj.weight[" in r["code"] and r["file"].endswith("qwen3_dflash.py")
-               for r in e["weight_reads"])
+    reads = [r for r in e["weight_reads"]
+             if "qkv_proj.weight[" in r["code"] and r["file"].endswith("qwen3_dflash.py")]
+    assert reads and all("UnquantizedLinearMethod" in (r["guard"] or "") for r in reads)
     # The draft's layer i is vLLM's layer T + i (T: the target's layer count); the module tree
     # and so the checkpoint keep i.
     t = e["built"]["target_layers"]
