@@ -77,6 +77,7 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   arch.layers_from_zero =
       Field(a, "layer_offset").is_number_integer() && IntOr(a, "layer_offset") == 0;
   arch.target = StringOr(Field(a, "built"), "target");
+  arch.built_under_target_config = StringOr(a, "quant_config_from") == "target";
   const Json& reads = Field(a, "weight_reads");
   const Json& modules = Field(a, "modules");
   if (!modules.is_object()) return arch;

@@ -43,6 +43,10 @@ struct MappedArchitecture {
   bool layers_follow_target = false;  // vLLM numbers the draft's layers after the target's
   bool layers_from_zero = false;      // vLLM numbers them as the checkpoint does (offset 0)
   std::string target;  // a draft's: the target architecture the generator built it beside
+  // vLLM asks the target's quantization config (vllm_config.quant_config) about the draft's Linears
+  // and never reads the draft's own (the map's quant_config_from "target"). For MTP layers that
+  // is their own checkpoint's; for a separate draft it is another model's config.
+  bool built_under_target_config = false;
   // Keyed by NormalizedModuleName of each checkpoint module name vLLM loads into it.
   std::map<std::string, MappedModule> modules;
   // NormalizedModuleName of the parameters vLLM holds outside any module the map lists

@@ -60,6 +60,9 @@ class Builder:
         records = self.records
 
         asking = self.asking = [None]
+        # The VllmConfig's own quant config (the target checkpoint's) of the model being built:
+        # a draft module asked of it is built under the target's config, not the draft's.
+        target_qc = self.target_qc = [None]
 
         def hooked(qc, layer, prefix):
             asking[0] = prefix
@@ -68,6 +71,7 @@ class Builder:
             # the id of one vLLM built, asked about and dropped.
             records[id(layer)] = {
                 "layer": layer, "prefix": prefix, "quant_method": type(qm).__name__ if qm is not None else None,
+                "target_config": qc is target_qc[0],
                 "qc_packed": {k: list(v) for k, v in
                               sorted((getattr(qc, "packed_modules_mapping", None) or {}).items())}}
             return qm
@@ -136,6 +140,7 @@ class Builder:
         from vllm.model_executor.model_loader.utils import initialize_model
         self.init_dist(vllm_config)
         self.records.clear()
+        self.target_qc[0] = vllm_config.quant_config
         with torch.device("meta"):
             return initialize_model(vllm_config=vllm_config, model_config=model_config)
 
@@ -159,6 +164,7 @@ class Builder:
                 mappers.append(mp)
         modules = {}
         qc_seen: list = []
+        qc_from: set[str] = set()
         for path, mod in model.named_modules():
             rec = self.records.get(id(mod))
             if rec is not None and rec["layer"] is not mod:
@@ -171,6 +177,8 @@ class Builder:
             if rec:
                 if isinstance(mod, LinearBase) and rec["qc_packed"] not in qc_seen:
                     qc_seen.append(rec["qc_packed"])
+                if isinstance(mod, LinearBase):
+                    qc_from.add("target" if rec["target_config"] else "draft")
             scheme = getattr(mod, "scheme", None)
             e = {"path": path, "prefix": name, "class": type(mod).__name__, "asked": rec is not None,
                  "quant_method": qm,
@@ -215,6 +223,9 @@ class Builder:
                 # One mapping when every Linear was asked of configs holding the same one.
                 "quant_config_packed_modules_mapping": (qc_seen[0] if len(qc_seen) == 1 else
                                                         qc_seen or None),
+                # Whose quant config the Linears were asked of: "draft" (the draft checkpoint's
+                # own, get_draft_quant_config), "target" (vllm_config.quant_config), "both".
+                "quant_config_from": ("both" if len(qc_from) > 1 else next(iter(qc_from), None)),
                 "hf_to_vllm_mapper": mapper_d, "other_params": other,
                 "asked_not_in_model": dropped}
 
@@ -231,6 +242,7 @@ class Builder:
              "built": {"architecture": mc.hf_config.architectures[0], "class": model_cls.__name__,
                        "model_type": model_type, "layers": TARGET_LAYERS}}
         e.update(self.describe(model, model_cls))
+        del e["quant_config_from"]  # a target has only its own
         e["as_draft_model"] = self.as_draft_model(arch, model_type, mc)
         return e
 

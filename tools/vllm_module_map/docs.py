@@ -88,6 +88,10 @@ def docs_text(maps: dict[str, dict]) -> str:
         "or a key the family needs that the tiny config lacks). A kernel-shape refusal can come",
         "from the tiny sizes (4 experts, 4 heads, hidden 256) rather than from the real model's:",
         "\"last module asked\" names the module, and the reason gives the size.",
+        "A draft \"built under the target's quant config\" gets its Linears from the target",
+        "checkpoint's quantization_config (vllm_config.quant_config) and never reads its own:",
+        "quantized, it loads only beside a target quantized the same way (`sparkulator check",
+        "--target` says: vllm-map-draft-takes-target-config).",
         "",
     ]
     versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
@@ -121,6 +125,9 @@ def docs_text(maps: dict[str, dict]) -> str:
                     not e.get("quant_config_packed_modules_mapping"):
                 parts.append("its quant config holds no packed_modules_mapping (ignore entries "
                              "must name the fused module)")
+            if e.get("quant_config_from") == "target" and "mtp" not in e.get("methods", []):
+                parts.append("built under the target's quant config (the draft's own "
+                             "quantization_config is not read)")
             reads = weight_read_notes(e)
             if reads:
                 parts.append("`.weight` read: " + ", ".join(reads))

@@ -73,6 +73,11 @@ How each field is obtained:
 - "packed_modules_mapping": the model class attribute; "quant_config_packed_modules_mapping": the
   mapping the quantization config held when vLLM asked it about the Linear modules (a list when
   they were asked of configs holding different ones; a draft's own quant config may hold none).
+- "quant_config_from" (drafts): whose quantization config vLLM asked about the Linear modules:
+  "draft" (the draft checkpoint's own, get_draft_quant_config), "target" (the VllmConfig's, which
+  is the target checkpoint's: the draft's own quantization_config is then never read), "both";
+  null when no Linear was asked. The tiny target and draft carry the same W4A16 config; the
+  record is which config object vLLM passed, not what it held.
 - "layer_offset" (drafts): vLLM's layer number minus the module tree's over the non-attention
   modules, one number when the same for all (a DFlash/EAGLE draft's layer i is vLLM's layer
   T + i); attention layers may differ (Laguna DFlash offsets only its attention layers).
