@@ -16,6 +16,7 @@ Result<CheckReport> Checker::Run() {
   std::vector<std::string> names;
   for (const auto& [name, located] : tensors_) names.push_back(name);
   family_ = DetectFamily(config_, names, Preset::kAuto);
+  ResolveModuleMap();
   if (!options_.target.empty()) SPK_RETURN_IF_ERROR(CheckTarget());
   naming_ = NamingFor(family_, config_, names, options_.target_layers);
   report_.family = std::string(FamilyName(family_.family));

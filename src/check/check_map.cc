@@ -13,27 +13,35 @@ constexpr std::string_view kRequantize =
 
 }  // namespace
 
-void Checker::CheckAgainstModuleMap() {
+void Checker::ResolveModuleMap() {
   // By number: "0.32.0+cpu" is 0.32.0's map; a pre-release is judged by its release's.
   const VllmVersion& v = vllm_.version;
   auto choice = ChooseModuleMap(fmt::format("{}.{}.{}", v.major, v.minor, v.patch));
   if (!choice.ok() || choice->map == nullptr) return;  // a release older than every map
-  if (!choice->warning.empty()) {
-    Add(Severity::kWarning, "vllm-release-not-mapped", "", "", choice->warning,
+  map_warning_ = choice->warning;
+  map_ = ResolveMapContext(choice->map, config_, family_);
+  ApplyModuleMap(map_, &family_);
+}
+
+void Checker::CheckAgainstModuleMap() {
+  if (map_.map == nullptr) return;
+  if (!map_warning_.empty()) {
+    Add(Severity::kWarning, "vllm-release-not-mapped", "", "", map_warning_,
         "regenerate the map for that release (tools/vllm_module_map/generate.py) to verify it");
   }
-  const MapContext context = ResolveMapContext(choice->map, config_, family_);
-  report_.module_map = choice->map->release;
+  const MapContext& context = map_;
+  report_.module_map = context.map->release;
   if (context.architecture == nullptr && context.mtp == nullptr) {
     Add(Severity::kInfo, "vllm-map-architecture-unknown", "", "config.json",
         fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
                     "vLLM builds quantized is not verified",
-                    choice->map->release, context.architecture_name),
+                    context.map->release, context.architecture_name),
         "");
     return;
   }
   report_.module_map_architecture =
       context.architecture != nullptr ? context.architecture->name : context.mtp->name;
+  if (context.architecture != nullptr) CheckWhoseQuantConfig(*context.architecture);
   for (const auto& [module, mt] : modules_) {
     if (!mt.packed) continue;
     MapJudgement j = JudgeByMap(context, module, module + std::string(kWeight));
@@ -68,6 +76,44 @@ void Checker::CheckAgainstModuleMap() {
             "stored quantized, but " + j.reason, "check that vLLM builds it as a quantized Linear");
         break;
     }
+  }
+}
+
+// A draft that vLLM builds under the target's quantization config (gemma4_dspark.py,
+// deepseek_eagle.py, ...: vllm_config.quant_config, not get_draft_quant_config): the draft's own
+// quantization_config is never read, so what loads is decided by the target's. MTP layers are
+// the target checkpoint's own, so for them this is the normal case.
+void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
+  if (!arch.is_draft || !arch.built_under_target_config || arch.method() == "mtp") return;
+  const std::string where = fmt::format(
+      "vLLM {} builds {} ({}) under the target's quantization config and never reads "
+      "the draft's own",
+      map_.map->release, arch.name, arch.file);
+  const bool target_quantized = target_precision_ && !target_precision_->starts_with("unquantized");
+  if (report_.quantized_modules > 0) {
+    // Beside a BF16 target the draft's Linears are built dense: weight_packed has nowhere to go.
+    Add(target_quantized ? Severity::kWarning : Severity::kError,
+        "vllm-map-draft-takes-target-config", "", "config.json",
+        fmt::format("{}: its {} quantized module(s) load only where the target's "
+                    "quantization_config quantizes the same modules with the same scheme{}",
+                    where, report_.quantized_modules,
+                    target_precision_ ? fmt::format(" (the target is {})", *target_precision_)
+                                      : std::string(" (no --target given)")),
+        "serve this draft unquantized (sparkulator dequantize), or pass --target with a target "
+        "quantized by the same scheme and check that its ignore list leaves the draft's modules "
+        "as the draft stores them");
+    return;
+  }
+  if (target_quantized) {
+    // A dense draft beside a quantized target: vLLM builds the draft's Linears from the target's
+    // config, which expects quantized tensors the draft does not store.
+    Add(Severity::kError, "vllm-map-draft-takes-target-config", "", "config.json",
+        fmt::format("{}: this draft is dense, but the target is {}, so vLLM builds the draft's "
+                    "Linears as that config says and they expect tensors this draft does not "
+                    "store",
+                    where, *target_precision_),
+        "serve beside an unquantized target, or quantize the draft with the target's scheme and "
+        "ignore list (sparkulator quantize --scheme ...)");
   }
 }
 

@@ -68,6 +68,7 @@ Status Checker::CheckTarget() {
     expected = (*rec)["target_precision"].get<std::string>();
   }
   std::string actual = PrecisionOf(target);
+  target_precision_ = actual;
   bool expected_quantized = !expected.starts_with("unquantized");
   bool actual_quantized = target.has_quantization_config;
   if (expected_quantized != actual_quantized ||

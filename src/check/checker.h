@@ -20,6 +20,7 @@
 #include "check/draft_rules.h"
 #include "check/vllm_rules.h"
 #include "checkpoint/family.h"
+#include "checkpoint/map_rules.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/plan.h"
@@ -130,7 +131,9 @@ class Checker {
                                  const std::string& fused);
   void CheckFusedAgreement();
   void CheckIgnoreEntries();
+  void ResolveModuleMap();       // check_map.cc: the map of the release judged, into the family
   void CheckAgainstModuleMap();  // check_map.cc
+  void CheckWhoseQuantConfig(const MappedArchitecture& arch);  // check_map.cc
   Status CheckTarget();
   Status ResolveVllm();
   void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);
@@ -164,10 +167,13 @@ class Checker {
   std::vector<LinearModule> linears_;
   std::set<std::string> vllm_module_names_;
   VllmTarget vllm_;
+  MapContext map_;           // vLLM's module map of the release judged (checkpoint/map_rules.h)
+  std::string map_warning_;  // the map is another release's
   DraftFacts draft_;
   // Drafts: whether vLLM gives their quant config no fused-name mapping (vllm_rules.h).
   std::optional<RuleJudgement> draft_mapping_;
-  std::optional<int64_t> target_layers_;  // num_hidden_layers of --target's config
+  std::optional<int64_t> target_layers_;         // num_hidden_layers of --target's config
+  std::optional<std::string> target_precision_;  // --target's PrecisionOf, when given
 };
 
 // Group sizes vLLM's WNA16 kernels run: the registry's Marlin sizes, or channel-wise.

@@ -83,6 +83,7 @@ MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
   context.map = map;
   context.architecture = FindArchitecture(*map, config);
   if (family.family == ModelFamily::kMtp) context.mtp = FindMtpArchitecture(*map, config);
+  context.draft = IsDraft(family.family) || family.family == ModelFamily::kMtp || family.map_draft;
   context.architecture_name =
       config.architectures.empty() ? std::string("(none in config.json)") : config.architectures[0];
   return context;
@@ -124,22 +125,51 @@ std::optional<std::string> MapKeepReason(const MapContext& context, std::string_
   if (context.map == nullptr) return std::nullopt;
   MapJudgement j = JudgeByMap(context, module, tensor);
   if (j.verdict == MapVerdict::kQuantized) return std::nullopt;
-  if (j.verdict == MapVerdict::kUnmapped && IsStandardDecoderLinear(module)) return std::nullopt;
+  if (j.verdict == MapVerdict::kUnmapped && (IsStandardDecoderLinear(module) || !context.draft)) {
+    return std::nullopt;
+  }
   return j.reason;
 }
 
+bool IsUnverifiedByMap(const MapContext& context, std::string_view module) {
+  return context.map != nullptr && context.architecture == nullptr &&
+         !IsStandardDecoderLinear(module) &&
+         JudgeByMap(context, module, "").verdict == MapVerdict::kUnmapped;
+}
+
 std::string UnmappedArchitectureWarning(const MapContext& context,
-                                        const std::vector<std::string>& kept_dense) {
-  if (context.map == nullptr || context.architecture != nullptr || kept_dense.empty()) return "";
+                                        const std::vector<std::string>& unverified) {
+  if (context.map == nullptr || context.architecture != nullptr || unverified.empty()) return "";
   constexpr size_t kNamed = 4;
-  std::vector<std::string> named(kept_dense.begin(),
-                                 kept_dense.begin() + std::min(kNamed, kept_dense.size()));
+  std::vector<std::string> named(unverified.begin(),
+                                 unverified.begin() + std::min(kNamed, unverified.size()));
+  const std::string list =
+      fmt::format("{}{}", fmt::join(named, ", "), unverified.size() > kNamed ? ", ..." : "");
+  if (context.draft) {
+    return fmt::format(
+        "vLLM {}'s module map does not know architecture {}: {} Linear module(s) of this draft "
+        "that are not standard decoder Linears stay dense ({}); check that vLLM builds them as "
+        "quantized Linears and pass --preset none to quantize them",
+        context.map->release, context.architecture_name, unverified.size(), list);
+  }
   return fmt::format(
-      "vLLM {}'s module map does not know architecture {}: {} Linear module(s) that are not "
-      "standard decoder Linears stay dense ({}{}); check that vLLM builds them as quantized "
-      "Linears and pass --preset none to quantize them",
-      context.map->release, context.architecture_name, kept_dense.size(), fmt::join(named, ", "),
-      kept_dense.size() > kNamed ? ", ..." : "");
+      "vLLM {}'s module map does not know architecture {}: every Linear weight is quantized, as "
+      "model_free_ptq does, but {} of them are not standard decoder Linears and are not verified "
+      "({}); `sparkulator check` says what vLLM then loads, and --ignore keeps one dense",
+      context.map->release, context.architecture_name, unverified.size(), list);
+}
+
+std::string TargetConfigWarning(const MapContext& context) {
+  const MappedArchitecture* a = context.architecture;
+  if (a == nullptr || !a->is_draft || !a->built_under_target_config || a->method() == "mtp") {
+    return "";
+  }
+  return fmt::format(
+      "vLLM {} builds {} ({}) under the target's quantization config and never reads the "
+      "draft's own: this quantized draft loads only beside a target quantized with the same "
+      "scheme whose ignore list leaves the draft's modules as stored (`sparkulator check --target "
+      "TARGET` says)",
+      context.map->release, a->name, a->file);
 }
 
 }  // namespace spk

@@ -3,10 +3,13 @@
 //
 // Safe by default: a weight the map shows as anything but a quantized Linear that vLLM leaves to
 // its kernels (no scheme, a head built without the quant config, a weight the forward reads
-// directly, a module the map does not list) stays dense with its reason. A model whose
-// architecture no map knows gets only the standard decoder Linears quantized, and the plan warns
-// with what it kept dense. The family rules (checkpoint/plan.h FamilyKeepReason) still apply on
-// top; `--preset none` turns both off.
+// directly, a module the map does not list) stays dense with its reason. A draft (or a model with
+// MTP layers) whose architecture no map knows gets only the standard decoder Linears quantized,
+// and the plan warns with what it kept dense: a draft's heads are where vLLM builds modules
+// without the quant config. A plain model of an unknown architecture keeps model_free_ptq's rule
+// (every Linear weight; byte-equal output), and the plan warns with the Linears no map verified.
+// The family rules (checkpoint/plan.h FamilyKeepReason) still apply on top; `--preset none`
+// turns both off.
 //
 // Pure functions over values; thread-safe. No errors: every tensor gets a verdict.
 #pragma once
@@ -29,6 +32,7 @@ struct MapContext {
   const MappedArchitecture* architecture = nullptr;
   const MappedArchitecture* mtp = nullptr;
   std::string architecture_name;  // config.json's first architecture, for messages
+  bool draft = false;  // a draft or MTP layers: an unknown architecture keeps non-standard dense
 };
 
 MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
@@ -61,10 +65,19 @@ MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
 std::optional<std::string> MapKeepReason(const MapContext& context, std::string_view module,
                                          std::string_view tensor);
 
-// The plan's warning when the map does not know the architecture and `kept_dense` (checkpoint
-// module names) stayed dense for it; "" when there is nothing to say.
+// The plan's warning when the map does not know the architecture and `unverified` (checkpoint
+// module names of non-standard Linears) stayed dense (a draft) or were quantized unverified (a
+// plain model); "" when there is nothing to say.
 std::string UnmappedArchitectureWarning(const MapContext& context,
-                                        const std::vector<std::string>& kept_dense);
+                                        const std::vector<std::string>& unverified);
+
+// The plan's warning when vLLM builds this draft under the target's quantization config and
+// never reads the draft's own (MappedArchitecture::built_under_target_config); "" otherwise.
+std::string TargetConfigWarning(const MapContext& context);
+
+// True when the map does not know `module`'s architecture and it is not a standard decoder Linear:
+// what UnmappedArchitectureWarning lists.
+bool IsUnverifiedByMap(const MapContext& context, std::string_view module);
 
 // True for a rule-of-thumb decoder Linear (q/k/v/o, gate/up/down, MLA's, experts'): what a model
 // of an unknown architecture gets quantized.

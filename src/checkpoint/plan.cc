@@ -365,8 +365,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
   ApplyModuleMap(plan.map, &plan.family);
+  if (std::string w = TargetConfigWarning(plan.map); !w.empty()) plan.warnings.push_back(w);
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
-  std::vector<std::string> unmapped_dense;
+  std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
   std::vector<bool> ignore_used(user_ignore.size(), false);
 
@@ -403,10 +404,11 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         p.reason = *why;
       } else if (auto map_says = MapKeepReason(plan.map, module, t.name)) {
         p.reason = *map_says;
-        if (plan.map.architecture == nullptr) unmapped_dense.emplace_back(module);
+        if (IsUnverifiedByMap(plan.map, module)) unverified.emplace_back(module);  // kept dense
       } else {  // the kernel rules come after the loop: they need the whole fused GEMM
         p.action = TensorAction::kQuantize;
         p.reason = "Linear weight";
+        if (IsUnverifiedByMap(plan.map, module)) unverified.emplace_back(module);  // quantized
       }
     }
     plan.tensors.push_back(std::move(p));
@@ -420,8 +422,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
     }
   }
-  if (std::string warning = UnmappedArchitectureWarning(plan.map, unmapped_dense);
-      !warning.empty()) {
+  if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {
     plan.warnings.push_back(std::move(warning));
   }
   KeepKernelRuleBreaksDense(options, &plan.tensors);

@@ -120,6 +120,27 @@ TEST(ModuleMapPlanTest, Gemma4DSparkNamesItsLayersWithoutTheTargetsOffset) {
   EXPECT_EQ(qwen->tensors[0].vllm_module, "model.layers.30.mlp.down_proj");
 }
 
+TEST(ModuleMapPlanTest, ADraftBuiltUnderTheTargetsConfigIsWarnedAbout) {
+  // gemma4_dspark.py builds with vllm_config.quant_config (the target's); qwen3_dspark.py asks
+  // the draft's own, and MTP layers are the target checkpoint's own.
+  EXPECT_TRUE(Map("0.33.0").architectures.at("Gemma4DSparkModel").built_under_target_config);
+  EXPECT_FALSE(Map("0.33.0").architectures.at("Qwen3DSparkModel").built_under_target_config);
+  std::vector<TensorMeta> tensors = Square({"model.layers.0.mlp.down_proj.weight"});
+  auto gemma = BuildPlan(tensors, Config(R"({"architectures":["Gemma4DSparkModel"],
+      "num_target_layers":30,"dflash_config":{"block_size":4}})"),
+                         PlanOptions{});
+  ASSERT_TRUE(gemma.ok()) << gemma.status().message();
+  ASSERT_EQ(gemma->warnings.size(), 1u);
+  EXPECT_NE(gemma->warnings[0].find("gemma4_dspark.py) under the target's quantization config"),
+            std::string::npos)
+      << gemma->warnings[0];
+  auto qwen = BuildPlan(tensors, Config(R"({"architectures":["Qwen3DSparkModel"],
+      "num_target_layers":30,"dflash_config":{"block_size":4}})"),
+                        PlanOptions{});
+  ASSERT_TRUE(qwen.ok());
+  EXPECT_TRUE(qwen->warnings.empty());
+}
+
 TEST(ModuleMapTest, ExpertsLoadIntoTheirLayersExpertsModule) {
   const ModuleMap& map = Map("0.33.0");
   const MappedArchitecture& moe = map.architectures.at("Qwen3MoeForCausalLM");
@@ -196,20 +217,22 @@ TEST(ModuleMapPlanTest, MiMoMtpInputProjectionStaysDense) {
   EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
 }
 
-TEST(ModuleMapPlanTest, UnknownArchitectureQuantizesStandardLinearsAndWarns) {
+TEST(ModuleMapPlanTest, UnknownDraftArchitectureQuantizesStandardLinearsOnlyAndWarns) {
   std::vector<TensorMeta> tensors =
-      Square({"model.layers.0.mlp.down_proj.weight", "model.layers.0.self_attn.o_proj.weight",
-              "model.vision_bridge.weight"});
-  ModelConfig config = Config(R"({"architectures":["NoSuchForCausalLM"]})");
+      Square({"layers.0.mlp.down_proj.weight", "layers.0.self_attn.o_proj.weight",
+              "candidate_head.weight"});
+  ModelConfig config = Config(R"({"architectures":["NoSuchDFlashDraft"],"num_target_layers":8,
+      "dflash_config":{"block_size":4}})");
   auto plan = BuildPlan(tensors, config, PlanOptions{});
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   auto t = ByTensor(*plan);
-  EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
-  EXPECT_EQ(t["model.vision_bridge.weight"].action, TensorAction::kKeep);
+  EXPECT_EQ(t["layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["candidate_head.weight"].action, TensorAction::kKeep);
   ASSERT_EQ(plan->warnings.size(), 1u);
-  EXPECT_NE(plan->warnings[0].find("does not know architecture NoSuchForCausalLM"),
+  EXPECT_NE(plan->warnings[0].find("does not know architecture NoSuchDFlashDraft"),
             std::string::npos);
-  EXPECT_NE(plan->warnings[0].find("model.vision_bridge"), std::string::npos);
+  EXPECT_NE(plan->warnings[0].find("stay dense (candidate_head)"), std::string::npos)
+      << plan->warnings[0];
   // --preset none: only the universal rules, every Linear weight quantized.
   PlanOptions none;
   none.preset = Preset::kNone;
@@ -217,6 +240,21 @@ TEST(ModuleMapPlanTest, UnknownArchitectureQuantizesStandardLinearsAndWarns) {
   ASSERT_TRUE(all.ok());
   EXPECT_EQ(all->quantized_count(), 3u);
   EXPECT_TRUE(all->warnings.empty());
+}
+
+TEST(ModuleMapPlanTest, UnknownPlainModelKeepsModelFreePtqsRuleAndWarns) {
+  std::vector<TensorMeta> tensors =
+      Square({"model.layers.0.mlp.down_proj.weight", "model.layers.0.self_attn.g_proj.weight"});
+  auto plan =
+      BuildPlan(tensors, Config(R"({"architectures":["NoSuchForCausalLM"]})"), PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->quantized_count(), 2u);
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_NE(plan->warnings[0].find("every Linear weight is quantized, as model_free_ptq does, but "
+                                   "1 of them are not standard decoder Linears and are not "
+                                   "verified (model.layers.0.self_attn.g_proj)"),
+            std::string::npos)
+      << plan->warnings[0];
 }
 
 TEST(ModuleMapPlanTest, AReleaseNewerThanEveryMapWarnsInThePlan) {

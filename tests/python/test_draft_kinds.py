@@ -171,3 +171,64 @@ def test_a_release_newer_than_every_map_is_checked_with_a_warning(kinds, spk):
     warning = [f for f in report["findings"] if f["code"] == "vllm-release-not-mapped"]
     assert warning and f"judged by the map of vLLM {RELEASE}" in warning[0]["message"], \
         report["findings"]
+
+
+def takes_target_config(name: str) -> bool:
+    a = MAP["architectures"][name]
+    return a.get("quant_config_from") == "target" and "mtp" not in a["methods"]
+
+
+def write_target(folder: Path, quantized: bool) -> Path:
+    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": SIDE,
+              "num_hidden_layers": 2, "torch_dtype": "bfloat16"}
+    if quantized:
+        config["quantization_config"] = {
+            "quant_method": "compressed-tensors", "format": "pack-quantized",
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                "group_size": 128}}},
+            "ignore": ["lm_head"]}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps(config))
+    return folder
+
+
+def test_some_drafts_take_the_targets_quant_config():
+    # vLLM 0.33's Gemma4 DSpark (gemma4_dspark.py) builds its Linears with vllm_config.quant_config;
+    # its DFlash and EAGLE-3 drafts ask their own (get_draft_quant_config).
+    assert takes_target_config("Gemma4DSparkModel")
+    assert not takes_target_config("DFlashDraftModel")
+    assert not takes_target_config("Eagle3LlamaForCausalLM")
+
+
+@pytest.mark.parametrize("name", [n for n in draft_architectures() if takes_target_config(n)])
+def test_a_draft_built_under_the_targets_config_is_flagged(kinds, spk, tmp_path, name):
+    src, q, _, plan = kinds[name]
+    assert quantized_modules(q), f"{name}: the plan quantizes nothing"
+    assert any("under the target's quantization config" in w for w in plan["warnings"]), plan
+    code = "vllm-map-draft-takes-target-config"
+
+    def findings(ckpt, *extra):
+        proc = spk("check", ckpt, "--vllm-version", RELEASE, "--json", *extra, expect=None)
+        return proc.returncode, [f for f in json.loads(proc.stdout)["findings"] if f["code"] == code]
+
+    rc, found = findings(q, "--target", write_target(tmp_path / "bf16", quantized=False))
+    assert rc == 1 and [f["severity"] for f in found] == ["error"], found
+    assert MAP["architectures"][name]["file"] in found[0]["message"]
+    # Beside a target quantized the same way it may load: a warning, not an error.
+    _, found = findings(q, "--target", write_target(tmp_path / "w4", quantized=True))
+    assert [f["severity"] for f in found] == ["warning"], found
+    # The field's report: a dense draft beside a quantized target is built quantized.
+    rc, found = findings(src, "--target", tmp_path / "w4")
+    assert rc == 1 and [f["severity"] for f in found] == ["error"], found
+    _, found = findings(src, "--target", tmp_path / "bf16")
+    assert found == []
+
+
+def test_a_draft_that_reads_its_own_config_is_not_flagged(kinds, spk, tmp_path):
+    _, q, _, plan = kinds["DFlashDraftModel"]
+    assert not any("under the target's quantization config" in w for w in plan["warnings"])
+    proc = spk("check", q, "--vllm-version", RELEASE, "--json", "--target",
+               write_target(tmp_path / "bf16", quantized=False), expect=None)
+    codes = {f["code"] for f in json.loads(proc.stdout)["findings"]}
+    assert "vllm-map-draft-takes-target-config" not in codes
