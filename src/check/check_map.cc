@@ -20,7 +20,7 @@ void Checker::ResolveModuleMap() {
   if (!choice.ok() || choice->map == nullptr) return;  // a release older than every map
   map_warning_ = choice->warning;
   map_ = ResolveMapContext(choice->map, config_, family_);
-  ApplyModuleMap(map_, &family_);
+  ApplyModuleMap(map_, config_, &family_);
 }
 
 void Checker::CheckAgainstModuleMap() {

@@ -89,11 +89,41 @@ MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
   return context;
 }
 
-void ApplyModuleMap(const MapContext& context, FamilyDetection* family) {
+namespace {
+
+// DSpark's block size as vLLM reads it for the default num_speculative_tokens (config/
+// speculative.py: hf_config.block_size, else dspark_block_size; Qwen3-Omni's check also looks in
+// dflash_config), or 0.
+int64_t DSparkBlockSize(const ModelConfig& config) {
+  const auto& j = config.json;
+  for (const auto* scope : {&j, j.contains("dflash_config") ? &j["dflash_config"] : nullptr}) {
+    if (scope == nullptr || !scope->is_object()) continue;
+    for (const char* key : {"block_size", "dspark_block_size"}) {
+      auto it = scope->find(key);
+      if (it != scope->end() && it->is_number_integer() && it->get<int64_t>() > 0) {
+        return it->get<int64_t>();
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void ApplyModuleMap(const MapContext& context, const ModelConfig& config, FamilyDetection* family) {
   const MappedArchitecture* arch = context.architecture;
   if (arch == nullptr || !arch->is_draft || arch->method().empty()) return;
   family->vllm_method = std::string(arch->method());
   family->map_no_layer_offset = arch->layers_from_zero;
+  if (family->vllm_method == "dspark") {
+    // Unlike DFlash (block_size - 1), vLLM's default for dspark is the whole block.
+    if (int64_t block = DSparkBlockSize(config); block > 0) {
+      family->num_speculative_tokens = static_cast<int>(block);
+      family->speculative_tokens_reason = fmt::format(
+          "block_size {}: vLLM's default for method dspark (num_speculative_tokens = block_size)",
+          block);
+    }
+  }
   if (family->family != ModelFamily::kLlm) return;
   family->map_draft = true;
   family->num_speculative_tokens = 3;

@@ -40,8 +40,9 @@ MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
 
 // What the map adds to the family: the method vLLM serves the architecture with, and that an
 // architecture the markers call an LLM is a draft (EAGLE-1's LlamaForCausalLM layout under an
-// Eagle* architecture), with the default number of speculative tokens of a one-token head.
-void ApplyModuleMap(const MapContext& context, FamilyDetection* family);
+// Eagle* architecture), with the default number of speculative tokens of a one-token head; a
+// DSpark draft's is its block size, as vLLM's default for method dspark.
+void ApplyModuleMap(const MapContext& context, const ModelConfig& config, FamilyDetection* family);
 
 // What the map says of one Linear weight of checkpoint module `module` (`tensor`: the whole name).
 enum class MapVerdict {

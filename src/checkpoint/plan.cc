@@ -364,7 +364,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
-  ApplyModuleMap(plan.map, &plan.family);
+  ApplyModuleMap(plan.map, config, &plan.family);
   if (std::string w = TargetConfigWarning(plan.map); !w.empty()) plan.warnings.push_back(w);
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture

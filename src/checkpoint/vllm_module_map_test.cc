@@ -177,7 +177,9 @@ TEST(ModuleMapPlanTest, DSparkDraftQuantizesItsLayersOnlyAndServesWithDspark) {
   EXPECT_EQ(plan->family.vllm_method, "dspark");
   std::string serve = ServeLine(plan->family, "draft", "target");
   EXPECT_NE(serve.find(R"("method":"dspark")"), std::string::npos) << serve;
-  EXPECT_NE(serve.find(R"("num_speculative_tokens":7)"), std::string::npos) << serve;
+  // vLLM's default for dspark is block_size itself (config/speculative.py), not DFlash's - 1.
+  EXPECT_NE(serve.find(R"("num_speculative_tokens":8)"), std::string::npos) << serve;
+  EXPECT_NE(plan->family.speculative_tokens_reason.find("method dspark"), std::string::npos);
 }
 
 TEST(ModuleMapPlanTest, XPressHeadStaysDenseEveryWeight) {

@@ -112,7 +112,7 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
   MapContext map;
   if (Result<MapChoice> choice = ChooseModuleMap(""); choice.ok() && choice->map != nullptr) {
     map = ResolveMapContext(choice->map, src.config, family);
-    ApplyModuleMap(map, &family);
+    ApplyModuleMap(map, src.config, &family);
   }
   Json groups = Json::array();
   for (const ConfigGroup& g : qc.groups) {
