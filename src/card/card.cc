@@ -10,15 +10,16 @@
 #include "card/front_matter.h"
 #include "check/check.h"
 #include "check/vllm_source.h"
-#include "io/fs_util.h"
+#include "quant/pack_quantized.h"
+#include "quant/scheme.h"
 
 namespace spk::card {
 namespace {
 
 using nlohmann::json;
 
-Result<json> ReadJson(const std::string& path) {
-  SPK_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(path));
+Result<json> ReadJson(FileSystem* fs, const std::string& path) {
+  SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
   json parsed = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded()) return Status::InvalidInput(path + ": not valid JSON");
   return parsed;
@@ -35,7 +36,7 @@ double Gib(const json& bytes) {
 
 // The Hub id of the source: --base-model, else "org/name" of a Hugging Face cache path
 // (.../models--org--name/snapshots/...), else the source itself when it reads like "org/name".
-std::string BaseModel(const std::string& source, const std::string& override_id) {
+std::string BaseModel(FileSystem* fs, const std::string& source, const std::string& override_id) {
   if (!override_id.empty()) return override_id;
   size_t at = source.find("models--");
   if (at != std::string::npos) {
@@ -46,46 +47,48 @@ std::string BaseModel(const std::string& source, const std::string& override_id)
   }
   bool repo_like = !source.empty() && source[0] != '/' && source[0] != '.' &&
                    std::count(source.begin(), source.end(), '/') == 1 &&
-                   !std::filesystem::exists(source);
+                   fs->KindOf(source) == FileKind::kMissing;
   return repo_like ? source : "";
 }
 
 // The source's license: its README front matter, else its config.json; "" when neither says.
-std::string SourceLicense(const std::string& source) {
-  if (auto readme = ReadWholeFile(source + "/README.md"); readme.ok()) {
+std::string SourceLicense(FileSystem* fs, const std::string& source) {
+  if (auto readme = fs->ReadFile(source + "/README.md"); readme.ok()) {
     std::string license = FrontMatterScalar(*readme, "license");
     if (!license.empty()) return license;
   }
-  if (auto config = ReadJson(source + "/config.json"); config.ok()) {
+  if (auto config = ReadJson(fs, source + "/config.json"); config.ok()) {
     return Str(*config, "license");
   }
   return "";
 }
 
-std::string SchemeWords(const std::string& scheme, const json& record) {
+// What the weights are, from the scheme row: for the integer pack-quantized rows their width,
+// zero points and the recorded group size (a row takes several); for the others, whose grouping the
+// row fixes, the row's summary.
+std::string SchemeWords(const QuantScheme& scheme, const json& record) {
+  if (scheme.codec != &PackQuantizedCodec()) return std::string(scheme.summary);
   long long group = record.value("group_size", 0LL);
   std::string grouping = group > 0 ? fmt::format("groups of {}", group) : "per output channel";
-  if (scheme.rfind("w4a16", 0) == 0) {
-    return "4-bit integer weights (" + grouping + ", one BF16 scale each), 16-bit activations";
-  }
-  if (scheme.rfind("w8a16", 0) == 0) {
-    return "8-bit integer weights (" + grouping + ", one BF16 scale each), 16-bit activations";
-  }
-  return scheme;
+  std::string each = scheme.symmetric ? "one BF16 scale each"
+                                      : fmt::format("one BF16 scale and one {} zero point each",
+                                                    WeightNumberName(scheme));
+  return fmt::format("{}-bit integer weights ({}, {}), 16-bit activations", scheme.bits, grouping,
+                     each);
 }
 
-std::string WhatItIs(const std::string& name, const json& record, const std::string& family,
-                     const std::string& base_model, const std::string& target) {
-  std::string scheme = Str(record, "scheme", "?");
+std::string WhatItIs(const std::string& name, const QuantScheme& scheme, const json& record,
+                     const std::string& family, const std::string& base_model,
+                     const std::string& target) {
   std::string draft = family == "llm" ? "model" : family + " speculative-decoding draft";
   std::string out = fmt::format(
       "# {name}\n\nA {scheme} quantization of the {draft} `{source}`: {words}. It is written in "
-      "the compressed-tensors `pack-quantized` format that vLLM loads on its fast W{bits}A16 "
-      "kernels, made with sparkulator {version}, data-free (no calibration set).\n",
-      fmt::arg("name", name), fmt::arg("scheme", scheme),
+      "the compressed-tensors `{format}` format that vLLM loads on {kernels}, made with "
+      "sparkulator {version}, data-free (no calibration set).\n",
+      fmt::arg("name", name), fmt::arg("scheme", Str(record, "scheme", "?")),
       fmt::arg("words", SchemeWords(scheme, record)), fmt::arg("draft", draft),
+      fmt::arg("format", scheme.format), fmt::arg("kernels", scheme.kernels),
       fmt::arg("source", base_model.empty() ? Str(record, "source") : base_model),
-      fmt::arg("bits", scheme.rfind("w8", 0) == 0 ? 8 : 4),
       fmt::arg("version", Str(record, "version", "?")));
   if (family == "llm") return out;
   std::string precision = Str(record, "target_precision", "unquantized");
@@ -195,7 +198,7 @@ Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Ca
 
 Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::string& existing) {
   const std::string config_path = options.checkpoint + "/config.json";
-  SPK_ASSIGN_OR_RETURN(json config, ReadJson(config_path));
+  SPK_ASSIGN_OR_RETURN(json config, ReadJson(fs, config_path));
   if (!config.contains("quantization_config") || !config.contains("sparkulator") ||
       !config["sparkulator"].is_object()) {
     return Status::InvalidInput(
@@ -204,16 +207,22 @@ Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::str
         "checkpoint written by `sparkulator quantize` (quantize it first)");
   }
   const json& record = config["sparkulator"];
+  const QuantScheme* scheme = FindScheme(Str(record, "scheme"));
+  if (scheme == nullptr) {
+    return Status::InvalidInput(fmt::format(
+        "{}: sparkulator.scheme \"{}\" is none of the schemes this sparkulator knows ({})",
+        config_path, Str(record, "scheme"), SchemeNames()));
+  }
   CheckOptions check_options;
   check_options.checkpoint = options.checkpoint;
   SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(fs, check_options));
 
   Card card;
   std::string source = Str(record, "source");
-  std::string base_model = BaseModel(source, options.base_model);
+  std::string base_model = BaseModel(fs, source, options.base_model);
   std::vector<nlohmann::json> results;
   for (const std::string& path : options.bench_files) {
-    SPK_ASSIGN_OR_RETURN(json doc, ReadJson(path));
+    SPK_ASSIGN_OR_RETURN(json doc, ReadJson(fs, path));
     if (!doc.contains("arms") || !doc.contains("comparisons")) {
       return Status::InvalidInput(path + ": not a `sparkulator bench --json` results file");
     }
@@ -222,11 +231,12 @@ Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::str
 
   OwnedKeys keys;
   keys.base_model = base_model;
-  keys.license = SourceLicense(source);
+  keys.license = SourceLicense(fs, source);
   keys.scheme = Str(record, "scheme");
+  keys.number_type = WeightNumberName(*scheme);
   keys.family = report.family;
   std::string name = std::filesystem::path(options.checkpoint).filename().string();
-  std::string body = WhatItIs(name, record, report.family, base_model, options.target);
+  std::string body = WhatItIs(name, *scheme, record, report.family, base_model, options.target);
   if (base_model.empty()) {
     body += "\nThe source was a local folder (`" + source +
             "`) with no Hugging Face id; pass `--base-model ORG/NAME` to name it.\n";

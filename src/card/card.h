@@ -3,16 +3,20 @@
 //
 // Sources, each named in the card: the checkpoint's config.json (quantization_config and the
 // "sparkulator" record quantize wrote: source, scheme, group, method, target precision, sizes,
-// modules kept dense with their reasons; quantize/record.h), `check` (the family, the `vllm serve`
-// line, and with a vLLM tree the patches vLLM needs; check/check.h), the source's own README front
-// matter or config.json (license), and `bench --json` results (tables per machine, pooled across
-// machines, memory per arm; bench/report.h). The generated part sits between two HTML comments
-// (kGeneratedBegin / kGeneratedEnd); updating a card replaces only that part and the front-matter
-// keys the card owns, and keeps everything else the author wrote.
+// modules kept dense with their reasons; quantize/record.h), the scheme's row of the scheme table
+// (quant/scheme.h: what the weights are, the compressed-tensors format, the kernels vLLM runs it
+// on, the number-type tag), `check` (the family, the `vllm serve` line, and with a vLLM tree the
+// patches vLLM needs; check/check.h), the source's own README front matter or config.json
+// (license), and `bench --json` results (tables per machine, pooled across machines, memory per
+// arm; bench/report.h). The generated part sits between two HTML comments (kGeneratedBegin /
+// kGeneratedEnd); updating a card replaces only that part and the front-matter keys the card owns,
+// and keeps everything else the author wrote.
 //
-// Layer: above check and bench (docs/design.md). Ownership: values. Thread safety: one call at a
-// time per output. Error policy: no exceptions; Status (NotFound / InvalidInput naming the file,
-// Usage) for what the card cannot be written from; a missing optional source is said in the card.
+// Every file (the checkpoint's, the source's, results files, a vLLM tree) is read through the
+// FileSystem MakeCard is handed. Layer: above check and bench (docs/design.md). Ownership: values.
+// Thread safety: one call at a time per output. Error policy: no exceptions; Status (NotFound /
+// InvalidInput naming the file, e.g. a record whose scheme has no row; Usage) for what the card
+// cannot be written from; a missing optional source is said in the card.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -68,8 +68,7 @@ std::string Quote(const std::string& v) {
 std::vector<std::string> Tags(const OwnedKeys& keys) {
   std::vector<std::string> tags = {"compressed-tensors", "sparkulator"};
   if (!keys.scheme.empty()) tags.push_back(keys.scheme);
-  if (keys.scheme.rfind("w4", 0) == 0) tags.push_back("int4");
-  if (keys.scheme.rfind("w8", 0) == 0) tags.push_back("int8");
+  if (!keys.number_type.empty()) tags.push_back(keys.number_type);
   if (!keys.family.empty() && keys.family != "llm") {
     tags.push_back("speculative-decoding");
     tags.push_back(keys.family);

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <set>
+#include <string>
 
 #include "checkpoint/plan.h"
 #include "quant/scheme.h"
@@ -53,6 +55,23 @@ GemmPartition Part(std::string_view module, int64_t out, int64_t in, int64_t fus
 }
 
 // CutlassW4A8LinearKernel.can_implement: K and N of the fused GEMM, both multiples of 128.
+// The model card names a scheme's kernels from its scheme row (QuantScheme::kernels); every vLLM
+// kernel class it names is one this table lists for the scheme, so the two never disagree.
+TEST(KernelRules, TheSchemeRowsKernelsAreThisTablesKernels) {
+  for (const QuantScheme& s : AllSchemes()) {
+    const KernelRule* row = KernelRuleFor(s.name);
+    if (row == nullptr) continue;  // 2/3/5/6/7 bits: no stock kernel (HummingLinearKernel)
+    const std::string words(s.kernels);
+    for (size_t end = words.find("Kernel"); end != std::string::npos;
+         end = words.find("Kernel", end + 1)) {
+      size_t begin = end;
+      while (begin > 0 && std::isalnum(static_cast<unsigned char>(words[begin - 1]))) --begin;
+      const std::string kernel = words.substr(begin, end + 6 - begin);
+      EXPECT_NE(row->kernels.find(kernel), std::string_view::npos) << s.name << ": " << kernel;
+    }
+  }
+}
+
 TEST(KernelRules, W4afp8NeedsWhole128TilesOfTheFusedGemm) {
   const KernelRule& row = *KernelRuleFor("w4afp8");
   EXPECT_FALSE(KernelRuleBreak(row, Part(kK, 64, 1024, 1152)));  // 1024 + 64 + 64

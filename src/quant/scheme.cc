@@ -33,7 +33,7 @@ constexpr std::string_view kFp8Group128 =
 // What every integer pack-quantized row shares: packed int32 words, scales in the weight's dtype,
 // Marlin's group sizes, compressed-tensors' "minmax" observer, no activation arguments.
 QuantScheme IntWeightOnly(std::string_view name, std::string_view preset, int bits, bool symmetric,
-                          std::string_view summary) {
+                          std::string_view summary, std::string_view kernels) {
   return {.name = name,
           .preset = preset,
           .alias = "",
@@ -49,6 +49,7 @@ QuantScheme IntWeightOnly(std::string_view name, std::string_view preset, int bi
           .input_activations = "",
           .observer = "minmax",
           .summary = summary,
+          .kernels = kernels,
           .codec = &PackQuantizedCodec()};
 }
 
@@ -58,8 +59,8 @@ QuantScheme IntWeightOnly(std::string_view name, std::string_view preset, int bi
 // QuantizationArgs(num_bits, type "int", symmetric=False, strategy group/channel), targets
 // ["Linear"]). Both write observer null and every QuantizationArgs key.
 QuantScheme IntWidth(std::string_view name, std::string_view preset, int bits, bool symmetric,
-                     std::string_view summary) {
-  QuantScheme s = IntWeightOnly(name, preset, bits, symmetric, summary);
+                     std::string_view summary, std::string_view kernels) {
+  QuantScheme s = IntWeightOnly(name, preset, bits, symmetric, summary, kernels);
   s.observer = "";
   s.config_group = "";
   return s;
@@ -69,7 +70,7 @@ QuantScheme IntWidth(std::string_view name, std::string_view preset, int bits, b
 QuantScheme Preset(std::string_view name, std::string_view preset, WeightType type, int bits,
                    std::span<const int64_t> group_sizes, ScaleDType scale_dtype,
                    WeightStrategy strategy, std::string_view activations, const WeightCodec& codec,
-                   std::string_view summary) {
+                   std::string_view summary, std::string_view kernels) {
   return {.name = name,
           .preset = preset,
           .alias = "",
@@ -85,6 +86,7 @@ QuantScheme Preset(std::string_view name, std::string_view preset, WeightType ty
           .input_activations = activations,
           .observer = "",
           .summary = summary,
+          .kernels = kernels,
           .codec = &codec};
 }
 
@@ -97,56 +99,98 @@ QuantScheme WithAlias(QuantScheme s, std::string_view alias) {
 // at our group size; w8a16-asym and the asymmetric 2/3/5/6/7-bit rows have no preset there. vLLM
 // 0.32 runs the 2/3/5/6/7-bit rows on no CPU kernel and on CUDA only with the optional Humming
 // kernel (docs/formats.md 2.3; check's no-vllm-kernel finding).
+// The kernels the model card names (`kernels`) are the first ones vLLM 0.32 picks; checkpoint/
+// kernel_rules.cc lists every GPU generation's. "Its fast W4A16 / W8A16 kernels" are Marlin and
+// Machete, which take 4- and 8-bit weights (4-bit with zero points too).
 const std::array<QuantScheme, 21> kSchemes = {
     IntWeightOnly("w4a16", "W4A16", 4, true,
-                  "int4 weights, symmetric, one BF16/F16 scale per group (vLLM Marlin/Machete)"),
+                  "int4 weights, symmetric, one BF16/F16 scale per group (vLLM Marlin/Machete)",
+                  "its fast W4A16 kernels"),
     IntWeightOnly("w4a16-asym", "W4A16_ASYM", 4, false,
-                  "int4 weights, asymmetric: a scale and an int4 zero point per group"),
-    IntWeightOnly("w8a16", "W8A16", 8, true, "int8 weights, symmetric, one scale per group"),
+                  "int4 weights, asymmetric: a scale and an int4 zero point per group",
+                  "its fast W4A16 kernels"),
+    IntWeightOnly("w8a16", "W8A16", 8, true, "int8 weights, symmetric, one scale per group",
+                  "its fast W8A16 kernels (CUDA GPUs only: its CPU build runs 4-bit weights)"),
     IntWeightOnly("w8a16-asym", "", 8, false,
-                  "int8 weights, asymmetric: a scale and an int8 zero point per group"),
+                  "int8 weights, asymmetric: a scale and an int8 zero point per group",
+                  "MacheteLinearKernel on Hopper (sm90) only: Marlin takes no asymmetric int8, so "
+                  "other GPUs fall back to a slower kernel or fail, and its CPU build has none"),
     IntWidth("w2a16", "W2A16", 2, true,
-             "int2 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+             "int2 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int2 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w2a16-asym", "", 2, false,
-             "int2 weights, asymmetric, with int2 zero points; no stock vLLM 0.32 kernel"),
+             "int2 weights, asymmetric, with int2 zero points; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int2 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w3a16", "W3A16", 3, true,
-             "int3 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+             "int3 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int3 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w3a16-asym", "", 3, false,
-             "int3 weights, asymmetric, with int3 zero points; no stock vLLM 0.32 kernel"),
+             "int3 weights, asymmetric, with int3 zero points; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int3 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w5a16", "W5A16", 5, true,
-             "int5 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+             "int5 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int5 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w5a16-asym", "", 5, false,
-             "int5 weights, asymmetric, with int5 zero points; no stock vLLM 0.32 kernel"),
+             "int5 weights, asymmetric, with int5 zero points; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int5 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w6a16", "W6A16", 6, true,
-             "int6 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+             "int6 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int6 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w6a16-asym", "", 6, false,
-             "int6 weights, asymmetric, with int6 zero points; no stock vLLM 0.32 kernel"),
+             "int6 weights, asymmetric, with int6 zero points; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int6 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w7a16", "W7A16", 7, true,
-             "int7 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel"),
+             "int7 weights, symmetric, one scale per group; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int7 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     IntWidth("w7a16-asym", "", 7, false,
-             "int7 weights, asymmetric, with int7 zero points; no stock vLLM 0.32 kernel"),
+             "int7 weights, asymmetric, with int7 zero points; no stock vLLM 0.32 kernel",
+             "HummingLinearKernel alone, from the optional `humming` package: no stock vLLM 0.32 "
+             "kernel runs int7 weights (Machete, Marlin, Conch and Exllama take 4 and 8 bits)"),
     Preset("w4afp8", "W4AFP8", WeightType::kInt, 4, kGroup128, ScaleDType::kLikeWeight,
            WeightStrategy::kGroupOrChannel, kFp8PerToken, IntQuantizedCodec(),
-           "int4 weights per group of 128 (as I8), FP8 activations per token; vLLM: Hopper only"),
+           "int4 weights per group of 128 (as I8), FP8 activations per token; vLLM: Hopper only",
+           "CutlassW4A8LinearKernel on Hopper (sm90) only (Machete and Marlin take no signed "
+           "int4; other GPUs have no kernel for it); its CPU build runs Dynamic4bitLinearKernel"),
     WithAlias(Preset("w8a8", "W8A8", WeightType::kInt, 8, kChannelOnly, ScaleDType::kLikeWeight,
                      WeightStrategy::kGroupOrChannel, kIntPerToken, IntQuantizedCodec(),
-                     "int8 weights per channel, int8 activations per token at run time"),
+                     "int8 weights per channel, int8 activations per token at run time",
+                     "its CUTLASS int8 scaled-mm kernels (sm75+; Triton int8 for shapes CUTLASS "
+                     "does not take) and CPUInt8ScaledMMLinearKernel on its CPU build"),
               "INT8"),
     Preset("fp8-dynamic", "FP8_DYNAMIC", WeightType::kFloat, 8, kChannelOnly,
            ScaleDType::kLikeWeight, WeightStrategy::kGroupOrChannel, kFp8PerToken,
-           Fp8ChannelCodec(), "FP8 E4M3 weights per channel, FP8 activations per token"),
+           Fp8ChannelCodec(), "FP8 E4M3 weights per channel, FP8 activations per token",
+           "its CUTLASS FP8 scaled-mm kernels on Ada, Hopper and Blackwell (sm89+), and on "
+           "Turing/Ampere as FP8 weights only on Marlin FP8"),
     Preset("fp8-block", "FP8_BLOCK", WeightType::kFloat, 8, kBlock128, ScaleDType::kLikeWeight,
            WeightStrategy::kBlock, kFp8Group128, Fp8BlockCodec(),
-           "FP8 E4M3 weights per 128x128 block, FP8 activations per group of 128"),
+           "FP8 E4M3 weights per 128x128 block, FP8 activations per group of 128",
+           "its FP8 block-scaled kernels (DeepGEMM/FlashInfer, CUTLASS, Marlin FP8, Triton) on "
+           "every GPU and its CPU build"),
     Preset("nvfp4a16", "NVFP4A16", WeightType::kFloat, 4, kGroup16, ScaleDType::kF8E4M3,
            WeightStrategy::kTensorGroup, "", Nvfp4Codec(),
-           "FP4 E2M1 weights, an FP8 scale per 16 and a global scale per fused tensor"),
+           "FP4 E2M1 weights, an FP8 scale per 16 and a global scale per fused tensor",
+           "FlashInferCuteDslNvFp4W4A16LinearKernel on Blackwell (sm100/103) and "
+           "MarlinNvFp4LinearKernel on other GPUs (sm75+)"),
     Preset("mxfp4a16", "MXFP4A16", WeightType::kFloat, 4, kGroup32, ScaleDType::kE8M0,
            WeightStrategy::kGroupOrChannel, "", Mxfp4Codec(),
-           "FP4 E2M1 weights, a power-of-two (E8M0) scale per 32"),
+           "FP4 E2M1 weights, a power-of-two (E8M0) scale per 32",
+           "FlashInferMxFp4LinearKernel on Blackwell (sm100+, which quantizes the activations to "
+           "MXFP4 too) and MarlinMxFp4LinearKernel on other GPUs (sm80+)"),
     Preset("mxfp8a16", "MXFP8A16", WeightType::kFloat, 8, kGroup32, ScaleDType::kE8M0,
            WeightStrategy::kGroupOrChannel, "", Mxfp8Codec(),
-           "FP8 E4M3 weights, a power-of-two (E8M0) scale per 32"),
+           "FP8 E4M3 weights, a power-of-two (E8M0) scale per 32",
+           "FlashInfer CuTe-DSL/CUTLASS MXFP8 kernels on Blackwell and MarlinMxfp8LinearKernel "
+           "on other GPUs (sm75+)"),
 };
 
 bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
@@ -223,6 +267,13 @@ const QuantScheme* FindSchemeFor(std::string_view format, std::string_view type,
     }
   }
   return nullptr;
+}
+
+std::string WeightNumberName(const QuantScheme& scheme) {
+  if (scheme.type == WeightType::kInt) return fmt::format("int{}", scheme.bits);
+  if (scheme.scale_dtype == ScaleDType::kE8M0) return fmt::format("mxfp{}", scheme.bits);
+  if (scheme.scale_dtype == ScaleDType::kF8E4M3) return fmt::format("nvfp{}", scheme.bits);
+  return fmt::format("fp{}", scheme.bits);
 }
 
 std::string SchemeNames() {

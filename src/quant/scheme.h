@@ -1,8 +1,8 @@
 // The quantization scheme registry: one table (scheme.cc, ggml-style) with a row per format that
 // sparkulator writes. `--help`, flag validation, the config writer and reader (checkpoint/
-// quant_config.h), the plan's group-size rule, quantize, dequantize, compare, inspect, check and
-// the tests all iterate or look up this table, so adding a format is a row, a codec
-// (quant/codec.h), its kernels and its tests.
+// quant_config.h), the plan's group-size rule, quantize, dequantize, compare, inspect, check, the
+// model card (card/card.h) and the tests all iterate or look up this table, so adding a format is a
+// row, a codec (quant/codec.h), its kernels and its tests.
 //
 // The table lives for the whole program, so `const QuantScheme*` and the string_views in it never
 // dangle. Pure functions over constant data: thread-safe. Errors: ValidateGroupSize returns Usage
@@ -63,8 +63,12 @@ struct QuantScheme {
   // dynamic activations vLLM quantizes at run time for W8A8, FP8_DYNAMIC, FP8_BLOCK and W4AFP8.
   std::string_view input_activations;
   std::string_view observer;  // QuantizationArgs.observer we record: "minmax"; "" writes null
-  std::string_view summary;   // one line for --help
-  const WeightCodec* codec;   // stored tensors, quantize and dequantize rows
+  std::string_view summary;   // one line for --help and the model card's description
+  // The kernels vLLM 0.32 runs the row on, in the model card's words: a noun phrase that completes
+  // "written in the compressed-tensors `pack-quantized` format that vLLM loads on ...". The shape
+  // rules and each GPU generation's kernel list are checkpoint/kernel_rules.h's.
+  std::string_view kernels;
+  const WeightCodec* codec;  // stored tensors, quantize and dequantize rows
   // The key of config.json's one config group; "" names it as model_free_ptq does (the preset
   // at its group size, else "config_group_0", its name for a QuantizationScheme object): the
   // 2/3/5/6/7-bit rows. The rows written before keep "group_0" (vLLM and compressed-tensors read
@@ -89,6 +93,10 @@ const QuantScheme* FindScheme(std::string_view name);
 // strange group size is still that scheme, wrongly grouped.
 const QuantScheme* FindSchemeFor(std::string_view format, std::string_view type, int bits,
                                  bool symmetric, std::string_view strategy);
+
+// The weights' number type, for model-card tags and words: "int4", "int8" (integer rows), "fp8"
+// (FP8 E4M3), "nvfp4" (FP4 under FP8 scales and a global scale), "mxfp4" / "mxfp8" (E8M0 scales).
+std::string WeightNumberName(const QuantScheme& scheme);
 
 // "w4a16, w4a16-asym, ...": the names, for messages.
 std::string SchemeNames();

@@ -3,6 +3,7 @@
 // as the scalar reference (quant/rtn.h) does.
 #include "quant/scheme.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -41,6 +42,43 @@ TEST(SchemeTest, RowsAreWellFormedAndFindable) {
                 "w3a16",    "w3a16-asym", "w5a16",   "w5a16-asym", "w6a16",       "w6a16-asym",
                 "w7a16",    "w7a16-asym", "w4afp8",  "w8a8",       "fp8-dynamic", "fp8-block",
                 "nvfp4a16", "mxfp4a16",   "mxfp8a16"}));
+}
+
+// What the model card says of a row (card/card.cc): the kernels vLLM runs it on, in words that
+// match its weights (no 4-bit kernel for an FP8 row), and the number type it tags.
+TEST(SchemeTest, EveryRowSaysItsKernelsAndNumberType) {
+  for (const QuantScheme& s : AllSchemes()) {
+    SCOPED_TRACE(s.name);
+    const std::string kernels(s.kernels);
+    ASSERT_FALSE(kernels.empty());
+    const bool packed = s.codec == &PackQuantizedCodec();
+    const bool fast_wna16 = packed && (s.bits == 4 || s.bits == 8);
+    // Marlin and Machete: int4 with or without zero points, int8 symmetric (Marlin takes no
+    // asymmetric int8).
+    for (int bits : {4, 8}) {
+      const bool claimed = kernels.find(fmt::format("W{}A16 kernels", bits)) != std::string::npos;
+      EXPECT_EQ(claimed, packed && s.bits == bits && (s.symmetric || bits == 4)) << bits;
+    }
+    if (packed && !fast_wna16) {
+      EXPECT_NE(kernels.find("HummingLinearKernel"), std::string::npos);
+      EXPECT_NE(kernels.find(WeightNumberName(s)), std::string::npos);
+    }
+    if (s.type == WeightType::kFloat) {
+      EXPECT_TRUE(kernels.find(fmt::format("FP{}", s.bits)) != std::string::npos ||
+                  kernels.find(fmt::format("Fp{}", s.bits)) != std::string::npos)
+          << "a float row's kernels name its FP" << s.bits << " number type";
+      EXPECT_EQ(kernels.find("A16 kernels"), std::string::npos);
+    }
+  }
+  EXPECT_EQ(WeightNumberName(*FindScheme("w4a16")), "int4");
+  EXPECT_EQ(WeightNumberName(*FindScheme("w3a16-asym")), "int3");
+  EXPECT_EQ(WeightNumberName(*FindScheme("w8a8")), "int8");
+  EXPECT_EQ(WeightNumberName(*FindScheme("w4afp8")), "int4");
+  EXPECT_EQ(WeightNumberName(*FindScheme("fp8-dynamic")), "fp8");
+  EXPECT_EQ(WeightNumberName(*FindScheme("fp8-block")), "fp8");
+  EXPECT_EQ(WeightNumberName(*FindScheme("nvfp4a16")), "nvfp4");
+  EXPECT_EQ(WeightNumberName(*FindScheme("mxfp4a16")), "mxfp4");
+  EXPECT_EQ(WeightNumberName(*FindScheme("mxfp8a16")), "mxfp8");
 }
 
 // --scheme takes our names and llm-compressor's preset names, in any case.

@@ -1,7 +1,9 @@
 """`sparkulator card` end to end: a DFlash draft quantized by sparkulator, benchmarked on two stand-in
 "machines" (tests/python/standin_server.py: NOT a real LLM server, with known ground truth), turned
 into a model card. The card's numbers must equal the JSON they came from, its front matter must parse
-as YAML, its Markdown must render (markdown-it-py), and updating it must keep the author's prose."""
+as YAML, its Markdown must render (markdown-it-py), and updating it must keep the author's prose.
+The card of every scheme row (listed by `quantize --help`) must name its own format, number type
+and kernels."""
 import json
 import os
 import re
@@ -165,3 +167,86 @@ def test_not_a_sparkulator_checkpoint_is_a_clear_error(tmp_path, run):
     (tmp_path / "m" / "config.json").write_text('{"model_type": "llama"}')
     r = run("card", tmp_path / "m")
     assert r.returncode == 2 and "config.json" in r.stderr and "sparkulator quantize" in r.stderr
+
+
+def scheme_names(run):
+    """Every row of the scheme table, as `sparkulator quantize --help` lists them under --scheme
+    (generated from the table: a row's name and summary, then a line with its group sizes)."""
+    r = run("quantize", "--help")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    names = [lines[i].split()[0] for i in range(len(lines) - 1)
+             if "group sizes" in lines[i + 1] and "group sizes" not in lines[i] and lines[i].strip()]
+    assert "w4a16" in names and len(names) == len(set(names)) and len(names) >= 10, r.stdout
+    return names
+
+
+def number_tag(weights):
+    """The number type a card must tag, from the checkpoint's own quantization_config weights."""
+    bits = weights["num_bits"]
+    if weights["type"] == "int":
+        return f"int{bits}"
+    if weights.get("scale_dtype") == "torch.uint8":
+        return f"mxfp{bits}"  # E8M0 exponents
+    return "nvfp4" if bits == 4 else f"fp{bits}"
+
+
+def test_every_scheme_card_names_its_format_number_type_and_kernels(tmp_path, run):
+    """The card of every scheme row, judged against the checkpoint's own quantization_config: the
+    compressed-tensors format, the weights' width and number type (words and tags), and kernels of
+    that number type only (no "fast W4A16 kernels" for an FP8, NVFP4, W8A8 or 3-bit checkpoint)."""
+    src = tmp_path / "src"
+    assert run("example", src, "--family", "dflash").returncode == 0
+    number_tags = {f"int{b}" for b in range(2, 9)} | {"fp8", "fp4", "nvfp4", "mxfp4", "mxfp8"}
+    failures = []
+    for scheme in scheme_names(run):
+        draft = tmp_path / scheme
+        r = run("quantize", src, draft, "--scheme", scheme)
+        assert r.returncode == 0, (scheme, r.stderr)
+        r = run("card", draft, "--base-model", "org/draft")
+        assert r.returncode == 0, (scheme, r.stderr)
+        text = r.stdout
+        qc = json.loads((draft / "config.json").read_text())["quantization_config"]
+        [group] = qc["config_groups"].values()
+        w, fmt, bits = group["weights"], qc["format"], group["weights"]["num_bits"]
+        intro = re.search(r"`org/draft`: (.*?)\. It is written in the compressed-tensors `([^`]*)` "
+                          r"format that vLLM loads on (.*?), made with sparkulator", text, re.S)
+        if intro is None:
+            failures.append(f"{scheme}: no description sentence")
+            continue
+        words, named_format, kernels = intro.groups()
+        tags = set(front_matter(text)["tags"])
+        problems = []
+        if named_format != fmt:
+            problems.append(f"format `{named_format}`, config.json says {fmt}")
+        if scheme not in tags or tags & number_tags != {number_tag(w)}:
+            problems.append(f"tags {sorted(tags)}, expected {scheme} and {number_tag(w)}")
+        if w["type"] == "int":
+            if f"{bits}-bit integer" not in words and f"int{bits}" not in words:
+                problems.append(f"words {words!r} do not say int{bits}")
+            if re.search(r"(?i)fp4|mxfp|nvfp", words + kernels):
+                problems.append(f"an int{bits} card names FP4/MX/NV kernels: {kernels!r}")
+        else:
+            if f"FP{bits}" not in words:
+                problems.append(f"words {words!r} do not say FP{bits}")
+            if f"fp{bits}" not in kernels.lower():
+                problems.append(f"kernels {kernels!r} are not FP{bits} kernels")
+            if re.search(r"\bint\d|W\dA16 kernels|WNA16|Machete", kernels):
+                problems.append(f"a float card names integer kernels: {kernels!r}")
+        # Marlin/Machete's fast WNA16 kernels: int4 (zero points or not) and symmetric int8 only.
+        claims = set(re.findall(r"W(\d)A16 kernels", text))
+        fast = fmt == "pack-quantized" and (bits == 4 or (bits == 8 and w["symmetric"]))
+        if claims != ({str(bits)} if fast else set()):
+            problems.append(f"claims W{sorted(claims)}A16 kernels")
+        if fmt == "pack-quantized" and bits not in (4, 8) and "HummingLinearKernel" not in kernels:
+            problems.append(f"a {bits}-bit card does not say only Humming runs it: {kernels!r}")
+        failures += [f"{scheme}: {p}" for p in problems]
+    assert not failures, "\n".join(failures)
+
+
+def test_w4a16_card_words_are_unchanged(made):
+    """The W4A16 description, byte for byte as before the card took its words from the scheme row."""
+    text = made[2].read_text()
+    assert ("`org/draft`: 4-bit integer weights (groups of 128, one BF16 scale each), 16-bit "
+            "activations. It is written in the compressed-tensors `pack-quantized` format that vLLM "
+            "loads on its fast W4A16 kernels, made with sparkulator ") in text

@@ -1,0 +1,49 @@
+// MakeCard reads through the FileSystem it is handed: a config.json that exists only in a wrapper's
+// memory is the one it reads, and a record whose scheme has no row of the scheme table is refused.
+#include "card/card.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace spk::card {
+namespace {
+
+// The default file system, with some files that exist only in memory.
+class InMemoryFiles : public FileSystemWrapper {
+ public:
+  InMemoryFiles() : FileSystemWrapper(FileSystem::Default()) {}
+  std::map<std::string, std::string> files;
+
+  Result<std::string> ReadFile(const std::string& path) override {
+    auto it = files.find(path);
+    if (it == files.end()) return Status::NotFound("in memory: no " + path);
+    return it->second;
+  }
+  FileKind KindOf(const std::string& path) override {
+    return files.count(path) ? FileKind::kFile : FileKind::kMissing;
+  }
+};
+
+TEST(MakeCard, ReadsTheCheckpointThroughItsFileSystem) {
+  InMemoryFiles fs;
+  CardOptions options;
+  options.checkpoint = "/no/such/ckpt";
+  auto missing = MakeCard(&fs, options, "");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("in memory: no /no/such/ckpt/config.json"),
+            std::string::npos)
+      << missing.status().message();
+
+  fs.files["/no/such/ckpt/config.json"] =
+      R"({"quantization_config": {}, "sparkulator": {"scheme": "w9a16"}})";
+  auto unknown = MakeCard(&fs, options, "");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidInput);
+  EXPECT_NE(unknown.status().message().find("/no/such/ckpt/config.json"), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("\"w9a16\""), std::string::npos);
+  EXPECT_NE(unknown.status().message().find("fp8-block"), std::string::npos);  // the known ones
+}
+
+}  // namespace
+}  // namespace spk::card
