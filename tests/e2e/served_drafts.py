@@ -11,7 +11,8 @@ in this process too) and the registry's model-class inspection run here instead 
 (`_run_in_subprocess`, which only exists so that a CUDA host does not initialise CUDA in the
 parent; it reads the class's interfaces, no weights). vLLM's loading, kernels and speculative
 decoding are its own. Between jobs the distributed state is torn down
-(cleanup_dist_env_and_memory), as vLLM's own tests do between engines.
+(cleanup_dist_env_and_memory), as vLLM's own tests do between engines, and what vLLM logs once
+per process is reset, so each job's log reads as a fresh process's (`_fresh_logs`).
 
 Each job builds `vllm.LLM(model, speculative_config=...)`, greedily generates from token-id
 prompts (no tokenizer: skip_tokenizer_init), reads the spec-decode counters (LLM.get_metrics) and
@@ -65,6 +66,19 @@ def _in_process_inspection() -> None:
     registry._run_in_subprocess = lambda fn: fn()
 
 
+def _fresh_logs() -> None:
+    """What vLLM logs once per process (logger.*_once, e.g. "Loading drafter model...", and the
+    W4A16 kernel line: a class-level set) is logged again for each job, as by a fresh process."""
+    from vllm import logger as vllm_logger
+    for name in ("_print_debug_once", "_print_info_once", "_print_warning_once"):
+        getattr(vllm_logger, name).cache_clear()
+    from vllm.model_executor.layers.quantization.compressed_tensors.schemes import (
+        compressed_tensors_wNa16 as wna16)
+    backends = getattr(wna16.CompressedTensorsWNA16, "_kernel_backends_being_used", None)
+    if isinstance(backends, set):
+        backends.clear()
+
+
 def _teardown() -> None:
     from vllm.distributed.parallel_state import cleanup_dist_env_and_memory
     cleanup_dist_env_and_memory()
@@ -75,6 +89,7 @@ def run_job(job: dict) -> dict:
     t0 = time.time()
     result = {"name": job["name"], "loaded": False, "error": "", "outputs": [], "spec": None}
     llm = None
+    _fresh_logs()
     try:
         llm = LLM(model=job["model"], speculative_config=job["speculative_config"],
                   dtype="bfloat16", max_model_len=512, max_num_seqs=2, enforce_eager=True,
