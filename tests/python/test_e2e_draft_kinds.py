@@ -4,11 +4,13 @@ For the draft kinds vLLM 0.32's CPU build serves, a tiny random-init checkpoint 
 layout (test_draft_kinds.py's builder, with the names and shapes vLLM's load_weights reads) is
 quantized twice: with the default W4A16 preset and with `--preset none` (every Linear, heads too).
 - EAGLE-1 (`EagleLlamaForCausalLM`, method eagle) beside a tiny random Qwen3 target;
-- MiMo MTP (`MiMoForCausalLM` with `model.mtp_layers.0`, method mtp): the target and its MTP layer
-  in one checkpoint.
-The default output of each loads in vLLM and serves greedy requests through the method on
-sparkulator's own serve line, and vLLM's spec-decode counters show the draft drafted. The MiMo
-`--preset none` copy, whose `input_proj` (a plain nn.Linear in vLLM) is packed, does not load, with
+- MiMo MTP (`MiMoForCausalLM` with `model.mtp_layers.0`, method mtp) and DeepSeek MTP
+  (`DeepseekV3ForCausalLM` with MLA and `model.layers.2`, method mtp): the target and its MTP
+  layer in one checkpoint.
+The default output of each loads in vLLM (the drafter's layers through the W4A16 kernel) and serves
+greedy requests through the method on sparkulator's own serve line, and vLLM's spec-decode
+counters show the draft drafted. The `--preset none` copy of each MTP kind, whose head vLLM builds
+as a plain nn.Linear (MiMo's `input_proj`, DeepSeek's `eh_proj`) is packed, does not load, with
 vLLM's error naming that weight, and `sparkulator check` predicts it: error `vllm-map-no-scheme` on
 that module, while the default output passes. EAGLE-1 has no head vLLM builds dense (its lm_head is
 the target's), so its `--preset none` copy is the default output tensor for tensor, and check passes
@@ -30,6 +32,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import test_draft_kinds as kinds
@@ -56,6 +59,8 @@ MAX_TOKENS = 8
 # checkpoint's layer 0 to vLLM's layer 2, where input_proj is a plain nn.Linear with `weight` only.
 MIMO_HEAD_ERROR = ("ValueError: There is no module or parameter named "
                    "'model.mtp_layers.2.input_proj.weight_packed' in MiMoMTP")
+# DeepSeekMTP.load_weights looks the packed eh_proj up in its parameters (a plain nn.Linear).
+DEEPSEEK_HEAD_ERROR = "KeyError: 'model.layers.2.eh_proj.weight_packed'"
 DRAFTER_LINE = "Loading drafter model"
 KERNEL_LINE = "Using CPUWNA16LinearKernel for CompressedTensorsWNA16"
 REFUSED = {"Qwen3DSparkModel": "Model Runner V1 does not support: dspark speculative decoding",
@@ -103,6 +108,36 @@ def mimo_layout(weight: str) -> list:
     if disk.endswith("qkv_proj.weight"):  # Qwen2's attention has q/k/v biases
         out += [(b, shape(b)) for b in (w.removesuffix(".weight") + ".bias" for w, _ in out)]
     return out
+
+
+# DeepSeek MTP (MLA): vLLM 0.32's CPU MLA decode kernel has the latent width 576 only
+# (kv_lora_rank 512 + qk_rope_head_dim 64; cpu_mla.py), not the map's tiny 128.
+QL, KL, NOPE, ROPE, VH = 128, 512, 128, 64, 128
+MLA_SHAPES = {"q_a_proj": (QL, H), "q_b_proj": (HEADS * (NOPE + ROPE), QL),
+              "kv_a_proj_with_mqa": (KL + ROPE, H), "kv_b_proj": (HEADS * (NOPE + VH), KL),
+              "o_proj": (H, HEADS * VH), "eh_proj": (H, 2 * H), "head": (VOCAB, H),
+              "q_a_layernorm": (QL,), "kv_a_layernorm": (KL,)}
+DEEPSEEK = {**ATTENTION, "num_hidden_layers": LAYERS, "num_key_value_heads": HEADS,
+            "q_lora_rank": QL, "kv_lora_rank": KL, "qk_nope_head_dim": NOPE,
+            "qk_rope_head_dim": ROPE, "v_head_dim": VH, "n_routed_experts": 4,
+            "n_shared_experts": 1, "num_experts_per_tok": 2, "moe_intermediate_size": 256,
+            "n_group": 1, "topk_group": 1, "moe_layer_freq": 1, "rope_scaling": None,
+            "hidden_act": "silu", "topk_method": "noaux_tc", "scoring_func": "sigmoid",
+            "norm_topk_prob": True, "routed_scaling_factor": 1.0}
+
+
+def deepseek_layout(weight: str) -> list:
+    # DeepSeekMTP.load_weights adds `mtp_block.` to the MTP layer's decoder weights itself: the
+    # checkpoint stores model.layers.2.self_attn... (layer 2 = after the target's two). The target's
+    # layers 0 and 1 are the same dense decoder layer (first_k_dense_replace 8), so the MTP
+    # layer's decoder names give them too; embed_tokens is the target's.
+    if leaf(weight) == "mla_attn":  # the map's MLAAttention entry: no tensor
+        return []
+    mla = lambda w: MLA_SHAPES.get(leaf(w), shape(w))  # noqa: E731
+    if ".mtp_block." in weight:
+        rest = weight.split(".mtp_block.", 1)[1]
+        return [(f"model.layers.{i}.{rest}", mla(weight)) for i in range(LAYERS + 1)]
+    return [(weight, mla(weight))]
 
 
 def qwen3_layout(weight: str) -> list:
@@ -178,6 +213,14 @@ def proof(vllm_tier, vllm_venv, tmp_path_factory, spk):
                            config=config,
                            base=load_file(str(root / "mimo-target" / "model.safetensors")))
     quantize("mimo", root / "mimo" / "src")
+    deepseek = "DeepSeekMTPModel"
+    rng = np.random.default_rng(1)
+    kinds.write_checkpoint(root / "deepseek" / "src", deepseek, MAP[deepseek],
+                           layout=deepseek_layout, config=DEEPSEEK,
+                           base={"model.norm.weight": np.ones(H, np.float16),
+                                 "lm_head.weight": (rng.standard_normal((VOCAB, H)) * 0.02
+                                                    ).astype(np.float16)})
+    quantize("deepseek", root / "deepseek" / "src")
     for name in REFUSED:
         arch = MAP[name]
         kinds.write_checkpoint(root / name / "src", name, arch,
@@ -195,7 +238,8 @@ def proof(vllm_tier, vllm_venv, tmp_path_factory, spk):
                 "max_tokens": MAX_TOKENS}
 
     jobs = [job("eagle-w4a16", "eagle", "q"), job("mimo-w4a16", "mimo", "q"),
-            job("mimo-preset-none", "mimo", "all")]
+            job("mimo-preset-none", "mimo", "all"), job("deepseek-w4a16", "deepseek", "q"),
+            job("deepseek-preset-none", "deepseek", "all")]
     jobs += [job(name, name, "q") for name in REFUSED]
     (root / "jobs.json").write_text(json.dumps(jobs, indent=1))
     environ = dict(os.environ, **server.base_env(), VLLM_CACHE_ROOT=str(root / "cache"),
@@ -229,7 +273,8 @@ def served_ok(result: dict, k: int) -> None:
 
 
 @pytest.mark.parametrize("key,job,method", [("eagle", "eagle-w4a16", "eagle"),
-                                            ("mimo", "mimo-w4a16", "mtp")])
+                                            ("mimo", "mimo-w4a16", "mtp"),
+                                            ("deepseek", "deepseek-w4a16", "mtp")])
 def test_default_output_serves_with_its_method(proof, key, job, method):
     built, result = proof["built"][key], proof["results"][job]
     _, spec = spec_of(built["plan"]["serve"])
@@ -247,18 +292,22 @@ def test_default_output_serves_with_its_method(proof, key, job, method):
     assert code == 0 and errors == [], report["findings"]
 
 
-def test_mimo_head_quantized_copy_fails_as_check_predicts(proof):
-    built, result = proof["built"]["mimo"], proof["results"]["mimo-preset-none"]
+@pytest.mark.parametrize("key,head,error", [("mimo", "model.mtp_layers.0.input_proj",
+                                             MIMO_HEAD_ERROR),
+                                            ("deepseek", "model.layers.2.eh_proj",
+                                             DEEPSEEK_HEAD_ERROR)])
+def test_head_quantized_copy_fails_as_check_predicts(proof, key, head, error):
+    built, result = proof["built"][key], proof["results"][f"{key}-preset-none"]
     # The exception vLLM's LLM(...) raised (the engine runs in-process: its own error).
     assert not result["loaded"], result
-    assert result["error"].startswith(MIMO_HEAD_ERROR), (result["error"], result["log"][-4000:])
+    assert result["error"].startswith(error), (result["error"], result["log"][-4000:])
     code, report = built["check_all"]
     flagged = {f["module"] for f in report["findings"]
                if f["code"] == "vllm-map-no-scheme" and f.get("severity") == "error"}
-    assert code == 1 and "model.mtp_layers.0.input_proj" in flagged, report["findings"]
+    assert code == 1 and head in flagged, report["findings"]
     # The default output left that head dense (and vLLM loaded it: the test above).
-    assert "model.mtp_layers.0.input_proj" in kinds.quantized_modules(built["all"])
-    assert "model.mtp_layers.0.input_proj" not in kinds.quantized_modules(built["q"])
+    assert head in kinds.quantized_modules(built["all"])
+    assert head not in kinds.quantized_modules(built["q"])
 
 
 def test_eagle_has_no_dense_head_so_preset_none_is_the_served_output(proof):
