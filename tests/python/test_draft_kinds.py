@@ -64,16 +64,27 @@ def config_for(name: str, arch: dict) -> dict:
     return config
 
 
-def write_checkpoint(folder: Path, name: str, arch: dict) -> None:
+def square_layout(weight: str) -> list:
+    """The map's name itself, [SIDE, SIDE] (a norm or a plain parameter [SIDE])."""
+    shape = (SIDE,) if "norm" in weight or not weight.endswith(".weight") else (SIDE, SIDE)
+    return [(weight, shape)]
+
+
+def write_checkpoint(folder: Path, name: str, arch: dict, layout=square_layout,
+                     config: dict | None = None, base: dict | None = None) -> None:
+    """Every weight of the architecture, random F16. `layout(weight)` gives the (name, shape)
+    pairs a weight is stored as (default: the map's name, square); test_e2e_draft_kinds.py passes
+    the names and shapes vLLM's load_weights reads, with `config` (merged into config_for's) and
+    `base` (tensors stored with the draft's: an MTP checkpoint's target)."""
     from safetensors.numpy import save_file
     rng = np.random.default_rng(0)
-    tensors = {}
+    tensors = dict(base or {})
     for weight in list(module_weights(arch)) + plain_weights(arch):
-        shape = (SIDE,) if "norm" in weight or not weight.endswith(".weight") else (SIDE, SIDE)
-        tensors[weight] = (rng.standard_normal(shape) * 0.02).astype(np.float16)
+        for stored, shape in layout(weight):
+            tensors[stored] = (rng.standard_normal(shape) * 0.02).astype(np.float16)
     folder.mkdir(parents=True)
     save_file(tensors, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps(config_for(name, arch)))
+    (folder / "config.json").write_text(json.dumps({**config_for(name, arch), **(config or {})}))
 
 
 def leaf(name: str) -> str:
