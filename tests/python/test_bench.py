@@ -39,8 +39,8 @@ def wait_up(port, timeout=10):
     raise RuntimeError("stand-in did not start")
 
 
-@pytest.fixture
-def standin():
+def _standins():
+    """Starts stand-in servers on request (`start(*flags)` -> URL); kills them all at the end."""
     procs = []
 
     def start(*flags):
@@ -56,7 +56,12 @@ def standin():
         p.wait()
 
 
-@pytest.fixture
+standin = pytest.fixture(_standins, name="standin")
+# For a module fixture that serves once for all its tests (test_card.py's bench results).
+standin_per_module = pytest.fixture(_standins, scope="module", name="standin_per_module")
+
+
+@pytest.fixture(scope="module")
 def bench(spk):
     """`sparkulator bench ARGS`, the finished process (any exit code: the tests check it)."""
     return lambda *args, timeout=60: spk("bench", *args, expect=None, timeout=timeout)

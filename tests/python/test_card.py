@@ -16,18 +16,21 @@ from markdown_it import MarkdownIt
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from test_bench import bench, standin  # noqa: E402,F401  (fixtures)
+from test_bench import bench, standin, standin_per_module  # noqa: E402,F401  (fixtures)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def run(spk):
     """conftest's spk with any exit code (the tests check it) and card's old 120 s limit."""
     return lambda *args: spk(*args, expect=None, timeout=120)
 
 
-@pytest.fixture
-def made(standin, bench, run, tmp_path):
-    """(draft folder, [results json paths], card path) with the card written."""
+@pytest.fixture(scope="module")
+def made_once(standin_per_module, bench, run, tmp_path_factory):
+    """(draft folder, [results json paths], card path) with the card written, once per module:
+    a quantize and two benches against stand-in servers (~10 s, ~40 s under the sanitizers)."""
+    standin = standin_per_module
+    tmp_path = tmp_path_factory.mktemp("card")
     src, draft = tmp_path / "src", tmp_path / "draft-w4a16"
     assert run("example", src, "--family", "dflash").returncode == 0
     (src / "README.md").write_text("---\nlicense: apache-2.0\n---\nThe source's card.\n")
@@ -50,6 +53,17 @@ def made(standin, bench, run, tmp_path):
     r = run(*args)
     assert r.returncode == 0, r.stderr
     return draft, files, card
+
+
+@pytest.fixture
+def made(made_once, tmp_path):
+    """made_once's folders copied for one test, which may edit them."""
+    import shutil
+    draft, files, card = made_once
+    root = draft.parent
+    shutil.copytree(root, tmp_path / "made", symlinks=True)
+    moved = lambda p: tmp_path / "made" / p.relative_to(root)  # noqa: E731
+    return moved(draft), [moved(f) for f in files], moved(card)
 
 
 def front_matter(text):
@@ -138,7 +152,7 @@ def tensor_bytes(folder):
 def test_quantize_records_what_the_card_needs(made, tmp_path):
     draft, files, card = made
     record = json.loads((draft / "config.json").read_text())["sparkulator"]
-    assert record["source_tensor_bytes"] == tensor_bytes(tmp_path / "src")
+    assert record["source_tensor_bytes"] == tensor_bytes(draft.parent / "src")
     assert record["output_tensor_bytes"] == tensor_bytes(draft)
     assert record["group_size"] == 128 and record["family"] == "dflash" and record["data_free"]
     kept = {k["tensor"] for k in record["kept_dense"]}
