@@ -84,7 +84,7 @@ void Checker::CheckAgainstModuleMap() {
 // quantization_config is never read, so what loads is decided by the target's. MTP layers are
 // the target checkpoint's own, so for them this is the normal case.
 void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
-  if (!arch.is_draft || !arch.built_under_target_config || arch.method() == "mtp") return;
+  if (!arch.takes_target_quant_config()) return;
   const std::string where = fmt::format(
       "vLLM {} builds {} ({}) under the target's quantization config and never reads "
       "the draft's own",

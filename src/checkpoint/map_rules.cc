@@ -191,9 +191,7 @@ std::string UnmappedArchitectureWarning(const MapContext& context,
 
 std::string TargetConfigWarning(const MapContext& context) {
   const MappedArchitecture* a = context.architecture;
-  if (a == nullptr || !a->is_draft || !a->built_under_target_config || a->method() == "mtp") {
-    return "";
-  }
+  if (a == nullptr || !a->takes_target_quant_config()) return "";
   return fmt::format(
       "vLLM {} builds {} ({}) under the target's quantization config and never reads the "
       "draft's own: this quantized draft loads only beside a target quantized with the same "

@@ -156,6 +156,10 @@ std::string_view MappedArchitecture::method() const {
   return "";
 }
 
+bool MappedArchitecture::takes_target_quant_config() const {
+  return is_draft && built_under_target_config && method() != "mtp";
+}
+
 const std::vector<ModuleMap>& ModuleMaps() {
   static const std::vector<ModuleMap> kMaps = [] {
     std::vector<ModuleMap> maps;

@@ -55,6 +55,9 @@ struct MappedArchitecture {
 
   // The method of a `--speculative-config` ("dspark"), or "" for a target.
   std::string_view method() const;
+  // A separate draft (not MTP layers) whose own quantization_config vLLM never reads: its Linears
+  // are built under the target's (built_under_target_config).
+  bool takes_target_quant_config() const;
 };
 
 struct ModuleMap {
