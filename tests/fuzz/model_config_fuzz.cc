@@ -1,8 +1,8 @@
-// libFuzzer target: every command reads a user's config.json, so its parser, the quantization_config
-// reader, the draft-family detection and the vLLM naming built from it must never crash, hang or
-// read out of bounds, whatever the JSON holds (wrong types, huge or negative layer counts, NaN-like
-// numbers). A config that parses gives a family, a naming and a speculative-token count; one that
-// does not gives an error naming the file.
+// libFuzzer target: every command reads a user's config.json, so its parser, the
+// quantization_config reader, the draft-family detection and the vLLM naming built from it must
+// never crash, hang or read out of bounds, whatever the JSON holds (wrong types, huge or negative
+// layer counts, NaN-like numbers). A config that parses gives a family, a naming and a
+// speculative-token count; one that does not gives an error naming the file.
 #include <cstdint>
 #include <cstdlib>
 #include <string>

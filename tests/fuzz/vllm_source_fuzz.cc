@@ -1,10 +1,10 @@
 // libFuzzer target: `sparkulator check --vllm DIR` reads Python source from a vLLM tree the user
-// names, finds the unguarded qkv_proj.weight reads (check/vllm_code.h) and writes patches as unified
-// diffs (check/vllm_source.h). Whatever the file holds (no newline at the end, CRLF, tabs, a guard
-// header that never closes, a `def` at any depth), the scan and the patch must not crash, hang or
-// read out of bounds; every reported line number lies inside the file and every patch is a diff of
-// that file. The input is written as the tree's laguna_dflash.py (the file both patches apply to)
-// in a temporary folder made once per process.
+// names, finds the unguarded qkv_proj.weight reads (check/vllm_code.h) and writes patches as
+// unified diffs (check/vllm_source.h). Whatever the file holds (no newline at the end, CRLF, tabs,
+// a guard header that never closes, a `def` at any depth), the scan and the patch must not crash,
+// hang or read out of bounds; every reported line number lies inside the file and every patch is a
+// diff of that file. The input is written as the tree's laguna_dflash.py (the file both patches
+// apply to) in a temporary folder made once per process.
 #include <unistd.h>
 
 #include <cstdint>
