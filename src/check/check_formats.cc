@@ -2,7 +2,8 @@
 // block, INT8 / W4AFP8, NVFP4, MXFP4, MXFP8), verified by the checkpoint's codec
 // (quant/codec.h Tensors(): names, dtypes, shapes), their scale values by one rule per scale
 // dtype, NVFP4's global scale shared by fused partners, and the shape rules vLLM 0.32's kernels
-// state for the format (the plan's SchemeKernelRuleViolation, so that check and quantize agree).
+// state for the format (checkpoint/gemm.h JudgeGemm, the plan's judge, so that check and quantize
+// agree).
 #include <cmath>
 #include <map>
 
