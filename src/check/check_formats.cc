@@ -2,11 +2,13 @@
 // block, INT8 / W4AFP8, NVFP4, MXFP4, MXFP8), verified by the checkpoint's codec
 // (quant/codec.h Tensors(): names, dtypes, shapes), their scale values by one rule per scale
 // dtype, NVFP4's global scale shared by fused partners, and the shape rules vLLM 0.32's kernels
-// state for the format (the plan's SchemeKernelRuleViolation, so that check and quantize agree).
+// state for the format (checkpoint/gemm.h JudgeGemm, the plan's judge, so that check and quantize
+// agree).
 #include <cmath>
 #include <map>
 
 #include "check/checker.h"
+#include "checkpoint/gemm.h"
 #include "checkpoint/quantized_modules.h"
 #include "quant/float_formats.h"
 #include "tensor/float_convert.h"
@@ -121,9 +123,13 @@ void Checker::CheckVllmShapeRules() {
   for (const LinearModule& lm : linears_) {
     if (!lm.codec_shape) continue;
     const auto& [out, in, file] = *lm.codec_shape;
-    if (auto rule = SchemeKernelRuleViolation(*scheme_->scheme, lm.module, lm.fused, out, in,
-                                              scheme_->params.group_size, options_.tp,
-                                              fused_out[lm.fused])) {
+    const GemmGeometry gemm{.module = lm.module,
+                            .vllm_module = lm.fused,
+                            .out = out,
+                            .in = in,
+                            .fused_out = fused_out[lm.fused]};
+    if (auto rule =
+            JudgeGemm(*scheme_->scheme, scheme_->params.group_size, gemm, options_.tp).plan_rule) {
       Add(Severity::kError, "kernel-rule", lm.module, file,
           fmt::format("{} (vLLM module {}) [{}, {}] at --tp {}: {}", lm.module, lm.vllm_name, out,
                       in, options_.tp, *rule),
@@ -134,33 +140,41 @@ void Checker::CheckVllmShapeRules() {
   }
 }
 
-// The WNA16 kernel rules for the release judged: Marlin's old tile rule before
-// kFirstPaddedMarlinVllm; from it, an error only where neither a CUDA GPU nor the CPU build has a
-// kernel for the shape, a warning naming the platform where one of them refuses it.
+// The WNA16 kernel rules for the release judged, for each module's own config group: Marlin's old
+// tile rule (the plan's) before kFirstPaddedMarlinVllm; from it, an error only where neither a
+// CUDA GPU nor the CPU build has a kernel for the shape, a warning naming the platform where one
+// of them refuses it. A width without a vLLM kernel is reported once for the scheme, not here.
 void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused_out) {
   const bool padded =
       CompareVllmVersions(vllm_.version, *ParseVllmVersion(kFirstPaddedMarlinVllm)) >= 0;
   for (const LinearModule& lm : linears_) {
     if (!lm.packed_shape) continue;
     const LinearModule::PackedShape& s = *lm.packed_shape;
+    const QuantScheme* row =
+        FindSchemeFor("pack-quantized", "int", s.bits, s.symmetric,
+                      StrategyName(WeightStrategy::kGroupOrChannel, s.group_size));
+    if (row == nullptr) continue;
+    auto it = fused_out.find(lm.fused);
+    const GemmJudgement v = JudgeGemm(*row, s.group_size,
+                                      {.module = lm.module,
+                                       .vllm_module = lm.fused,
+                                       .out = s.out,
+                                       .in = s.in,
+                                       .fused_out = it == fused_out.end() ? 0 : it->second},
+                                      options_.tp);
     const std::string shape = fmt::format("[{}, {}] at --tp {}", s.out, s.in, options_.tp);
     const std::string keep = "keep the module dense (ignore it) or use another group size / --tp";
     if (!padded) {
-      if (auto rule =
-              KernelRuleViolation(lm.fused, s.out, s.in, s.bits, s.group_size, options_.tp)) {
+      if (v.plan_rule) {
         Add(Severity::kError, "kernel-rule", lm.module, s.file,
             fmt::format("{}: {}; vLLM {} has no kernel for it (check takes Marlin's zero-padded "
                         "tiles from vLLM {} on)",
-                        shape, *rule, vllm_.version.text, kFirstPaddedMarlinVllm),
+                        shape, *v.plan_rule, vllm_.version.text, kFirstPaddedMarlinVllm),
             keep);
       }
       continue;
     }
-    auto it = fused_out.find(lm.fused);
-    Wna16Verdicts v =
-        PackQuantizedVerdicts(lm.fused, s.out, s.in, it == fused_out.end() ? 0 : it->second, s.bits,
-                              s.symmetric, s.group_size, options_.tp);
-    if (v.row == nullptr) continue;
+    if (v.row->cuda_rule == nullptr) continue;
     const std::string where = fmt::format("{} (vLLM module {})", shape, lm.fused);
     if (v.split) {
       Add(Severity::kError, "kernel-rule", lm.module, s.file,

@@ -123,7 +123,7 @@ class Checker {
   std::optional<std::pair<int64_t, int64_t>> CheckCodecTensors(const std::string& module,
                                                                const ModuleTensors& mt,
                                                                LinearModule* lm);
-  // The registry format's kernel rules (plan.h SchemeKernelRuleViolation) for every module with a
+  // The registry format's kernel rules (checkpoint/gemm.h JudgeGemm) for every module with a
   // codec_shape, each judged with the rows of its whole fused GEMM.
   void CheckVllmShapeRules();
   void CheckPackedKernelRules(const std::map<std::string, int64_t>& fused_out);

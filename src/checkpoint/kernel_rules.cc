@@ -211,6 +211,23 @@ constexpr std::string_view kWna16Source =
     "kernels/linear/__init__.py choose_mp_linear_kernel; distributed/utils.py "
     "verify_group_size_divides_partition";
 
+constexpr std::string_view kOddWidthKernels =
+    "none: no stock vLLM 0.32 kernel takes 2/3/5/6/7-bit weights on any GPU or on the CPU build "
+    "(Machete, Marlin, Conch and Exllama take 4 and 8 bits); on CUDA only HummingLinearKernel, "
+    "from the optional `humming` package. The plan still keeps Marlin's old tile rule";
+
+// A pack-quantized width without a vLLM kernel: no per-platform rules (check reports the scheme
+// once, not per module), the plan's tile rule as for every pack-quantized row.
+constexpr KernelRule NoStockKernelRow(std::string_view scheme) {
+  return {.scheme = scheme,
+          .kernel = "MarlinLinearKernel",
+          .kernels = kOddWidthKernels,
+          .condition = kWna16Condition,
+          .vllm_source = kWna16Source,
+          .rule = MarlinTilesBeforePadding,
+          .cpu_runs_format = false};
+}
+
 constexpr KernelRule Wna16Row(std::string_view scheme, bool cpu_runs_format) {
   return {.scheme = scheme,
           .kernel = "MarlinLinearKernel",
@@ -223,11 +240,21 @@ constexpr KernelRule Wna16Row(std::string_view scheme, bool cpu_runs_format) {
           .cpu_runs_format = cpu_runs_format};
 }
 
-const std::array<KernelRule, 11> kRules = {{
+const std::array<KernelRule, 21> kRules = {{
     Wna16Row("w4a16", true),
     Wna16Row("w4a16-asym", true),
     Wna16Row("w8a16", false),
     Wna16Row("w8a16-asym", false),
+    NoStockKernelRow("w2a16"),
+    NoStockKernelRow("w2a16-asym"),
+    NoStockKernelRow("w3a16"),
+    NoStockKernelRow("w3a16-asym"),
+    NoStockKernelRow("w5a16"),
+    NoStockKernelRow("w5a16-asym"),
+    NoStockKernelRow("w6a16"),
+    NoStockKernelRow("w6a16-asym"),
+    NoStockKernelRow("w7a16"),
+    NoStockKernelRow("w7a16-asym"),
     {.scheme = "w4afp8",
      .kernel = "CutlassW4A8LinearKernel",
      .kernels = "Hopper (sm90): CutlassW4A8LinearKernel, the only GPU kernel: on Ampere/Ada the "
@@ -299,20 +326,9 @@ const std::array<KernelRule, 11> kRules = {{
 
 std::span<const KernelRule> AllKernelRules() { return kRules; }
 
-const KernelRule* KernelRuleFor(std::string_view scheme) {
+const KernelRule* KernelRuleFor(const QuantScheme& scheme) {
   for (const KernelRule& row : kRules) {
-    if (row.scheme == scheme) return &row;
-  }
-  return nullptr;
-}
-
-const KernelRule* PackQuantizedKernelRule(int bits, bool symmetric) {
-  for (const KernelRule& row : kRules) {
-    const QuantScheme* scheme = FindScheme(row.scheme);
-    if (row.cuda_rule != nullptr && scheme != nullptr && scheme->bits == bits &&
-        scheme->symmetric == symmetric) {
-      return &row;
-    }
+    if (row.scheme == scheme.name) return &row;
   }
   return nullptr;
 }

@@ -12,8 +12,9 @@
 // generation where the format loads at all, so the plan applies them whatever the GPU; the CPU
 // build of vLLM may take more (see the rows).
 //
-// The plan keeps a module dense when its row's rule fails (plan.h SchemeKernelRuleViolation) and
-// `check` reports the same rule as a `kernel-rule` finding, so quantize and check agree.
+// The plan keeps a module dense when its row's rule fails and `check` reports the same rule as a
+// `kernel-rule` finding, so quantize and check agree: both ask checkpoint/gemm.h JudgeGemm, which
+// splits the layer per rank and applies the row.
 //
 // Pack-quantized rows (WNA16) carry two rules. `rule` is Marlin's tile rule from before vLLM
 // padded Marlin's tiles (vllm#45295): out per partition a multiple of 64, in a multiple of 128.
@@ -24,6 +25,8 @@
 // platform: its WNA16 kernel chooser over the platform's kernels, then the scheme's
 // whole-groups-per-rank check; `check` reports an error only where both refuse.
 // tests/python/test_kernel_rules.py calls vLLM's own functions on both sides of every boundary.
+// The 2/3/5/6/7-bit rows have no kernel at all (an explicit "no stock kernel" row): only the
+// plan's tile rule, no per-platform rules.
 //
 // Constant data and pure functions; thread-safe. No errors: a broken rule is a value.
 #pragma once
@@ -35,6 +38,8 @@
 #include <string_view>
 
 namespace spk {
+
+struct QuantScheme;
 
 // One Linear as vLLM builds it on one tensor-parallel rank.
 struct GemmPartition {
@@ -82,11 +87,9 @@ struct KernelRule {
 
 // Every row, in the scheme registry's order.
 std::span<const KernelRule> AllKernelRules();
-// The row of the scheme named `scheme`, or nullptr.
-const KernelRule* KernelRuleFor(std::string_view scheme);
-// The pack-quantized row for `bits` and symmetry (a checkpoint's config group), or nullptr for a
-// width without a row (2/3/5/6/7 bits).
-const KernelRule* PackQuantizedKernelRule(int bits, bool symmetric);
+// The row of `scheme`. Every scheme row has one (kernel_rules_test.cc OneRowPerScheme): a width
+// without a vLLM kernel has a row that says so.
+const KernelRule* KernelRuleFor(const QuantScheme& scheme);
 
 // What `check` and the plan say when the row's rule fails for `p` (the partition's shape, the rule,
 // the kernel, vLLM's message and where vLLM raises it), else nullopt.

@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "checkpoint/plan.h"
+#include "checkpoint/gemm.h"
 #include "quant/scheme.h"
 
 namespace spk {
@@ -19,6 +19,17 @@ constexpr std::string_view kK = "model.layers.0.self_attn.k_proj";
 constexpr std::string_view kV = "model.layers.0.self_attn.v_proj";
 constexpr std::string_view kO = "model.layers.0.self_attn.o_proj";
 
+const KernelRule& RowOf(std::string_view scheme) { return *KernelRuleFor(*FindScheme(scheme)); }
+
+// JudgeGemm for `scheme` at `group`: what the plan and check ask.
+GemmJudgement Judge(std::string_view scheme, std::string_view module, std::string_view vllm_module,
+                    int64_t out, int64_t in, int tp, int64_t fused_out = 0, int64_t group = 128) {
+  return JudgeGemm(
+      *FindScheme(scheme), group,
+      {.module = module, .vllm_module = vllm_module, .out = out, .in = in, .fused_out = fused_out},
+      tp);
+}
+
 // Every scheme row has exactly one row here (a new format has to say what vLLM's kernels do with
 // its shapes), and every row names a real scheme; the pack-quantized rows carry vLLM 0.32's
 // per-platform rules beside the old Marlin tile rule the plan keeps.
@@ -27,19 +38,25 @@ TEST(KernelRules, OneRowPerScheme) {
   for (const KernelRule& row : AllKernelRules()) {
     EXPECT_TRUE(rows.insert(row.scheme).second) << row.scheme;
     ASSERT_NE(FindScheme(row.scheme), nullptr) << row.scheme;
-    const bool packed = FindScheme(row.scheme)->format == "pack-quantized";
-    EXPECT_EQ(packed, row.cuda_rule != nullptr) << row.scheme;
-    EXPECT_EQ(packed, row.cpu_rule != nullptr) << row.scheme;
+    const QuantScheme& scheme = *FindScheme(row.scheme);
+    // A kernel chooser for the 4- and 8-bit integer rows; the other widths have no kernel.
+    const bool chooser =
+        scheme.format == "pack-quantized" && (scheme.bits == 4 || scheme.bits == 8);
+    EXPECT_EQ(chooser, row.cuda_rule != nullptr) << row.scheme;
+    EXPECT_EQ(chooser, row.cpu_rule != nullptr) << row.scheme;
+    if (scheme.format == "pack-quantized" && !chooser) {
+      EXPECT_NE(row.kernels.find("none:"), std::string_view::npos) << row.scheme;
+      EXPECT_FALSE(row.cpu_runs_format) << row.scheme;
+    }
     EXPECT_FALSE(row.kernels.empty() || row.condition.empty() || row.vllm_source.empty());
     EXPECT_EQ(row.rule != nullptr, !row.kernel.empty()) << row.scheme;
   }
   for (const QuantScheme& s : AllSchemes()) {
-    // Pack-quantized widths other than 4 and 8 bits are judged elsewhere.
-    if (s.format == "pack-quantized" && s.bits != 4 && s.bits != 8) continue;
-    EXPECT_NE(KernelRuleFor(s.name), nullptr) << s.name;
+    const KernelRule* row = KernelRuleFor(s);
+    ASSERT_NE(row, nullptr) << s.name;
+    EXPECT_EQ(row->scheme, s.name);
   }
-  EXPECT_EQ(PackQuantizedKernelRule(4, false), KernelRuleFor("w4a16-asym"));
-  EXPECT_EQ(PackQuantizedKernelRule(8, true), KernelRuleFor("w8a16"));
+  EXPECT_EQ(rows.size(), AllSchemes().size());
 }
 
 GemmPartition Part(std::string_view module, int64_t out, int64_t in, int64_t fused_out,
@@ -59,8 +76,7 @@ GemmPartition Part(std::string_view module, int64_t out, int64_t in, int64_t fus
 // kernel class it names is one this table lists for the scheme, so the two never disagree.
 TEST(KernelRules, TheSchemeRowsKernelsAreThisTablesKernels) {
   for (const QuantScheme& s : AllSchemes()) {
-    const KernelRule* row = KernelRuleFor(s.name);
-    if (row == nullptr) continue;  // 2/3/5/6/7 bits: no stock kernel (HummingLinearKernel)
+    const KernelRule* row = KernelRuleFor(s);
     const std::string words(s.kernels);
     for (size_t end = words.find("Kernel"); end != std::string::npos;
          end = words.find("Kernel", end + 1)) {
@@ -73,7 +89,7 @@ TEST(KernelRules, TheSchemeRowsKernelsAreThisTablesKernels) {
 }
 
 TEST(KernelRules, W4afp8NeedsWhole128TilesOfTheFusedGemm) {
-  const KernelRule& row = *KernelRuleFor("w4afp8");
+  const KernelRule& row = RowOf("w4afp8");
   EXPECT_FALSE(KernelRuleBreak(row, Part(kK, 64, 1024, 1152)));  // 1024 + 64 + 64
   auto n = KernelRuleBreak(row, Part(kK, 64, 1024, 1088));       // 960 + 64 + 64
   ASSERT_TRUE(n);
@@ -86,7 +102,7 @@ TEST(KernelRules, W4afp8NeedsWhole128TilesOfTheFusedGemm) {
 
 // validate_fp8_block_shape: every merged member but the last, and all at --tp > 1, in 128 rows.
 TEST(KernelRules, Fp8BlockRowsPerMergedMemberAndTpShard) {
-  const KernelRule& row = *KernelRuleFor("fp8-block");
+  const KernelRule& row = RowOf("fp8-block");
   auto k = KernelRuleBreak(row, Part(kK, 192, 1024, 1408, /*last=*/false));
   ASSERT_TRUE(k);
   EXPECT_NE(k->find("Weight output_partition_size = 192 is not divisible by weight quantization "
@@ -97,29 +113,27 @@ TEST(KernelRules, Fp8BlockRowsPerMergedMemberAndTpShard) {
   EXPECT_TRUE(KernelRuleBreak(row, Part(kV, 192, 1024, 1408, /*last=*/true, /*tp=*/2)));
   EXPECT_FALSE(KernelRuleBreak(row, Part(kQ, 256, 1024, 1408, /*last=*/false, /*tp=*/2)));
   // A row-parallel o_proj keeps its rows whole under --tp: vLLM does not check them.
-  const QuantScheme& fp8_block = *FindScheme("fp8-block");
-  EXPECT_FALSE(SchemeKernelRuleViolation(fp8_block, kO, kO, 192, 1024, 128, 2));
-  EXPECT_TRUE(SchemeKernelRuleViolation(fp8_block, kV, kQkv, 384, 1024, 128, 2, 1792));
+  EXPECT_FALSE(Judge("fp8-block", kO, kO, 192, 1024, 2).plan_rule);
+  EXPECT_TRUE(Judge("fp8-block", kV, kQkv, 384, 1024, 2, 1792).plan_rule);
 }
 
 // The rows without a rule take any shape: vLLM pads or falls back to another kernel.
 TEST(KernelRules, PaddingFormatsTakeAnyShape) {
   for (std::string_view scheme : {"w8a8", "fp8-dynamic", "nvfp4a16", "mxfp4a16", "mxfp8a16"}) {
-    EXPECT_FALSE(KernelRuleBreak(*KernelRuleFor(scheme), Part(kK, 8, 96, 104, false, 4))) << scheme;
+    EXPECT_FALSE(KernelRuleBreak(RowOf(scheme), Part(kK, 8, 96, 104, false, 4))) << scheme;
   }
 }
 
 // Through the plan's entry point: a column-parallel GEMM's N splits with --tp, and the fused
 // rows decide, not the member's.
-TEST(KernelRules, SchemeKernelRuleViolationJudgesTheFusedPartition) {
-  const QuantScheme& w4afp8 = *FindScheme("W4AFP8");
-  EXPECT_FALSE(SchemeKernelRuleViolation(w4afp8, kK, kQkv, 64, 1024, 128, 1, 1152));
-  EXPECT_TRUE(SchemeKernelRuleViolation(w4afp8, kK, kQkv, 64, 1024, 128, 1, 1088));
-  EXPECT_TRUE(SchemeKernelRuleViolation(w4afp8, kK, kQkv, 64, 1024, 128, 2, 1152));  // N 576
-  EXPECT_FALSE(SchemeKernelRuleViolation(w4afp8, kK, kQkv, 128, 1024, 128, 2, 2304));
+TEST(KernelRules, JudgeGemmJudgesTheFusedPartition) {
+  EXPECT_FALSE(Judge("w4afp8", kK, kQkv, 64, 1024, 1, 1152).plan_rule);
+  EXPECT_TRUE(Judge("w4afp8", kK, kQkv, 64, 1024, 1, 1088).plan_rule);
+  EXPECT_TRUE(Judge("w4afp8", kK, kQkv, 64, 1024, 2, 1152).plan_rule);  // N 576
+  EXPECT_FALSE(Judge("w4afp8", kK, kQkv, 128, 1024, 2, 2304).plan_rule);
   // o_proj is row-parallel: --tp splits K, never N. (K % 128 is also W4AFP8's group rule.)
-  EXPECT_FALSE(SchemeKernelRuleViolation(w4afp8, kO, kO, 1024, 1024, 128, 8));
-  auto n = SchemeKernelRuleViolation(w4afp8, kO, kO, 960, 1024, 128, 2);
+  EXPECT_FALSE(Judge("w4afp8", kO, kO, 1024, 1024, 8).plan_rule);
+  auto n = Judge("w4afp8", kO, kO, 960, 1024, 2).plan_rule;
   ASSERT_TRUE(n);
   EXPECT_NE(n->find("got (512, 960)"), std::string::npos) << *n;
 }
@@ -166,7 +180,8 @@ constexpr Wna16Case kWna16Grid[] = {
 
 TEST(KernelRules, Wna16PerPlatformAtVllm032) {
   for (const Wna16Case& c : kWna16Grid) {
-    const KernelRule& row = *PackQuantizedKernelRule(c.bits, c.symmetric);
+    const QuantScheme& scheme = *FindSchemeFor("pack-quantized", "int", c.bits, c.symmetric, "");
+    const KernelRule& row = *KernelRuleFor(scheme);
     const GemmPartition p{.module = kO,
                           .vllm_module = kO,
                           .out = c.out,
@@ -192,25 +207,30 @@ TEST(KernelRules, Wna16PerPlatformAtVllm032) {
   }
 }
 
-// The plan keeps the old Marlin tiles (out % 64, in % 128) for every width, through the table.
+// The plan keeps the old Marlin tiles (out % 64, in % 128) for every width, through the table,
+// the widths without a vLLM kernel too.
 TEST(KernelRules, PlanKeepsMarlinTilesFromBeforePadding) {
-  EXPECT_FALSE(KernelRuleViolation(kO, 64, 256, 4, 128, 1));
-  auto out = KernelRuleViolation(kO, 96, 256, 4, 128, 1);
+  EXPECT_FALSE(Judge("w4a16", kO, kO, 64, 256, 1).plan_rule);
+  auto out = Judge("w4a16", kO, kO, 96, 256, 1).plan_rule;
   ASSERT_TRUE(out);
   EXPECT_EQ(*out, "out_features per partition 96 is not a multiple of 64 (Marlin)");
-  auto in = KernelRuleViolation(kO, 128, 384, 8, 128, 2);  // row-parallel: 192 per rank
+  auto in = Judge("w8a16", kO, kO, 128, 384, 2).plan_rule;  // row-parallel: 192 per rank
   ASSERT_TRUE(in);
   EXPECT_EQ(*in, "in_features per partition 192 is not a multiple of 128 (Marlin)");
   // vLLM 0.32 takes out 96 on both platforms, and an out 48 on CUDA only.
-  auto v96 = PackQuantizedVerdicts(kO, 96, 256, 96, 4, true, 128, 1);
+  auto v96 = Judge("w4a16", kO, kO, 96, 256, 1, 96);
   EXPECT_FALSE(v96.split || v96.cuda || v96.cpu);
-  auto v48 = PackQuantizedVerdicts(kO, 48, 256, 48, 4, true, 128, 1);
+  auto v48 = Judge("w4a16", kO, kO, 48, 256, 1, 48);
   EXPECT_FALSE(v48.cuda);
   EXPECT_TRUE(v48.cpu);
   // Column-parallel q/k/v at --tp 2: the fused N (q 256 + k 64 + v 64 = 384) splits to 192.
-  auto qkv = PackQuantizedVerdicts(kQkv, 64, 256, 384, 4, true, 128, 2);
+  auto qkv = Judge("w4a16", kQkv, kQkv, 64, 256, 2, 384);
   EXPECT_FALSE(qkv.split || qkv.cuda || qkv.cpu);
-  EXPECT_TRUE(PackQuantizedVerdicts(kQkv, 64, 256, 384, 4, true, 128, 3).split);
+  EXPECT_TRUE(Judge("w4a16", kQkv, kQkv, 64, 256, 3, 384).split);
+  auto odd = Judge("w3a16", kO, kO, 96, 256, 1);
+  ASSERT_TRUE(odd.plan_rule);
+  EXPECT_EQ(*odd.plan_rule, "out_features per partition 96 is not a multiple of 64 (Marlin)");
+  EXPECT_FALSE(odd.split || odd.cuda || odd.cpu);  // no kernel to ask: check reports the scheme
 }
 
 }  // namespace

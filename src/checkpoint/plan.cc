@@ -9,7 +9,7 @@
 #include <set>
 
 #include "base/checked_math.h"
-#include "checkpoint/kernel_rules.h"
+#include "checkpoint/gemm.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/moe.h"
 
@@ -29,13 +29,6 @@ std::string_view Parent(std::string_view name) {
 bool Contains(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
-
-bool IsRowParallel(std::string_view module) {
-  std::string_view leaf = Leaf(module);
-  return leaf == "o_proj" || leaf == "down_proj" || leaf == "out_proj" || leaf == "dense_4h_to_h";
-}
-
-bool IsReplicated(std::string_view module) { return Leaf(module) == "fc"; }
 
 // Escapes a literal for a Python regex.
 std::string EscapeRegex(std::string_view text) {
@@ -199,130 +192,10 @@ size_t QuantPlan::quantized_count() const {
                        [](const TensorPlan& t) { return t.action == TensorAction::kQuantize; });
 }
 
-// The [out, in] one --tp partition of `vllm_module` holds (row-parallel layers split in, column-
-// parallel out, replicated ones neither), or the reason it does not split.
-std::optional<std::string> SplitForTp(std::string_view vllm_module, int tp, int64_t* out,
-                                      int64_t* in) {
-  if (IsRowParallel(vllm_module)) {
-    if (*in % tp != 0) return fmt::format("in_features {} does not split over --tp {}", *in, tp);
-    *in /= tp;
-  } else if (!IsReplicated(vllm_module)) {
-    if (*out % tp != 0) return fmt::format("out_features {} does not split over --tp {}", *out, tp);
-    *out /= tp;
-  }
-  return std::nullopt;
-}
-
 namespace {
 
-// True unless `module` is a shard of a fused module other than its last (q or k of q/k/v, gate of
-// gate/up): vLLM concatenates the shards in the order of StandardFusedMapping.
-bool IsLastFusedShardOrAlone(std::string_view module) {
-  const std::string_view leaf = module.substr(module.rfind('.') + 1);
-  for (const auto& [fused, shards] : StandardFusedMapping()) {
-    auto it = std::find(shards.begin(), shards.end(), leaf);
-    if (it != shards.end()) return std::next(it) == shards.end();
-  }
-  return true;
-}
-
-}  // namespace
-
-std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
-                                                     std::string_view module,
-                                                     std::string_view vllm_module, int64_t out,
-                                                     int64_t in, int64_t group_size, int tp,
-                                                     int64_t fused_out) {
-  if (scheme.format == "pack-quantized") {
-    return KernelRuleViolation(vllm_module, out, in, scheme.bits, group_size, tp);
-  }
-  // A tensor-parallel shard must hold whole groups. FP8 blocks may be partial in the rows only:
-  // vLLM's block kernels need whole column blocks (compressed-tensors' initialize.py says so, and
-  // model_free_ptq fails to save a weight with a partial column block). The kernels' own rules
-  // are the rows of checkpoint/kernel_rules.h.
-  const int64_t width = scheme.strategy == WeightStrategy::kBlock ? 128 : group_size;
-  int64_t out_part = out, in_part = in;
-  if (auto split = SplitForTp(vllm_module, tp, &out_part, &in_part)) return split;
-  if (width > 0 && scheme.strategy != WeightStrategy::kBlock && in_part % width != 0) {
-    return fmt::format("in_features per partition {} is not a multiple of the group size {}",
-                       in_part, width);
-  }
-  if (scheme.strategy == WeightStrategy::kBlock && in_part % width != 0) {
-    return fmt::format("in_features per partition {} is not a multiple of the 128-column block",
-                       in_part);
-  }
-  const KernelRule* row = KernelRuleFor(scheme.name);
-  if (row == nullptr) return std::nullopt;
-  int64_t fused_part = fused_out > 0 ? fused_out : out, unused_in = in;
-  if (auto split = SplitForTp(vllm_module, tp, &fused_part, &unused_in)) return split;
-  return KernelRuleBreak(*row, GemmPartition{.module = module,
-                                             .vllm_module = vllm_module,
-                                             .out = out_part,
-                                             .in = in_part,
-                                             .fused_out = fused_part,
-                                             .last_fused_member = IsLastFusedShardOrAlone(module),
-                                             .rows_split = tp > 1 && !IsRowParallel(vllm_module) &&
-                                                           !IsReplicated(vllm_module),
-                                             .tp = tp});
-}
-
-std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
-                                               int64_t in, int bits, int64_t group_size, int tp) {
-  if (group_size != kChannelWise && !IsMarlinGroupSize(group_size)) {
-    return fmt::format("group size {} has no Marlin kernel (use {})", group_size,
-                       GroupSizeList(kMarlinGroupSizes));
-  }
-  if (group_size > 0 && in % group_size != 0) {
-    return fmt::format("in_features {} is not a multiple of the group size {}", in, group_size);
-  }
-  int64_t out_part = out, in_part = in;
-  if (auto split = SplitForTp(vllm_module, tp, &out_part, &in_part)) return split;
-  // Every pack-quantized row shares Marlin's tile rule from before vLLM padded its tiles; the plan
-  // keeps it although vLLM 0.32 pads (kernel_rules.h says why).
-  const KernelRule& tiles = *KernelRuleFor("w4a16");
-  if (auto broken = tiles.rule(GemmPartition{
-          .module = vllm_module, .vllm_module = vllm_module, .out = out_part, .in = in_part})) {
-    return broken;
-  }
-  if (group_size > 0 && in_part % group_size != 0) {
-    return fmt::format("in_features per partition {} is not a multiple of the group size {}",
-                       in_part, group_size);
-  }
-  (void)bits;
-  return std::nullopt;
-}
-
-Wna16Verdicts PackQuantizedVerdicts(std::string_view vllm_module, int64_t out, int64_t in,
-                                    int64_t fused_out, int bits, bool symmetric, int64_t group_size,
-                                    int tp) {
-  Wna16Verdicts v;
-  v.row = PackQuantizedKernelRule(bits, symmetric);
-  if (v.row == nullptr) return v;
-  int64_t out_part = out, in_part = in, fused_part = fused_out > 0 ? fused_out : out;
-  int64_t unused_in = in;
-  v.split = SplitForTp(vllm_module, tp, &out_part, &in_part);
-  if (!v.split) v.split = SplitForTp(vllm_module, tp, &fused_part, &unused_in);
-  if (v.split) return v;
-  const GemmPartition p{.module = vllm_module,
-                        .vllm_module = vllm_module,
-                        .out = out_part,
-                        .in = in_part,
-                        .fused_out = fused_part,
-                        .tp = tp,
-                        .full_in = in,
-                        .bits = bits,
-                        .symmetric = symmetric,
-                        .group_size = group_size,
-                        .row_parallel = IsRowParallel(vllm_module)};
-  v.cuda = v.row->cuda_rule(p);
-  v.cpu = v.row->cpu_rule(p);
-  return v;
-}
-
-namespace {
-
-// The kernel rules (SchemeKernelRuleViolation) for every Linear the plan would quantize, judged
-// with the rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
+// The kernel rules (gemm.h JudgeGemm) for every Linear the plan would quantize, judged with the
+// rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
 void KeepKernelRuleBreaksDense(const PlanOptions& options, std::vector<TensorPlan>* tensors) {
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const TensorPlan& t : *tensors) {
@@ -333,9 +206,14 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, std::vector<TensorPla
     if (t.action != TensorAction::kQuantize) continue;
     std::string_view module = t.tensor;
     module.remove_suffix(std::string_view(".weight").size());
-    auto rule = SchemeKernelRuleViolation(*options.scheme, module, t.vllm_module, t.out_features,
-                                          t.in_features, options.group_size, options.tp,
-                                          fused_out[t.vllm_module]);
+    auto rule = JudgeGemm(*options.scheme, options.group_size,
+                          {.module = module,
+                           .vllm_module = t.vllm_module,
+                           .out = t.out_features,
+                           .in = t.in_features,
+                           .fused_out = fused_out[t.vllm_module]},
+                          options.tp)
+                    .plan_rule;
     if (!rule) continue;
     t.action = TensorAction::kKeep;
     t.reason = *rule;

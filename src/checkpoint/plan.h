@@ -21,7 +21,6 @@
 
 #include "base/status.h"
 #include "checkpoint/family.h"
-#include "checkpoint/kernel_rules.h"
 #include "checkpoint/map_rules.h"
 #include "checkpoint/model_config.h"
 #include "quant/scheme.h"
@@ -89,33 +88,5 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
 // Why the draft family keeps the Linear `module` dense (DFlash q/k/v and g_proj, MTP eh_proj), or
 // nullopt. Always nullopt when the family rules are off (--preset none).
 std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
-
-// The kernel rules of `scheme`'s format for the Linear `module` (checkpoint name) that vLLM
-// builds as (fused) `vllm_module`: Marlin's for pack-quantized rows (KernelRuleViolation), whole
-// groups per tensor-parallel partition for the float and int8 formats, and the row's vLLM kernel
-// rule (checkpoint/kernel_rules.h: FP8 block partitions, CUTLASS W4A8 tiles). `fused_out` is the
-// rows of the whole fused GEMM (q+k+v), 0 for `out` alone. Returns the broken rule, or nullopt.
-// Shared by the plan and by `check`.
-std::optional<std::string> SchemeKernelRuleViolation(const QuantScheme& scheme,
-                                                     std::string_view module,
-                                                     std::string_view vllm_module, int64_t out,
-                                                     int64_t in, int64_t group_size, int tp,
-                                                     int64_t fused_out = 0);
-
-// The Marlin rules of docs/vllm.md for one Linear, as before vLLM padded Marlin's tiles (the plan
-// keeps them: kernel_rules.h); returns the broken rule, or nullopt if it may run there.
-std::optional<std::string> KernelRuleViolation(std::string_view vllm_module, int64_t out,
-                                               int64_t in, int bits, int64_t group_size, int tp);
-
-// What vLLM 0.32 does with a pack-quantized Linear on each platform (kernel_rules.h cuda_rule and
-// cpu_rule): `fused_out` is the rows of its whole fused GEMM. `row` is null for a width without a
-// row (then nothing is judged); `split` says why the shape does not split over --tp at all.
-struct Wna16Verdicts {
-  const KernelRule* row = nullptr;
-  std::optional<std::string> split, cuda, cpu;  // nullopt: a kernel takes it
-};
-Wna16Verdicts PackQuantizedVerdicts(std::string_view vllm_module, int64_t out, int64_t in,
-                                    int64_t fused_out, int bits, bool symmetric, int64_t group_size,
-                                    int tp);
 
 }  // namespace spk

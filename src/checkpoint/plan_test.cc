@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "checkpoint/gemm.h"
 #include "checkpoint/test_util.h"
 
 #include <map>
@@ -185,7 +186,9 @@ TEST(PlanTest, Fp8BlocksFollowVllmsFusedPartitionRule) {
   const QuantScheme* fp8_block = FindScheme("FP8_BLOCK");
   ASSERT_NE(fp8_block, nullptr);
   auto rule = [&](std::string_view module, std::string_view fused, int64_t out, int tp) {
-    return SchemeKernelRuleViolation(*fp8_block, module, fused, out, 384, 128, tp);
+    return JudgeGemm(*fp8_block, 128,
+                     {.module = module, .vllm_module = fused, .out = out, .in = 384}, tp)
+        .plan_rule;
   };
   auto k = rule("model.layers.0.self_attn.k_proj", "model.layers.0.self_attn.qkv_proj", 192, 1);
   ASSERT_TRUE(k.has_value());

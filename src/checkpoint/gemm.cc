@@ -1,0 +1,152 @@
+#include "checkpoint/gemm.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+#include "checkpoint/module_pattern.h"
+
+namespace spk {
+namespace {
+
+std::string_view Leaf(std::string_view name) {
+  size_t dot = name.rfind('.');
+  return dot == std::string_view::npos ? name : name.substr(dot + 1);
+}
+
+// vLLM's RowParallelLinear layers split their input columns over the ranks; EAGLE-3's `fc` is
+// replicated (ReplicatedLinear); every other Linear is column-parallel and splits its rows.
+bool IsRowParallel(std::string_view module) {
+  std::string_view leaf = Leaf(module);
+  return leaf == "o_proj" || leaf == "down_proj" || leaf == "out_proj" || leaf == "dense_4h_to_h";
+}
+
+bool IsReplicated(std::string_view module) { return Leaf(module) == "fc"; }
+
+// The [out, in] one --tp partition of `vllm_module` holds, or the reason it does not split.
+std::optional<std::string> SplitForTp(std::string_view vllm_module, int tp, int64_t* out,
+                                      int64_t* in) {
+  if (IsRowParallel(vllm_module)) {
+    if (*in % tp != 0) return fmt::format("in_features {} does not split over --tp {}", *in, tp);
+    *in /= tp;
+  } else if (!IsReplicated(vllm_module)) {
+    if (*out % tp != 0) return fmt::format("out_features {} does not split over --tp {}", *out, tp);
+    *out /= tp;
+  }
+  return std::nullopt;
+}
+
+// True unless `module` is a shard of a fused module other than its last (q or k of q/k/v, gate of
+// gate/up): vLLM concatenates the shards in the order of StandardFusedMapping.
+bool IsLastFusedShardOrAlone(std::string_view module) {
+  const std::string_view leaf = Leaf(module);
+  for (const auto& [fused, shards] : StandardFusedMapping()) {
+    auto it = std::find(shards.begin(), shards.end(), leaf);
+    if (it != shards.end()) return std::next(it) == shards.end();
+  }
+  return true;
+}
+
+// The layer on one rank: its own rows and columns and the rows of its whole fused GEMM, with why
+// --tp does not split the layer (`split`) or its fused GEMM (`fused_split`).
+struct RankPartition {
+  int64_t out = 0, in = 0, fused_out = 0;
+  std::optional<std::string> split, fused_split;
+};
+
+RankPartition PartitionForRank(const GemmGeometry& g, int tp) {
+  RankPartition p{.out = g.out, .in = g.in, .fused_out = g.fused_out > 0 ? g.fused_out : g.out};
+  p.split = SplitForTp(g.vllm_module, tp, &p.out, &p.in);
+  int64_t unused_in = g.in;
+  p.fused_split = SplitForTp(g.vllm_module, tp, &p.fused_out, &unused_in);
+  return p;
+}
+
+// Pack-quantized: a Marlin group size, whole groups over all ranks and on each, and the row's
+// Marlin tile rule from before vLLM padded it (kernel_rules.h says why the plan keeps it), judged
+// per member: the fused GEMM's split is vLLM 0.32's question (JudgeGemm's `split`).
+std::optional<std::string> PackedPlanRule(const KernelRule& row, int64_t group_size,
+                                          const GemmGeometry& g, const RankPartition& p) {
+  if (group_size != kChannelWise && !IsMarlinGroupSize(group_size)) {
+    return fmt::format("group size {} has no Marlin kernel (use {})", group_size,
+                       GroupSizeList(kMarlinGroupSizes));
+  }
+  if (group_size > 0 && g.in % group_size != 0) {
+    return fmt::format("in_features {} is not a multiple of the group size {}", g.in, group_size);
+  }
+  if (p.split) return p.split;
+  if (auto broken = row.rule(GemmPartition{
+          .module = g.vllm_module, .vllm_module = g.vllm_module, .out = p.out, .in = p.in})) {
+    return broken;
+  }
+  if (group_size > 0 && p.in % group_size != 0) {
+    return fmt::format("in_features per partition {} is not a multiple of the group size {}", p.in,
+                       group_size);
+  }
+  return std::nullopt;
+}
+
+// The float and int8 formats: a tensor-parallel shard holds whole groups (FP8 blocks may be
+// partial in the rows only: vLLM's block kernels need whole column blocks, compressed-tensors'
+// initialize.py says so, and model_free_ptq fails to save a weight with a partial column block),
+// then the row's vLLM kernel rule on the fused GEMM's partition.
+std::optional<std::string> FormatPlanRule(const QuantScheme& scheme, const KernelRule& row,
+                                          int64_t group_size, const GemmGeometry& g,
+                                          const RankPartition& p, int tp) {
+  if (p.split) return p.split;
+  const bool block = scheme.strategy == WeightStrategy::kBlock;
+  const int64_t width = block ? 128 : group_size;
+  if (width > 0 && p.in % width != 0) {
+    return block
+               ? fmt::format(
+                     "in_features per partition {} is not a multiple of the 128-column block", p.in)
+               : fmt::format(
+                     "in_features per partition {} is not a multiple of the group "
+                     "size {}",
+                     p.in, width);
+  }
+  if (p.fused_split) return p.fused_split;
+  return KernelRuleBreak(row, GemmPartition{.module = g.module,
+                                            .vllm_module = g.vllm_module,
+                                            .out = p.out,
+                                            .in = p.in,
+                                            .fused_out = p.fused_out,
+                                            .last_fused_member = IsLastFusedShardOrAlone(g.module),
+                                            .rows_split = tp > 1 && !IsRowParallel(g.vllm_module) &&
+                                                          !IsReplicated(g.vllm_module),
+                                            .tp = tp});
+}
+
+}  // namespace
+
+GemmJudgement JudgeGemm(const QuantScheme& scheme, int64_t group_size, const GemmGeometry& g,
+                        int tp) {
+  GemmJudgement j;
+  j.row = KernelRuleFor(scheme);
+  const RankPartition p = PartitionForRank(g, tp);
+  if (scheme.format != "pack-quantized") {
+    j.plan_rule = FormatPlanRule(scheme, *j.row, group_size, g, p, tp);
+    return j;
+  }
+  j.plan_rule = PackedPlanRule(*j.row, group_size, g, p);
+  if (j.row->cuda_rule == nullptr) return j;
+  j.split = p.split ? p.split : p.fused_split;
+  if (j.split) return j;
+  const GemmPartition rank{.module = g.vllm_module,
+                           .vllm_module = g.vllm_module,
+                           .out = p.out,
+                           .in = p.in,
+                           .fused_out = p.fused_out,
+                           .tp = tp,
+                           .full_in = g.in,
+                           .bits = scheme.bits,
+                           .symmetric = scheme.symmetric,
+                           .group_size = group_size,
+                           .row_parallel = IsRowParallel(g.vllm_module)};
+  j.cuda = j.row->cuda_rule(rank);
+  j.cpu = j.row->cpu_rule(rank);
+  return j;
+}
+
+}  // namespace spk
