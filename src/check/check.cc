@@ -23,7 +23,7 @@ Result<CheckReport> Checker::Run() {
   report_.naming = naming_.ToString();
   if (report_.serve.empty()) report_.serve = ServeLine(family_, dir_, "<target>");
   if (IsDraft(family_.family) && !naming_.offset_known) {
-    Add(Severity::kWarning, "draft-offset-unknown", "", "config.json",
+    Add(FindingCode::kDraftOffsetUnknown, "", "config.json",
         "the draft's vLLM layer names depend on the target's layer count, which config.json does "
         "not give; per-layer ignore entries cannot be checked",
         "pass --target TARGET or --target-layers N");
@@ -39,8 +39,7 @@ Result<CheckReport> Checker::Run() {
                          : options_.target_layers ? options_.target_layers
                                                   : config_.num_target_layers;
   for (Finding& f : CheckDraftAgainstVllm(draft_, vllm_)) {
-    Add(f.severity, std::move(f.code), std::move(f.module), std::move(f.file), std::move(f.message),
-        std::move(f.fix));
+    Push(std::move(f));
   }
   return std::move(report_);
 }

@@ -39,14 +39,14 @@ bool StockVllmRunsWidth(int bits) { return bits == 4 || bits == 8; }
 Result<bool> Checker::LoadConfig() {
   std::string path = dir_ + "/config.json";
   if (!fs_->FileExists(path)) {
-    Add(Severity::kError, "config-missing", "", "config.json",
+    Add(FindingCode::kConfigMissing, "", "config.json",
         "no config.json: vLLM cannot build the model", "copy config.json from the source model");
     return false;
   }
   SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(path));
   auto parsed = ParseModelConfig(path, text);
   if (!parsed.ok()) {
-    Add(Severity::kError, "config-invalid", "", "config.json", parsed.status().message(),
+    Add(FindingCode::kConfigInvalid, "", "config.json", parsed.status().message(),
         "fix config.json");
     return false;
   }
@@ -59,12 +59,12 @@ void Checker::CheckQuantConfig() {
   if (!config_.has_quantization_config) return;
   auto parsed = ParseQuantizationConfig("config.json", config_.json);
   if (!parsed.ok()) {
-    Add(Severity::kError, "quant-config-invalid", "", "config.json", parsed.status().message(),
+    Add(FindingCode::kQuantConfigInvalid, "", "config.json", parsed.status().message(),
         "rewrite quantization_config in the form of docs/formats.md 2.2");
     return;
   }
   if (parsed->quant_method != "compressed-tensors") {
-    Add(Severity::kWarning, "quant-method-not-checked", "", "config.json",
+    Add(FindingCode::kQuantMethodNotChecked, "", "config.json",
         fmt::format("quant_method '{}': only compressed-tensors checkpoints are checked module "
                     "by module",
                     parsed->quant_method),
@@ -76,10 +76,10 @@ void Checker::CheckQuantConfig() {
   auto check_format = [&](const std::string& format, const std::string& where) {
     if (format.empty() || IsRegistryFormat(format)) return;
     if (FormatsNotChecked().count(format)) {
-      Add(Severity::kWarning, "format-not-checked", "", "config.json",
+      Add(FindingCode::kFormatNotChecked, "", "config.json",
           fmt::format("{} format '{}' is not verified tensor by tensor", where, format), "");
     } else {
-      Add(Severity::kError, "unknown-format", "", "config.json",
+      Add(FindingCode::kUnknownFormat, "", "config.json",
           fmt::format("{} format '{}' is not a compressed-tensors format vLLM knows", where,
                       format),
           fmt::format("use one of the formats sparkulator writes and checks ({})",
@@ -98,7 +98,7 @@ void Checker::CheckQuantConfig() {
       }
       auto p = ModulePattern::Parse(t);
       if (!p.ok()) {
-        Add(Severity::kError, "target-invalid-regex", t, "config.json", p.status().message(),
+        Add(FindingCode::kTargetInvalidRegex, t, "config.json", p.status().message(),
             "fix the pattern (Python re syntax)");
       } else {
         targets.emplace_back(std::move(p).value());
@@ -108,7 +108,7 @@ void Checker::CheckQuantConfig() {
     const QuantScheme* row = g.weights ? FindSchemeFor(*g.weights) : nullptr;
     // A registry row with activation arguments (W8A8, FP8, W4AFP8) is checked as that row.
     if (g.has_input_activations && (row == nullptr || row->input_activations.empty())) {
-      Add(Severity::kWarning, "not-weight-only", g.name, "config.json",
+      Add(FindingCode::kNotWeightOnly, g.name, "config.json",
           "the group quantizes activations too; only weight-only schemes are checked in full", "");
     }
     if (!g.weights) continue;
@@ -121,7 +121,7 @@ void Checker::CheckQuantConfig() {
     bool other_format = scheme != nullptr && scheme->codec != &PackQuantizedCodec();
     bool known_strategy = w.strategy == "group" || w.strategy == "channel" || other_format;
     if (!known_bits || !known_strategy) {
-      Add(Severity::kError, "unknown-scheme", g.name, "config.json",
+      Add(FindingCode::kUnknownScheme, g.name, "config.json",
           fmt::format("weights type '{}' num_bits {} strategy '{}' is not an integer W2A16..W8A16 "
                       "scheme vLLM's WNA16 path runs",
                       w.type, w.num_bits, w.strategy),
@@ -130,7 +130,7 @@ void Checker::CheckQuantConfig() {
     if (w.strategy == "group") {
       int64_t gs = w.group_size.value_or(0);
       if (gs == kChannelWise || !IsKernelGroupSize(gs)) {
-        Add(Severity::kError, "group-size-unsupported", g.name, "config.json",
+        Add(FindingCode::kGroupSizeUnsupported, g.name, "config.json",
             fmt::format("group_size {} has no vLLM (Marlin) kernel", gs),
             "requantize with group size 32, 64, 128 or channel-wise");
       }
@@ -138,7 +138,7 @@ void Checker::CheckQuantConfig() {
     if (scheme != nullptr && scheme->codec == &PackQuantizedCodec() &&
         !StockVllmRunsWidth(w.num_bits)) {
       const std::string type = VllmWnaType(w.num_bits, w.symmetric);
-      Add(Severity::kError, "no-vllm-kernel", g.name, "config.json",
+      Add(FindingCode::kNoVllmKernel, g.name, "config.json",
           fmt::format("{}-bit weights are vLLM scalar type {}, which no kernel of vLLM 0.32 runs "
                       "without the optional humming package: on the CPU vLLM fails to start with "
                       "\"ValueError: Failed to find a kernel that can implement the WNA16 linear "
@@ -149,7 +149,7 @@ void Checker::CheckQuantConfig() {
           "serve on CUDA with `pip install humming`, or requantize with w4a16 (or w8a16)");
     }
     if (!w.symmetric && w.num_bits == 8) {
-      Add(Severity::kWarning, "asym-int8-no-marlin", g.name, "config.json",
+      Add(FindingCode::kAsymInt8NoMarlin, g.name, "config.json",
           "asymmetric int8 never runs on Marlin; vLLM falls back to a slower kernel or fails",
           "use symmetric int8 (w8a16)");
     }
@@ -169,7 +169,7 @@ void Checker::CheckQuantConfig() {
     // where sparkulator leaves them out, are judged.
     const bool format_needs_keys = scheme_ && WritesReferenceConfig(*scheme_->scheme);
     if (format_needs_keys) continue;
-    Add(set ? Severity::kError : Severity::kWarning, "quant-args-key", key, "config.json",
+    Add(FindingCode::kQuantArgsKey, set ? Severity::kError : Severity::kWarning, key, "config.json",
         fmt::format("QuantizationArgs key '{}'{} is rejected by older compressed-tensors "
                     "releases (\"extra fields not permitted\"), so vLLM installs with them fail "
                     "to load the checkpoint",
@@ -178,7 +178,7 @@ void Checker::CheckQuantConfig() {
   }
   auto ignore = ParsePatterns(qc_->ignore, "ignore");
   if (!ignore.ok()) {
-    Add(Severity::kError, "ignore-invalid-regex", "", "config.json", ignore.status().message(),
+    Add(FindingCode::kIgnoreInvalidRegex, "", "config.json", ignore.status().message(),
         "fix the pattern (Python re syntax)");
   } else {
     ignore_ = std::move(ignore).value();

@@ -21,7 +21,7 @@ Status Checker::LoadFiles() {
     SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(index_path));
     auto parsed = ParseShardIndex(index_path, text);
     if (!parsed.ok()) {
-      Add(Severity::kError, "index-invalid", "", std::string(kShardIndexFileName),
+      Add(FindingCode::kIndexInvalid, "", std::string(kShardIndexFileName),
           parsed.status().message(),
           "rewrite the index: {\"metadata\": {\"total_size\": N}, \"weight_map\": {tensor: file}}");
     } else {
@@ -30,13 +30,13 @@ Status Checker::LoadFiles() {
   }
   if (!index_) {
     if (present.empty()) {
-      Add(Severity::kError, "no-safetensors", "", "",
+      Add(FindingCode::kNoSafetensors, "", "",
           "the folder holds no .safetensors file; vLLM has nothing to load",
           "save the weights as safetensors (model.safetensors or shards with an index)");
       return Status::Ok();
     }
     if (present.size() > 1) {
-      Add(Severity::kWarning, "index-missing", "", "",
+      Add(FindingCode::kIndexMissing, "", "",
           fmt::format("{} .safetensors files but no {}: vLLM loads them all, transformers "
                       "loads none",
                       present.size(), kShardIndexFileName),
@@ -49,7 +49,7 @@ Status Checker::LoadFiles() {
   for (const auto& [tensor, file] : index_->weight_map) listed[file]++;
   for (const auto& [file, count] : listed) {
     if (std::find(present.begin(), present.end(), file) == present.end()) {
-      Add(Severity::kError, "index-file-missing", "", file,
+      Add(FindingCode::kIndexFileMissing, "", file,
           fmt::format("the index places {} tensor(s) in {}, which does not exist; vLLM fails to "
                       "load the checkpoint",
                       count, file),
@@ -71,7 +71,7 @@ Status Checker::OpenShard(const std::string& file, bool listed) {
   auto reader = SafetensorsReader::Open(fs_, dir_ + "/" + file);
   if (!reader.ok()) {
     if (reader.status().code() == StatusCode::kIoError) return reader.status();
-    Add(Severity::kError, "safetensors-invalid", "", file, reader.status().message(),
+    Add(FindingCode::kSafetensorsInvalid, "", file, reader.status().message(),
         "rewrite the file with a conforming safetensors writer (docs/formats.md section 1)");
     return Status::Ok();
   }
@@ -81,7 +81,7 @@ Status Checker::OpenShard(const std::string& file, bool listed) {
   // No __metadata__ at all is accepted by every loader; one without format "pt" is not
   // (transformers 4.x raises "does not contain the valid metadata").
   if (!metadata.empty() && (format == metadata.end() || format->second != "pt")) {
-    Add(Severity::kWarning, "safetensors-metadata-format", "", file,
+    Add(FindingCode::kSafetensorsMetadataFormat, "", file,
         "__metadata__ lacks \"format\": \"pt\"; transformers 4.x refuses to load the file",
         "write __metadata__ {\"format\": \"pt\"}");
   }
@@ -96,7 +96,7 @@ Status Checker::OpenShard(const std::string& file, bool listed) {
   for (const TensorEntry& t : readers_.back().header().tensors) {
     auto [it, inserted] = tensors_.emplace(t.name, Located{shard, &t});
     if (!inserted) {
-      Add(Severity::kError, "duplicate-tensor", t.name, file,
+      Add(FindingCode::kDuplicateTensor, t.name, file,
           fmt::format("tensor is also in {}; which copy vLLM keeps depends on load order",
                       reader_files_[it->second.shard]),
           "keep one copy and fix the index");
@@ -109,7 +109,7 @@ void Checker::CheckIndexAgainstShards() {
   for (const auto& [file, reader] : unlisted_) {
     size_t hidden = 0;
     for (const TensorEntry& t : reader.header().tensors) hidden += !tensors_.count(t.name);
-    Add(hidden > 0 ? Severity::kError : Severity::kWarning, "shard-not-in-index", "", file,
+    Add(FindingCode::kShardNotInIndex, hidden > 0 ? Severity::kError : Severity::kWarning, "", file,
         fmt::format("{} is not named in {}: vLLM silently skips it{}", file, kShardIndexFileName,
                     hidden > 0 ? fmt::format(", and {} tensor(s) exist only there", hidden) : ""),
         hidden > 0 ? "add its tensors to the index's weight_map" : "delete the stray file");
@@ -119,18 +119,18 @@ void Checker::CheckIndexAgainstShards() {
     bool file_open =
         std::find(reader_files_.begin(), reader_files_.end(), file) != reader_files_.end();
     if (it == tensors_.end() && file_open) {
-      Add(Severity::kError, "index-tensor-missing", tensor, file,
+      Add(FindingCode::kIndexTensorMissing, tensor, file,
           fmt::format("the index places the tensor in {}, which does not contain it", file),
           "rewrite the index from the shards' headers");
     } else if (it != tensors_.end() && reader_files_[it->second.shard] != file) {
-      Add(Severity::kWarning, "index-wrong-shard", tensor, reader_files_[it->second.shard],
+      Add(FindingCode::kIndexWrongShard, tensor, reader_files_[it->second.shard],
           fmt::format("the index places the tensor in {}", file),
           "rewrite the index from the shards' headers");
     }
   }
   for (const auto& [tensor, located] : tensors_) {
     if (!index_->weight_map.count(tensor)) {
-      Add(Severity::kWarning, "tensor-not-in-index", tensor, reader_files_[located.shard],
+      Add(FindingCode::kTensorNotInIndex, tensor, reader_files_[located.shard],
           "not listed in the index's weight_map (vLLM loads it with its shard; other loaders "
           "may not)",
           "add it to the weight_map");

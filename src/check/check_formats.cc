@@ -40,7 +40,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
   const std::string file = FileOf(*mt.packed);
   const std::string value_name = module + std::string(ValueSuffix(codec));
   if (!mt.scale) {
-    Add(Severity::kError, "missing-weight-scale", module, file,
+    Add(FindingCode::kMissingWeightScale, module, file,
         fmt::format("{}.weight_scale is missing: vLLM does not report it and runs on "
                     "uninitialised memory",
                     module),
@@ -50,7 +50,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
   const DType dtype = WeightDTypeOfScales(mt.scale->entry->dtype);
   auto dims = WeightDimsFromValues(codec, p, dtype, values.shape);
   if (!dims) {
-    Add(Severity::kError, "quant-tensor-shape", module, file,
+    Add(FindingCode::kQuantTensorShape, module, file,
         fmt::format("{} is {} {}, which no {} weight stores", value_name, DTypeName(values.dtype),
                     ShapeToString(values.shape), scheme_->scheme->name),
         "requantize the module");
@@ -64,7 +64,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
     expected.insert(name);
     auto it = tensors_.find(name);
     if (it == tensors_.end()) {
-      Add(Severity::kError, "missing-quant-tensor", name, file,
+      Add(FindingCode::kMissingQuantTensor, name, file,
           fmt::format("{} is missing: a {} module stores it, and vLLM loads the module without it",
                       name, scheme_->scheme->name),
           "requantize the module (or restore the shard that held it)");
@@ -73,7 +73,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
     }
     const TensorEntry& got = *it->second.entry;
     if (got.dtype != want.dtype || got.shape != want.shape) {
-      Add(Severity::kError, "quant-tensor-shape", name, FileOf(it->second),
+      Add(FindingCode::kQuantTensorShape, name, FileOf(it->second),
           fmt::format("{} is {} {}; a [{}, {}] {} weight stores {} {}", name, DTypeName(got.dtype),
                       ShapeToString(got.shape), rows, cols, scheme_->scheme->name,
                       DTypeName(want.dtype), ShapeToString(want.shape)),
@@ -86,9 +86,9 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
       float gs = 0.0f;
       Status read = Reader(it->second).ReadTensor(got, {reinterpret_cast<uint8_t*>(&gs), 4});
       if (!read.ok()) {
-        Add(Severity::kError, "safetensors-invalid", name, FileOf(it->second), read.message(), "");
+        Add(FindingCode::kSafetensorsInvalid, name, FileOf(it->second), read.message(), "");
       } else if (!std::isfinite(gs) || gs <= 0.0f) {
-        Add(Severity::kError, "global-scale-invalid", name, FileOf(it->second),
+        Add(FindingCode::kGlobalScaleInvalid, name, FileOf(it->second),
             fmt::format("{} is {}; it must be finite and positive (vLLM divides by it)", name, gs),
             "requantize the module from the source weights");
       } else {
@@ -104,7 +104,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckCodecTensors(const std:
                               {kGlobalScale, mt.global_scale}}) {
     const std::string name = module + std::string(suffix);
     if (slot && !expected.count(name)) {
-      Add(Severity::kError, "unexpected-quant-tensor", name, FileOf(*slot),
+      Add(FindingCode::kUnexpectedQuantTensor, name, FileOf(*slot),
           fmt::format("{} is stored, but a {} module has no such parameter: vLLM fails to load "
                       "it",
                       name, scheme_->scheme->name),
@@ -130,7 +130,7 @@ void Checker::CheckVllmShapeRules() {
                             .fused_out = fused_out[lm.fused]};
     if (auto rule =
             JudgeGemm(*scheme_->scheme, scheme_->params.group_size, gemm, options_.tp).plan_rule) {
-      Add(Severity::kError, "kernel-rule", lm.module, file,
+      Add(FindingCode::kKernelRule, lm.module, file,
           fmt::format("{} (vLLM module {}) [{}, {}] at --tp {}: {}", lm.module, lm.vllm_name, out,
                       in, options_.tp, *rule),
           fmt::format("keep {} dense (ignore it; sparkulator quantize does) or choose a scheme "
@@ -166,7 +166,7 @@ void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused
     const std::string keep = "keep the module dense (ignore it) or use another group size / --tp";
     if (!padded) {
       if (v.plan_rule) {
-        Add(Severity::kError, "kernel-rule", lm.module, s.file,
+        Add(FindingCode::kKernelRule, lm.module, s.file,
             fmt::format("{}: {}; vLLM {} has no kernel for it (check takes Marlin's zero-padded "
                         "tiles from vLLM {} on)",
                         shape, *v.plan_rule, vllm_.version.text, kFirstPaddedMarlinVllm),
@@ -177,22 +177,22 @@ void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused
     if (v.row->cuda_rule == nullptr) continue;
     const std::string where = fmt::format("{} (vLLM module {})", shape, lm.fused);
     if (v.split) {
-      Add(Severity::kError, "kernel-rule", lm.module, s.file,
+      Add(FindingCode::kKernelRule, lm.module, s.file,
           fmt::format("{}: {}; vLLM cannot shard it", where, *v.split), keep);
     } else if (v.cuda && (v.cpu || !v.row->cpu_runs_format)) {
-      Add(Severity::kError, "kernel-rule", lm.module, s.file,
+      Add(FindingCode::kKernelRule, lm.module, s.file,
           fmt::format("{}: no vLLM {} kernel takes it; on CUDA vLLM raises \"{}\"; on the CPU "
                       "build \"{}\"",
                       where, vllm_.version.text, *v.cuda, v.cpu.value_or("")),
           keep);
     } else if (v.cuda) {
-      Add(Severity::kWarning, "kernel-rule-platform", lm.module, s.file,
+      Add(FindingCode::kKernelRulePlatform, lm.module, s.file,
           fmt::format("{}: vLLM {} loads it only on the CPU build (CPUWNA16LinearKernel); on CUDA "
                       "GPUs it raises \"{}\"",
                       where, vllm_.version.text, *v.cuda),
           "to serve it on a GPU, keep the module dense (sparkulator quantize does)");
     } else if (v.cpu && v.row->cpu_runs_format) {
-      Add(Severity::kWarning, "kernel-rule-platform", lm.module, s.file,
+      Add(FindingCode::kKernelRulePlatform, lm.module, s.file,
           fmt::format("{}: vLLM {} loads it on CUDA GPUs (MarlinLinearKernel zero-pads the tiles), "
                       "but its CPU build raises \"{}\"",
                       where, vllm_.version.text, *v.cpu),
@@ -209,7 +209,7 @@ void Checker::CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& 
     if (first == nullptr) {
       first = m;
     } else if (*m->global_scale != *first->global_scale) {
-      Add(Severity::kError, "global-scale-differs", fused, m->global_scale_file,
+      Add(FindingCode::kGlobalScaleDiffers, fused, m->global_scale_file,
           fmt::format("{}.weight_global_scale ({}, in {}) differs from {}.weight_global_scale "
                       "({}, in {}): vLLM fuses them and keeps only the largest "
                       "(compressed_tensors_w4a4_nvfp4.py process_weights_after_loading: "

@@ -26,13 +26,13 @@ void Checker::ResolveModuleMap() {
 void Checker::CheckAgainstModuleMap() {
   if (map_.map == nullptr) return;
   if (!map_warning_.empty()) {
-    Add(Severity::kWarning, "vllm-release-not-mapped", "", "", map_warning_,
+    Add(FindingCode::kVllmReleaseNotMapped, "", "", map_warning_,
         "regenerate the map for that release (tools/vllm_module_map/generate.py) to verify it");
   }
   const MapContext& context = map_;
   report_.module_map = context.map->release;
   if (context.architecture == nullptr && context.mtp == nullptr) {
-    Add(Severity::kInfo, "vllm-map-architecture-unknown", "", "config.json",
+    Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
         fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
                     "vLLM builds quantized is not verified",
                     context.map->release, context.architecture_name),
@@ -57,23 +57,23 @@ void Checker::CheckAgainstModuleMap() {
             j.read_at.find("_dflash.py:") != std::string::npos) {
           break;
         }
-        Add(Severity::kError, "vllm-map-weight-read-directly", module, file,
+        Add(FindingCode::kVllmMapWeightReadDirectly, module, file,
             "stored quantized, but " + j.reason, std::string(kRequantize));
         break;
       case MapVerdict::kNoScheme:
-        Add(Severity::kError, "vllm-map-no-scheme", module, file,
-            "stored quantized, but " + j.reason, std::string(kRequantize));
+        Add(FindingCode::kVllmMapNoScheme, module, file, "stored quantized, but " + j.reason,
+            std::string(kRequantize));
         break;
       case MapVerdict::kPlainParam:
-        Add(Severity::kError, "vllm-map-plain-param", module, file,
+        Add(FindingCode::kVllmMapPlainParam, module, file,
             "stored quantized, but " + j.reason +
                 ": it loads by name, and no parameter is called "
                 "weight_packed",
             std::string(kRequantize));
         break;
       case MapVerdict::kNotListed:
-        Add(Severity::kWarning, "vllm-map-module-unknown", module, file,
-            "stored quantized, but " + j.reason, "check that vLLM builds it as a quantized Linear");
+        Add(FindingCode::kVllmMapModuleUnknown, module, file, "stored quantized, but " + j.reason,
+            "check that vLLM builds it as a quantized Linear");
         break;
     }
   }
@@ -92,8 +92,8 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
   const bool target_quantized = target_precision_ && !target_precision_->starts_with("unquantized");
   if (report_.quantized_modules > 0) {
     // Beside a BF16 target the draft's Linears are built dense: weight_packed has nowhere to go.
-    Add(target_quantized ? Severity::kWarning : Severity::kError,
-        "vllm-map-draft-takes-target-config", "", "config.json",
+    Add(FindingCode::kVllmMapDraftTakesTargetConfig,
+        target_quantized ? Severity::kWarning : Severity::kError, "", "config.json",
         fmt::format("{}: its {} quantized module(s) load only where the target's "
                     "quantization_config quantizes the same modules with the same scheme{}",
                     where, report_.quantized_modules,
@@ -107,7 +107,7 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
   if (target_quantized) {
     // A dense draft beside a quantized target: vLLM builds the draft's Linears from the target's
     // config, which expects quantized tensors the draft does not store.
-    Add(Severity::kError, "vllm-map-draft-takes-target-config", "", "config.json",
+    Add(FindingCode::kVllmMapDraftTakesTargetConfig, Severity::kError, "", "config.json",
         fmt::format("{}: this draft is dense, but the target is {}, so vLLM builds the draft's "
                     "Linears as that config says and they expect tensors this draft does not "
                     "store",

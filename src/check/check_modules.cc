@@ -64,7 +64,7 @@ void Checker::CheckModules() {
     vllm_module_names_.insert(ToVllmModuleName(naming_, module));
     if (!mt.packed && !mt.weight) {
       if (mt.scale || mt.shape || mt.zero_point) {
-        Add(Severity::kError, "missing-weight-packed", module,
+        Add(FindingCode::kMissingWeightPacked, module,
             FileOf(mt.scale   ? *mt.scale
                    : mt.shape ? *mt.shape
                               : *mt.zero_point),
@@ -83,10 +83,11 @@ void Checker::CheckModules() {
     }
     if (auto not_linear = NotALinearReason(meta, module)) {
       if (!mt.packed) continue;
-      std::string code = not_linear->starts_with("embedding") ? "quantized-embedding"
-                         : not_linear->starts_with("lm_head") ? "quantized-lm-head"
-                                                              : "quantized-non-linear";
-      Add(Severity::kError, code, module, FileOf(*mt.packed),
+      FixedCode code =
+          not_linear->starts_with("embedding") ? FixedCode(FindingCode::kQuantizedEmbedding)
+          : not_linear->starts_with("lm_head") ? FixedCode(FindingCode::kQuantizedLmHead)
+                                               : FixedCode(FindingCode::kQuantizedNonLinear);
+      Add(code, module, FileOf(*mt.packed),
           fmt::format("stored quantized ({}), but {}: vLLM cannot load it", mt.packed->entry->name,
                       *not_linear),
           "keep it dense (add it to ignore and requantize)");
@@ -117,7 +118,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   const bool no_mapping = draft_mapping_ && draft_mapping_->verdict == Verdict::kFails;
   const IgnoreDecision& vllm = no_mapping ? without : with;
   if (vllm.shards_disagree) {
-    Add(Severity::kError, "fused-shards-disagree", lm.fused, "config.json",
+    Add(FindingCode::kFusedShardsDisagree, lm.fused, "config.json",
         "the ignore list ignores some shards of the fused module and not others: older vLLM "
         "fails, newer vLLM loads the whole fused layer dense",
         "make the ignore entries cover all of q/k/v (or gate/up), e.g. "
@@ -127,12 +128,12 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   const ConfigGroup* group = MatchingGroup(lm.vllm_name, lm.fused);
   bool vllm_quantized = group != nullptr && !vllm.ignored;
   if (mt.packed && mt.weight) {
-    Add(Severity::kError, "weight-and-packed", module, file,
+    Add(FindingCode::kWeightAndPacked, module, file,
         "both .weight and .weight_packed are stored; vLLM fails on whichever it did not expect",
         "keep one form");
   }
   if (vllm_quantized && !mt.packed) {
-    Add(Severity::kError, "vllm-expects-quantized", module, file,
+    Add(FindingCode::kVllmExpectsQuantized, module, file,
         fmt::format("config group {} targets vLLM module '{}' and no ignore entry matches it, but "
                     "the checkpoint holds .weight: loading fails (KeyError / no parameter named "
                     "'{}.weight')",
@@ -144,7 +145,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
                       : group == nullptr
                           ? "no config group targets it"
                           : fmt::format("the ignore list matches vLLM module '{}'", lm.fused);
-    Add(Severity::kError, "vllm-expects-dense", module, file,
+    Add(FindingCode::kVllmExpectsDense, module, file,
         fmt::format("stored quantized ({}), but vLLM builds it dense ({}): loading fails with "
                     "\"There is no module or parameter named '{}{}'\"",
                     mt.packed->entry->name, why, lm.vllm_name,
@@ -156,8 +157,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   bool dflash_qkv = family_.family == ModelFamily::kDFlash && IsAttentionQkv(module);
   if ((mt.packed || vllm_quantized) && !dflash_qkv) {
     if (auto keep = FamilyKeepReason(family_, module)) {
-      Add(Severity::kError, "family-keeps-dense", module, file,
-          fmt::format("quantized, but {}", *keep),
+      Add(FindingCode::kFamilyKeepsDense, module, file, fmt::format("quantized, but {}", *keep),
           "keep it dense: requantize with sparkulator quantize (it applies the family preset)");
     }
   }
@@ -189,7 +189,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
 void Checker::CheckRouter(const std::string& module, const std::string& file) {
   auto rule = RouterKeepRule(config_, module);
   if (!rule || !rule->built_without_quant_config) return;
-  Add(Severity::kError, "quantized-router", module, file,
+  Add(FindingCode::kQuantizedRouter, module, file,
       fmt::format("stored as weight_packed, but {}: it has no quantized parameters and loading "
                   "fails (\"There is no module or parameter named '{}.weight_packed'\")",
                   rule->reason, ToVllmModuleName(naming_, module)),
@@ -203,7 +203,7 @@ void Checker::ReportMappingDependence(const LinearModule& lm, const IgnoreDecisi
   const VllmRule& rule = VllmRuleById("draft-quant-config-no-fused-mapping");
   if (draft_mapping_->verdict == Verdict::kFails) {
     if (!with.ignored) return;  // the fused name itself is ignored: vLLM keeps it dense
-    Add(Severity::kError, std::string(rule.code), lm.fused, "config.json",
+    Add(rule.code, Severity::kError, lm.fused, "config.json",
         fmt::format("the ignore list names only the shards of '{}'; a draft's quant config has no "
                     "packed_modules_mapping ({}), so vLLM compares the fused name, builds the "
                     "module quantized and fails: \"{}\"",
@@ -211,7 +211,7 @@ void Checker::ReportMappingDependence(const LinearModule& lm, const IgnoreDecisi
         std::string(rule.fix));
     return;
   }
-  Add(Severity::kError, std::string(rule.code), lm.fused, "config.json",
+  Add(rule.code, Severity::kError, lm.fused, "config.json",
       fmt::format(
           "the module is {} only {} fused-name expansion; whether this vLLM gives a draft's "
           "quant config a packed_modules_mapping is not verified ({})",
@@ -247,12 +247,12 @@ void Checker::CheckFusedAgreement() {
       if (m->packed && !m->scale_dtype.empty()) scale_dtypes.insert(m->scale_dtype);
     }
     if (any_packed && any_dense) {
-      Add(Severity::kError, "fused-shards-disagree", fused, "",
+      Add(FindingCode::kFusedShardsDisagree, fused, "",
           "some shards of the fused module are quantized and others dense; vLLM loads one fused "
           "layer and fails",
           "quantize all shards or keep all dense");
     } else if (scale_dtypes.size() > 1) {
-      Add(Severity::kError, "fused-shards-disagree", fused, "",
+      Add(FindingCode::kFusedShardsDisagree, fused, "",
           fmt::format("the shards' weight_scale dtypes differ ({})", fmt::join(scale_dtypes, ", ")),
           "requantize the shards from one source dtype");
     }
@@ -285,14 +285,14 @@ void Checker::CheckIgnoreEntries() {
     }
     if (!literal.empty()) {
       std::string vllm = FusedModuleName(ToVllmModuleName(naming_, literal));
-      Add(Severity::kError, "ignore-matches-nothing", p.text(), "config.json",
+      Add(FindingCode::kIgnoreMatchesNothing, Severity::kError, p.text(), "config.json",
           fmt::format("the entry matches the checkpoint name '{}' but no vLLM module name; vLLM "
                       "calls it '{}', so the entry is silently ignored and the module is treated "
                       "as quantized",
                       literal, vllm),
           fmt::format("write vLLM's name: \"{}\" (or a re: pattern for it)", vllm));
     } else {
-      Add(Severity::kWarning, "ignore-matches-nothing", p.text(), "config.json",
+      Add(FindingCode::kIgnoreMatchesNothing, Severity::kWarning, p.text(), "config.json",
           "the entry matches no module of the model under vLLM's naming",
           "remove it, or fix it to vLLM's module names");
     }

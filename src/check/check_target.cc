@@ -33,25 +33,25 @@ Status Checker::CheckTarget() {
   std::string path = target_dir + "/config.json";
   SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(path));
   SPK_ASSIGN_OR_RETURN(ModelConfig target, ParseModelConfig(path, text));
-  auto mismatch = [&](const char* code, const char* what, std::optional<int64_t> draft,
+  auto mismatch = [&](FixedCode code, const char* what, std::optional<int64_t> draft,
                       std::optional<int64_t> tgt, const char* fix) {
     if (draft && tgt && *draft != *tgt) {
-      Add(Severity::kError, code, "", "config.json",
+      Add(code, "", "config.json",
           fmt::format("the draft's {} is {}, the target's is {}", what, *draft, *tgt), fix);
     }
   };
-  mismatch("target-hidden-size", "hidden_size", config_.hidden_size, target.hidden_size,
+  mismatch(FindingCode::kTargetHiddenSize, "hidden_size", config_.hidden_size, target.hidden_size,
            "use the draft built for this target");
-  mismatch("target-vocab-size", "vocab_size", config_.vocab_size, target.vocab_size,
+  mismatch(FindingCode::kTargetVocabSize, "vocab_size", config_.vocab_size, target.vocab_size,
            "use the draft built for this target (it shares the target's lm_head and tokenizer)");
-  mismatch("target-layer-count", "num_target_layers", config_.num_target_layers,
+  mismatch(FindingCode::kTargetLayerCount, "num_target_layers", config_.num_target_layers,
            target.num_hidden_layers,
            "use the draft built for this target (vLLM's names of the draft's layers follow the "
            "target's layer count)");
   if (target.num_hidden_layers) {
     for (int64_t id : config_.dflash_target_layer_ids) {
       if (id < 0 || id >= *target.num_hidden_layers) {
-        Add(Severity::kError, "target-layer-ids", "", "config.json",
+        Add(FindingCode::kTargetLayerIds, "", "config.json",
             fmt::format("dflash_config.target_layer_ids holds {}, but the target has {} layers", id,
                         *target.num_hidden_layers),
             "use the draft built for this target");
@@ -73,7 +73,7 @@ Status Checker::CheckTarget() {
   bool actual_quantized = target.has_quantization_config;
   if (expected_quantized != actual_quantized ||
       (expected_quantized && actual.find(expected) == std::string::npos)) {
-    Add(Severity::kWarning, "target-precision-mismatch", "", "config.json",
+    Add(FindingCode::kTargetPrecisionMismatch, "", "config.json",
         fmt::format("the draft was built for a {} target, this target is {}: acceptance can drop "
                     "to ~0% while output stays correct (a silent slowdown)",
                     expected, actual),

@@ -16,7 +16,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
   int bits = args.num_bits;
   if (packed.dtype != DType::kI32 || packed.shape.size() != 2 || bits < kMinIntBits ||
       bits > kMaxIntBits) {
-    Add(Severity::kError, "weight-packed-shape", module, file,
+    Add(FindingCode::kWeightPackedShape, module, file,
         fmt::format("weight_packed is {} {}; expected a 2-D I32 tensor", DTypeName(packed.dtype),
                     ShapeToString(packed.shape)),
         "requantize the module");
@@ -24,12 +24,12 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
   }
   int64_t out = packed.shape[0], in = packed.shape[1] * 32 / bits;
   if (!mt.shape) {
-    Add(Severity::kError, "missing-weight-shape", module, file,
+    Add(FindingCode::kMissingWeightShape, module, file,
         "weight_shape is missing: vLLM cannot unpack the weight", "requantize the module");
   } else {
     const TensorEntry& shape = *mt.shape->entry;
     if (shape.dtype != DType::kI64 || shape.shape != std::vector<int64_t>{2}) {
-      Add(Severity::kError, "weight-shape-invalid", module, FileOf(*mt.shape),
+      Add(FindingCode::kWeightShapeInvalid, module, FileOf(*mt.shape),
           fmt::format("weight_shape is {} {}; expected I64 [2]", DTypeName(shape.dtype),
                       ShapeToString(shape.shape)),
           "requantize the module");
@@ -38,7 +38,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
       Status read =
           Reader(*mt.shape).ReadTensor(shape, {reinterpret_cast<uint8_t*>(dims), sizeof dims});
       if (!read.ok()) {
-        Add(Severity::kError, "safetensors-invalid", module, FileOf(*mt.shape), read.message(), "");
+        Add(FindingCode::kSafetensorsInvalid, module, FileOf(*mt.shape), read.message(), "");
       } else {
         out = dims[0];
         in = dims[1];
@@ -46,7 +46,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     }
   }
   if (out <= 0 || in <= 0 || packed.shape != PackedShape(out, in, bits)) {
-    Add(Severity::kError, "weight-packed-shape", module, file,
+    Add(FindingCode::kWeightPackedShape, module, file,
         fmt::format(
             "weight_packed is {} but weight_shape [{}, {}] at {} bits needs {}",
             ShapeToString(packed.shape), out, in, bits,
@@ -59,20 +59,20 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
   // (group-size-unsupported); the shapes it would imply are not checked module by module.
   const bool group_known = IsKernelGroupSize(g);
   if (group_known && g != kChannelWise && in % g != 0) {
-    Add(Severity::kError, "group-does-not-divide", module, file,
+    Add(FindingCode::kGroupDoesNotDivide, module, file,
         fmt::format("in_features {} is not a multiple of group_size {}", in, g),
         "keep the module dense (ignore it)");
     return std::nullopt;
   }
   if (!mt.scale) {
-    Add(Severity::kError, "missing-weight-scale", module, file,
+    Add(FindingCode::kMissingWeightScale, module, file,
         "weight_scale is missing: vLLM does not report it and runs on uninitialised memory",
         "requantize the module (or restore the shard that held weight_scale)");
   } else if (group_known) {
     const TensorEntry& scale = *mt.scale->entry;
     std::vector<int64_t> want = ScaleShape(out, in, g);
     if (!IsQuantizableFloat(scale.dtype) || scale.shape != want) {
-      Add(Severity::kError, "weight-scale-shape", module, FileOf(*mt.scale),
+      Add(FindingCode::kWeightScaleShape, module, FileOf(*mt.scale),
           fmt::format("weight_scale is {} {}; expected a BF16/F16/F32 tensor {}",
                       DTypeName(scale.dtype), ShapeToString(scale.shape), ShapeToString(want)),
           "requantize the module");
@@ -81,11 +81,11 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     }
   }
   if (args.symmetric && mt.zero_point) {
-    Add(Severity::kError, "zero-point-in-symmetric", module, FileOf(*mt.zero_point),
+    Add(FindingCode::kZeroPointInSymmetric, module, FileOf(*mt.zero_point),
         "weight_zero_point in a symmetric scheme: vLLM has no parameter for it and fails to load",
         "delete the weight_zero_point tensors, or declare symmetric: false if they are real");
   } else if (!args.symmetric && !mt.zero_point) {
-    Add(Severity::kError, "missing-zero-point", module, file,
+    Add(FindingCode::kMissingZeroPoint, module, file,
         "asymmetric scheme without weight_zero_point: vLLM dequantizes with an uninitialised "
         "zero point",
         "requantize the module");
@@ -93,7 +93,7 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     const TensorEntry& zp = *mt.zero_point->entry;
     std::vector<int64_t> want = ZeroPointShape(out, in, bits, g);
     if (zp.dtype != DType::kI32 || zp.shape != want) {
-      Add(Severity::kError, "zero-point-shape", module, FileOf(*mt.zero_point),
+      Add(FindingCode::kZeroPointShape, module, FileOf(*mt.zero_point),
           fmt::format("weight_zero_point is {} {}; expected I32 {} (packed along the out dim)",
                       DTypeName(zp.dtype), ShapeToString(zp.shape), ShapeToString(want)),
           "requantize the module");
@@ -108,7 +108,7 @@ void Checker::CheckScaleValues(const std::string& module, const Located& scale) 
   std::vector<uint8_t> bytes(e.nbytes());
   Status read = Reader(scale).ReadTensor(e, bytes);
   if (!read.ok()) {
-    Add(Severity::kError, "safetensors-invalid", module, FileOf(scale), read.message(), "");
+    Add(FindingCode::kSafetensorsInvalid, module, FileOf(scale), read.message(), "");
     return;
   }
   // E4M3 (NVFP4) and E8M0 (MX, 255 is NaN) scales decode as the formats define them.
@@ -131,16 +131,16 @@ void Checker::CheckScaleValues(const std::string& module, const Located& scale) 
       ++negative;
     }
   }
-  auto add = [&](size_t count, const char* code, const char* what) {
+  auto add = [&](size_t count, FixedCode code, const char* what) {
     if (count == 0) return;
-    Add(Severity::kError, code, module, FileOf(scale),
+    Add(code, module, FileOf(scale),
         fmt::format("{} of {} {}.weight_scale values are {}: the dequantized weights are garbage",
                     count, values.size(), module, what),
         "requantize the module from the source weights");
   };
-  add(nonfinite, "scale-not-finite", "NaN or Inf");
-  add(zero, "scale-zero", "zero");
-  add(negative, "scale-negative", "negative");
+  add(nonfinite, FindingCode::kScaleNotFinite, "NaN or Inf");
+  add(zero, FindingCode::kScaleZero, "zero");
+  add(negative, FindingCode::kScaleNegative, "negative");
 }
 
 }  // namespace spk::check_internal

@@ -18,6 +18,7 @@
 
 #include "check/check.h"
 #include "check/draft_rules.h"
+#include "check/finding_codes.h"
 #include "check/vllm_rules.h"
 #include "checkpoint/family.h"
 #include "checkpoint/map_rules.h"
@@ -97,12 +98,22 @@ class Checker {
   Result<CheckReport> Run();
 
  private:
-  void Add(Severity severity, std::string code, std::string module, std::string file,
+  // A finding of a row of check/finding_codes.h: a code of one severity alone, else the code and
+  // the severity (one of the row's).
+  void Add(FixedCode code, std::string module, std::string file, std::string message,
+           std::string fix) {
+    Push(MakeFinding(code, std::move(module), std::move(file), std::move(message), std::move(fix)));
+  }
+  void Add(FindingCode code, Severity severity, std::string module, std::string file,
            std::string message, std::string fix) {
+    Push(MakeFinding(code, severity, std::move(module), std::move(file), std::move(message),
+                     std::move(fix)));
+  }
+  // A finding made by MakeFinding (draft_rules.h).
+  void Push(Finding f) {
     // One finding per (code, module, file): fused layers are reached once per shard.
-    if (!reported_.insert(code + "\n" + module + "\n" + file).second) return;
-    report_.findings.push_back({severity, std::move(code), std::move(module), std::move(file),
-                                std::move(message), std::move(fix)});
+    if (!reported_.insert(f.code + "\n" + f.module + "\n" + f.file).second) return;
+    report_.findings.push_back(std::move(f));
   }
 
   Status LoadFiles();

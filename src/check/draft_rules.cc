@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "check/finding_codes.h"
+
 namespace spk {
 namespace {
 
@@ -45,11 +47,12 @@ void QuantizedQkv(const DraftFacts& f, const VllmTarget& target, std::vector<Fin
   if (j.verdict == Verdict::kFails) {
     // One finding per module: each is a module the user has to keep dense.
     for (const std::string& m : f.quantized_qkv) {
-      out->push_back({Severity::kError, std::string(rule.code), m, "",
+      out->push_back(
+          MakeFinding(rule.code, Severity::kError, m, "",
                       fmt::format("quantized q/k/v of a DFlash draft: {} builds the context K/V "
                                   "from qkv_proj.weight and fails with \"{}\" ({})",
                                   rule.model_file, rule.vllm_error, j.basis),
-                      std::string(rule.fix)});
+                      std::string(rule.fix)));
     }
     return;
   }
@@ -63,8 +66,8 @@ void QuantizedQkv(const DraftFacts& f, const VllmTarget& target, std::vector<Fin
                 "{} quantized q/k/v module(s): whether {} of this vLLM handles them is "
                 "not verified ({}); if it reads qkv_proj.weight it fails with \"{}\"",
                 f.quantized_qkv.size(), rule.model_file, j.basis, rule.vllm_error);
-  out->push_back({SeverityOf(j.verdict), std::string(rule.code), FirstAndCount(f.quantized_qkv), "",
-                  message, std::string(rule.fix)});
+  out->push_back(MakeFinding(rule.code, SeverityOf(j.verdict), FirstAndCount(f.quantized_qkv), "",
+                             message, std::string(rule.fix)));
 }
 
 void UnfusedLagunaQkv(const DraftFacts& f, const VllmTarget& target, std::vector<Finding>* out) {
@@ -72,12 +75,13 @@ void UnfusedLagunaQkv(const DraftFacts& f, const VllmTarget& target, std::vector
   const VllmRule& rule = VllmRuleById("laguna-dflash-unfused-qkv");
   RuleJudgement j = JudgeRule(rule, target);
   if (j.verdict == Verdict::kWorks) return;
-  out->push_back({SeverityOf(j.verdict), std::string(rule.code), FirstAndCount(f.unfused_qkv), "",
+  out->push_back(
+      MakeFinding(rule.code, SeverityOf(j.verdict), FirstAndCount(f.unfused_qkv), "",
                   fmt::format("a Laguna DFlash draft with q/k/v stored unfused: {} looks every "
                               "tensor up by name and has no qkv_proj stacking, so vLLM fails "
                               "with \"{}\" ({})",
                               rule.model_file, rule.vllm_error, j.basis),
-                  std::string(rule.fix)});
+                  std::string(rule.fix)));
 }
 
 void Eagle3AuxLayers(const DraftFacts& f, const VllmTarget& target, std::vector<Finding>* out) {
@@ -100,44 +104,47 @@ void Eagle3AuxLayers(const DraftFacts& f, const VllmTarget& target, std::vector<
       if (id < 0 || id > *f.target_layers) bad.push_back(id);
     }
     if (!bad.empty()) {
-      out->push_back({Severity::kError, "target-layer-ids", "", "config.json",
+      out->push_back(
+          MakeFinding(FindingCode::kTargetLayerIds, "", "config.json",
                       fmt::format("eagle_aux_hidden_state_layer_ids holds {}, but the target "
                                   "collects hidden states 0..{} only: fc gets fewer than {} and "
                                   "the first request fails",
                                   fmt::join(bad, ", "), *f.target_layers, wanted),
-                      "use the draft built for this target"});
+                      "use the draft built for this target"));
     }
     return;
   }
   const VllmRule& rule = VllmRuleById("eagle3-default-aux-layers");
   if (!f.target_layers) {
-    out->push_back(
-        {Severity::kWarning, std::string(rule.code), "", "config.json",
-         fmt::format("no eagle_aux_hidden_state_layer_ids: vLLM uses its default layers of the "
-                     "target, which give fc's {} hidden states only for some layer counts",
-                     wanted),
-         "pass --target TARGET or --target-layers N to check it, or " + std::string(rule.fix)});
+    out->push_back(MakeFinding(
+        rule.code, Severity::kWarning, "", "config.json",
+        fmt::format("no eagle_aux_hidden_state_layer_ids: vLLM uses its default layers of the "
+                    "target, which give fc's {} hidden states only for some layer counts",
+                    wanted),
+        "pass --target TARGET or --target-layers N to check it, or " + std::string(rule.fix)));
     return;
   }
   RuleJudgement judged = JudgeRule(rule, target);
   std::vector<int64_t> got = Eagle3DefaultAuxLayers(*f.target_layers);
   if (judged.verdict == Verdict::kNotVerified) {
-    out->push_back({Severity::kWarning, std::string(rule.code), "", "config.json",
+    out->push_back(
+        MakeFinding(rule.code, Severity::kWarning, "", "config.json",
                     fmt::format("no eagle_aux_hidden_state_layer_ids, and this vLLM's default "
                                 "aux layers are not the verified ones ({})",
                                 judged.basis),
-                    std::string(rule.fix)});
+                    std::string(rule.fix)));
     return;
   }
   if (static_cast<int64_t>(got.size()) == wanted) return;
-  out->push_back({Severity::kError, std::string(rule.code), "", "config.json",
+  out->push_back(
+      MakeFinding(rule.code, Severity::kError, "", "config.json",
                   fmt::format("no eagle_aux_hidden_state_layer_ids: for a target of {} layers "
                               "vLLM's default collects layers [{}] ({} hidden state(s)), but fc "
                               "takes {} x {}; the first request fails with \"{}\" ({})",
                               *f.target_layers, fmt::join(got, ", "), got.size(), wanted, per_state,
                               rule.vllm_error, judged.basis),
                   fmt::format("{}; for this target e.g. [{}]", rule.fix,
-                              fmt::join(Eagle3AuxLayersFor(*f.target_layers), ", "))});
+                              fmt::join(Eagle3AuxLayersFor(*f.target_layers), ", "))));
 }
 
 }  // namespace

@@ -166,7 +166,7 @@ Result<VllmVersionSource> ReadVllmVersion(FileSystem* fs, const std::string& dir
 
 const std::vector<VllmRule>& VllmRules() {
   static const std::vector<VllmRule> kRules = {
-      {"qwen3-dflash-quantized-qkv", "dflash-qkv-quantized", "qwen3_dflash.py",
+      {"qwen3-dflash-quantized-qkv", FindingCode::kDflashQkvQuantized, "qwen3_dflash.py",
        CodeMarker::kUnguardedRead, ".qkv_proj.weight[", "UnquantizedLinearMethod",
        /*last_failing=*/"0.26.0", /*first_working=*/"0.32.0",
        "0.25.1 fails (measured); main after 0.26.0 still read the weight directly (vllm#51581, "
@@ -175,21 +175,21 @@ const std::vector<VllmRule>& VllmRules() {
        "keep q/k/v dense for older vLLM (sparkulator quantize does with --preset dflash), or "
        "serve with vLLM 0.32.0 or newer",
        /*holds_since=*/""},
-      {"laguna-dflash-quantized-qkv", "dflash-qkv-quantized", "laguna_dflash.py",
+      {"laguna-dflash-quantized-qkv", FindingCode::kDflashQkvQuantized, "laguna_dflash.py",
        CodeMarker::kUnguardedRead, ".qkv_proj.weight[", "UnquantizedLinearMethod", "0.32.0", "",
        "fails on 0.25.1 and 0.32.0 (measured): _build_context_kv_buffers reads qkv_proj.weight",
        "AttributeError: 'QKVParallelLinear' object has no attribute 'weight'",
        "keep qkv_proj dense: requantize with sparkulator quantize (the DFlash preset does), or "
        "patch vLLM (sparkulator check --vllm DIR prints the patch)",
        ""},
-      {"laguna-dflash-unfused-qkv", "laguna-unfused-qkv", "laguna_dflash.py", CodeMarker::kAbsent,
-       "", "k_proj", "0.32.0", "",
+      {"laguna-dflash-unfused-qkv", FindingCode::kLagunaUnfusedQkv, "laguna_dflash.py",
+       CodeMarker::kAbsent, "", "k_proj", "0.32.0", "",
        "0.32.0 (measured): DFlashLagunaModel loads by parameter name with no q/k/v stacking",
        "KeyError: 'layers.0.self_attn.k_proj.weight'",
        "store q/k/v fused as one qkv_proj tensor (rows q, then k, then v) per layer, as the "
        "published Laguna drafts do",
        ""},
-      {"eagle3-default-aux-layers", "eagle3-aux-layers-default", "interfaces.py",
+      {"eagle3-default-aux-layers", FindingCode::kEagle3AuxLayersDefault, "interfaces.py",
        CodeMarker::kDefinition, "return (2, num_layers // 2, num_layers - 3)", "", "", "",
        "0.32.0 (measured): with no aux layer ids the target collects its hidden states after "
        "layers (2, N // 2, N - 3), deduplicated; ids outside 0..N collect nothing",
@@ -198,7 +198,7 @@ const std::vector<VllmRule>& VllmRules() {
        "target (0..N) as fc takes hidden states (sparkulator example --family eagle3 "
        "--target-layers N shows the layout)",
        ""},
-      {"draft-quant-config-no-fused-mapping", "ignore-needs-fused-mapping", "utils.py",
+      {"draft-quant-config-no-fused-mapping", FindingCode::kIgnoreNeedsFusedMapping, "utils.py",
        CodeMarker::kDefinition,
        "VllmConfig.get_quantization_config(draft_model_config, draft_load_config)", "", "", "",
        "0.32.0 (read in its source, vllm#53116): get_draft_quant_config builds the draft's quant "

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "check/finding_codes.h"
 #include "io/file.h"
 
 namespace spk {
@@ -52,7 +53,7 @@ enum class CodeMarker {
 
 struct VllmRule {
   std::string_view id;          // stable name of the rule
-  std::string_view code;        // the Finding code check reports
+  FindingCode code;             // the row of check/finding_codes.h check reports
   std::string_view model_file;  // under vllm/model_executor/models/
   CodeMarker marker;
   std::string_view needle;

@@ -146,7 +146,8 @@ TEST(VllmRules, VerdictsByVersion) {
             Verdict::kFails);
   // Every rule names its file, code, error and fix.
   for (const VllmRule& r : VllmRules()) {
-    EXPECT_FALSE(r.code.empty() || r.model_file.empty() || r.vllm_error.empty() || r.fix.empty())
+    EXPECT_FALSE(CodeName(r.code).empty() || r.model_file.empty() || r.vllm_error.empty() ||
+                 r.fix.empty())
         << r.id;
   }
 }

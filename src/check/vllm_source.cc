@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "check/finding_codes.h"
 #include "check/vllm_code.h"
 #include "check/vllm_rules.h"
 
@@ -257,25 +258,26 @@ Result<std::vector<Finding>> InspectVllmSource(FileSystem* fs, const std::string
           "\"'QKVParallelLinear' object has no attribute 'weight'\" (vllm#51581)",
           fmt::join(unguarded, ", "), context_kv.guard);
       if (auto p = PatchContextKv(lines)) {
-        findings.push_back({Severity::kError, "vllm-dflash-context-kv", "", rel, message,
-                            UnifiedDiff(rel, lines, p->lines)});
+        findings.push_back(MakeFinding(FindingCode::kVllmDflashContextKv, "", rel, message,
+                                       UnifiedDiff(rel, lines, p->lines)));
         lines = p->lines;
       } else {
-        findings.push_back({Severity::kError, "vllm-dflash-context-kv", "", rel, message,
-                            "no patch for this file's shape: keep the draft's q/k/v dense "
-                            "(sparkulator quantize does)"});
+        findings.push_back(
+            MakeFinding(FindingCode::kVllmDflashContextKv, "", rel, message,
+                        "no patch for this file's shape: keep the draft's q/k/v dense "
+                        "(sparkulator quantize does)"));
       }
     }
     if (rel.ends_with("/laguna_dflash.py")) {
       // Against the text after the first patch, so that the two diffs apply one after the other.
       if (auto p = PatchGetCacheScale(lines)) {
-        findings.push_back(
-            {Severity::kError, "vllm-laguna-get-cache-scale", "", rel,
-             fmt::format("line(s) {} call quant_config.get_cache_scale(), which only FP8 "
-                         "quantization configs define; a compressed-tensors draft fails with "
-                         "AttributeError",
-                         fmt::join(p->changed, ", ")),
-             UnifiedDiff(rel, lines, p->lines)});
+        findings.push_back(MakeFinding(
+            FindingCode::kVllmLagunaGetCacheScale, "", rel,
+            fmt::format("line(s) {} call quant_config.get_cache_scale(), which only FP8 "
+                        "quantization configs define; a compressed-tensors draft fails with "
+                        "AttributeError",
+                        fmt::join(p->changed, ", ")),
+            UnifiedDiff(rel, lines, p->lines)));
       }
     }
   }
