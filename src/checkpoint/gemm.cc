@@ -56,7 +56,10 @@ struct RankPartition {
 };
 
 RankPartition PartitionForRank(const GemmGeometry& g, int tp) {
-  RankPartition p{.out = g.out, .in = g.in, .fused_out = g.fused_out > 0 ? g.fused_out : g.out};
+  RankPartition p;
+  p.out = g.out;
+  p.in = g.in;
+  p.fused_out = g.fused_out > 0 ? g.fused_out : g.out;
   p.split = SplitForTp(g.vllm_module, tp, &p.out, &p.in);
   int64_t unused_in = g.in;
   p.fused_split = SplitForTp(g.vllm_module, tp, &p.fused_out, &unused_in);

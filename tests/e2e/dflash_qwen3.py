@@ -340,6 +340,11 @@ def predict_acceptance(draft: pathlib.Path, target: pathlib.Path, prompt_ids: li
 class Kind:
     name = "dflash-qwen3"
     method = "dflash"
+    # run.py's one-request prediction may differ from vLLM by one draft step / accepted token: the
+    # mirror runs in fp32, vLLM in BF16, whose CPU kernels differ by host. Exact on the AVX-512
+    # hosts the suite ran on before; on a Sapphire Rapids host (AMX BF16 GEMMs, 2026-12-02) one
+    # near-tie flipped: 32/96/16 predicted (drafts/drafted/accepted) vs 33/99/15 served.
+    prediction_tolerance = 1
 
     def build_target(self, cache: pathlib.Path, smoke: bool) -> pathlib.Path:
         from tests.e2e import target

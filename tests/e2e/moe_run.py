@@ -22,8 +22,10 @@ For both:
   move more where the router's top-k is a near-tie: 2.86 was the largest measured on Qwen3-MoE).
   For Laguna the same is also recorded against the unquantized BF16 model (the quantization error,
   asserted loosely: LAGUNA_MIN_AGREEMENT_VS_BF16).
-On a host without AMX vLLM has no CPU W4A16 MoE kernel; the e2e plugin (wna16_fallback/) then
-stands in for CPUExpertsInt4's AMX weight packing and expert GEMMs, and the summary says so
+On a host without AMX vLLM has no CPU W4A16 MoE kernel; the e2e plugin (wna16_fallback/) stands
+in for CPUExpertsInt4's AMX weight packing and expert GEMMs, there and (unless
+SPK_E2E_MOE_EXPERTS=vllm) on AMX hosts too, so every host gets the same verdict (spk_e2e_wna16.py
+gives what vLLM's own AMX experts did on one), and the summary says so
 (summary[...]["experts_kernel"]). Everything else (config parsing, the MoE method and backend
 choice, weight loading into w13/w2, routing with Laguna's sigmoid scores and correction bias,
 top-k) is vLLM's own.
@@ -122,7 +124,7 @@ def serve_w4a16(run, out: dict, label: str, src: pathlib.Path, name: str, port: 
     out["moe_method_log_line"], out["moe_backend_log_line"] = lines[MOE_METHOD_LINE], \
         lines[MOE_BACKEND_LINE]
     out["linear_kernel_log_line"] = lines[LINEAR_KERNEL_LINE]
-    out["experts_kernel"] = ("e2e stand-in for CPUExpertsInt4 (no AMX on this CPU)"
+    out["experts_kernel"] = ("e2e stand-in for CPUExpertsInt4 (spk_e2e_wna16.py says why)"
                              if lines[STANDIN_LINE] else "vLLM's CPUExpertsInt4")
     out["wna16_fallback"] = server.wna16_fallback_needed()
     out["routing_standin_log_line"] = lines[ROUTING_STANDIN_LINE]

@@ -21,6 +21,14 @@ top-k are vLLM's) and stands in for the two AMX pieces: the weight conversion
 router's top-k weights, for any routing method the CPURouter computes (CPUExpertsInt4 itself
 accepts softmax routings only, so a W4A16 Laguna MoE finds no backend even on an AMX host).
 Symmetric 4-bit checkpoints only (it refuses others).
+The stand-in is used on AMX hosts too, so that the e2e's MoE verdicts are the same on every host;
+`SPK_E2E_MOE_EXPERTS=vllm` keeps vLLM's own CPUExpertsInt4 where AMX exists. Measured with it on a
+Sapphire Rapids host (2026-12-02, vLLM 0.32.0 CPU): the Laguna MoE finds no backend ("No WNA16 MoE
+backend supports the deployment configuration.", its sigmoid routing, as said above), and the
+Qwen3-MoE's greedy tokens agree with transformers on the dequantized weights at 0.83 (the e2e wants
+0.9). With the stand-in on that host the Laguna MoE agrees at 0.96 and the Qwen3-MoE at 0.875
+(median logprob difference 0.032): the host's BF16 GEMMs (AMX) move near-ties of this random model,
+an open failure of the smoke on such hosts.
 
 One routing gap, on every CPU and for BF16 too: vLLM 0.32's CPURouter (router/cpu_router.py) routes
 sigmoid scores only through its grouped top-k; the ungrouped path Laguna's LagunaMoE takes
@@ -143,8 +151,10 @@ def _register_moe() -> None:
     # whatever top-k the CPURouter computed, as vLLM's BF16 CPU experts do (cpu_moe.py:192-199).
     cpu_moe.CPUExpertsInt4._supports_routing_method = staticmethod(lambda *_: True)
     int_wna16._process_weights_cpu = reference_process_weights_cpu
-    log.warning("sparkulator e2e: no AMX here, so vLLM has no CPU W4A16 MoE kernel; W4A16 experts "
-                "use the e2e's stand-in (dequantize to BF16 + torch experts)")
+    why = ("no AMX here, so vLLM has no CPU W4A16 MoE kernel" if not _has_moe_kernel() else
+           "AMX here, but SPK_E2E_MOE_EXPERTS is not 'vllm'")
+    log.warning("sparkulator e2e: %s; W4A16 experts use the e2e's stand-in (dequantize to BF16 + "
+                "torch experts)", why)
 
 
 def _router_lacks_ungrouped_sigmoid() -> bool:
@@ -231,7 +241,7 @@ def register() -> None:
         _register_sigmoid_routing()
     if _experts_drop_the_bias():
         _register_bias_loading()
-    if not _has_moe_kernel():
+    if not _has_moe_kernel() or os.environ.get("SPK_E2E_MOE_EXPERTS") != "vllm":
         _register_moe()
     if os.environ.get("SPK_E2E_DRAFTER_KERNEL_LOG") == "1":
         _register_drafter_kernel_log()
