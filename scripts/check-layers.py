@@ -10,6 +10,9 @@ closure), never a layer above or beside it. The checker fails, naming file:line,
 - a ``DEPS spk_...`` of an ``spk_library()`` or ``spk_test()`` in src/*/CMakeLists.txt that links a
   layer outside the closure (the build puts only linked layers on a library's include path, so
   the two checks agree);
+- an ``#include <filesystem>`` or ``#include <fstream>`` in a non-test file of src/ outside src/io/:
+  every file goes through io/file.h's ``FileSystem``, so that the fault-injecting one reaches it
+  (tests may keep them for their set-up);
 - a folder of src/ that the table does not place, and a cycle in the table;
 - docs/design.md's copy of the table (between ``<!-- layers:begin -->`` and ``<!-- layers:end -->``)
   differing from ``--markdown``'s output.
@@ -69,7 +72,7 @@ LAYERS: tuple[Layer, ...] = (
     Layer("plot", ("base",), "SVG charts fitted to their data: magnitudes from 0, ratios as their "
           "change from 1, axes with units, legends (compare's HTML, bench's SVG, the card's chart)"),
     Layer("http", ("base",), "HTTP/SSE client and the Prometheus text parser"),
-    Layer("bench", ("http", "plot"), "arms, the ABBA schedule, server shapes (prompt cutting), memory "
+    Layer("bench", ("http", "plot", "io"), "arms, the ABBA schedule, server shapes (prompt cutting), memory "
           "per arm, statistics, reports"),
     Layer("card", ("check", "bench", "plot"), "`sparkulator card`: the model card of a quantized "
           "checkpoint from its `config.json` record, `check` and bench results"),
@@ -81,6 +84,7 @@ TOP = "tools"
 PYTHON = "python"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
+FILE_HEADER = re.compile(r"^\s*#\s*include\s+<(filesystem|fstream)>")
 TEST_FILE = re.compile(r"(_test\.cc|test_util\.h)$")
 CMAKE_CALL = re.compile(r"\b(spk_library|spk_test)\s*\(([^)]*)\)", re.S)
 DOCS_BEGIN, DOCS_END = "<!-- layers:begin -->", "<!-- layers:end -->"
@@ -152,6 +156,23 @@ def check_includes(root: Path, closure: dict[str, set[str]]) -> list[str]:
                     f"{path.relative_to(root)}:{number}: layer '{layer}' includes "
                     f'"{used}/...", which is not below it; '
                     f"'{layer}' may use: {', '.join(sorted(allowed - {layer})) or 'no other layer'}"
+                )
+    return errors
+
+
+def check_file_access(root: Path) -> list[str]:
+    """<filesystem> and <fstream> outside src/io/, in src/'s non-test files."""
+    errors = []
+    for path, layer in source_files(root):
+        if path.relative_to(root).parts[0] != "src" or layer == "io" or TEST_FILE.search(path.name):
+            continue
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            match = FILE_HEADER.match(line)
+            if match:
+                errors.append(
+                    f"{path.relative_to(root)}:{number}: <{match.group(1)}> outside src/io/; read "
+                    "and write files through the FileSystem of io/file.h (fault injection reaches "
+                    "only what goes through it)"
                 )
     return errors
 
@@ -244,7 +265,7 @@ def main(argv: list[str]) -> int:
         return 1
     root = args.root.resolve()
     errors = (check_folders(root, closure) + check_includes(root, closure)
-              + check_links(root, closure) + check_docs(root))
+              + check_file_access(root) + check_links(root, closure) + check_docs(root))
     for error in errors:
         print(error, file=sys.stderr)
     if errors:

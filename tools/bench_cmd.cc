@@ -6,12 +6,12 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <sstream>
 
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "commands.h"
+#include "io/file.h"
 
 namespace spk::cli {
 namespace {
@@ -21,14 +21,6 @@ std::atomic<bool> g_interrupted{false};
 void OnSigint(int) {
   g_interrupted.store(true);
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
-}
-
-Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) return Status::IoError("cannot write " + path);
-  return Status::Ok();
 }
 
 struct BenchFlags {
@@ -55,22 +47,22 @@ Result<std::vector<size_t>> ParseLengths(const std::string& text) {
   return lengths;
 }
 
-Status WriteOutputs(const nlohmann::json& results, const BenchFlags& flags) {
+Status WriteOutputs(FileSystem* fs, const nlohmann::json& results, const BenchFlags& flags) {
   std::fputs(bench::RenderMarkdown(results).c_str(), stdout);
   std::fflush(stdout);
   if (!flags.json_path.empty())
-    SPK_RETURN_IF_ERROR(WriteFile(flags.json_path, results.dump(2) + "\n"));
+    SPK_RETURN_IF_ERROR(fs->WriteFile(flags.json_path, results.dump(2) + "\n"));
   if (!flags.svg_path.empty())
-    SPK_RETURN_IF_ERROR(WriteFile(flags.svg_path, bench::RenderSvg(results)));
+    SPK_RETURN_IF_ERROR(fs->WriteFile(flags.svg_path, bench::RenderSvg(results)));
   return Status::Ok();
 }
 
-int RunReport(const BenchFlags& flags) {
+int RunReport(FileSystem* fs, const BenchFlags& flags) {
   std::vector<nlohmann::json> docs;
   for (const std::string& path : flags.report_files) {
-    std::ifstream in(path);
-    if (!in) return ReportError(Status::NotFound(path + ": cannot open"));
-    nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    auto text = fs->ReadFile(path);
+    if (!text.ok()) return ReportError(text.status());
+    nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded()) return ReportError(Status::InvalidInput(path + ": not valid JSON"));
     docs.push_back(std::move(doc));
   }
@@ -78,13 +70,13 @@ int RunReport(const BenchFlags& flags) {
   if (!pooled.ok()) return ReportError(pooled.status());
   std::fputs(bench::RenderPooledMarkdown(*pooled).c_str(), stdout);
   if (!flags.report_json.empty()) {
-    Status s = WriteFile(flags.report_json, pooled->dump(2) + "\n");
+    Status s = fs->WriteFile(flags.report_json, pooled->dump(2) + "\n");
     if (!s.ok()) return ReportError(s);
   }
   return 0;
 }
 
-int RunMain(bench::BenchConfig config, const BenchFlags& flags) {
+int RunMain(FileSystem* fs, bench::BenchConfig config, const BenchFlags& flags) {
   if (flags.arms.empty())
     return ReportError(Status::Usage("give at least one --arm NAME=URL|cmd:COMMAND"));
   for (const std::string& text : flags.arms) {
@@ -119,10 +111,10 @@ int RunMain(bench::BenchConfig config, const BenchFlags& flags) {
     std::fprintf(stderr, "bench: %s\n", line.c_str());
   };
   nlohmann::json partial;
-  auto results = bench::RunBench(config, &g_interrupted, progress, &partial);
+  auto results = bench::RunBench(fs, config, &g_interrupted, progress, &partial);
   std::signal(SIGINT, SIG_DFL);
   if (results.ok()) {
-    Status written = WriteOutputs(*results, flags);
+    Status written = WriteOutputs(fs, *results, flags);
     if (!written.ok()) return ReportError(written);
     size_t failures = 0;
     for (const auto& arm : (*results)["arms"]) failures += arm["failures"].get<size_t>();
@@ -136,7 +128,7 @@ int RunMain(bench::BenchConfig config, const BenchFlags& flags) {
   }
   if (partial.is_object() && partial.contains("requests") && !partial["requests"].empty()) {
     std::fprintf(stderr, "sparkulator: writing the results gathered so far\n");
-    Status written = WriteOutputs(partial, flags);
+    Status written = WriteOutputs(fs, partial, flags);
     if (!written.ok()) ReportError(written);
   }
   if (results.status().code() == StatusCode::kCancelled) {
@@ -208,9 +200,9 @@ void AddBenchCommand(CLI::App& app, CommandBody* run) {
     (void)sub;
     config->command_line = command_line;
     if (report->parsed()) {
-      *run = [flags] { return RunReport(*flags); };
+      *run = [flags] { return RunReport(FileSystem::Default(), *flags); };
     } else {
-      *run = [config, flags] { return RunMain(*config, *flags); };
+      *run = [config, flags] { return RunMain(FileSystem::Default(), *config, *flags); };
     }
   });
 }

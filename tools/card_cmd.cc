@@ -2,12 +2,11 @@
 // model card of a quantized checkpoint (src/card/card.h); this file declares flags and writes
 // files.
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "card/card.h"
 #include "commands.h"
-#include "io/fs_util.h"
+#include "io/file.h"
 
 namespace spk::cli {
 namespace {
@@ -18,16 +17,16 @@ struct CardFlags {
   bool update = false;
 };
 
-int RunCard(CardFlags flags) {
+int RunCard(FileSystem* fs, CardFlags flags) {
   std::string existing;
-  if (!flags.output.empty() && std::filesystem::exists(flags.output)) {
+  if (!flags.output.empty() && fs->Exists(flags.output)) {
     if (!flags.update) {
       return ReportError(Status::AlreadyExists(
           flags.output +
           " exists: pass --update to keep its prose and replace the generated "
           "part, or -o another file"));
     }
-    auto text = ReadWholeFile(flags.output);
+    auto text = fs->ReadFile(flags.output);
     if (!text.ok()) return ReportError(text.status());
     existing = *text;
   }
@@ -36,18 +35,18 @@ int RunCard(CardFlags flags) {
       flags.options.chart_files.push_back("bench-" + std::to_string(i + 1) + ".svg");
     }
   }
-  auto card = card::MakeCard(FileSystem::Default(), flags.options, existing);
+  auto card = card::MakeCard(fs, flags.options, existing);
   if (!card.ok()) return ReportError(card.status());
   if (flags.output.empty()) {
     std::fputs(card->markdown.c_str(), stdout);
   } else {
-    std::filesystem::path dir = std::filesystem::path(flags.output).parent_path();
+    const std::string dir = Dirname(flags.output);
     for (size_t i = 0; i < card->chart_svgs.size(); ++i) {
       if (card->chart_svgs[i].empty()) continue;
-      Status s = WriteWholeFile((dir / flags.options.chart_files[i]).string(), card->chart_svgs[i]);
+      Status s = fs->WriteFile(JoinPath(dir, flags.options.chart_files[i]), card->chart_svgs[i]);
       if (!s.ok()) return ReportError(s);
     }
-    Status s = WriteWholeFile(flags.output, card->markdown);
+    Status s = fs->WriteFile(flags.output, card->markdown);
     if (!s.ok()) return ReportError(s);
     std::fprintf(stderr, "wrote %s\n", flags.output.c_str());
   }
@@ -87,7 +86,8 @@ void AddCardCommand(CLI::App& app, CommandBody* run) {
                   "An installed vLLM (site-packages) or source tree: the patches `check --vllm` "
                   "reports go into the card")
       ->check(CLI::ExistingDirectory);
-  sub->callback([run, flags] { *run = [flags] { return RunCard(*flags); }; });
+  sub->callback(
+      [run, flags] { *run = [flags] { return RunCard(FileSystem::Default(), *flags); }; });
 }
 
 }  // namespace spk::cli

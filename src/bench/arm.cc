@@ -15,9 +15,6 @@
 extern char** environ;
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "base/strings.h"
@@ -126,14 +123,16 @@ LaunchedServer::~LaunchedServer() { Stop(); }
 Status LaunchedServer::Start(std::vector<std::string> argv, int port, const std::string& log_path) {
   for (std::string& word : argv) word = ReplaceAll(word, "{port}", std::to_string(port));
   log_path_ = log_path;
-  std::error_code ec;
-  std::filesystem::path cache = std::filesystem::temp_directory_path(ec) / "spk-bench-cache-XXXXXX";
-  std::string cache_template = cache.string();
+  // $TMPDIR, else /tmp, as std::filesystem::temp_directory_path.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string cache_template =
+      JoinPath(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "spk-bench-cache-XXXXXX");
   if (::mkdtemp(cache_template.data()) == nullptr) {
     return Status::IoError("cannot create a cache dir for the server: " +
                            std::string(std::strerror(errno)));
   }
   cache_dir_ = cache_template;
+  // The one file not opened through fs_: the child's stdout and stderr need a descriptor.
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (log_fd < 0) {
     return Status::IoError("cannot create server log " + log_path + ": " + std::strerror(errno));
@@ -237,17 +236,15 @@ void LaunchedServer::Stop(std::chrono::milliseconds grace) {
     }
   }
   if (!cache_dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(cache_dir_, ec);
+    (void)fs_->RemoveAll(cache_dir_);  // best effort: a leftover temp dir harms nothing
     cache_dir_.clear();
   }
 }
 
 std::string LaunchedServer::LogTail(size_t max_bytes) const {
-  std::ifstream in(log_path_, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string text = buffer.str();
+  Result<std::string> log = fs_->ReadFile(log_path_);
+  if (!log.ok()) return "(cannot read the log: " + log.status().message() + ")";
+  std::string text = *log;
   if (text.size() > max_bytes) text = "..." + text.substr(text.size() - max_bytes);
   return text;
 }

@@ -8,8 +8,11 @@
 // stopping it reaches its workers too), with a fresh VLLM_CACHE_ROOT temp dir, stdout and stderr
 // going to a kept log file; PR_SET_PDEATHSIG makes the kernel stop it if sparkulator itself dies.
 // Stop() sends SIGTERM to the group, then SIGKILL after the grace period; the destructor calls
-// Stop(). Thread safety: a LaunchedServer is used from one thread. Error policy: no exceptions;
-// Status.
+// Stop(). The log is read (LogTail) and the cache dir removed through the FileSystem it is given,
+// which must outlive it; the log itself is opened with open(2), since the child's stdout and
+// stderr need a descriptor, which a FileSystem's files do not expose. Thread safety: a
+// LaunchedServer is used from one thread. Error policy: no exceptions; Status (a log that cannot
+// be read is said in the tail, "(cannot read the log: ...)").
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +24,7 @@
 
 #include "base/status.h"
 #include "http/http_client.h"
+#include "io/file.h"
 
 namespace spk::bench {
 
@@ -44,7 +48,7 @@ Result<int> FindFreePort(int first = 0, int last = 0);
 
 class LaunchedServer {
  public:
-  LaunchedServer() = default;
+  explicit LaunchedServer(FileSystem* fs) : fs_(fs) {}
   ~LaunchedServer();
   LaunchedServer(const LaunchedServer&) = delete;
   LaunchedServer& operator=(const LaunchedServer&) = delete;
@@ -72,6 +76,7 @@ class LaunchedServer {
   std::string ExitDescription() const { return exit_description_; }
 
  private:
+  FileSystem* fs_;
   pid_t pid_ = -1;
   int exit_status_ = 0;
   std::string exit_description_;

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <thread>
+
+#include "io/fault_injection.h"
 
 namespace spk::bench {
 namespace {
@@ -48,7 +51,7 @@ TEST(LaunchedServer, EarlyExitShowsLog) {
   char dir[] = "/tmp/spk-arm-test-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string log = std::string(dir) + "/server.log";
-  LaunchedServer server;
+  LaunchedServer server(FileSystem::Default());
   ASSERT_TRUE(server.Start({"sh", "-c", "echo port={port} is bad; exit 3"}, 4242, log).ok());
   Status s = server.WaitHealthy(http::Url{"127.0.0.1", 1, ""}, std::chrono::seconds(10), nullptr);
   ASSERT_FALSE(s.ok());
@@ -61,7 +64,7 @@ TEST(LaunchedServer, StopKillsTheWholeGroupAndEscalates) {
   char dir[] = "/tmp/spk-arm-test-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
   std::string log = std::string(dir) + "/server.log";
-  LaunchedServer server;
+  LaunchedServer server(FileSystem::Default());
   // Ignores SIGTERM, so Stop must escalate to SIGKILL after the grace period.
   ASSERT_TRUE(
       server.Start({"sh", "-c", "trap '' TERM; echo $VLLM_CACHE_ROOT; sleep 30 & wait"}, 1, log)
@@ -73,6 +76,24 @@ TEST(LaunchedServer, StopKillsTheWholeGroupAndEscalates) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
   EXPECT_FALSE(server.Running());
   EXPECT_NE(server.LogTail().find("spk-bench-cache-"), std::string::npos);
+}
+
+TEST(LaunchedServer, ALogThatCannotBeReadIsSaidInTheTailAndTheCacheDirIsRemoved) {
+  char dir[] = "/tmp/spk-arm-test-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string log = std::string(dir) + "/server.log";
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.FailOperation(FileOp::kRead, "server.log", EIO);
+  LaunchedServer server(&fs);
+  ASSERT_TRUE(server.Start({"sh", "-c", "echo hello; exit 3"}, 4242, log).ok());
+  Status s = server.WaitHealthy(http::Url{"127.0.0.1", 1, ""}, std::chrono::seconds(10), nullptr);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("(cannot read the log: cannot read " + log), std::string::npos)
+      << s.message();
+  server.Stop();
+  fs.ClearFaults();
+  EXPECT_EQ(fs.ReadFile(log).value(), "hello\n");  // the child's log itself is whole
+  ASSERT_TRUE(fs.RemoveAll(dir).ok());
 }
 
 }  // namespace

@@ -1,9 +1,7 @@
 #include "bench/memory.h"
 
-#include <dirent.h>
-
+#include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "base/lines.h"
@@ -38,11 +36,10 @@ std::optional<double> NumberAfter(std::string_view line, std::string_view marker
   return value;
 }
 
-std::string ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+// The bytes of a /proc file, "" when it cannot be read (the process is gone).
+std::string ReadSmallFile(FileSystem* fs, const std::string& path) {
+  Result<std::string> text = fs->ReadFile(path);
+  return text.ok() ? *text : "";
 }
 
 // The value in kB of a "Key:   123 kB" line of /proc/PID/status or smaps_rollup, in bytes.
@@ -53,8 +50,8 @@ unsigned long long KilobytesField(const std::string& text, std::string_view key)
 }
 
 // The process group and name of /proc/PID/stat ("pid (comm) state ppid pgrp ...").
-bool ReadStat(const std::string& pid, pid_t* pgrp, std::string* name) {
-  std::string stat = ReadSmallFile("/proc/" + pid + "/stat");
+bool ReadStat(FileSystem* fs, const std::string& pid, pid_t* pgrp, std::string* name) {
+  std::string stat = ReadSmallFile(fs, "/proc/" + pid + "/stat");
   size_t open = stat.find('('), close = stat.rfind(')');
   if (open == std::string::npos || close == std::string::npos || close < open) return false;
   *name = stat.substr(open + 1, close - open - 1);
@@ -102,24 +99,32 @@ LogMemory ParseVllmLogMemory(std::string_view log) {
   return memory;
 }
 
-std::optional<ProcessMemory> ProcessGroupMemory(pid_t pgid) {
-  DIR* proc = ::opendir("/proc");
-  if (proc == nullptr) return std::nullopt;
+std::optional<ProcessMemory> ProcessGroupMemory(FileSystem* fs, pid_t pgid) {
+  Result<std::vector<std::string>> entries = fs->ListDirectory("/proc");
+  if (!entries.ok()) return std::nullopt;
+  std::vector<std::string> pids;
+  for (const std::string& entry : *entries) {
+    if (!entry.empty() && entry.find_first_not_of("0123456789") == std::string::npos) {
+      pids.push_back(entry);
+    }
+  }
+  // In pid order, as /proc lists them (ListDirectory sorts bytewise: "10" before "9").
+  std::stable_sort(pids.begin(), pids.end(), [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  });
   ProcessMemory memory;
-  while (dirent* entry = ::readdir(proc)) {
-    std::string pid = entry->d_name;
-    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+  for (const std::string& pid : pids) {
     pid_t group = 0;
     std::string name;
-    if (!ReadStat(pid, &group, &name) || group != pgid) continue;
-    unsigned long long rss = KilobytesField(ReadSmallFile("/proc/" + pid + "/status"), "VmRSS");
-    unsigned long long pss = KilobytesField(ReadSmallFile("/proc/" + pid + "/smaps_rollup"), "Pss");
+    if (!ReadStat(fs, pid, &group, &name) || group != pgid) continue;
+    unsigned long long rss = KilobytesField(ReadSmallFile(fs, "/proc/" + pid + "/status"), "VmRSS");
+    unsigned long long pss =
+        KilobytesField(ReadSmallFile(fs, "/proc/" + pid + "/smaps_rollup"), "Pss");
     memory.rss_bytes += rss;
     memory.pss_bytes += pss;
     memory.processes.push_back(
         {{"pid", std::atoi(pid.c_str())}, {"name", name}, {"rss_bytes", rss}, {"pss_bytes", pss}});
   }
-  ::closedir(proc);
   if (memory.processes.empty()) return std::nullopt;
   return memory;
 }

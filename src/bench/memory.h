@@ -15,6 +15,8 @@
 //     engine core, workers).
 //   - /metrics (URL arms): `process_resident_memory_bytes` of prometheus_client, which covers the
 //     process that serves /metrics only (vLLM's API server, not its engine or workers).
+// /proc is listed and read through the FileSystem ProcessGroupMemory is handed (its whole-file
+// reads go to the end, so /proc files, which stat says are empty, read whole).
 // Ownership: values. Thread safety: reentrant. Error policy: no exceptions; a source that is not
 // there is an absent field with a note, never an error.
 #pragma once
@@ -27,6 +29,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "io/file.h"
 
 #include "http/prometheus.h"
 
@@ -50,8 +54,9 @@ struct ProcessMemory {
   nlohmann::json processes = nlohmann::json::array();  // {pid, name, rss_bytes, pss_bytes}
 };
 
-// The memory of every process in process group `pgid`; nullopt when none is found.
-std::optional<ProcessMemory> ProcessGroupMemory(pid_t pgid);
+// The memory of every process in process group `pgid`, in pid order; nullopt when none is found
+// (or /proc cannot be listed). A process whose files cannot be read counts as 0 bytes.
+std::optional<ProcessMemory> ProcessGroupMemory(FileSystem* fs, pid_t pgid);
 
 // Keeps the sample with the largest RSS of a launched arm's samples.
 class PeakMemory {

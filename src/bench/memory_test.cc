@@ -1,7 +1,11 @@
 #include "bench/memory.h"
 
 #include <gtest/gtest.h>
+
+#include <cerrno>
+
 #include <unistd.h>
+#include "io/fault_injection.h"
 
 namespace spk::bench {
 namespace {
@@ -40,13 +44,13 @@ TEST(VllmLogMemory, SplitsCheckpointSizesAtTheDrafterLine) {
 }
 
 TEST(ProcessGroupMemory, FindsThisProcess) {
-  auto m = ProcessGroupMemory(::getpgrp());
+  auto m = ProcessGroupMemory(FileSystem::Default(), ::getpgrp());
   ASSERT_TRUE(m.has_value());
   EXPECT_GT(m->rss_bytes, 1024u * 1024u);  // a test binary holds more than a MiB
   bool found = false;
   for (const auto& p : m->processes) found = found || p["pid"].get<int>() == ::getpid();
   EXPECT_TRUE(found);
-  EXPECT_FALSE(ProcessGroupMemory(-12345).has_value());
+  EXPECT_FALSE(ProcessGroupMemory(FileSystem::Default(), -12345).has_value());
 }
 
 TEST(MetricsMemory, ReadsProcessGaugesOnly) {
@@ -66,6 +70,17 @@ TEST(VllmLogMemory, NonUtf8LogLinesStillDumpAsJson) {
   ASSERT_EQ(m.lines.size(), 1u);
   std::string dumped = m.ToJson().dump();
   EXPECT_NE(dumped.find("0\xEF\xBF\xBD\""), std::string::npos) << dumped;  // U+FFFD
+}
+
+TEST(ProcessGroupMemory, GoesThroughItsFileSystem) {
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  EXPECT_TRUE(ProcessGroupMemory(&fs, ::getpgrp()).has_value());
+  fs.FailOperation(FileOp::kRead, "status", EIO);  // every /proc/PID/status: 0 bytes resident
+  auto unread = ProcessGroupMemory(&fs, ::getpgrp());
+  ASSERT_TRUE(unread.has_value());
+  EXPECT_EQ(unread->rss_bytes, 0u);
+  fs.FailOperation(FileOp::kList, "/proc", EIO);  // no listing: no figure, no crash
+  EXPECT_FALSE(ProcessGroupMemory(&fs, ::getpgrp()).has_value());
 }
 
 }  // namespace

@@ -6,8 +6,6 @@
 
 #include <chrono>
 #include <ctime>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -36,8 +34,12 @@ struct ArmState {
   json metrics_memory = nullptr;  // URL arms: what /metrics offers
 };
 
-std::string FirstLineOf(const std::string& path, const std::string& prefix) {
-  std::ifstream in(path);
+// The value after the ':' of the first line of `path` that starts with `prefix`; "" when there is
+// none or the file cannot be read.
+std::string FirstLineOf(FileSystem* fs, const std::string& path, const std::string& prefix) {
+  Result<std::string> text = fs->ReadFile(path);
+  if (!text.ok()) return "";
+  std::istringstream in(*text);
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind(prefix, 0) == 0) {
@@ -50,19 +52,21 @@ std::string FirstLineOf(const std::string& path, const std::string& prefix) {
   return "";
 }
 
-json HostInfo() {
+json HostInfo(FileSystem* fs) {
   json host;
   char name[256] = {};
   ::gethostname(name, sizeof(name) - 1);
   host["hostname"] = name;
   utsname u{};
   if (::uname(&u) == 0) host["os"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
-  host["cpu"] = FirstLineOf("/proc/cpuinfo", "model name");
+  host["cpu"] = FirstLineOf(fs, "/proc/cpuinfo", "model name");
   host["cpus"] = ::sysconf(_SC_NPROCESSORS_ONLN);
   json gpus = json::array();
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec)) {
-    gpus.push_back(FirstLineOf((entry.path() / "information").string(), "Model"));
+  const std::string gpu_dir = "/proc/driver/nvidia/gpus";
+  if (auto entries = fs->ListDirectory(gpu_dir); entries.ok()) {  // none without NVIDIA's driver
+    for (const std::string& entry : *entries) {
+      gpus.push_back(FirstLineOf(fs, gpu_dir + "/" + entry + "/information", "Model"));
+    }
   }
   host["gpus"] = gpus;
   return host;
@@ -118,8 +122,10 @@ json GetJsonOrNull(const http::Url& url, const char* path) {
 
 class Run {
  public:
-  Run(const BenchConfig& config, const std::atomic<bool>* cancel, const ProgressFn& progress)
-      : config_(config),
+  Run(FileSystem* fs, const BenchConfig& config, const std::atomic<bool>* cancel,
+      const ProgressFn& progress)
+      : fs_(fs),
+        config_(config),
         cancel_(cancel),
         progress_(progress),
         start_(std::chrono::steady_clock::now()) {
@@ -133,7 +139,7 @@ class Run {
             {"command_line", config.command_line},
             {"flags", FlagsJson(config)},
             {"build", BuildInfo()},
-            {"host", HostInfo()}};
+            {"host", HostInfo(fs)}};
   }
 
   Status Execute() {
@@ -211,7 +217,7 @@ class Run {
   // A launched arm: its process group's memory now. A URL arm: /metrics' process gauges.
   void SampleMemory(ArmState& arm) {
     if (arm.server) {
-      if (auto sample = ProcessGroupMemory(arm.server->process_group())) {
+      if (auto sample = ProcessGroupMemory(fs_, arm.server->process_group())) {
         arm.process_memory.Add(*sample);
       }
       return;
@@ -226,7 +232,7 @@ class Run {
   }
 
   // The memory figures of one arm, each source as what it is (bench/memory.h).
-  static json MemoryJson(const ArmState& arm) {
+  json MemoryJson(const ArmState& arm) const {
     if (!arm.spec.launched()) {
       json j = {{"kind", "url"}, {"metrics", arm.metrics_memory}};
       if (arm.metrics_memory.is_null()) {
@@ -240,11 +246,10 @@ class Run {
     return j;
   }
 
-  static std::string ReadLog(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
+  // A server's log; "" when it cannot be read (its memory figures are then absent, with a note).
+  std::string ReadLog(const std::string& path) const {
+    Result<std::string> text = fs_->ReadFile(path);
+    return text.ok() ? *text : "";
   }
 
   Status CheckUrlArms() {
@@ -269,13 +274,12 @@ class Run {
 
   Status LaunchServer(ArmState& arm) {
     SPK_ASSIGN_OR_RETURN(int port, FindFreePort(config_.port_first, config_.port_last));
-    std::error_code ec;
-    std::filesystem::create_directories(config_.log_dir, ec);
-    std::string log = (std::filesystem::path(config_.log_dir) /
-                       fmt::format("bench-{}-{}.log", arm.spec.name, arm.logs.size() + 1))
-                          .string();
+    // A folder that cannot be made fails at the log's creation, naming the log.
+    (void)fs_->CreateDirectories(config_.log_dir);
+    std::string log = JoinPath(config_.log_dir,
+                               fmt::format("bench-{}-{}.log", arm.spec.name, arm.logs.size() + 1));
     arm.logs.push_back(log);
-    arm.server = std::make_unique<LaunchedServer>();
+    arm.server = std::make_unique<LaunchedServer>(fs_);
     progress_(fmt::format("[{}] launching on port {} (log {})", arm.spec.name, port, log));
     SPK_RETURN_IF_ERROR(
         arm.server->Start(arm.spec.command, port, log).WithContext("arm " + arm.spec.name));
@@ -354,6 +358,7 @@ class Run {
     return Status::Ok();
   }
 
+  FileSystem* fs_;
   const BenchConfig& config_;
   const std::atomic<bool>* cancel_;
   const ProgressFn& progress_;
@@ -366,7 +371,7 @@ class Run {
 
 }  // namespace
 
-Result<json> RunBench(const BenchConfig& config, const std::atomic<bool>* cancel,
+Result<json> RunBench(FileSystem* fs, const BenchConfig& config, const std::atomic<bool>* cancel,
                       const ProgressFn& progress, json* partial) {
   if (config.arms.empty()) return Status::Usage("give at least one --arm");
   if (config.prompt_lengths.empty()) return Status::Usage("--prompt-lengths is empty");
@@ -378,7 +383,7 @@ Result<json> RunBench(const BenchConfig& config, const std::atomic<bool>* cancel
       }
     }
   }
-  Run run(config, cancel, progress);
+  Run run(fs, config, cancel, progress);
   Status status = run.Execute();
   json doc = run.Finish(status.code() == StatusCode::kCancelled);
   if (status.ok()) return doc;

@@ -6,9 +6,11 @@
 // period) before the next arm starts; consecutive turns of the same arm (the BB of ABBA) share one
 // launch, and every launch is warmed up again. When `cancel` becomes true the run stops at once,
 // stops its servers and returns what it has, marked "interrupted". Ownership: the caller owns
-// config and the cancel flag, which must outlive the call. Thread safety: one run per thread. Error
-// policy: no exceptions; a Status for a run that could not start or whose arm became unusable (the
-// partial results are still returned in *partial when it is not null).
+// config, the cancel flag and the FileSystem, which must outlive the call; every file the run
+// touches (the log folder, the servers' logs, /proc) goes through that FileSystem, except the
+// descriptor a launched server writes its log to (bench/arm.h). Thread safety: one run per thread.
+// Error policy: no exceptions; a Status for a run that could not start or whose arm became unusable
+// (the partial results are still returned in *partial when it is not null).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -20,6 +22,7 @@
 
 #include "base/status.h"
 #include "bench/arm.h"
+#include "io/file.h"
 
 namespace spk::bench {
 
@@ -46,7 +49,8 @@ using ProgressFn = std::function<void(const std::string& line)>;
 
 // Runs the benchmark. On success returns the results document. On failure returns the Status and,
 // when `partial` is not null, stores the results gathered so far there.
-Result<nlohmann::json> RunBench(const BenchConfig& config, const std::atomic<bool>* cancel,
-                                const ProgressFn& progress, nlohmann::json* partial);
+Result<nlohmann::json> RunBench(FileSystem* fs, const BenchConfig& config,
+                                const std::atomic<bool>* cancel, const ProgressFn& progress,
+                                nlohmann::json* partial);
 
 }  // namespace spk::bench

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "base/strings.h"
 #include "bench/report.h"
@@ -112,10 +111,9 @@ std::string SizesAndRecipe(const json& record, const std::string& checkpoint) {
                      record.value("output_tensor_bytes", 0ULL));
   if (before > 0) out += fmt::format("| ratio | x{:.3f} |\n", after / before);
   std::string method = Str(record, "method", "rtn");
-  std::string command =
-      fmt::format("sparkulator quantize {} {} --scheme {} --method {} --group-size {}",
-                  Str(record, "source"), std::filesystem::path(checkpoint).filename().string(),
-                  Str(record, "scheme"), method, record.value("group_size", 128LL));
+  std::string command = fmt::format(
+      "sparkulator quantize {} {} --scheme {} --method {} --group-size {}", Str(record, "source"),
+      Basename(checkpoint), Str(record, "scheme"), method, record.value("group_size", 128LL));
   if (record.contains("target_precision")) {
     command += " --target-precision " + Str(record, "target_precision");
   }
@@ -169,7 +167,7 @@ Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Ca
   if (!options.vllm_dir.empty()) {
     SPK_ASSIGN_OR_RETURN(std::vector<Finding> patches, InspectVllmSource(fs, options.vllm_dir));
     out += "\n## vLLM patches\n\nWhat `sparkulator check --vllm` reports for the vLLM in `" +
-           std::filesystem::path(options.vllm_dir).filename().string() +
+           Basename(options.vllm_dir) +
            "`; each patch applies to the model file it names (a draft whose model file is not "
            "named needs none). Apply with `patch -p1` in the folder that holds `vllm`.\n\n";
     if (patches.empty()) out += "`sparkulator check --vllm` finds no blocker in this vLLM.\n";
@@ -235,7 +233,7 @@ Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::str
   keys.scheme = Str(record, "scheme");
   keys.number_type = WeightNumberName(*scheme);
   keys.family = report.family;
-  std::string name = std::filesystem::path(options.checkpoint).filename().string();
+  std::string name = Basename(options.checkpoint);
   std::string body = WhatItIs(name, *scheme, record, report.family, base_model, options.target);
   if (base_model.empty()) {
     body += "\nThe source was a local folder (`" + source +

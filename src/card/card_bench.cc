@@ -2,11 +2,11 @@
 // (bench/report.h), pooled across machines, and each machine's chart.
 #include <fmt/format.h>
 
-#include <filesystem>
 #include <map>
 
 #include "bench/report.h"
 #include "card/card.h"
+#include "io/file.h"
 
 namespace spk::card {
 namespace {
@@ -20,7 +20,7 @@ std::string MachineName(const json& results, const std::string& file) {
     if (gpu.is_string()) hardware += ", " + gpu.get<std::string>();
   }
   return fmt::format("{} ({}; results {})", host.value("hostname", std::string("unknown host")),
-                     hardware, std::filesystem::path(file).filename().string());
+                     hardware, Basename(file));
 }
 
 std::string PromptsLine(const json& results) {

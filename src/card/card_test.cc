@@ -4,7 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <map>
+
+#include "io/fault_injection.h"
+#include "io/test_util.h"
 
 namespace spk::card {
 namespace {
@@ -43,6 +47,20 @@ TEST(MakeCard, ReadsTheCheckpointThroughItsFileSystem) {
   EXPECT_NE(unknown.status().message().find("/no/such/ckpt/config.json"), std::string::npos);
   EXPECT_NE(unknown.status().message().find("\"w9a16\""), std::string::npos);
   EXPECT_NE(unknown.status().message().find("fp8-block"), std::string::npos);  // the known ones
+}
+
+TEST(MakeCard, AFailedReadNamesTheFile) {
+  spk::testing::ScopedTempDir dir;
+  ASSERT_TRUE(FileSystem::Default()->WriteFile(dir / "config.json", "{}").ok());
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.FailOperation(FileOp::kRead, "config.json", EIO);
+  CardOptions options;
+  options.checkpoint = dir.path();
+  auto card = MakeCard(&fs, options, "");
+  ASSERT_FALSE(card.ok());
+  EXPECT_EQ(card.status().code(), StatusCode::kIoError);
+  EXPECT_NE(card.status().message().find("cannot read " + (dir / "config.json")), std::string::npos)
+      << card.status().message();
 }
 
 }  // namespace

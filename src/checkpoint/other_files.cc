@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <set>
 
 #include "safetensors/index.h"
@@ -11,25 +10,23 @@
 namespace spk {
 namespace {
 
-namespace stdfs = std::filesystem;
-
 // What the writers produce, or what model_free_ptq skips too: never copied from the top level.
 bool LeftOut(const std::string& name) {
   return name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors") ||
          name == ".cache" || name == ".gitattributes";
 }
 
-bool Within(const stdfs::path& path, const stdfs::path& folder) {
-  return std::mismatch(folder.begin(), folder.end(), path.begin(), path.end()).first ==
-         folder.end();
+// Whether the resolved `path` is `folder` or under it (both as RealPath gives them).
+bool Within(const std::string& path, const std::string& folder) {
+  if (folder == "/") return true;
+  return path == folder || (path.starts_with(folder) && path[folder.size()] == '/');
 }
 
 // The folder links may lead into: the source, or the model's folder of the Hugging Face cache when
 // the source is one of its snapshots (their files link to ../../blobs/).
-stdfs::path LinkBoundary(const stdfs::path& source) {
-  const stdfs::path repo = source.parent_path().parent_path();
-  std::error_code ec;
-  if (source.parent_path().filename() == "snapshots" && stdfs::is_directory(repo / "blobs", ec)) {
+std::string LinkBoundary(FileSystem* fs, const std::string& source) {
+  const std::string repo = Dirname(Dirname(source));
+  if (Basename(Dirname(source)) == "snapshots" && fs->IsDirectory(JoinPath(repo, "blobs"))) {
     return repo;
   }
   return source;
@@ -41,38 +38,38 @@ class Walk {
       : fs_(fs), out_(out), warnings_(warnings) {}
 
   Status Source(const std::string& src_dir) {
-    std::error_code ec;
-    stdfs::path real = stdfs::canonical(src_dir, ec);
-    if (ec) {  // the file system's own error, or ours when it lists a folder that cannot resolve
+    Result<std::string> real = fs_->RealPath(src_dir);
+    if (!real.ok()) {  // the listing's own error, or the resolving one when it lists
       Status listed = fs_->ListDirectory(src_dir).status();
-      return listed.ok() ? Status::NotFound("no such folder: " + src_dir) : listed;
+      if (!listed.ok()) return listed;
+      return real.status().code() == StatusCode::kNotFound
+                 ? Status::NotFound("no such folder: " + src_dir)
+                 : real.status();
     }
-    boundary_ = LinkBoundary(real);
-    return Folder(src_dir, real, "");
+    boundary_ = LinkBoundary(fs_, *real);
+    return Folder(src_dir, *real, "");
   }
 
   std::vector<std::string> copied;
 
  private:
   // `path` as the caller named it, `real` its canonical path, `prefix` its name in the output.
-  Status Folder(const std::string& path, const stdfs::path& real, const std::string& prefix) {
+  Status Folder(const std::string& path, const std::string& real, const std::string& prefix) {
     if (!on_path_.insert(real).second) {
-      return Status::InvalidInput(
-          fmt::format("{}: a link back into {}, a folder it is in (a loop); remove the link", path,
-                      real.string()));
+      return Status::InvalidInput(fmt::format(
+          "{}: a link back into {}, a folder it is in (a loop); remove the link", path, real));
     }
     SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(path));
     for (const std::string& name : names) {
       if (prefix.empty() && LeftOut(name)) continue;
-      SPK_RETURN_IF_ERROR(Entry(path + "/" + name, real / name, prefix + name));
+      SPK_RETURN_IF_ERROR(Entry(path + "/" + name, JoinPath(real, name), prefix + name));
     }
     on_path_.erase(real);
     return Status::Ok();
   }
 
-  Status Entry(const std::string& path, stdfs::path real, const std::string& name) {
-    std::error_code ec;
-    if (stdfs::is_symlink(stdfs::symlink_status(path, ec))) {
+  Status Entry(const std::string& path, std::string real, const std::string& name) {
+    if (fs_->IsLink(path)) {
       SPK_ASSIGN_OR_RETURN(real, LinkTarget(path));
     }
     switch (fs_->KindOf(path)) {
@@ -91,28 +88,29 @@ class Walk {
     return Status::Ok();
   }
 
-  Result<stdfs::path> LinkTarget(const std::string& link) {
-    std::error_code ec;
-    stdfs::path target = stdfs::canonical(link, ec);
-    if (ec) {
+  Result<std::string> LinkTarget(const std::string& link) {
+    Result<std::string> target = fs_->RealPath(link);
+    if (!target.ok()) {
+      if (target.status().code() != StatusCode::kNotFound) return target.status();
+      Result<std::string> text = fs_->ReadLink(link);
       return Status::InvalidInput(fmt::format(
           "{}: a link to {}, which does not exist; remove the link or restore its target", link,
-          stdfs::read_symlink(link, ec).string()));
+          text.ok() ? *text : ""));
     }
-    if (!Within(target, boundary_)) {
+    if (!Within(*target, boundary_)) {
       return Status::InvalidInput(fmt::format(
           "{}: a link to {}, outside the source folder {}; sparkulator does not copy files from "
           "outside the checkpoint: copy the file into the folder or remove the link",
-          link, target.string(), boundary_.string()));
+          link, *target, boundary_));
     }
-    return target;
+    return *target;
   }
 
   FileSystem* fs_;
   CheckpointWriter* out_;
   std::vector<std::string>* warnings_;
-  stdfs::path boundary_;
-  std::set<stdfs::path> on_path_;  // the folders being walked, to catch a link loop
+  std::string boundary_;
+  std::set<std::string> on_path_;  // the folders being walked, to catch a link loop
 };
 
 }  // namespace

@@ -11,13 +11,15 @@
 // (`models--org--name/snapshots/<commit>`), inside the model's cache folder, where every file links
 // to `../../blobs/`. A link that resolves anywhere else is refused: copying it would put a file
 // from outside the checkpoint (a home folder, /etc) into an output that is made to be shared.
-// FileSystem has no lstat or realpath yet, so links are inspected with std::filesystem (read-only
-// metadata); listing and copying go through `fs`.
+// Every look at the source goes through `fs`: links are seen, read and resolved with
+// FileSystem::IsLink/ReadLink/RealPath, folders listed with ListDirectory; copies are made by the
+// writer through its own FileSystem.
 //
 // Ownership: nothing is kept; the writer must outlive the call. Thread safety: call from the
 // writer's thread. Errors: InvalidInput naming the link and where it leads (outside the source,
-// nowhere, or back into a folder being walked); the file system's listing error (NotFound,
-// IoError) naming the folder; copy errors come from CheckpointWriter::Finish, naming the file.
+// nowhere, or back into a folder being walked); the file system's listing or resolving error
+// (NotFound, IoError) naming the folder or link; copy errors come from CheckpointWriter::Finish,
+// naming the file.
 #pragma once
 
 #include <string>

@@ -7,6 +7,9 @@
 
 #include <filesystem>
 
+#include <cerrno>
+
+#include "io/fault_injection.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
 
@@ -145,6 +148,28 @@ TEST(OtherFilesTest, MissingSourceIsNotFound) {
   ASSERT_FALSE(copied.ok());
   EXPECT_EQ(copied.status().code(), StatusCode::kNotFound);
   EXPECT_NE(copied.status().message().find("absent"), std::string::npos);
+}
+
+TEST(OtherFilesTest, AFailedListingOrLinkResolutionFailsTheRunNamingItAndWritesNothing) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = dir / "src", dst = dir / "dst";
+  Write(src + "/real/tokenizer.json", "tok");
+  fs::create_symlink("real/tokenizer.json", src + "/tokenizer.json");
+  for (FileOp op : {FileOp::kResolve, FileOp::kList}) {
+    FaultInjectingFileSystem faulty(FileSystem::Default());
+    faulty.FailOperation(op, op == FileOp::kList ? "real" : "tokenizer.json", EIO);
+    std::vector<std::string> warnings;
+    CheckpointWriter out = WriterTo(dst);
+    auto names = CopyOtherFiles(&faulty, src, &out, &warnings);
+    ASSERT_FALSE(names.ok());
+    EXPECT_EQ(names.status().code(), StatusCode::kIoError);
+    EXPECT_NE(names.status().message().find(op == FileOp::kList ? src + "/real"
+                                                                : src + "/tokenizer.json"),
+              std::string::npos)
+        << names.status().message();
+    out.Abandon();
+    EXPECT_FALSE(fs::exists(dst));
+  }
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ struct FaultInjectingFileSystem::Faults {
   Status Check(FileOp op, const std::string& path) const {
     static constexpr const char* kWhat[] = {
         "cannot read",   "cannot write",  "cannot list", "cannot create folder",
-        "cannot rename", "cannot remove", "cannot sync"};
+        "cannot rename", "cannot remove", "cannot sync", "cannot resolve"};
     const std::string name = path.substr(path.find_last_of('/') + 1);
     std::lock_guard<std::mutex> lock(mu);
     for (const std::string& key : {path, name}) {
@@ -147,6 +147,13 @@ Result<std::unique_ptr<WritableFile>> FaultInjectingFileSystem::CreateForWrite(
 
 Result<std::string> FaultInjectingFileSystem::ReadFile(const std::string& path) {
   SPK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, OpenForRead(path));
+  if (file->size() == 0 && !faults_->Lookup(faults_->apparent_size, path)) {
+    // A /proc file says 0 in stat and still has bytes: the base reads to the end. A read fault
+    // still applies (FailReadsFrom cannot touch a byte of an empty file), and an empty file reads
+    // empty either way.
+    SPK_RETURN_IF_ERROR(faults_->Check(FileOp::kRead, path));
+    return target()->ReadFile(path);
+  }
   std::string contents(file->size(), '\0');
   SPK_RETURN_IF_ERROR(
       file->ReadAt(0, {reinterpret_cast<uint8_t*>(contents.data()), contents.size()}));
@@ -189,6 +196,16 @@ Status FaultInjectingFileSystem::RemoveAll(const std::string& path) {
 Status FaultInjectingFileSystem::SyncPath(const std::string& path) {
   SPK_RETURN_IF_ERROR(faults_->Check(FileOp::kSync, path));
   return target()->SyncPath(path);
+}
+
+Result<std::string> FaultInjectingFileSystem::ReadLink(const std::string& path) {
+  SPK_RETURN_IF_ERROR(faults_->Check(FileOp::kResolve, path));
+  return target()->ReadLink(path);
+}
+
+Result<std::string> FaultInjectingFileSystem::RealPath(const std::string& path) {
+  SPK_RETURN_IF_ERROR(faults_->Check(FileOp::kResolve, path));
+  return target()->RealPath(path);
 }
 
 void FaultInjectingFileSystem::SetWriteLimit(uint64_t max_total_bytes) {

@@ -16,7 +16,8 @@
 //     folder), fails with errno `err`: ENOSPC reads "disk full while writing <path>", EIO
 //     "cannot <op> <path>: Input/output error". kRead covers reads of an opened file, whole-file
 //     reads and the source of a copy; kWrite covers writes, whole-file writes and the
-//     destination of a copy; kRename matches either end.
+//     destination of a copy; kRename matches either end; kResolve covers ReadLink and RealPath
+//     ("cannot resolve <path>"), where links are followed.
 // Ownership: the wrapped FileSystem must outlive this object and every file it opened. Files opened
 // here share the fault settings, so faults set after opening still apply. Thread safety: all
 // methods, including those of the files, may be called from several threads.
@@ -30,7 +31,7 @@
 
 namespace spk {
 
-enum class FileOp { kRead, kWrite, kList, kCreateDirectory, kRename, kRemove, kSync };
+enum class FileOp { kRead, kWrite, kList, kCreateDirectory, kRename, kRemove, kSync, kResolve };
 
 class FaultInjectingFileSystem final : public FileSystemWrapper {
  public:
@@ -40,7 +41,8 @@ class FaultInjectingFileSystem final : public FileSystemWrapper {
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override;
   Result<std::unique_ptr<WritableFile>> CreateForWrite(const std::string& path) override;
   // Whole-file reads, writes and copies go through OpenForRead/CreateForWrite above, so that every
-  // read and write fault applies to them as to shard data.
+  // read and write fault applies to them as to shard data. A file whose stat size is 0 (a /proc
+  // file) is read to its end by the wrapped file system, after the FailOperation(kRead) check.
   Result<std::string> ReadFile(const std::string& path) override;
   Status WriteFile(const std::string& path, std::string_view data) override;
   Status CopyFile(const std::string& from, const std::string& to) override;
@@ -49,6 +51,8 @@ class FaultInjectingFileSystem final : public FileSystemWrapper {
   Status Rename(const std::string& from, const std::string& to) override;
   Status RemoveAll(const std::string& path) override;
   Status SyncPath(const std::string& path) override;
+  Result<std::string> ReadLink(const std::string& path) override;
+  Result<std::string> RealPath(const std::string& path) override;
 
   void SetWriteLimit(uint64_t max_total_bytes);
   void FailReadsFrom(const std::string& path, uint64_t offset);

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <vector>
 
@@ -130,6 +132,34 @@ TEST(FaultInjectionTest, FolderOperationsFailOnRequest) {
   EXPECT_TRUE(fs.SyncPath(dir / "renamed").ok());
   EXPECT_TRUE(fs.RemoveAll(dir / "sub").ok());
   EXPECT_EQ(*fs.ListDirectory(dir.path()), std::vector<std::string>{"renamed"});
+}
+
+TEST(FaultInjectionTest, ResolvingALinkCanFail) {
+  testing::ScopedTempDir dir;
+  ASSERT_TRUE(WriteWholeFile(dir / "f.txt", "x").ok());
+  ASSERT_EQ(::symlink("f.txt", (dir / "link").c_str()), 0);
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  fs.FailOperation(FileOp::kResolve, "link", EIO);
+  EXPECT_TRUE(fs.IsLink(dir / "link"));
+  for (const Status& s : {fs.ReadLink(dir / "link").status(), fs.RealPath(dir / "link").status()}) {
+    EXPECT_EQ(s.code(), StatusCode::kIoError);
+    EXPECT_THAT(s.message(), HasSubstr("cannot resolve " + (dir / "link")));
+  }
+  EXPECT_TRUE(fs.RealPath(dir / "f.txt").ok());
+  fs.ClearFaults();
+  auto text = fs.ReadLink(dir / "link");
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "f.txt");
+}
+
+TEST(FaultInjectionTest, ProcFilesReadWholeAndTheirReadsCanFail) {
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  auto status = fs.ReadFile("/proc/self/status");
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  EXPECT_THAT(*status, HasSubstr("VmRSS"));
+  fs.FailOperation(FileOp::kRead, "status", EIO);
+  EXPECT_THAT(fs.ReadFile("/proc/self/status").status().message(),
+              HasSubstr("cannot read /proc/self/status"));
 }
 
 }  // namespace

@@ -25,4 +25,30 @@ Status ShortReadError(const std::string& path, uint64_t offset, uint64_t length,
                          " (was it truncated or is it still being written?)");
 }
 
+Status FileSystem::CreateDirectories(const std::string& path) {
+  if (path.empty() || IsDirectory(path)) return Status::Ok();
+  if (Exists(path)) return Status::IoError("cannot create folder " + path + ": not a folder");
+  std::string parent = Dirname(path);
+  if (!parent.empty() && parent != path) {
+    SPK_RETURN_IF_ERROR(CreateDirectories(parent).WithContext("cannot create folder " + path));
+  }
+  Status made = CreateDirectory(path);
+  if (made.code() == StatusCode::kAlreadyExists && IsDirectory(path)) return Status::Ok();
+  return made;
+}
+
+std::string Basename(const std::string& path) { return path.substr(path.find_last_of('/') + 1); }
+
+std::string Dirname(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  if (slash == std::string::npos) return "";
+  size_t end = path.find_last_not_of('/', slash);
+  return end == std::string::npos ? "/" : path.substr(0, end + 1);
+}
+
+std::string JoinPath(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
 }  // namespace spk

@@ -1,8 +1,9 @@
 // File abstraction for everything sparkulator reads and writes (leveldb's Env): positional reads
 // (pread) and writes (pwrite), whole files, folders, copies, renames and removal behind one
 // interface, so that tests can swap in a FaultInjectingFileSystem and reach every error path.
-// Outside src/io/ no code calls POSIX or std::filesystem for checkpoint files; it takes a
-// FileSystem*.
+// Outside src/io/ no code calls POSIX or std::filesystem for files; it takes a FileSystem*
+// (scripts/check-layers.py refuses <filesystem> and <fstream> in src/ outside src/io/, tests
+// excepted). Path strings are split with the helpers at the end (Basename, Dirname, JoinPath).
 //
 // Ownership: FileSystem::Default() is a process-lifetime singleton that callers never delete. Files
 // are returned as std::unique_ptr and close their descriptor when destroyed. A FileSystemWrapper
@@ -90,8 +91,22 @@ class FileSystem {
   // fsync(2) of a file or folder by name (a folder's fsync makes its entries durable).
   virtual Status SyncPath(const std::string& path) = 0;
 
+  // Links. IsLink: whether `path` itself is a symbolic link (lstat; false when missing). ReadLink:
+  // the link's text as written (readlink(2)); InvalidInput when `path` is not a link. RealPath:
+  // the absolute path with every link, "." and ".." resolved (realpath(3)); NotFound when it or a
+  // link on the way leads nowhere
+  // (missing, or a loop of links).
+  virtual bool IsLink(const std::string& path) = 0;
+  virtual Result<std::string> ReadLink(const std::string& path) = 0;
+  virtual Result<std::string> RealPath(const std::string& path) = 0;
+
   bool IsDirectory(const std::string& path) { return KindOf(path) == FileKind::kDirectory; }
   bool FileExists(const std::string& path) { return KindOf(path) == FileKind::kFile; }
+  // Anything at `path` (following symlinks), as std::filesystem::exists.
+  bool Exists(const std::string& path) { return KindOf(path) != FileKind::kMissing; }
+  // Creates `path` and the folders above it that are missing (mkdir -p); OK when it is a folder
+  // already, IoError naming the folder that could not be made.
+  Status CreateDirectories(const std::string& path);
 
   // The POSIX file system (pread/pwrite, O_CLOEXEC, copy_file_range).
   static FileSystem* Default();
@@ -128,6 +143,9 @@ class FileSystemWrapper : public FileSystem {
   }
   Status RemoveAll(const std::string& path) override { return target_->RemoveAll(path); }
   Status SyncPath(const std::string& path) override { return target_->SyncPath(path); }
+  bool IsLink(const std::string& path) override { return target_->IsLink(path); }
+  Result<std::string> ReadLink(const std::string& path) override { return target_->ReadLink(path); }
+  Result<std::string> RealPath(const std::string& path) override { return target_->RealPath(path); }
 
  private:
   FileSystem* target_;
@@ -137,5 +155,13 @@ class FileSystemWrapper : public FileSystem {
 Status IoErrorFromErrno(const std::string& what, const std::string& path, int err);
 // The error for a read of [offset, offset+length) that found the file ending at `file_end`.
 Status ShortReadError(const std::string& path, uint64_t offset, uint64_t length, uint64_t file_end);
+
+// Path strings, as std::filesystem::path spells them on POSIX. Basename: what follows the last
+// '/' ("" for "dir/"), as filename(). Dirname: what precedes the last '/' without the slashes
+// that end it ("" when there is none, "/" for a file at the root), as parent_path(). JoinPath:
+// `dir` + '/' + `name`, or `name` when `dir` is empty, as operator/.
+std::string Basename(const std::string& path);
+std::string Dirname(const std::string& path);
+std::string JoinPath(const std::string& dir, const std::string& name);
 
 }  // namespace spk

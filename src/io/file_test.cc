@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <thread>
 #include <vector>
 
@@ -111,6 +113,65 @@ TEST(PosixFileSystemTest, FoldersRenamesAndRemoval) {
   EXPECT_EQ(fs->KindOf(dir / "u"), FileKind::kMissing);
   EXPECT_TRUE(fs->RemoveAll(dir / "u").ok());  // missing is fine
   EXPECT_THAT(fs->SyncPath(dir / "u").message(), HasSubstr(dir / "u"));
+}
+
+TEST(PosixFileTest, LinksAreSeenReadAndResolved) {
+  testing::ScopedTempDir dir;
+  FileSystem* fs = FileSystem::Default();
+  ASSERT_TRUE(fs->CreateDirectory(dir / "real").ok());
+  ASSERT_TRUE(fs->WriteFile(dir / "real/f.txt", "x").ok());
+  ASSERT_EQ(::symlink("real/f.txt", (dir / "link").c_str()), 0);
+  ASSERT_EQ(::symlink("nowhere", (dir / "dangling").c_str()), 0);
+  EXPECT_TRUE(fs->IsLink(dir / "link"));
+  EXPECT_TRUE(fs->IsLink(dir / "dangling"));
+  EXPECT_FALSE(fs->IsLink(dir / "real/f.txt"));
+  EXPECT_FALSE(fs->IsLink(dir / "missing"));
+  auto text = fs->ReadLink(dir / "link");
+  ASSERT_TRUE(text.ok()) << text.status().message();
+  EXPECT_EQ(*text, "real/f.txt");
+  EXPECT_EQ(fs->ReadLink(dir / "real/f.txt").status().code(), StatusCode::kInvalidInput);
+  auto real = fs->RealPath(dir / "link");
+  auto expected = fs->RealPath(dir / "real/./f.txt");
+  ASSERT_TRUE(real.ok() && expected.ok());
+  EXPECT_EQ(*real, *expected);
+  EXPECT_EQ(real->front(), '/');
+  EXPECT_EQ(Basename(*real), "f.txt");
+  auto dangling = fs->RealPath(dir / "dangling");
+  EXPECT_EQ(dangling.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(dangling.status().message(), HasSubstr("dangling"));
+  EXPECT_TRUE(fs->Exists(dir / "link"));
+  EXPECT_FALSE(fs->Exists(dir / "dangling"));
+}
+
+TEST(PosixFileTest, CreateDirectoriesMakesEveryMissingFolder) {
+  testing::ScopedTempDir dir;
+  FileSystem* fs = FileSystem::Default();
+  ASSERT_TRUE(fs->CreateDirectories(dir / "a/b/c").ok());
+  EXPECT_TRUE(fs->IsDirectory(dir / "a/b/c"));
+  EXPECT_TRUE(fs->CreateDirectories(dir / "a/b").ok());  // already there
+  ASSERT_TRUE(fs->WriteFile(dir / "file", "x").ok());
+  Status s = fs->CreateDirectories(dir / "file/sub");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("file/sub"));
+}
+
+TEST(PosixFileTest, ReadFileReadsProcFilesWhoseStatSizeIsZero) {
+  auto status = FileSystem::Default()->ReadFile("/proc/self/status");
+  ASSERT_TRUE(status.ok()) << status.status().message();
+  EXPECT_THAT(*status, HasSubstr("VmRSS"));
+}
+
+TEST(PathTest, SplitsAndJoinsAsStdFilesystem) {
+  EXPECT_EQ(Basename("a/b/c.json"), "c.json");
+  EXPECT_EQ(Basename("c.json"), "c.json");
+  EXPECT_EQ(Basename("a/b/"), "");
+  EXPECT_EQ(Dirname("a/b/c.json"), "a/b");
+  EXPECT_EQ(Dirname("a//c.json"), "a");
+  EXPECT_EQ(Dirname("c.json"), "");
+  EXPECT_EQ(Dirname("/c.json"), "/");
+  EXPECT_EQ(JoinPath("", "x.svg"), "x.svg");
+  EXPECT_EQ(JoinPath("a", "x.svg"), "a/x.svg");
+  EXPECT_EQ(JoinPath("/", "x.svg"), "/x.svg");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The POSIX FileSystem behind FileSystem::Default(): the only place that calls open/pread/pwrite,
-// readdir, rename and fsync for checkpoint files (see io/file.h for the contract).
+// readdir, rename, fsync, lstat, readlink and realpath for files (see io/file.h for the
+// contract).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -7,6 +8,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -275,6 +278,36 @@ class PosixFileSystem final : public FileSystem {
     ::close(fd);
     if (rc != 0) return IoErrorFromErrno("cannot sync", path, err);
     return Status::Ok();
+  }
+
+  bool IsLink(const std::string& path) override {
+    struct stat st;
+    return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+  }
+
+  Result<std::string> ReadLink(const std::string& path) override {
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = ::readlink(path.c_str(), target.data(), target.size());
+    if (n < 0) {
+      if (errno == EINVAL) return Status::InvalidInput(path + " is not a link");
+      if (errno == ENOENT) return Status::NotFound("no such link: " + path);
+      return IoErrorFromErrno("cannot read link", path, errno);
+    }
+    target.resize(static_cast<size_t>(n));
+    return target;
+  }
+
+  Result<std::string> RealPath(const std::string& path) override {
+    char* real = ::realpath(path.c_str(), nullptr);
+    if (real == nullptr) {
+      if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+        return Status::NotFound("no such file or folder: " + path + ": " + std::strerror(errno));
+      }
+      return IoErrorFromErrno("cannot resolve", path, errno);
+    }
+    std::string result = real;
+    std::free(real);
+    return result;
   }
 };
 
