@@ -216,18 +216,6 @@ constexpr std::string_view kOddWidthKernels =
     "(Machete, Marlin, Conch and Exllama take 4 and 8 bits); on CUDA only HummingLinearKernel, "
     "from the optional `humming` package. The plan still keeps Marlin's old tile rule";
 
-// A pack-quantized width without a vLLM kernel: no per-platform rules (check reports the scheme
-// once, not per module), the plan's tile rule as for every pack-quantized row.
-constexpr KernelRule NoStockKernelRow(std::string_view scheme) {
-  return {.scheme = scheme,
-          .kernel = "MarlinLinearKernel",
-          .kernels = kOddWidthKernels,
-          .condition = kWna16Condition,
-          .vllm_source = kWna16Source,
-          .rule = MarlinTilesBeforePadding,
-          .cpu_runs_format = false};
-}
-
 constexpr KernelRule Wna16Row(std::string_view scheme, bool cpu_runs_format) {
   return {.scheme = scheme,
           .kernel = "MarlinLinearKernel",
@@ -238,6 +226,16 @@ constexpr KernelRule Wna16Row(std::string_view scheme, bool cpu_runs_format) {
           .cuda_rule = CudaWna16,
           .cpu_rule = CpuWna16,
           .cpu_runs_format = cpu_runs_format};
+}
+
+// A pack-quantized width without a vLLM kernel: no per-platform rules (check reports the scheme
+// once, not per module), the plan's tile rule as for every pack-quantized row.
+constexpr KernelRule NoStockKernelRow(std::string_view scheme) {
+  KernelRule row = Wna16Row(scheme, /*cpu_runs_format=*/false);
+  row.kernels = kOddWidthKernels;
+  row.cuda_rule = nullptr;
+  row.cpu_rule = nullptr;
+  return row;
 }
 
 const std::array<KernelRule, 21> kRules = {{
