@@ -17,9 +17,10 @@ For both:
 - vLLM loaded the experts through compressed-tensors' fused-MoE W4A16 method, on its 'CPU' backend
   (the log lines "Using CompressedTensorsWNA16MoEMethod" and "Using 'CPU' WNA16 MoE backend.");
 - its greedy tokens are what transformers predicts on `sparkulator dequantize`'s BF16 copy of the
-  same checkpoint (the same weights, dequantized), fed the same context: argmax agreement >= 0.9 and
-  the median |logprob difference| of the chosen tokens <= 0.1 (teacher_forced; single positions
-  move more where the router's top-k is a near-tie: 2.86 was the largest measured on Qwen3-MoE).
+  same checkpoint (the same weights, dequantized), fed the same context: argmax agreement up to a
+  BF16 near-tie >= 0.9 and the median |logprob difference| of the chosen tokens <= 0.1
+  (teacher_forced; single positions move more where the router's top-k is a near-tie: 4.41 was the
+  largest measured on Qwen3-MoE).
   For Laguna the same is also recorded against the unquantized BF16 model (the quantization error,
   asserted loosely: LAGUNA_MIN_AGREEMENT_VS_BF16).
 On a host without AMX vLLM has no CPU W4A16 MoE kernel; the e2e plugin (wna16_fallback/) stands
@@ -50,6 +51,13 @@ MOE_METHOD_LINE = "Using CompressedTensorsWNA16MoEMethod"
 MOE_BACKEND_LINE = "Using 'CPU' WNA16 MoE backend."
 STANDIN_LINE = "W4A16 experts use the e2e's stand-in"
 MIN_AGREEMENT = 0.9
+# A random model's next-token distribution is nearly flat, so its top two logits are often equal or
+# a few BF16 steps apart, and which of them wins moves with the GEMMs' accumulation order (AMX tiles,
+# oneDNN or vLLM's own kernels; measured on a Sapphire Rapids host: 3 of 96 positions exact ties, 6
+# more 1-7 steps of 1/32 apart, strict agreement 0.875; on an AVX-512 host without AMX 0.99). Such a
+# position agrees when transformers' logprob of vLLM's token is within NEAR_TIE of its best: 8 BF16
+# steps at these logit magnitudes. A flipped router top-k moves a token by 2-4.4 nats, far outside.
+NEAR_TIE = 0.25
 MAX_LOGPROB_DIFF = 0.1  # the median: a near-tie in the router's top-k moves single positions
 LINEAR_KERNEL_LINE = "for CompressedTensorsWNA16"
 ROUTING_STANDIN_LINE = "it runs through vLLM's _grouped_topk with one group instead"
@@ -76,15 +84,17 @@ def served_greedy(q: Server, prompts: list[str], tokens: int) -> list[dict]:
 
 def teacher_forced(model: pathlib.Path, served: list[dict]) -> dict:
     """transformers on `model`, fed each prompt plus vLLM's own tokens in one forward: how often its
-    argmax is vLLM's token, and how far its logprob of vLLM's token is from vLLM's. Each position is
-    judged on the same context, so one near-tie does not derail the rest of the sequence (as it
-    does in free-running greedy decoding of a random model)."""
+    argmax is vLLM's token (strictly, and up to a NEAR_TIE), and how far its logprob of vLLM's token
+    is from vLLM's. Each position is judged on the same context, so one near-tie does not derail the
+    rest of the sequence (as it does in free-running greedy decoding of a random model); the gaps of
+    the positions that disagree strictly are listed, so a failure shows whether they were ties."""
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(1)
     m = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.bfloat16).eval()
     same = 0
     diffs = []
+    gaps = []  # transformers' best logprob minus its logprob of vLLM's token, where they differ
     with torch.no_grad():
         for s in served:
             ids = torch.tensor([s["prompt_ids"] + s["token_ids"]])
@@ -92,10 +102,15 @@ def teacher_forced(model: pathlib.Path, served: list[dict]) -> dict:
             start = len(s["prompt_ids"]) - 1
             for k, (tok, vllm_lp) in enumerate(zip(s["token_ids"], s["logprobs"])):
                 row = lp[start + k]
-                same += int(row.argmax().item() == tok)
+                if row.argmax().item() == tok:
+                    same += 1
+                else:
+                    gaps.append(round(row.max().item() - row[tok].item(), 4))
                 diffs.append(abs(row[tok].item() - vllm_lp))
     diffs.sort()
+    near = same + sum(g <= NEAR_TIE for g in gaps)
     return {"argmax_agreement": round(same / len(diffs), 4),
+            "near_tie_agreement": round(near / len(diffs), 4), "disagreeing_gaps": sorted(gaps),
             "median_logprob_diff": round(diffs[len(diffs) // 2], 4),
             "max_logprob_diff": round(diffs[-1], 4), "positions": len(diffs)}
 
@@ -132,10 +147,13 @@ def serve_w4a16(run, out: dict, label: str, src: pathlib.Path, name: str, port: 
     if not lines[MOE_METHOD_LINE] or not lines[MOE_BACKEND_LINE]:
         run.fail(f"{label}: vLLM did not load the experts through the W4A16 fused-MoE CPU path")
     out["teacher_forced_vs_dequantized"] = tf = teacher_forced(deq, served)
-    if tf["argmax_agreement"] < MIN_AGREEMENT or tf["median_logprob_diff"] > MAX_LOGPROB_DIFF:
+    if tf["near_tie_agreement"] < MIN_AGREEMENT or tf["median_logprob_diff"] > MAX_LOGPROB_DIFF:
         run.fail(f"{label}: vLLM's W4A16 tokens against transformers on the dequantized weights: "
-                 f"{tf} (want argmax agreement >= {MIN_AGREEMENT}, median logprob diff <= "
-                 f"{MAX_LOGPROB_DIFF})")
+                 f"{tf} (want argmax agreement up to a {NEAR_TIE}-nat tie >= {MIN_AGREEMENT}, "
+                 f"median logprob diff <= {MAX_LOGPROB_DIFF})")
+    # What the same measure gives weights that differ (the W4A16 rounding): the margin the check
+    # above has over a comparison that is wrong.
+    out["teacher_forced_vs_bf16"] = teacher_forced(src, served)
     return w4a16, served
 
 
@@ -221,7 +239,7 @@ def laguna_moe_part(run, port: int, router_case: bool) -> None:
         run.fail(f"Laguna MoE: tensors {tensors}, want {want}")
     if not out["linear_kernel_log_line"]:
         run.fail("Laguna MoE: no W4A16 linear kernel line (the shared expert and attention)")
-    out["teacher_forced_vs_bf16"] = tf = teacher_forced(src, served)
+    tf = out["teacher_forced_vs_bf16"]
     if tf["argmax_agreement"] < LAGUNA_MIN_AGREEMENT_VS_BF16:
         run.fail(f"Laguna MoE: vLLM's W4A16 tokens against transformers on the BF16 model: {tf} "
                  f"(want argmax agreement >= {LAGUNA_MIN_AGREEMENT_VS_BF16})")

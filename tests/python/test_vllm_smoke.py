@@ -196,14 +196,17 @@ def test_vllm_cpu_smoke(tmp_path, spk_path, vllm_venv):
     # The tiny Qwen3-MoE with fused 3-D experts (tests/e2e/moe_run.py): its W4A16 copy loaded
     # through compressed-tensors' fused-MoE W4A16 method on vLLM's CPU backend, the routers stayed
     # dense and ignored, and vLLM's greedy tokens are transformers' argmax on the dequantized
-    # weights fed the same context, with close logprobs (measured here: 0.958 and 0.029).
+    # weights fed the same context up to BF16 near-ties, with close logprobs (measured: 0.969 and
+    # 0.032 on a Sapphire Rapids host, where 0.875 agree strictly; moe_run.NEAR_TIE says why). The
+    # tolerance does not admit other weights: against the unquantized model the same measure gave 0.29.
     moe = s["moe"]
     assert moe["moe_method_log_line"] == "Using CompressedTensorsWNA16MoEMethod"
     assert moe["moe_backend_log_line"] == "Using 'CPU' WNA16 MoE backend."
     assert "re:.*mlp\\.gate$" in moe["ignore"]
     tf = moe["teacher_forced_vs_dequantized"]
-    assert tf["positions"] > 0 and tf["argmax_agreement"] >= 0.9, tf
-    assert tf["median_logprob_diff"] <= 0.1, tf  # single router near-ties move more (2.86 seen)
+    assert tf["positions"] > 0 and tf["near_tie_agreement"] >= 0.9, tf
+    assert tf["median_logprob_diff"] <= 0.1, tf  # single router near-ties move more (4.41 seen)
+    assert moe["teacher_forced_vs_bf16"]["near_tie_agreement"] < 0.6, moe["teacher_forced_vs_bf16"]
     # The tiny Laguna MoE (dense layer 0, MoE layers 1-2 with a shared expert and a non-zero
     # e_score_correction_bias; moe_run.laguna_moe_part): routers dense and unchanged, the bias bit
     # for bit, shared and routed experts packed; vLLM loaded the experts through the same W4A16
@@ -218,7 +221,7 @@ def test_vllm_cpu_smoke(tmp_path, spk_path, vllm_venv):
     assert "CPUWNA16LinearKernel" in lag["linear_kernel_log_line"]
     assert lag["tensors"]["routers_dense_unchanged"] and lag["tensors"]["correction_bias_kept"]
     tf = lag["teacher_forced_vs_dequantized"]
-    assert tf["positions"] > 0 and tf["argmax_agreement"] >= 0.9, tf
+    assert tf["positions"] > 0 and tf["near_tie_agreement"] >= 0.9, tf
     assert tf["median_logprob_diff"] <= 0.1, tf
     assert lag["teacher_forced_vs_bf16"]["argmax_agreement"] >= 0.15
     # The Qwen3 DFlash draft drafted and had tokens accepted, BF16 (on the BF16 target) and
