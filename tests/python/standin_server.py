@@ -236,9 +236,11 @@ def make_handler(state):
             pending = b": stand-in keep-alive\n\n"
             burst = args.burst_every and index % args.burst_every == 0
             held = b""
+            # Chunk n leaves at first + n steps: paced by the clock, not by sleeping a step after each
+            # write, so the rate is the ground truth however slow a loaded machine makes a write.
+            first = time.monotonic()
             for n, size in enumerate(chunks):
-                if n > 0:
-                    time.sleep(args.step_delay)
+                time.sleep(max(0.0, first + n * args.step_delay - time.monotonic()))
                 text = "".join(WORDS[(n + i) % len(WORDS)] + " " for i in range(size))
                 choice = ({"index": 0, "delta": {"content": text}} if chat else {"index": 0, "text": text})
                 if args.token_ids:
