@@ -19,7 +19,7 @@
 #   --quick: install (without vLLM), build, ctest and the Python suites without the vLLM tier.
 # Environment: SPK_REQUIRE=vllm (.ci/run sets it): a vLLM that cannot be installed fails the run, and
 #   a skipped test outside suite_policy.py's allow-list fails its suite. SPK_FUZZ_SECONDS: per target
-#   (default 15). The Python interpreter is .venv's, or $SPK_PYTHON (scripts/python-env.sh).
+#   (default 15). SPK_PYTEST_WORKERS: pytest processes (default: the cores, at most 4). The Python interpreter is .venv's, or $SPK_PYTHON (scripts/python-env.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -54,13 +54,17 @@ phase_table() {
 }
 trap phase_table EXIT
 
-# pytest_suites BUILD_DIR PYTEST_ARGS...: the Python suites against the binaries of BUILD_DIR. Skips
-# are listed with their reasons (-rs), the 25 slowest tests at the end; "no tests collected"
-# (pytest's exit code 5) is a failure too.
+# pytest_suites BUILD_DIR PYTEST_ARGS...: the Python suites against the binaries of BUILD_DIR, in
+# $SPK_PYTEST_WORKERS processes (default: the cores, at most 4; 1 runs them in this one), each
+# group of tests on one worker (tests/python/suite_policy.py rule 4). Skips are listed with their
+# reasons (-rs), the 25 slowest tests at the end; "no tests collected" (pytest's exit code 5) is a
+# failure too.
+pytest_workers=${SPK_PYTEST_WORKERS:-$((jobs < 4 ? jobs : 4))}
 pytest_suites() {
-  local build=$1 rc=0
+  local build=$1 rc=0 workers=()
   shift
-  SPK_BUILD_DIR="$build" "$SPK_PY" -m pytest -q -rs --durations=25 "$@" || rc=$?
+  if [ "$pytest_workers" -gt 1 ]; then workers=(-n "$pytest_workers" --dist loadgroup); fi
+  SPK_BUILD_DIR="$build" "$SPK_PY" -m pytest -q -rs --durations=25 "${workers[@]}" "$@" || rc=$?
   if [ "$rc" = 5 ]; then echo "error: pytest collected no tests from $*" >&2; fi
   return "$rc"
 }

@@ -12,6 +12,12 @@
    shows as a failure in CI.
 3. Durations. The slowest tests are printed at the end (scripts/test.sh passes --durations); the
    per-phase budget is in docs/testing.md.
+4. Workers. scripts/test.sh runs pytest in several processes (pytest-xdist, `--dist loadgroup`);
+   every test gets an `xdist_group` from its fixture closure, so what must happen once, or one at a
+   time, stays on one worker: the tests that serve on vLLM ("vllm": fixed ports, and each server
+   takes both cores), those on the session-wide format outputs ("formats": made once per worker),
+   and otherwise each module's tests together (its module fixtures made once). Nothing is listed by
+   hand; a test's own xdist_group mark wins.
 
 Error policy: a skip outside the allow-list becomes a failed report naming the test and its reason
 (tests/python/test_suite_policy.py runs these rules on real pytest sessions).
@@ -47,7 +53,30 @@ def depends_on_binary(item) -> bool:
     return bool(used & set(BINARY_FIXTURES)) and not used & set(RELEASE_ONLY_FIXTURES)
 
 
+# Fixtures whose users share one worker (rule 4), first match wins.
+WORKER_GROUPS = (("vllm_venv", "vllm"), ("format_quantized", "formats"),
+                 ("format_sources", "formats"))
+
+
+def worker_group(item) -> str:
+    used = set(getattr(item, "fixturenames", ()))
+    for fixture, group in WORKER_GROUPS:
+        if fixture in used:
+            return group
+    return item.path.name
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "xdist_group(name): the tests of a group run in one worker "
+                            "(suite_policy.py gives every test one from its fixtures)")
+
+
+# tryfirst: xdist's own hook, which reads the marks under --dist loadgroup, comes after this one.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(worker_group(item)))
     if not binary_only():
         return
     keep = [i for i in items if depends_on_binary(i)]
@@ -57,7 +86,14 @@ def pytest_collection_modifyitems(config, items):
     items[:] = keep
 
 
+def without_group(nodeid: str) -> str:
+    """The node id without the "@group" suffix xdist's loadgroup adds to it."""
+    head, at, group = nodeid.rpartition("@")
+    return head if at and not any(c in group for c in "]:/") else nodeid  # not an "@" in a param
+
+
 def allowed_skip(nodeid: str, reason: str) -> bool:
+    nodeid = without_group(nodeid)
     return any(fnmatch.fnmatch(nodeid, pattern) and text in reason
                for pattern, text, _why in SKIP_ALLOWLIST)
 
@@ -97,15 +133,14 @@ def fail_unlisted_skip(report) -> None:
 UNLISTED_MODULE_SKIPS: list = []
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_make_collect_report(collector):
+def pytest_collectreport(report):
     """A whole module skipped at import (allow_module_level) counts like a skipped test, but as a
-    failure of the session (a failed collection would stop every other test from running)."""
-    outcome = yield
-    report = outcome.get_result()
+    failure of the session (a failed collection would stop every other test from running). Under
+    xdist every worker collects and the controller receives each worker's report: named once."""
     message = unlisted_skip(report)
-    if message:
-        UNLISTED_MODULE_SKIPS.append(f"{report.nodeid}: {message}")
+    line = f"{report.nodeid}: {message}"
+    if message and line not in UNLISTED_MODULE_SKIPS:
+        UNLISTED_MODULE_SKIPS.append(line)
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -6,6 +6,8 @@ and suite_policy.py and runs pytest on it in a fresh interpreter, as scripts/tes
   skips. A skip on the allow-list stays a skip under SPK_REQUIRE too.
 - With SPK_BINARY_ONLY=1 only the tests that use a binary fixture and no release-only fixture are
   collected; module fixtures that request `spk` count.
+- Under two xdist workers (as scripts/test.sh runs them) the same holds, the allow-list matches node
+  ids that carry xdist's "@group", and a module's tests, and all tests on vLLM, each share a worker.
 """
 import os
 import shutil
@@ -102,3 +104,67 @@ def test_binary_only_selects_by_fixtures(tmp_path):
     assert collected(r) == {"test_runs_the_binary", "test_starts_the_binary",
                             "test_through_a_module_fixture"}, r.stdout
     assert "3 deselected" in r.stdout
+
+
+def workers(*args) -> tuple:
+    return ("-n", "2", "--dist", "loadgroup", *args)
+
+
+def test_spk_require_holds_under_two_workers(tmp_path):
+    r = run_suite(tmp_path, SKIPS, *workers(), SPK_REQUIRE="vllm")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "no frobnicator installed" in r.stdout
+    # The module's skip, reported by both workers' collections, is named once in the controller.
+    section = r.stdout.split("modules skipped outside the allow-list", 1)[1]
+    assert section.count("test_module_skip.py: skipped") == 1, r.stdout
+    # A module skip alone fails the session too (the controller's exit status, not a worker's).
+    alone = {"test_module_skip.py": SKIPS["test_module_skip.py"],
+             "test_fine.py": "def test_fine():\n    pass\n"}
+    (tmp_path / "alone").mkdir()
+    r = run_suite(tmp_path / "alone", alone, *workers(), SPK_REQUIRE="vllm")
+    assert r.returncode == 1, r.stdout + r.stderr
+
+
+def test_an_allow_listed_skip_stays_a_skip_under_two_workers(tmp_path):
+    # Under loadgroup the node id ends in "@group": the allow-list matches it without the suffix.
+    listed = {"test_python_api.py": 'import pytest\n\n'
+              'def test_the_repaired_wheel_installs_and_runs_in_a_fresh_venv():\n'
+              '    pytest.skip("the wheel build compiles the core again; set SPK_TEST_WHEEL=1")\n'}
+    nested = tmp_path / "tests" / "python"
+    nested.mkdir(parents=True)
+    r = run_suite(nested, listed, "--rootdir", str(tmp_path), *workers(), SPK_REQUIRE="vllm")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "1 skipped" in r.stdout
+
+
+# Each test records the worker it ran on; the fixture closure decides the group.
+RECORD = '''
+import os, pathlib
+import pytest
+
+@pytest.fixture
+def vllm_venv():  # stands in for conftest's: only its name in the closure matters here
+    return None
+
+def record(name):
+    d = pathlib.Path(os.environ["RAN_DIR"])
+    (d / name).write_text(os.environ.get("PYTEST_XDIST_WORKER", "none"))
+'''
+
+
+def test_a_modules_tests_and_the_vllm_tests_each_share_one_worker(tmp_path):
+    ran = tmp_path / "ran"
+    ran.mkdir()
+    files = {}
+    for m in "abcd":
+        body = RECORD + "".join(f"\ndef test_{m}{i}():\n    record('{m}{i}')\n" for i in range(4))
+        body += f"\ndef test_{m}_served(vllm_venv):\n    record('{m}_served')\n"
+        files[f"test_{m}.py"] = body
+    r = run_suite(tmp_path, files, *workers(), RAN_DIR=str(ran))
+    assert r.returncode == 0, r.stdout + r.stderr
+    worker = {p.name: p.read_text() for p in ran.iterdir()}
+    assert len(worker) == 20 and "none" not in worker.values(), worker
+    for m in "abcd":
+        assert len({worker[f"{m}{i}"] for i in range(4)}) == 1, worker
+    assert len({worker[f"{m}_served"] for m in "abcd"}) == 1, worker
+    assert len(set(worker.values())) == 2, "both workers got work"
