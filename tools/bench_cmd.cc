@@ -11,6 +11,7 @@
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "commands.h"
+#include "io/atomic_dir.h"
 #include "io/file.h"
 
 namespace spk::cli {
@@ -51,9 +52,9 @@ Status WriteOutputs(FileSystem* fs, const nlohmann::json& results, const BenchFl
   std::fputs(bench::RenderMarkdown(results).c_str(), stdout);
   std::fflush(stdout);
   if (!flags.json_path.empty())
-    SPK_RETURN_IF_ERROR(fs->WriteFile(flags.json_path, results.dump(2) + "\n"));
+    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.json_path, results.dump(2) + "\n"));
   if (!flags.svg_path.empty())
-    SPK_RETURN_IF_ERROR(fs->WriteFile(flags.svg_path, bench::RenderSvg(results)));
+    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.svg_path, bench::RenderSvg(results)));
   return Status::Ok();
 }
 
@@ -70,7 +71,7 @@ int RunReport(FileSystem* fs, const BenchFlags& flags) {
   if (!pooled.ok()) return ReportError(pooled.status());
   std::fputs(bench::RenderPooledMarkdown(*pooled).c_str(), stdout);
   if (!flags.report_json.empty()) {
-    Status s = fs->WriteFile(flags.report_json, pooled->dump(2) + "\n");
+    Status s = WriteFileAtomically(fs, flags.report_json, pooled->dump(2) + "\n");
     if (!s.ok()) return ReportError(s);
   }
   return 0;

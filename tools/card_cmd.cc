@@ -6,6 +6,7 @@
 
 #include "card/card.h"
 #include "commands.h"
+#include "io/atomic_dir.h"
 #include "io/file.h"
 
 namespace spk::cli {
@@ -43,10 +44,11 @@ int RunCard(FileSystem* fs, CardFlags flags) {
     const std::string dir = Dirname(flags.output);
     for (size_t i = 0; i < card->chart_svgs.size(); ++i) {
       if (card->chart_svgs[i].empty()) continue;
-      Status s = fs->WriteFile(JoinPath(dir, flags.options.chart_files[i]), card->chart_svgs[i]);
+      Status s =
+          WriteFileAtomically(fs, JoinPath(dir, flags.options.chart_files[i]), card->chart_svgs[i]);
       if (!s.ok()) return ReportError(s);
     }
-    Status s = fs->WriteFile(flags.output, card->markdown);
+    Status s = WriteFileAtomically(fs, flags.output, card->markdown);
     if (!s.ok()) return ReportError(s);
     std::fprintf(stderr, "wrote %s\n", flags.output.c_str());
   }

@@ -37,6 +37,15 @@ std::string SiblingPath(const std::string& dst, const std::string& kind) {
 
 }  // namespace
 
+Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_view data) {
+  const std::string temp = SiblingPath(path, "tmp");
+  Status s = fs->WriteFile(temp, data);
+  if (s.ok()) s = fs->Rename(temp, path);
+  if (s.ok()) return s;
+  (void)fs->RemoveAll(temp);  // best effort: a leftover hidden sibling is harmless
+  return Status::IoError("cannot write " + path + " (" + s.message() + "); it is unchanged");
+}
+
 Result<AtomicOutputDir> AtomicOutputDir::Create(FileSystem* fs, const std::string& dst_in,
                                                 bool force) {
   const std::string dst = StripTrailingSlashes(dst_in);

@@ -15,11 +15,19 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "io/file.h"
 
 namespace spk {
+
+// Writes `data` to the file `path` so that `path` holds, at every moment, either what it held
+// before or all of `data`: into a sibling ".<name>.tmp-<pid>-<random>", renamed over `path` when
+// complete (no fsync, as FileSystem::WriteFile). On failure the sibling is removed, `path` is as it
+// was, and the IoError names `path` and says so. For the single files a command writes where a user
+// may keep something (a model card over README.md, bench results).
+Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_view data);
 
 class AtomicOutputDir {
  public:

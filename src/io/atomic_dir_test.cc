@@ -3,8 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 
+#include "io/fault_injection.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
 
@@ -103,6 +105,41 @@ TEST(AtomicOutputDirTest, RefusesDstThatIsAFile) {
   auto out = AtomicOutputDir::Create(FileSystem::Default(), dir / "out", true);
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kAlreadyExists);
+}
+
+TEST(WriteFileAtomicallyTest, ReplacesTheFileWhole) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir / "README.md";
+  ASSERT_TRUE(WriteWholeFile(path, "the user's own text").ok());
+  ASSERT_TRUE(WriteFileAtomically(FileSystem::Default(), path, "the card").ok());
+  EXPECT_EQ(*ReadWholeFile(path), "the card");
+  EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
+}
+
+// A disk that fills up mid-write, or a rename that fails, leaves the old file and no sibling.
+TEST(WriteFileAtomicallyTest, AFailureLeavesTheOldFileAndNothingElse) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir / "README.md";
+  ASSERT_TRUE(WriteWholeFile(path, "the user's own text").ok());
+  FaultInjectingFileSystem faulty(FileSystem::Default());
+  faulty.SetWriteLimit(4);
+  Status full = WriteFileAtomically(&faulty, path, "a card longer than four bytes");
+  EXPECT_EQ(full.code(), StatusCode::kIoError);
+  EXPECT_THAT(full.message(), HasSubstr("cannot write " + path));
+  EXPECT_THAT(full.message(), HasSubstr("disk full"));
+  EXPECT_THAT(full.message(), HasSubstr("it is unchanged"));
+  faulty.ClearFaults();
+  faulty.FailOperation(FileOp::kRename, "README.md", EIO);
+  EXPECT_FALSE(WriteFileAtomically(&faulty, path, "the card").ok());
+  EXPECT_EQ(*ReadWholeFile(path), "the user's own text");
+  EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
+}
+
+TEST(WriteFileAtomicallyTest, AMissingFolderIsAnErrorNamingThePath) {
+  testing::ScopedTempDir dir;
+  Status s = WriteFileAtomically(FileSystem::Default(), dir / "nodir/r.json", "{}");
+  EXPECT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("nodir/r.json"));
 }
 
 }  // namespace
