@@ -124,10 +124,11 @@ def test_cached_head_files_have_the_layout(ci_head):
                        tensors["t2d"].nonzero().flatten())
 
 
-def test_served_greedy_request_matches_trainer(tmp_path, ci_head, request):
+def test_served_greedy_request_matches_trainer(tmp_path, ci_head, vllm_venv):
+    """vllm_venv: skips without the venv (a failure under SPK_REQUIRE), and puts the test in the
+    vLLM-served worker group (suite_policy.py rule 4), never beside another vLLM server."""
     if os.environ.get("SPK_E2E_VLLM") == "0":
         pytest.skip("SPK_E2E_VLLM=0: no vLLM server in this tier (scripts/test.sh --quick)")
-    request.getfixturevalue("vllm_venv")  # skips without the venv (a failure under SPK_REQUIRE)
     head_dir, target_dir = ci_head
     port = int(os.environ.get("SPK_E2E_EAGLE3_PORT", "18150"))
     # The real harness: server.Server (process group, fresh VLLM_CACHE_ROOT, always stopped) and

@@ -19,7 +19,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e import env  # noqa: E402
 
 GEN = ROOT / "tools" / "vllm_module_map" / "generate.py"
 DATA = ROOT / "data" / "vllm_module_map"
@@ -41,16 +40,8 @@ def module(entry: dict, suffix: str) -> tuple[str, dict]:
     return found[0]
 
 
-@pytest.fixture
-def vllm_python():
-    # Looked up on disk (env.site_packages): importing vLLM only to ask costs seconds.
-    if not env.venv_python().exists() or not (env.site_packages() / "vllm").is_dir():
-        pytest.skip(f"no vLLM in {env.venv_dir()} (set VENV)")
-    return env.venv_python()
-
-
-def test_map_matches_installed_vllm(vllm_python):
-    out = subprocess.run(["nice", "-n", "15", str(vllm_python), str(GEN), "--print"],
+def test_map_matches_installed_vllm(vllm_venv):
+    out = subprocess.run(["nice", "-n", "15", str(vllm_venv), str(GEN), "--print"],
                          capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     fresh = json.loads(out.stdout)

@@ -242,14 +242,12 @@ def test_vllm_cpu_smoke(tmp_path, spk_path, vllm_venv):
     assert zp["check_exit"] == 1 and "zero-point-in-symmetric" in zp["check_codes"] and zp["agree"]
 
 
-def test_wna16_fallback_inverts_vllms_cpu_repacking():
+def test_wna16_fallback_inverts_vllms_cpu_repacking(vllm_venv):
     """The reference GEMM of the AVX2 fallback plugin must read CPUWNA16LinearKernel's repacked
     layout (vLLM's own pack/unpack helpers) back to (q - 8) * scale, and its MoE stand-in
     compressed-tensors' packed experts back to q * scale. Runs the plugin's self_test in the vLLM
     venv (vLLM is not in the test environment)."""
-    py = env.venv_python()
-    if not env.venv_has_vllm():
-        pytest.skip(f"no vLLM venv at {env.venv_dir()} (scripts/test.sh makes it)")
+    py = vllm_venv
     plugin = ROOT / "tests" / "e2e" / "wna16_fallback"
     proc = subprocess.run([str(py), "-c", "import spk_e2e_wna16 as f; f.self_test(); print('ok')"],
                           cwd=plugin, capture_output=True, text=True, timeout=600)
