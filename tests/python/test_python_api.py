@@ -272,21 +272,29 @@ print("finished", flush=True)
 
 
 def test_ctrl_c_raises_keyboard_interrupt_and_leaves_nothing(sp, big_source, tmp_path):
-    out = tmp_path / "out"
-    out.mkdir()
+    # The job takes about a second; on a loaded machine (another pytest worker serving vLLM) the
+    # SIGINT can land after it finished. Such a lost race proves nothing either way, so the run is
+    # tried again (up to 5 times) until the signal lands mid-job, which must then hold as asserted.
     env = dict(os.environ, PYTHONPATH=str(package_dir()))
-    proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(big_source), str(out / "q")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    first = proc.stdout.readline()
-    assert first.startswith("started"), first + proc.stderr.read()
-    _, done, total = first.split()
-    assert int(done) < int(total)
-    proc.send_signal(signal.SIGINT)
-    stdout, stderr = proc.communicate(timeout=60)
-    assert "finished" not in stdout
-    assert "KeyboardInterrupt" in stderr, stderr
-    assert proc.returncode == -signal.SIGINT  # Python's exit for an uncaught KeyboardInterrupt
-    assert list(out.iterdir()) == []  # no DST, no temporary folder beside it
+    for attempt in range(5):
+        out = tmp_path / f"out{attempt}"
+        out.mkdir()
+        proc = subprocess.Popen([sys.executable, "-c", INTERRUPTED, str(big_source), str(out / "q")],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        first = proc.stdout.readline()
+        assert first.startswith("started"), first + proc.stderr.read()
+        _, done, total = first.split()
+        assert int(done) < int(total)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+        if "finished" in stdout:  # the race was lost: the whole output is there, as it should be
+            assert proc.returncode == 0 and (out / "q" / "config.json").is_file(), stderr
+            continue
+        assert "KeyboardInterrupt" in stderr, stderr
+        assert proc.returncode == -signal.SIGINT  # Python's exit for an uncaught KeyboardInterrupt
+        assert list(out.iterdir()) == []  # no DST, no temporary folder beside it
+        return
+    pytest.fail("in 5 tries the SIGINT never landed while the job ran")
 
 
 def test_the_console_script_is_the_cli(spk, sp, sources, tmp_path):
