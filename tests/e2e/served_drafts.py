@@ -33,6 +33,7 @@ import json
 import os
 import sys
 import time
+import traceback
 
 MARK = "=== job "
 COUNTERS = {"vllm:spec_decode_num_drafts": "drafts",
@@ -103,6 +104,7 @@ def run_job(job: dict) -> dict:
         result["spec"] = _spec_counters(llm)
     except Exception as e:  # noqa: BLE001 - the engine's error is the result
         result["error"] = f"{type(e).__name__}: {e}"[:3000]
+        traceback.print_exc()  # into this job's log, for the failure message
     finally:
         if llm is not None:
             _shutdown(llm)
