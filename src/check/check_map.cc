@@ -1,6 +1,8 @@
 // Checker part: every module stored quantized, judged by vLLM's module map of the release the
 // check is for (checkpoint/map_rules.h): a module vLLM builds with no quantization scheme, a weight
 // its forward reads directly and a plain parameter cannot take quantized weights.
+#include <algorithm>
+
 #include "check/checker.h"
 #include "checkpoint/map_rules.h"
 
@@ -31,6 +33,7 @@ void Checker::CheckAgainstModuleMap() {
   }
   const MapContext& context = map_;
   report_.module_map = context.map->release;
+  CheckSpeculatorsFormat();
   if (context.architecture == nullptr && context.mtp == nullptr) {
     Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
         fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
@@ -76,6 +79,44 @@ void Checker::CheckAgainstModuleMap() {
             "check that vLLM builds it as a quantized Linear");
         break;
     }
+  }
+}
+
+// A speculators-format config is read by the format's code in vLLM (transformers_utils/configs/
+// speculators): a format the release does not register, or a layer model_type it refuses, stops
+// vLLM before anything loads. A parallel-drafting EAGLE-3 format (peagle) sends the 1-D
+// mask_hidden through fc when the drafter loads (v1/spec_decode/llm_base_proposer.py,
+// combine_hidden_states), which the CPU build's WNA16 GEMM refuses (measured on vLLM 0.32 CPU:
+// tests/python/test_e2e_draft_kinds.py).
+void Checker::CheckSpeculatorsFormat() {
+  if (config_.speculators_model_type.empty()) return;
+  const ModuleMap& map = *map_.map;
+  const SpeculatorsFormat* format = FindSpeculatorsFormat(map, config_);
+  if (format == nullptr || SpeculatorsArchitecture(*format, config_).empty()) {
+    std::string known;
+    for (const auto& [name, f] : map.speculators) known += (known.empty() ? "" : ", ") + name;
+    Add(FindingCode::kVllmSpeculatorsFormatUnknown, "", "config.json",
+        fmt::format("vLLM {} does not read speculators_model_type '{}'{} (it reads {}): it stops "
+                    "with ValueError before loading",
+                    map.release, config_.speculators_model_type,
+                    format == nullptr ? "" : " with this transformer_layer_config model_type",
+                    known),
+        "convert the draft to a format the release reads, or serve it with a vLLM that reads it");
+    return;
+  }
+  const bool parallel_eagle3 = format->method == "eagle3" &&
+                               std::find(format->fields.begin(), format->fields.end(),
+                                         std::pair<std::string, std::string>(
+                                             "parallel_drafting", "true")) != format->fields.end();
+  if (!parallel_eagle3) return;
+  for (const auto& [module, mt] : modules_) {
+    if (!mt.packed || (module != "fc" && !module.ends_with(".fc"))) continue;
+    Add(FindingCode::kParallelDraftingFcCpu, module, FileOf(*mt.packed),
+        "stored quantized: it loads on CUDA, but vLLM's CPU build fails at load (its proposer "
+        "passes the 1-D mask_hidden through fc, and its WNA16 GEMM takes 2-D input only: "
+        "IndexError: Dimension out of range)",
+        "for the CPU build, requantize with --ignore " + ToVllmModuleName(naming_, module) +
+            " (fc stays dense)");
   }
 }
 

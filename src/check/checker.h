@@ -145,6 +145,7 @@ class Checker {
   void ResolveModuleMap();       // check_map.cc: the map of the release judged, into the family
   void CheckAgainstModuleMap();  // check_map.cc
   void CheckWhoseQuantConfig(const MappedArchitecture& arch);  // check_map.cc
+  void CheckSpeculatorsFormat();                               // check_map.cc
   Status CheckTarget();
   Status ResolveVllm();
   void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);

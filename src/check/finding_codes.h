@@ -89,6 +89,8 @@ enum class FindingCode : uint8_t {
   kVllmMapModuleUnknown,
   kVllmMapArchitectureUnknown,
   kVllmReleaseNotMapped,
+  kVllmSpeculatorsFormatUnknown,
+  kParallelDraftingFcCpu,
   kTargetHiddenSize,
   kTargetVocabSize,
   kTargetLayerCount,
@@ -374,6 +376,17 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "the release judged has no map of its own: \"not verified for vLLM 0.34.0; judged by the "
          "map "
          "of vLLM 0.33.0\""},
+        {FindingCode::kVllmSpeculatorsFormatUnknown, "vllm-speculators-format-unknown", kErr,
+         "check_map.cc CheckSpeculatorsFormat",
+         "a speculators-format config (`speculators_model_type`) of a format the release judged "
+         "does not register, or whose `transformer_layer_config` model_type it refuses: vLLM stops "
+         "with `ValueError: Expected one of: ...` (the map's speculators table)"},
+        {FindingCode::kParallelDraftingFcCpu, "parallel-drafting-fc-cpu", kWarn,
+         "check_map.cc CheckSpeculatorsFormat",
+         "a parallel-drafting EAGLE-3 draft (speculators `peagle`) with `fc` quantized: loads on "
+         "CUDA (Marlin flattens its input) but not on vLLM's CPU build, whose proposer passes the "
+         "1-D `mask_hidden` through `fc` at load and whose WNA16 GEMM takes 2-D input only "
+         "(`IndexError: Dimension out of range`; measured on 0.32)"},
         {FindingCode::kTargetHiddenSize, "target-hidden-size", kErr, "check_target.cc CheckTarget",
          "`--target`: the draft's `hidden_size` differs from the target's"},
         {FindingCode::kTargetVocabSize, "target-vocab-size", kErr, "check_target.cc CheckTarget",

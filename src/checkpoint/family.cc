@@ -35,11 +35,15 @@ FamilyDetection Detect(const ModelConfig& config, const std::vector<std::string>
     if (d.laguna_style) d.reason += "; Laguna-style (fused qkv_proj / g_proj in the checkpoint)";
     return d;
   }
-  if (config.speculators_model_type == "eagle3" || HasArchitecture(config, "Eagle3")) {
+  // PEAGLE is an EAGLE-3 head that drafts in parallel: vLLM builds it with the EAGLE-3 classes
+  // and serves it as eagle3 (the module map's speculators table), so its naming is EAGLE-3's.
+  if (config.speculators_model_type == "eagle3" || config.speculators_model_type == "peagle" ||
+      HasArchitecture(config, "Eagle3")) {
     d.family = ModelFamily::kEagle3;
-    d.reason = config.speculators_model_type == "eagle3"
-                   ? "config.json speculators_model_type is eagle3"
-                   : "config.json architectures name an EAGLE-3 head";
+    d.reason =
+        !config.speculators_model_type.empty()
+            ? fmt::format("config.json speculators_model_type is {}", config.speculators_model_type)
+            : "config.json architectures name an EAGLE-3 head";
     return d;
   }
   if (config.num_nextn_predict_layers.value_or(0) > 0 || AnyNameContains(names, ".eh_proj.") ||
@@ -233,6 +237,18 @@ std::optional<int64_t> PositiveInt(const nlohmann::ordered_json& obj, const char
 
 }  // namespace
 
+std::optional<int> SpeculatorsSpeculativeTokens(const ModelConfig& config) {
+  const auto& j = config.json;
+  if (!j.contains("speculators_config") || !j["speculators_config"].is_object()) {
+    return std::nullopt;
+  }
+  const auto& methods =
+      j["speculators_config"].value("proposal_methods", nlohmann::ordered_json::array());
+  if (!methods.is_array() || methods.empty()) return std::nullopt;
+  if (auto n = PositiveInt(methods[0], "speculative_tokens")) return static_cast<int>(*n);
+  return std::nullopt;
+}
+
 int NumSpeculativeTokens(ModelFamily family, const ModelConfig& config, std::string* why) {
   const auto& j = config.json;
   switch (family) {
@@ -249,15 +265,9 @@ int NumSpeculativeTokens(ModelFamily family, const ModelConfig& config, std::str
       return 15;
     }
     case ModelFamily::kEagle3: {
-      if (j.contains("speculators_config") && j["speculators_config"].is_object()) {
-        const auto& methods =
-            j["speculators_config"].value("proposal_methods", nlohmann::ordered_json::array());
-        if (methods.is_array() && !methods.empty()) {
-          if (auto n = PositiveInt(methods[0], "speculative_tokens")) {
-            *why = "speculators_config.proposal_methods[0].speculative_tokens";
-            return static_cast<int>(*n);
-          }
-        }
+      if (std::optional<int> n = SpeculatorsSpeculativeTokens(config)) {
+        *why = kSpeculatorsTokensReason;
+        return *n;
       }
       *why = "EAGLE-3 default: 3 (the head drafts one token per step)";
       return 3;

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -37,6 +38,9 @@ struct FamilyDetection {
   std::string vllm_method;  // the --speculative-config method vLLM builds it for ("dspark")
   bool map_draft = false;   // a draft by the map that the markers above call an LLM (EAGLE-1)
   bool map_no_layer_offset = false;  // a draft whose layers vLLM numbers from 0 (Gemma4 DSpark)
+  // The other --speculative-config fields the format fixes, as (key, JSON value): a speculators
+  // PEAGLE draft is served with {"parallel_drafting", "true"} (the map's SpeculatorsFormat).
+  std::vector<std::pair<std::string, std::string>> speculative_config_fields;
 };
 
 // `preset` kAuto detects; any other preset is taken as given (and the reason says so).
@@ -81,6 +85,12 @@ std::vector<int64_t> Eagle3AuxLayersFor(int64_t layers);
 // absent, the block of 16 the published drafts use); EAGLE-3 the speculators config's
 // speculative_tokens, else 3; MTP 1; 0 for an LLM. `why` says where the number comes from.
 int NumSpeculativeTokens(ModelFamily family, const ModelConfig& config, std::string* why);
+
+// A speculators-format config's own count (speculators_config.proposal_methods[0].
+// speculative_tokens, which vLLM serves it with), or nullopt.
+std::optional<int> SpeculatorsSpeculativeTokens(const ModelConfig& config);
+inline constexpr std::string_view kSpeculatorsTokensReason =
+    "speculators_config.proposal_methods[0].speculative_tokens";
 
 // Layer index of "...layers.N...." if any.
 std::optional<int64_t> LayerIndex(std::string_view name);

@@ -124,12 +124,25 @@ void ApplyModuleMap(const MapContext& context, const ModelConfig& config, Family
           block);
     }
   }
-  if (family->family != ModelFamily::kLlm) return;
-  family->map_draft = true;
-  family->num_speculative_tokens = 3;
-  family->speculative_tokens_reason =
-      fmt::format("{} drafts one token per step (vLLM {}'s map: method {}): 3, as for EAGLE-3",
-                  arch->name, context.map->release, family->vllm_method);
+  if (family->family == ModelFamily::kLlm) {
+    family->map_draft = true;
+    family->num_speculative_tokens = 3;
+    family->speculative_tokens_reason =
+        fmt::format("{} drafts one token per step (vLLM {}'s map: method {}): 3, as for EAGLE-3",
+                    arch->name, context.map->release, family->vllm_method);
+  }
+  // A speculators-format draft is served as its format says (speculators/base.py
+  // build_vllm_speculative_config locks the method and sets the format's fields), with its own
+  // token count.
+  if (const SpeculatorsFormat* format = FindSpeculatorsFormat(*context.map, config);
+      format != nullptr && !format->method.empty()) {
+    family->vllm_method = format->method;
+    family->speculative_config_fields = format->fields;
+    if (std::optional<int> n = SpeculatorsSpeculativeTokens(config)) {
+      family->num_speculative_tokens = *n;
+      family->speculative_tokens_reason = std::string(kSpeculatorsTokensReason);
+    }
+  }
 }
 
 MapJudgement JudgeByMap(const MapContext& context, std::string_view module,

@@ -11,11 +11,15 @@ std::string ServeLine(const FamilyDetection& family, const std::string& path,
                            family.vllm_method != "mtp")) {
     // The method vLLM's module map gives the architecture (dspark, eagle, dflash, eagle3, ...).
     const bool dflash_like = family.family == ModelFamily::kDFlash;
+    std::string fields;
+    for (const auto& [key, value] : family.speculative_config_fields) {
+      fields += fmt::format(",\"{}\":{}", key, value);
+    }
     return fmt::format(
         "vllm serve {} {}--speculative-config "
-        "'{{\"method\":\"{}\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+        "'{{\"method\":\"{}\",\"model\":\"{}\",\"num_speculative_tokens\":{}{}}}'",
         target, dflash_like ? "--max-num-seqs 4 --max-num-batched-tokens 8192 " : "",
-        family.vllm_method, path, k);
+        family.vllm_method, path, k, fields);
   }
   switch (family.family) {
     case ModelFamily::kDFlash:

@@ -96,6 +96,24 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   return arch;
 }
 
+SpeculatorsFormat ParseSpeculatorsFormat(const Json& f) {
+  SpeculatorsFormat format;
+  const Json& archs = Field(f, "architectures");
+  if (archs.is_object()) {
+    for (const auto& [model_type, arch] : archs.items()) {
+      if (arch.is_string()) format.architectures.emplace(model_type, arch.get<std::string>());
+    }
+  }
+  const Json& spec = Field(f, "speculative_config");
+  format.method = StringOr(spec, "method");
+  if (spec.is_object()) {
+    for (const auto& [key, value] : spec.items()) {
+      if (key != "method") format.fields.emplace_back(key, value.dump());
+    }
+  }
+  return format;
+}
+
 ModuleMap ParseMap(const EmbeddedModuleMap& embedded) {
   ModuleMap map;
   map.release = std::string(embedded.release);
@@ -110,6 +128,11 @@ ModuleMap ParseMap(const EmbeddedModuleMap& embedded) {
       map.not_built.emplace(name, StringOr(a, "error"));
     } else {
       map.architectures.emplace(name, ParseArchitecture(name, a));
+    }
+  }
+  if (const Json& formats = Field(j, "speculators"); formats.is_object()) {
+    for (const auto& [name, f] : formats.items()) {
+      map.speculators.emplace(name, ParseSpeculatorsFormat(f));
     }
   }
   return map;
@@ -133,18 +156,6 @@ std::vector<int> ReleaseParts(std::string_view release) {
 bool IsRelease(std::string_view release) {
   return !release.empty() && std::all_of(release.begin(), release.end(),
                                          [](char c) { return (c >= '0' && c <= '9') || c == '.'; });
-}
-
-// vLLM turns a speculators-format config into the architecture it builds
-// (vllm/transformers_utils/configs/speculators/algos.py): the algorithm names it.
-std::string_view SpeculatorsArchitecture(std::string_view speculators_model_type) {
-  static const std::map<std::string_view, std::string_view> kArchitectures = {
-      {"eagle3", "Eagle3LlamaForCausalLM"},
-      {"eagle", "EagleLlamaForCausalLM"},
-      {"dspark", "Qwen3DSparkModel"},
-  };
-  auto it = kArchitectures.find(speculators_model_type);
-  return it == kArchitectures.end() ? std::string_view() : it->second;
 }
 
 }  // namespace
@@ -209,12 +220,34 @@ const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConf
     auto it = map.architectures.find(name);
     if (it != map.architectures.end()) return &it->second;
   }
-  std::string_view speculators = SpeculatorsArchitecture(config.speculators_model_type);
-  if (!speculators.empty()) {
-    auto it = map.architectures.find(std::string(speculators));
+  if (const SpeculatorsFormat* format = FindSpeculatorsFormat(map, config)) {
+    auto it = map.architectures.find(std::string(SpeculatorsArchitecture(*format, config)));
     if (it != map.architectures.end()) return &it->second;
   }
   return nullptr;
+}
+
+const SpeculatorsFormat* FindSpeculatorsFormat(const ModuleMap& map, const ModelConfig& config) {
+  if (config.speculators_model_type.empty()) return nullptr;
+  auto it = map.speculators.find(config.speculators_model_type);
+  return it == map.speculators.end() ? nullptr : &it->second;
+}
+
+std::string_view SpeculatorsArchitecture(const SpeculatorsFormat& format,
+                                         const ModelConfig& config) {
+  // vLLM builds the draft's config from transformer_layer_config
+  // (speculators/base.py extract_transformers_pre_trained_config).
+  std::string model_type;
+  if (auto layer = config.json.find("transformer_layer_config");
+      layer != config.json.end() && layer->is_object()) {
+    auto mt = layer->find("model_type");
+    if (mt != layer->end() && mt->is_string()) model_type = mt->get<std::string>();
+  }
+  for (const std::string& key : {model_type, std::string("*")}) {
+    auto it = format.architectures.find(key);
+    if (it != format.architectures.end()) return it->second;
+  }
+  return {};
 }
 
 const MappedArchitecture* FindMtpArchitecture(const ModuleMap& map, const ModelConfig& config) {

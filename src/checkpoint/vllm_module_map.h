@@ -60,10 +60,25 @@ struct MappedArchitecture {
   bool takes_target_quant_config() const;
 };
 
+// A speculators-format config (speculators_model_type, transformer_layer_config) as the release
+// reads it (vllm/transformers_utils/configs/speculators): the architecture it builds and the
+// --speculative-config it is served with, which the format fixes (peagle: eagle3 with
+// parallel_drafting).
+struct SpeculatorsFormat {
+  // transformer_layer_config's model_type ("" when it has none; "*" for every one) -> the
+  // architecture vLLM builds.
+  std::map<std::string, std::string> architectures;
+  std::string method;  // "" when the generator could not derive it
+  // The format's other --speculative-config fields, each as (key, JSON value):
+  // {"parallel_drafting", "true"}.
+  std::vector<std::pair<std::string, std::string>> fields;
+};
+
 struct ModuleMap {
   std::string release;                                      // "0.33.0"
   std::map<std::string, MappedArchitecture> architectures;  // those the generator could build
   std::map<std::string, std::string> not_built;             // architecture -> why not
+  std::map<std::string, SpeculatorsFormat> speculators;     // by speculators_model_type
 };
 
 // The maps, oldest release first.
@@ -82,6 +97,15 @@ Result<MapChoice> ChooseModuleMap(std::string_view release);
 // The architecture of `config` in `map` (config.json's architectures, or the one vLLM builds for a
 // speculators-format config), or nullptr when the map does not know it.
 const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConfig& config);
+
+// The speculators format of a speculators-format `config` in `map`, or nullptr (not such a
+// config, or a format this release does not register: vLLM refuses to load it).
+const SpeculatorsFormat* FindSpeculatorsFormat(const ModuleMap& map, const ModelConfig& config);
+
+// The architecture a speculators-format `config` builds under `format` (by its
+// transformer_layer_config's model_type), or "" when the format refuses that model_type.
+std::string_view SpeculatorsArchitecture(const SpeculatorsFormat& format,
+                                         const ModelConfig& config);
 
 // The MTP draft architecture vLLM builds for the MTP layers of a model of `config`'s
 // architecture (speculative.py rewrites MiMoForCausalLM to MiMoMTPModel, ...), or nullptr.

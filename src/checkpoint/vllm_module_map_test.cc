@@ -272,5 +272,47 @@ TEST(ModuleMapPlanTest, AReleaseNewerThanEveryMapWarnsInThePlan) {
       BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options).ok());
 }
 
+TEST(ModuleMapTest, SpeculatorsFormatsComeFromTheMap) {
+  // vLLM's speculators package names the architecture per transformer_layer_config model_type
+  // and fixes the method; "eagle" is no format vLLM registers (it refuses such a config).
+  const ModuleMap& map = Map("0.32.0");
+  ModelConfig peagle = Config(R"({"speculators_model_type":"peagle",
+      "transformer_layer_config":{"model_type":"qwen3"}})");
+  const MappedArchitecture* arch = FindArchitecture(map, peagle);
+  ASSERT_NE(arch, nullptr);
+  EXPECT_EQ(arch->name, "PeagleQwen3ForCausalLM");
+  const SpeculatorsFormat* format = FindSpeculatorsFormat(map, peagle);
+  ASSERT_NE(format, nullptr);
+  EXPECT_EQ(format->method, "eagle3");
+  EXPECT_EQ(format->fields,
+            (std::vector<std::pair<std::string, std::string>>{{"parallel_drafting", "true"}}));
+  ModelConfig llama = Config(R"({"speculators_model_type":"peagle",
+      "transformer_layer_config":{"model_type":"llama"}})");
+  EXPECT_EQ(FindArchitecture(map, llama)->name, "PeagleLlamaForCausalLM");
+  ModelConfig gemma = Config(R"({"speculators_model_type":"eagle3",
+      "transformer_layer_config":{"model_type":"gemma4_text"}})");
+  EXPECT_EQ(SpeculatorsArchitecture(*FindSpeculatorsFormat(map, gemma), gemma), "");
+  EXPECT_EQ(FindSpeculatorsFormat(map, Config(R"({"speculators_model_type":"eagle"})")), nullptr);
+  EXPECT_EQ(FindSpeculatorsFormat(map, Config(R"({"architectures":["LlamaForCausalLM"]})")),
+            nullptr);
+}
+
+TEST(ModuleMapPlanTest, PeagleServesWithItsFormatsFieldsAndTokenCount) {
+  std::vector<TensorMeta> tensors =
+      Square({"fc.weight", "layers.0.self_attn.q_proj.weight", "layers.0.mlp.down_proj.weight"});
+  ModelConfig config = Config(R"({"speculators_model_type":"peagle",
+      "transformer_layer_config":{"model_type":"qwen3","num_hidden_layers":1},
+      "speculators_config":{"proposal_methods":[{"speculative_tokens":5}]}})");
+  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(plan->family.family, ModelFamily::kEagle3);
+  std::string serve = ServeLine(plan->family, "draft", "target");
+  EXPECT_NE(serve.find(R"("method":"eagle3","model":"draft","num_speculative_tokens":5,)"
+                       R"("parallel_drafting":true})"),
+            std::string::npos)
+      << serve;
+  EXPECT_EQ(ByTensor(*plan)["fc.weight"].action, TensorAction::kQuantize);
+}
+
 }  // namespace
 }  // namespace spk

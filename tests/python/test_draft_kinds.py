@@ -12,10 +12,15 @@ the names its `load_weights` accepts and the parameters it holds, random F16 wei
 The map's own agreement with vLLM is test_vllm_module_map.py's; this tests that the tool follows it.
 """
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+# The generator's layout of a speculators-format config (no vLLM needed to import it).
+from tools.vllm_module_map.speculators import config_dict as speculators_config  # noqa: E402
 
 MAPS = Path(__file__).resolve().parents[2] / "data" / "vllm_module_map"
 NEWEST = max(MAPS.glob("vllm-*.json"),
@@ -52,16 +57,24 @@ def plain_weights(arch: dict) -> list:
     return [p for p in arch["other_params"] if p not in module_weights(arch)]
 
 
-def config_for(name: str, arch: dict) -> dict:
+def config_for(name: str, arch: dict, extra: dict | None = None) -> dict:
+    """config.json of the architecture, with `extra` merged into the model's own config (a
+    speculators draft's transformer_layer_config)."""
     built = arch["built"]
     config = {"architectures": [name], "model_type": built["model_type"], "hidden_size": SIDE,
               "torch_dtype": "float16", **built.get("config_extra", {})}
+    if built.get("config_format", "").startswith("speculators "):
+        # vLLM reaches it only from a speculators-format config (PEAGLE): the generator's own
+        # layout of one, with no top-level architecture, so that only the format names it (vLLM
+        # replaces that list with the format's architecture; speculators/algos.py).
+        return speculators_config(built["config_format"].split()[1], {**config, **(extra or {})},
+                                  "target", [])
     if "mtp" in arch["methods"]:
         config["architectures"] = [built["target"]]  # an MTP model's config names the target
         config.setdefault("num_nextn_predict_layers", 1)
     elif arch.get("layer_offset"):
         config.setdefault("num_target_layers", built["target_layers"])
-    return config
+    return {**config, **(extra or {})}
 
 
 def square_layout(weight: str) -> list:
@@ -84,7 +97,7 @@ def write_checkpoint(folder: Path, name: str, arch: dict, layout=square_layout,
             tensors[stored] = (rng.standard_normal(shape) * 0.02).astype(np.float16)
     folder.mkdir(parents=True)
     save_file(tensors, str(folder / "model.safetensors"))
-    (folder / "config.json").write_text(json.dumps({**config_for(name, arch), **(config or {})}))
+    (folder / "config.json").write_text(json.dumps(config_for(name, arch, config)))
 
 
 def leaf(name: str) -> str:
@@ -139,6 +152,11 @@ def test_serve_line_uses_the_architectures_method(kinds, name):
                   if m not in ("target", "draft_model"))
     serve = kinds[name][3]["serve"]
     assert f'"method":"{method}"' in serve, serve
+    # A speculators-format draft is served with the fields its format fixes (PEAGLE:
+    # parallel_drafting) and the format's method.
+    built = MAP["architectures"][name]["built"]
+    for key, value in built.get("speculative_config", {}).items():
+        assert f'"{key}":{json.dumps(value)}' in serve, serve
 
 
 @pytest.mark.parametrize("name", draft_architectures())

@@ -4,6 +4,10 @@ For the draft kinds vLLM 0.32's CPU build serves, a tiny random-init checkpoint 
 layout (test_draft_kinds.py's builder, with the names and shapes vLLM's load_weights reads) is
 quantized twice: with the default W4A16 preset and with `--preset none` (every Linear, heads too).
 - EAGLE-1 (`EagleLlamaForCausalLM`, method eagle) beside a tiny random Qwen3 target;
+- PEAGLE (`PeagleQwen3ForCausalLM`, a speculators-format config, served as eagle3 with
+  parallel_drafting), beside the same target: the dense source serves; the default W4A16 output
+  fails on this CPU build at the drafter's setup (its quantized `fc`), which check warns of
+  (parallel-drafting-fc-cpu), and with check's fix (`--ignore model.fc`) it serves;
 - MiMo MTP (`MiMoForCausalLM` with `model.mtp_layers.0`, method mtp) and DeepSeek MTP
   (`DeepseekV3ForCausalLM` with MLA and `model.layers.2`, method mtp): the target and its MTP
   layer in one checkpoint.
@@ -95,6 +99,14 @@ def eagle_layout(weight: str) -> list:
     # EagleLlamaForCausalLM.load_weights prefixes "model." to every name but lm_head's: an EAGLE-1
     # checkpoint stores `fc`, `layers.0...`, `embed_tokens` (the map's names are vLLM's paths).
     return [(w.removeprefix("model."), shape(w)) for w in split(weight)]
+
+
+def peagle_layout(weight: str) -> list:
+    # Eagle3Qwen3ForCausalLM.load_weights prefixes "model." to every name but lm_head's; its one
+    # layer's q/k/v take the embedding and the hidden state side by side (2H, qwen3_eagle3.py).
+    wide = lambda w: (shape(w)[0], 2 * H) if leaf(w) in ("q_proj", "k_proj", "v_proj") \
+        else shape(w)  # noqa: E731
+    return [(w.removeprefix("model."), wide(w)) for w in split(weight)]
 
 
 def mimo_layout(weight: str) -> list:
@@ -205,6 +217,21 @@ def proof(vllm_tier, vllm_venv, tmp_path_factory, spk):
     kinds.write_checkpoint(root / "eagle" / "src", eagle, MAP[eagle], layout=eagle_layout,
                            config={**ATTENTION, "num_hidden_layers": 1})
     quantize("eagle", root / "eagle" / "src")
+    # PEAGLE: a speculators-format draft (the only way vLLM reaches it), with the parallel-drafting
+    # mask slot it must ship (mask_hidden, the fc's input width: two aux layers of H).
+    # Its transformer_layer_config is a whole Qwen3 config, as the speculators library writes it
+    # (vLLM reads hidden_act and the rest from it alone).
+    from transformers import Qwen3Config
+    peagle = "PeagleQwen3ForCausalLM"
+    layer_config = Qwen3Config(**ATTENTION, num_hidden_layers=1).to_dict()
+    kinds.write_checkpoint(root / "peagle" / "src", peagle, MAP[peagle], layout=peagle_layout,
+                           config={**layer_config, "architectures": [peagle]},
+                           base={"mask_hidden": np.zeros((1, 2 * H), np.float16)})
+    quantize("peagle", root / "peagle" / "src")
+    # The fix check gives for the CPU build: fc kept dense by its vLLM name.
+    fix = root / "peagle" / "fc-dense"
+    spk("quantize", root / "peagle" / "src", fix, "--ignore", "model.fc", "--no-fsync")
+    built["peagle"].update({"fc-dense": fix, "check_fc_dense": check_report(spk, fix)})
     mimo = "MiMoMTPModel"
     config = write_target(root / "mimo-target", "MiMoForCausalLM", qwen2_layout,
                           {"model_type": "qwen2", "num_nextn_predict_layers": 1})
@@ -237,7 +264,9 @@ def proof(vllm_tier, vllm_venv, tmp_path_factory, spk):
         return {"name": name, "model": model, "speculative_config": spec, "prompts": PROMPTS,
                 "max_tokens": MAX_TOKENS}
 
-    jobs = [job("eagle-w4a16", "eagle", "q"), job("mimo-w4a16", "mimo", "q"),
+    jobs = [job("eagle-w4a16", "eagle", "q"), job("peagle-w4a16", "peagle", "q"),
+            job("peagle-dense", "peagle", "src"), job("peagle-fc-dense", "peagle", "fc-dense"),
+            job("mimo-w4a16", "mimo", "q"),
             job("mimo-preset-none", "mimo", "all"), job("deepseek-w4a16", "deepseek", "q"),
             job("deepseek-preset-none", "deepseek", "all")]
     jobs += [job(name, name, "q") for name in REFUSED]
@@ -308,6 +337,48 @@ def test_head_quantized_copy_fails_as_check_predicts(proof, key, head, error):
     # The default output left that head dense (and vLLM loaded it: the test above).
     assert head in kinds.quantized_modules(built["all"])
     assert head not in kinds.quantized_modules(built["q"])
+
+
+# vLLM 0.32 CPU loading the default W4A16 PEAGLE: the proposer's load_model sends the 1-D
+# mask_hidden through combine_hidden_states -> fc (llm_base_proposer.py), and cpu_gemm_wna16 takes
+# 2-D input only (CUDA's Marlin flattens it first).
+PEAGLE_CPU_ERROR = "IndexError: Dimension out of range (expected to be in range of [-1, 0], but got 1)"
+
+
+def test_peagle_is_served_from_its_speculators_format_with_parallel_drafting(proof):
+    # The serve line carries what the speculators format fixes (vLLM's build_vllm_speculative_config:
+    # peagle -> eagle3 with parallel_drafting) and the config's own token count; the dense source
+    # serves through it, 3 tokens a draft.
+    built = proof["built"]["peagle"]
+    _, spec = spec_of(built["plan"]["serve"])
+    assert spec == {**spec, "method": "eagle3", "parallel_drafting": True,
+                    "num_speculative_tokens": 3}, spec
+    served_ok(proof["results"]["peagle-dense"], 3)
+    assert "mask_hidden" not in kinds.quantized_modules(built["q"])
+
+
+def test_peagle_quantized_fc_fails_on_the_cpu_build_as_check_warns(proof):
+    built, results = proof["built"]["peagle"], proof["results"]
+    # The default output (fc quantized, for CUDA) does not load on this CPU build ...
+    result = results["peagle-w4a16"]
+    assert not result["loaded"] and result["error"] == PEAGLE_CPU_ERROR, (
+        result["error"], result["log"][-4000:])
+    assert DRAFTER_LINE in result["log"]  # the draft's weights loaded; the proposer's setup failed
+    # ... which check says, naming fc and the fix, as a platform warning (CUDA loads it).
+    code, report = built["check_q"]
+    found = [f for f in report["findings"] if f["code"] == "parallel-drafting-fc-cpu"]
+    assert code == 0 and [(f["module"], f["severity"]) for f in found] == [("fc", "warning")], \
+        report["findings"]
+    assert "--ignore model.fc" in found[0]["fix"]
+    # With that fix the W4A16 draft (every other Linear quantized) serves on the CPU build, and
+    # check has nothing left to say about it.
+    assert kinds.quantized_modules(built["fc-dense"]) == kinds.quantized_modules(built["q"]) - {"fc"}
+    served_ok(results["peagle-fc-dense"], 3)
+    log = results["peagle-fc-dense"]["log"]
+    assert KERNEL_LINE in log[log.index(DRAFTER_LINE):]
+    code, report = built["check_fc_dense"]
+    assert code == 0 and not [f for f in report["findings"]
+                              if f["code"] == "parallel-drafting-fc-cpu"], report["findings"]
 
 
 def test_eagle_has_no_dense_head_so_preset_none_is_the_served_output(proof):

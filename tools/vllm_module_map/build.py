@@ -29,6 +29,8 @@ from tools.vllm_module_map.configs import (MODEL_DIRS, QUANT_CONFIG, RECIPES, TA
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
                                         stacked_mappings, weight_reads)
+from tools.vllm_module_map.speculators import config_dict as spec_config_dict
+from tools.vllm_module_map.speculators import format_for, formats
 
 
 class Builder:
@@ -93,8 +95,9 @@ class Builder:
             VllmConfig._validate_v1_model_runner = validate_v1
         self.dist_ready = False
 
-    def write_config(self, name: str, model_type: str, arch: str, extra: dict,
-                     layers: int) -> pathlib.Path:
+    def tiny_config(self, model_type: str, arch: str, extra: dict, layers: int) -> dict:
+        """config.json of a tiny `arch` of `model_type` (TINY's shapes where the config class
+        has the key), with `extra` and the W4A16 quantization_config."""
         from vllm.transformers_utils.config import _CONFIG_REGISTRY
         cls = _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None
         if cls is None:
@@ -109,9 +112,16 @@ class Builder:
         cfg.update(extra)
         cfg.update({"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
                     "quantization_config": QUANT_CONFIG})
+        return cfg
+
+    def write_config(self, name: str, model_type: str, arch: str, extra: dict,
+                     layers: int) -> pathlib.Path:
+        return self.write_dir(name, self.tiny_config(model_type, arch, extra, layers))
+
+    def write_dir(self, name: str, config: dict) -> pathlib.Path:
         d = self.tmp / name
         d.mkdir(parents=True, exist_ok=True)
-        (d / "config.json").write_text(json.dumps(cfg, default=str))
+        (d / "config.json").write_text(json.dumps(config, default=str))
         return d
 
     def model_config(self, path: pathlib.Path):
@@ -273,11 +283,31 @@ class Builder:
             return {"error": f"{type(ex).__name__}: {' '.join(str(ex).split())[:400]}"}
 
     def draft_entry(self, arch: str, module: str, method: str) -> dict:
+        """The draft built from a plain config.json or, where vLLM reaches `arch` only through a
+        speculators-format config (speculators.py), from one of those."""
+        try:
+            return self.draft_entry_as(arch, module, method, None)
+        except Exception as plain_error:  # noqa: BLE001 - tried the other way, then re-raised
+            fmt = format_for(arch, self.speculators)
+            if fmt is None:
+                raise
+            try:
+                entry = self.draft_entry_as(arch, module, method, fmt)
+            except Exception:  # noqa: BLE001
+                raise plain_error from None
+            # vLLM's refusal without its list of every supported architecture.
+            text = " ".join(str(plain_error).split()).split(" Supported architectures")[0]
+            entry["built"]["plain_config_error"] = f"{type(plain_error).__name__}: {text[:300]}"
+            return entry
+
+    def draft_entry_as(self, arch: str, module: str, method: str,
+                       fmt: tuple[str, str | None] | None) -> dict:
         from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
         last = module.split(".")[-1]
         if last not in RECIPES:
             raise LookupError(f"no tiny-config recipe for registry module {module!r}")
         model_type, extra, *tgt = RECIPES[last]
+        spec_fields = {"method": method}
         if method == "mtp":
             # MTP: the draft is the target's checkpoint (SpeculativeConfig model=None).
             # The target's architecture is the one hf_config_override looks for: the recipe's, or
@@ -290,9 +320,19 @@ class Builder:
             t_type, target_arch = tgt[0] if tgt else ("qwen3", "Qwen3ForCausalLM")
             tdir = self.write_config(f"target-{target_arch}", t_type, target_arch, {},
                                      TARGET_LAYERS)
-            ddir = self.write_config(f"draft-{arch}", model_type, arch, extra, 1)
+            if fmt is None:
+                ddir = self.write_config(f"draft-{arch}", model_type, arch, extra, 1)
+            else:
+                # The speculators format: the draft's own config is transformer_layer_config,
+                # the method and its fields are the format's (base.py), as vllm serve takes them.
+                name, layer_type = fmt
+                model_type = layer_type or model_type
+                layer = self.tiny_config(model_type, arch, extra, 1)
+                ddir = self.write_dir(f"draft-speculators-{arch}",
+                                      spec_config_dict(name, layer, str(tdir), [arch]))
+                spec_fields = dict(self.speculators[name]["speculative_config"])
         mc = self.model_config(tdir)
-        sc = SpeculativeConfig(method=method, model=str(ddir) if ddir else None,
+        sc = SpeculativeConfig(**spec_fields, model=str(ddir) if ddir else None,
                                num_speculative_tokens=1, target_model_config=mc,
                                target_parallel_config=ParallelConfig())
         vc = VllmConfig(model_config=mc, speculative_config=sc)
@@ -307,6 +347,9 @@ class Builder:
         built = {"method": sc.method, "architecture": resolved, "class": model_cls.__name__,
                  "model_type": model_type, "target": target_arch, "target_layers": TARGET_LAYERS,
                  "config_extra": extra}
+        if fmt is not None:
+            built["config_format"] = f"speculators {fmt[0]}"
+            built["speculative_config"] = spec_fields
         model = self.build(vc, dmc)
         e = {"built": built}
         e.update(self.describe(model, model_cls))
@@ -316,6 +359,8 @@ class Builder:
         reg = self.registry
         spec = reg._SPECULATIVE_DECODING_MODELS
         mtp_archs = mtp_architectures((self.root / "vllm/config/speculative.py").read_text())
+        self.speculators = formats(sorted({r[0] for r in RECIPES.values()} |
+                                          set(TARGETS.values())))
         archs = {}
         jobs = [(a, "target", TARGETS[a]) for a in TARGETS] + \
                [(a, "draft", spec[a]) for a in sorted(spec)]
@@ -366,7 +411,7 @@ class Builder:
         return {"vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
                 "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
-                "architectures": archs}
+                "speculators": self.speculators, "architectures": archs}
 
     def class_file(self, arch: str) -> str | None:
         info = self.registry._VLLM_MODELS.get(arch)

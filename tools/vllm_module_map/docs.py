@@ -115,6 +115,11 @@ def docs_text(maps: dict[str, dict]) -> str:
         else:
             q = [k for k, x in e["modules"].items() if x.get("quantized")]
             parts.append(f"{len(q)} modules quantized")
+            built = e.get("built", {})
+            if built.get("config_format"):
+                spec = json.dumps(built.get("speculative_config", {}), separators=(",", ":"))
+                parts.append(f"built from a {built['config_format']} config (a plain config.json "
+                             f"is refused), served with `{spec}`")
             dense = dense_modules(e)
             if dense:
                 parts.append("dense: " + ", ".join(dense))
@@ -149,8 +154,35 @@ def docs_text(maps: dict[str, dict]) -> str:
               "| --- | --- | " + " | ".join("---" for _ in versions) + " |"]
     for methods, a, cells in sorted(rows):
         lines.append(f"| {methods} | {a} | " + " | ".join(cells) + " |")
+    lines += speculators_table(maps, versions)
     lines.append("")
     return "\n".join(lines)
+
+
+def speculators_table(maps: dict[str, dict], versions: list[str]) -> list[str]:
+    """Each speculators format a release registers: the architecture vLLM builds per
+    transformer_layer_config model_type and the --speculative-config the format fixes."""
+    def cell(f: dict | None) -> str:
+        if f is None:
+            return "not registered (vLLM refuses the config)"
+        archs = ", ".join(f"{'no model_type' if k == '' else 'any' if k == '*' else k}: {a}"
+                          for k, a in sorted(f["architectures"].items()))
+        spec = json.dumps(f.get("speculative_config", {}), separators=(",", ":"))
+        return (f"{archs}<br>served with `{spec}`" if "speculative_config" in f
+                else f"{archs}<br>{f.get('error')}").replace("|", "/")
+    names = sorted({n for m in maps.values() for n in m.get("speculators", {})})
+    lines = ["", "## Speculators-format configs", "",
+             "A config.json with `speculators_model_type` and `transformer_layer_config` (the",
+             "speculators library's format) is read by vLLM's transformers_utils/configs/speculators:",
+             "the format names the architecture built and fixes the method (the token count is",
+             "the config's own speculators_config.proposal_methods[0].speculative_tokens).",
+             "sparkulator's plan, check and serve line read this table from the map.", "",
+             "| format | " + " | ".join(f"vLLM {v}" for v in versions) + " |",
+             "| --- | " + " | ".join("---" for _ in versions) + " |"]
+    for n in names:
+        lines.append(f"| {n} | " + " | ".join(cell(maps[v].get("speculators", {}).get(n))
+                                             for v in versions) + " |")
+    return lines
 
 
 def load_maps() -> dict[str, dict]:

@@ -47,7 +47,14 @@ How each field is obtained:
   which rule gave it.
 - "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
   the target it was built against, and the tiny config's extra keys. A draft whose tiny config
-  resolves to another architecture is an error, not a silent substitute.
+  resolves to another architecture is an error, not a silent substitute. A draft that a plain
+  config.json cannot reach but a speculators format names (PEAGLE: EAGLEConfig renames a plain
+  one Eagle3Peagle... and vLLM refuses it) is built from a speculators config of that format:
+  "config_format" ("speculators peagle"), "speculative_config" (what the format serves it with)
+  and "plain_config_error" (vLLM's refusal of the plain one) say so.
+- "speculators" (top level): every format of vLLM's transformers_utils/configs/speculators, asked
+  of its own functions (speculators.py): the architecture per transformer_layer_config model_type
+  and the --speculative-config fields the format fixes.
 - "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
   the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes.
 - "notes": checks vLLM would refuse on this build and that were skipped (see above).
