@@ -261,3 +261,25 @@ def test_a_draft_that_reads_its_own_config_is_not_flagged(kinds, spk, tmp_path):
                write_target(tmp_path / "bf16", quantized=False), expect=None)
     codes = {f["code"] for f in json.loads(proc.stdout)["findings"]}
     assert "vllm-map-draft-takes-target-config" not in codes
+
+
+def test_a_speculators_format_vllm_does_not_read_is_an_error(kinds, spk, tmp_path):
+    # vLLM reads a speculators config by its format's code (transformers_utils/configs/
+    # speculators); a format the release does not register stops it with "Expected one of".
+    import shutil
+    _, q, _, _ = kinds["PeagleQwen3ForCausalLM"]
+    bad = tmp_path / "eagle-format"
+    shutil.copytree(q, bad)
+    config = json.loads((bad / "config.json").read_text())
+    assert config["speculators_model_type"] == "peagle"
+    config["speculators_model_type"] = "eagle"  # EAGLE-1: no speculators format in vLLM
+    (bad / "config.json").write_text(json.dumps(config))
+    proc = spk("check", bad, "--vllm-version", RELEASE, "--json", expect=1)
+    found = [f for f in json.loads(proc.stdout)["findings"]
+             if f["code"] == "vllm-speculators-format-unknown"]
+    assert [f["severity"] for f in found] == ["error"], found
+    assert "'eagle'" in found[0]["message"] and "peagle" in found[0]["message"], found
+    # The format's own check passes the unedited output.
+    codes = {f["code"] for f in json.loads(spk("check", q, "--vllm-version", RELEASE, "--json",
+                                                  expect=None).stdout)["findings"]}
+    assert "vllm-speculators-format-unknown" not in codes
