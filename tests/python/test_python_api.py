@@ -256,6 +256,10 @@ def test_the_gil_is_free_while_the_core_works(sp, big_source, tmp_path):
 
 INTERRUPTED = """
 import os, signal, sys, sparkulator
+# Python's own SIGINT handler, as at a terminal: a process started with SIGINT ignored (anything
+# under a non-interactive shell's `&`, as a backgrounded CI script is) inherits SIG_IGN, and then
+# Python installs none and Ctrl-C does nothing at all.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 def progress(what, done, total, finished):
     # The user's Ctrl-C, at the first report (the call's first 50 ms, the job about a second):
     # a real SIGINT to this process, sent from here so that it lands while the job runs however
