@@ -57,9 +57,7 @@ const WeightQuantArgs* ArgsFor(const ConfigGroup* group,
 }  // namespace
 
 void Checker::CheckModules() {
-  if (IsDraft(family_.family)) {
-    draft_mapping_ = JudgeRule(VllmRuleById("draft-quant-config-no-fused-mapping"), vllm_);
-  }
+  if (IsDraft(family_.family)) draft_mapping_ = JudgeDraftFusedMapping();
   for (const auto& [module, mt] : modules_) {
     vllm_module_names_.insert(ToVllmModuleName(naming_, module));
     if (!mt.packed && !mt.weight) {
@@ -124,7 +122,10 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
         "make the ignore entries cover all of q/k/v (or gate/up), e.g. "
         "re:.*self_attn\\.(q|k|v|qkv)_proj$");
   }
-  if (draft_mapping_ && with.ignored != without.ignored) ReportMappingDependence(lm, with);
+  if (draft_mapping_ && draft_mapping_->verdict != Verdict::kWorks &&
+      with.ignored != without.ignored) {
+    ReportMappingDependence(lm, with);
+  }
   const ConfigGroup* group = MatchingGroup(lm.vllm_name, lm.fused);
   bool vllm_quantized = group != nullptr && !vllm.ignored;
   if (mt.packed && mt.weight) {
@@ -194,6 +195,24 @@ void Checker::CheckRouter(const std::string& module, const std::string& file) {
                   "fails (\"There is no module or parameter named '{}.weight_packed'\")",
                   rule->reason, ToVllmModuleName(naming_, module)),
       "keep the router dense (add it to ignore and requantize; sparkulator quantize does both)");
+}
+
+// Whether vLLM matches a draft's ignore entries against fused names only: what the module map saw
+// vLLM do (the draft's quant config held a packed_modules_mapping or not when vLLM asked it about
+// the Linears), so a release that gives drafts the mapping (vllm#53122) is judged by what it
+// does; without a map entry, the rule's reading of vLLM's source.
+RuleJudgement Checker::JudgeDraftFusedMapping() const {
+  using PackedMapping = MappedArchitecture::PackedMapping;
+  const MappedArchitecture* arch = map_.architecture;
+  if (arch == nullptr || !arch->is_draft ||
+      arch->quant_config_packed_mapping == PackedMapping::kUnknown) {
+    return JudgeRule(VllmRuleById("draft-quant-config-no-fused-mapping"), vllm_);
+  }
+  const bool held = arch->quant_config_packed_mapping == PackedMapping::kHeld;
+  return {held ? Verdict::kWorks : Verdict::kFails,
+          fmt::format("vLLM {}'s module map: building {}, vLLM asked a quant config holding {} "
+                      "packed_modules_mapping about its Linears",
+                      map_.map->release, arch->name, held ? "a" : "no")};
 }
 
 // A draft module that the ignore list covers only with (or only without) fused-name expansion.

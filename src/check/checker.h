@@ -149,6 +149,7 @@ class Checker {
   Status CheckTarget();
   Status ResolveVllm();
   void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);
+  RuleJudgement JudgeDraftFusedMapping() const;  // check_modules.cc
   void NoteDraftModule(const std::string& module, const ModuleTensors& mt, bool vllm_quantized,
                        std::optional<std::pair<int64_t, int64_t>> dims);
 

@@ -180,9 +180,11 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "q/k/v or gate/up: some quantized and some dense, scale dtypes differ, or the ignore list "
          "splits them"},
         {FindingCode::kIgnoreNeedsFusedMapping, "ignore-needs-fused-mapping", kErr,
-         "check_modules.cc ReportMappingDependence (rule draft-quant-config-no-fused-mapping)",
-         "drafts: vLLM 0.32 compares the fused name and the ignore list names only the shards; on "
-         "unverified releases, the decision differs with and without `packed_modules_mapping`"},
+         "check_modules.cc JudgeDraftFusedMapping, ReportMappingDependence",
+         "drafts: vLLM compares the fused name and the ignore list names only the shards, as the "
+         "module map saw vLLM build the draft (its quant config held no `packed_modules_mapping`; "
+         "without a map entry, rule draft-quant-config-no-fused-mapping); on unverified releases, "
+         "the decision differs with and without the mapping"},
         {FindingCode::kQuantizedEmbedding, "quantized-embedding", kErr,
          "check_modules.cc CheckModules",
          "packed tensors for an embedding, which vLLM never builds as a Linear"},

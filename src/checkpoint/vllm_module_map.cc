@@ -67,6 +67,18 @@ MappedModule ParseModule(const Json& m, const Json& weight_reads) {
   return module;
 }
 
+// One mapping ({} when the config held none), or a list of those when the Linears were asked of
+// configs holding different ones: held only where every one holds a mapping.
+MappedArchitecture::PackedMapping PackedMappingOf(const Json& recorded) {
+  using PackedMapping = MappedArchitecture::PackedMapping;
+  if (recorded.is_object()) return recorded.empty() ? PackedMapping::kNone : PackedMapping::kHeld;
+  if (!recorded.is_array() || recorded.empty()) return PackedMapping::kUnknown;
+  for (const Json& one : recorded) {
+    if (!one.is_object() || one.empty()) return PackedMapping::kNone;
+  }
+  return PackedMapping::kHeld;
+}
+
 MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   MappedArchitecture arch;
   arch.name = name;
@@ -78,6 +90,8 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
       Field(a, "layer_offset").is_number_integer() && IntOr(a, "layer_offset") == 0;
   arch.target = StringOr(Field(a, "built"), "target");
   arch.built_under_target_config = StringOr(a, "quant_config_from") == "target";
+  arch.quant_config_packed_mapping =
+      PackedMappingOf(Field(a, "quant_config_packed_modules_mapping"));
   const Json& reads = Field(a, "weight_reads");
   const Json& modules = Field(a, "modules");
   if (!modules.is_object()) return arch;

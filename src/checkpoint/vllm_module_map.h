@@ -47,6 +47,12 @@ struct MappedArchitecture {
   // and never reads the draft's own (the map's quant_config_from "target"). For MTP layers that
   // is their own checkpoint's; for a separate draft it is another model's config.
   bool built_under_target_config = false;
+  // What the quantization config held when vLLM asked it about the Linear modules (the map's
+  // quant_config_packed_modules_mapping): with a packed_modules_mapping, ignore entries naming
+  // shards (q_proj) cover the fused module (qkv_proj); without one only the fused name does.
+  // Unknown when no Linear was asked.
+  enum class PackedMapping { kUnknown, kHeld, kNone };
+  PackedMapping quant_config_packed_mapping = PackedMapping::kUnknown;
   // Keyed by NormalizedModuleName of each checkpoint module name vLLM loads into it.
   std::map<std::string, MappedModule> modules;
   // NormalizedModuleName of the parameters vLLM holds outside any module the map lists
