@@ -9,6 +9,20 @@
 
 namespace spk::check_internal {
 
+namespace {
+
+// compressed-tensors before 0.17 packed floor(32 / bits) whole values into each int32 word, so a
+// width that does not divide 32 (3, 5, 6, 7) left padding bits and more words per row than
+// today's packing across word boundaries. For the other widths both layouts are the same.
+bool IsLegacyWholeValuePacking(const std::vector<int64_t>& packed, int64_t out, int64_t in,
+                               int bits) {
+  if (32 % bits == 0) return false;
+  const int64_t per_word = 32 / bits;
+  return packed == std::vector<int64_t>{out, (in + per_word - 1) / per_word};
+}
+
+}  // namespace
+
 std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     const std::string& module, const ModuleTensors& mt, const WeightQuantArgs& args) {
   const TensorEntry& packed = *mt.packed->entry;
@@ -44,6 +58,18 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
         in = dims[1];
       }
     }
+  }
+  if (out > 0 && in > 0 && IsLegacyWholeValuePacking(packed.shape, out, in, bits)) {
+    Add(FindingCode::kWeightPackedLegacyLayout, module, file,
+        fmt::format("weight_packed is {}: {} whole int{} values per int32 word, as "
+                    "compressed-tensors before 0.17 packed them; vLLM packs int{} across words "
+                    "and expects {}, so its weight loader fails an assertion "
+                    "(model_executor/parameter.py: param_data.shape == loaded_weight.shape)",
+                    ShapeToString(packed.shape), 32 / bits, bits, bits,
+                    ShapeToString(PackedShape(out, in, bits))),
+        "requantize the source checkpoint with sparkulator (or compressed-tensors 0.17 or newer), "
+        "which packs across words");
+    return std::nullopt;
   }
   if (out <= 0 || in <= 0 || packed.shape != PackedShape(out, in, bits)) {
     Add(FindingCode::kWeightPackedShape, module, file,

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
+
 #include "check/check.h"
 #include "check/check_test_util.h"
 #include "safetensors/index.h"
@@ -190,6 +192,42 @@ TEST_F(CheckTensors, DuplicateTensorAndInvalidShard) {
     EXPECT_EQ(f->file, "b.safetensors");
     EXPECT_EQ(f->severity, Severity::kError);
   }
+}
+
+// A 3-bit weight packed the way compressed-tensors before 0.17 did (ten whole values per int32
+// word: 103 words for 1024 columns instead of 96) is named as that layout, not as a bad shape.
+TEST(CheckPackedLayout, LegacyWholeValuePackingOfThreeBitsIsNamed) {
+  spk::testing::ScopedTempDir dir;
+  QuantizeOptions o;
+  o.source = Example(dir, "src", "llm");
+  o.destination = dir / "w3";
+  o.scheme = "w3a16";
+  o.threads = 1;
+  o.durability = Durability::kPageCache;
+  auto q = QuantizeCheckpoint(o, FileSystem::Default(), nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().message();
+  ASSERT_FALSE(HasCode(Check(o.destination), "weight-packed-legacy-layout"));
+  int64_t out = 0, in = 0;
+  EditTensors(o.destination, [&](Tensors& t) {
+    int64_t dims[2];
+    ASSERT_EQ(t[T(".weight_shape")].bytes.size(), sizeof dims);
+    std::memcpy(dims, t[T(".weight_shape")].bytes.data(), sizeof dims);
+    out = dims[0];
+    in = dims[1];
+    TensorBytes& p = t[T(".weight_packed")];
+    ASSERT_EQ(p.spec.shape[1], (in * 3 + 31) / 32);  // today's packing, across words
+    p.spec.shape[1] = (in + 9) / 10;
+    p.bytes.assign(out * p.spec.shape[1] * 4, 0);
+  });
+  CheckReport r = Check(o.destination);
+  auto found = WithCode(r, "weight-packed-legacy-layout");
+  ASSERT_EQ(found.size(), 1u) << RenderCheckReport(r);
+  EXPECT_EQ(found[0]->module, kModule);
+  EXPECT_EQ(found[0]->severity, Severity::kError);
+  EXPECT_NE(found[0]->message.find(fmt::format("[{}, {}]", out, (in * 3 + 31) / 32)),
+            std::string::npos)
+      << found[0]->message;
+  EXPECT_FALSE(HasCode(r, "weight-packed-shape")) << RenderCheckReport(r);
 }
 
 }  // namespace

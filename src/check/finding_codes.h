@@ -31,6 +31,7 @@ enum class FindingCode : uint8_t {
   kMissingWeightPacked,
   kMissingZeroPoint,
   kWeightPackedShape,
+  kWeightPackedLegacyLayout,
   kWeightScaleShape,
   kWeightShapeInvalid,
   kZeroPointShape,
@@ -152,6 +153,13 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
         {FindingCode::kWeightPackedShape, "weight-packed-shape", kErr,
          "check_tensors.cc CheckPackedTensors",
          "`weight_packed`'s dtype or shape differs from docs/formats.md section 2"},
+        {FindingCode::kWeightPackedLegacyLayout, "weight-packed-legacy-layout", kErr,
+         "check_tensors.cc CheckPackedTensors",
+         "a 3/5/6/7-bit `weight_packed` holds whole values per int32 word (the layout of "
+         "compressed-tensors before 0.17, `ceil(in / floor(32 / bits))` words a row); vLLM reads "
+         "them packed across words (`ceil(in * bits / 32)`) and its weight loader fails an "
+         "assertion (`param_data.shape == loaded_weight.shape`, model_executor/parameter.py; "
+         "reported as vllm#49893 for a `draft_model` draft, and the same for a plain model)"},
         {FindingCode::kWeightScaleShape, "weight-scale-shape", kErr,
          "check_tensors.cc CheckPackedTensors",
          "`weight_scale`'s dtype or shape differs from docs/formats.md section 2"},

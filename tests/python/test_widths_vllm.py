@@ -9,6 +9,8 @@ Blackwell capabilities; the kernels' can_implement code is vLLM's). Asserted: on
 on CUDA every such width fails too, and the one kernel that would take it is Humming, absent
 ("Humming is not installed"); 4 and 8 bits run (the control). Serving a W3A16 and a W5A16-asym model
 on vLLM's CPU build shows the same error at start-up (docs/e2e.md); serving is not repeated here.
+A 3-bit weight packed in the layout of compressed-tensors before 0.17 is refused by vLLM's weight
+loader ("wna16-load") and named by check (weight-packed-legacy-layout).
 """
 import json
 import re
@@ -118,3 +120,40 @@ def test_cuda_runs_the_odd_widths_only_with_humming(verdicts):
             v["error"], (c, v)
     for c in CUDA_CONTROLS:
         assert verdicts[json.dumps(c)]["ok"], c
+
+
+def test_legacy_three_bit_packing_fails_vllms_loader_and_check_names_it(tmp_path, spk):
+    """vllm#49893: a W3 checkpoint packed as compressed-tensors before 0.17 did (ten whole values
+    per int32 word) fails vLLM's weight loader; check names the layout and the shape vLLM wants.
+    The planted weight_packed holds zeros: the loader and check judge its shape only."""
+    if not VENV_PYTHON.exists():
+        pytest.skip(f"no vLLM venv at {VENV_PYTHON.parent.parent} (set VENV)")
+    from safetensors.torch import load_file
+    src, q = tmp_path / "src", tmp_path / "w3"
+    write_llm(src)
+    spk("quantize", src, q, "--scheme", "w3a16", "--preset", "none", "--no-fsync")
+    shard = q / "model.safetensors"
+    tensors = load_file(str(shard))
+    name = "model.layers.0.mlp.gate_proj.weight_packed"
+    rows, dense_cols = tensors[name].shape
+    legacy_cols = -(-256 // 10)  # 256 input columns, 10 whole int3 values a word
+    assert dense_cols == 256 * 3 // 32 and legacy_cols != dense_cols
+    tensors[name] = torch.zeros(rows, legacy_cols, dtype=torch.int32)
+    save_file(tensors, str(shard), metadata={"format": "pt"})
+
+    findings = json.loads(spk("check", q, "--json", expect=1).stdout)["findings"]
+    legacy = [f for f in findings if f["code"] == "weight-packed-legacy-layout"]
+    assert [f["module"] for f in legacy] == ["model.layers.0.mlp.gate_proj"], findings
+    assert f"[{rows}, {dense_cols}]" in legacy[0]["message"], legacy
+    assert not [f for f in findings if f["code"] == "weight-packed-shape"], findings
+
+    cases = [{"rule": "wna16-load", "cc": "cpu", "bits": 3, "n": rows, "k": 256, "cols": cols}
+             for cols in (dense_cols, legacy_cols)]
+    try:
+        dense, old = references.vllm_verdicts(cases)
+    except references.ReferenceFailed as e:
+        pytest.fail(str(e), pytrace=False)
+    assert dense == {"ok": True}, dense
+    assert not old["ok"] and old["error"].startswith(
+        "AssertionError at vllm/model_executor/parameter.py:"), old
+    assert "model_executor/parameter.py" in legacy[0]["message"]

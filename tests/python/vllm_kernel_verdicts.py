@@ -27,9 +27,16 @@ prints one JSON list: for each case {"ok": true, "kernel": NAME} or {"ok": false
   before the CUDA ones in a run (the fake cannot be undone); the script orders them so. The
   parameters it creates ask vllm.distributed for this rank and the tensor-parallel size, which only
   a running engine has: they are answered with rank 0 and `tp` (the parameters only store them).
+- "wna16-load" asks whether vLLM's weight loader takes a `weight_packed` of `cols` int32 words a
+  row for a K x N shard of a two-shard fused Linear (gate_up_proj) at `bits`: the parameter comes
+  from CompressedTensorsWNA16.create_weights and the load is its load_merged_column_weight, the
+  calls vLLM makes. No kernel of the CPU build (nor a stock CUDA one) takes 3/5/6/7 bits, so the
+  KERNEL CHOOSER IS ANSWERED with a stand-in class (it only stores its arguments; the load never
+  reaches a kernel). Answers {"ok": true} or {"ok": false, "error": "AssertionError at FILE:LINE"}.
 """
 import json
 import sys
+import traceback
 import types
 
 
@@ -129,9 +136,45 @@ def wna16_layer(case: dict) -> dict:
     return {"ok": True, "kernel": type(scheme.kernel).__name__}
 
 
+def wna16_load(case: dict) -> dict:
+    """vLLM's loader on one shard's weight_packed of case["cols"] words (module docstring)."""
+    import torch
+    import vllm.model_executor.layers.quantization.compressed_tensors.schemes.\
+compressed_tensors_wNa16 as wna16_module
+    import vllm.model_executor.parameter as parameter
+    parameter.get_tensor_model_parallel_rank = lambda: 0
+    parameter.get_tensor_model_parallel_world_size = lambda: 1
+
+    class StandInKernel:
+        def __init__(self, *args, **kwargs):
+            pass
+
+    chooser = wna16_module.choose_mp_linear_kernel
+    wna16_module.choose_mp_linear_kernel = lambda *args, **kwargs: StandInKernel
+    try:
+        scheme = wna16_module.CompressedTensorsWNA16(strategy="group", num_bits=case["bits"],
+                                                     group_size=128, symmetric=True)
+        layer = torch.nn.Module()
+        n, k = case["n"], case["k"]
+        scheme.create_weights(layer, output_size=2 * n, input_size=k,
+                              output_partition_sizes=[n, n], input_size_per_partition=k,
+                              params_dtype=torch.bfloat16, weight_loader=lambda *args: None)
+    finally:
+        wna16_module.choose_mp_linear_kernel = chooser
+    try:
+        layer.weight_packed.load_merged_column_weight(
+            torch.zeros(n, case["cols"], dtype=torch.int32), shard_offset=0, shard_size=n)
+    except AssertionError as e:
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        where = frame.filename.replace("\\", "/").split("/vllm/", 1)[-1]
+        return {"ok": False, "error": f"AssertionError at vllm/{where}:{frame.lineno}"}
+    return {"ok": True}
+
+
 if __name__ == "__main__":
     cases = json.loads(sys.argv[1])
-    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16, "wna16-layer": wna16_layer}
+    judges = {"fp8-block": fp8_block, "w4afp8": w4afp8, "wna16": wna16, "wna16-layer": wna16_layer,
+              "wna16-load": wna16_load}
     on_cpu = [i for i, c in enumerate(cases) if c.get("cc") == "cpu"]
     order = on_cpu + [i for i in range(len(cases)) if i not in set(on_cpu)]
     answers = {}
