@@ -33,6 +33,7 @@ Result<CheckReport> Checker::Run() {
   CheckModules();
   CheckIgnoreEntries();
   CheckAgainstModuleMap();
+  CheckMtpLayerBits();
   draft_.config = &config_;
   draft_.family = family_;
   draft_.target_layers = target_layers_           ? target_layers_

@@ -1,13 +1,51 @@
 // Checker part: every module stored quantized, judged by vLLM's module map of the release the
 // check is for (checkpoint/map_rules.h): a module vLLM builds with no quantization scheme, a weight
-// its forward reads directly and a plain parameter cannot take quantized weights.
+// its forward reads directly and a plain parameter cannot take quantized weights; MTP layers
+// stored at 4 bits or fewer (a quality risk, not a load failure).
 #include <algorithm>
+#include <set>
 
 #include "check/checker.h"
 #include "checkpoint/map_rules.h"
 
 namespace spk::check_internal {
 namespace {
+
+// The part of vLLM module name `vllm_name` that names its MTP layer ("model.layers.61." or
+// "mtp."), or "" when it is not in one: a layer past the model's own num_hidden_layers (DeepSeek,
+// GLM: the MTP layers follow the decoder's), or the layer holding a name component that starts
+// with "mtp" (Qwen3-Next's "mtp.", MiMo's "mtp_layers."), else that component.
+std::string MtpLayerPrefix(const ModelConfig& config, std::string_view vllm_name) {
+  std::optional<int64_t> layer = LayerIndex(vllm_name);
+  const std::string marker = layer ? fmt::format("layers.{}.", *layer) : "";
+  const size_t layer_at = layer ? vllm_name.find(marker) : std::string_view::npos;
+  const std::string layer_prefix =
+      layer_at == std::string_view::npos
+          ? ""
+          : std::string(vllm_name.substr(0, layer_at + marker.size()));
+  if (!layer_prefix.empty() && config.num_hidden_layers && *layer >= *config.num_hidden_layers) {
+    return layer_prefix;
+  }
+  for (size_t start = 0; start < vllm_name.size();) {
+    size_t dot = vllm_name.find('.', start);
+    if (dot == std::string_view::npos) break;
+    if (vllm_name.substr(start, 3) == "mtp") {
+      if (!layer_prefix.empty() && layer_at < start) return layer_prefix;
+      return std::string(vllm_name.substr(0, dot + 1));
+    }
+    start = dot + 1;
+  }
+  return "";
+}
+
+std::string EscapeRegex(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view(".^$*+?()[]{}|\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
 
 constexpr std::string_view kRequantize =
     "keep it dense: requantize with sparkulator quantize (its plan follows vLLM's module map) or "
@@ -156,6 +194,40 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
         "serve beside an unquantized target, or quantize the draft with the target's scheme and "
         "ignore list (sparkulator quantize --scheme ...)");
   }
+}
+
+
+// An MTP layer quantized to 4 bits or fewer (a model's own MTP layers, or an MTP draft): vLLM
+// builds them under the model's quant config and loads them, so nothing fails; the risk is the
+// acceptance rate (reported for int4 MTP heads, kept at int8), which only a measurement shows.
+void Checker::CheckMtpLayerBits() {
+  if (family_.family != ModelFamily::kMtp) return;
+  std::vector<std::string> modules;
+  std::set<std::string> prefixes;
+  int bits = 0;
+  for (const LinearModule& lm : linears_) {
+    if (!lm.packed_shape || lm.packed_shape->bits > 4) continue;
+    std::string prefix = MtpLayerPrefix(config_, lm.vllm_name);
+    if (prefix.empty()) continue;
+    modules.push_back(lm.vllm_name);
+    prefixes.insert(prefix);
+    bits = std::max(bits, lm.packed_shape->bits);
+  }
+  if (modules.empty()) return;
+  std::vector<std::string> ignores;
+  for (const std::string& p : prefixes) ignores.push_back("--ignore 're:" + EscapeRegex(p) + ".*'");
+  constexpr size_t kNamed = 3;
+  Add(FindingCode::kMtpLayerLowBits, "", "",
+      fmt::format("{} Linear module(s) of the MTP layer(s) {} are stored at {} bits ({}{}): vLLM "
+                  "loads them, but int4 MTP heads have been reported to collapse acceptance where "
+                  "int8 keeps it",
+                  modules.size(), fmt::join(prefixes, ", "), bits,
+                  fmt::join(modules.begin(), modules.begin() + std::min(kNamed, modules.size()),
+                            ", "),
+                  modules.size() > kNamed ? ", ..." : ""),
+      fmt::format("measure acceptance against the dense MTP layers (sparkulator bench), or "
+                  "requantize with them dense: {}",
+                  fmt::join(ignores, " ")));
 }
 
 }  // namespace spk::check_internal

@@ -92,6 +92,7 @@ enum class FindingCode : uint8_t {
   kVllmReleaseNotMapped,
   kVllmSpeculatorsFormatUnknown,
   kParallelDraftingFcCpu,
+  kMtpLayerLowBits,
   kTargetHiddenSize,
   kTargetVocabSize,
   kTargetLayerCount,
@@ -397,6 +398,11 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "CUDA (Marlin flattens its input) but not on vLLM's CPU build, whose proposer passes the "
          "1-D `mask_hidden` through `fc` at load and whose WNA16 GEMM takes 2-D input only "
          "(`IndexError: Dimension out of range`; measured on 0.32)"},
+        {FindingCode::kMtpLayerLowBits, "mtp-layer-low-bits", kWarn,
+         "check_map.cc CheckMtpLayerBits",
+         "Linears of the checkpoint's MTP layers (a layer past `num_hidden_layers`, or under "
+         "`mtp.`) are stored at 4 bits or fewer: vLLM loads them, but an int4 MTP head has been "
+         "reported to collapse acceptance where int8 keeps it; the fix keeps those layers dense"},
         {FindingCode::kTargetHiddenSize, "target-hidden-size", kErr, "check_target.cc CheckTarget",
          "`--target`: the draft's `hidden_size` differs from the target's"},
         {FindingCode::kTargetVocabSize, "target-vocab-size", kErr, "check_target.cc CheckTarget",

@@ -12,6 +12,7 @@ the names its `load_weights` accepts and the parameters it holds, random F16 wei
 The map's own agreement with vLLM is test_vllm_module_map.py's; this tests that the tool follows it.
 """
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -208,7 +209,7 @@ def takes_target_config(name: str) -> bool:
 
 
 def write_target(folder: Path, quantized: bool) -> Path:
-    config = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": SIDE,
+    config = {"architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": SIDE,
               "num_hidden_layers": 2, "torch_dtype": "bfloat16"}
     if quantized:
         config["quantization_config"] = {
@@ -283,3 +284,51 @@ def test_a_speculators_format_vllm_does_not_read_is_an_error(kinds, spk, tmp_pat
     codes = {f["code"] for f in json.loads(spk("check", q, "--vllm-version", RELEASE, "--json",
                                                   expect=None).stdout)["findings"]}
     assert "vllm-speculators-format-unknown" not in codes
+
+
+def low_bits_mtp(spk, ckpt) -> list:
+    report = json.loads(spk("check", ckpt, "--vllm-version", RELEASE, "--json",
+                            expect=None).stdout)
+    return [f for f in report["findings"] if f["code"] == "mtp-layer-low-bits"]
+
+
+def test_int4_mtp_layers_are_flagged_and_the_fix_keeps_them_dense(spk, tmp_path):
+    # DeepSeek's MTP layer is the layer after num_hidden_layers, in the model's own checkpoint.
+    name = "DeepSeekMTPModel"
+    arch = MAP["architectures"][name]
+    src = tmp_path / "src"
+    write_checkpoint(src, name, arch, config={"num_hidden_layers": 2})
+    mtp_modules = {w.removesuffix(".weight") for w in module_weights(arch)
+                   if w.startswith("model.layers.2.")}
+    spk("quantize", src, tmp_path / "w4", "--no-fsync")
+    assert mtp_modules & quantized_modules(tmp_path / "w4")
+    (found,) = low_bits_mtp(spk, tmp_path / "w4")
+    assert found["severity"] == "warning"
+    assert "model.layers.2." in found["message"] and "4 bits" in found["message"], found
+    ignore = re.search(r"--ignore '([^']+)'", found["fix"]).group(1)
+    spk("quantize", src, tmp_path / "fixed", "--ignore", ignore, "--no-fsync")
+    assert not mtp_modules & quantized_modules(tmp_path / "fixed")
+    assert low_bits_mtp(spk, tmp_path / "fixed") == []
+    spk("quantize", src, tmp_path / "w8", "--scheme", "w8a16", "--no-fsync")
+    assert low_bits_mtp(spk, tmp_path / "w8") == []
+
+
+def test_mtp_layers_under_mtp_are_flagged_and_the_decoders_are_not(spk, tmp_path):
+    # Qwen3-Next keeps its MTP layer under "mtp." beside the decoder's "model.layers.".
+    from safetensors.numpy import save_file
+    rng = np.random.default_rng(0)
+    leaves = ("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+              "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj")
+    tensors = {f"{p}.{m}.weight": (rng.standard_normal((SIDE, SIDE)) * 0.02).astype(np.float16)
+               for p in ("model.layers.0", "mtp.layers.0") for m in leaves}
+    src = tmp_path / "src"
+    src.mkdir()
+    save_file(tensors, str(src / "model.safetensors"))
+    (src / "config.json").write_text(json.dumps({
+        "architectures": ["Qwen3NextForCausalLM"], "model_type": "qwen3_next", "hidden_size": SIDE,
+        "num_hidden_layers": 1, "torch_dtype": "float16"}))
+    spk("quantize", src, tmp_path / "w4", "--no-fsync")
+    assert {"model.layers.0.mlp.down_proj", "mtp.layers.0.mlp.down_proj"} <= \
+        quantized_modules(tmp_path / "w4")
+    (found,) = low_bits_mtp(spk, tmp_path / "w4")
+    assert "mtp.layers.0." in found["message"] and "model.layers.0" not in found["message"], found
