@@ -19,10 +19,9 @@ std::string MtpLayerPrefix(const ModelConfig& config, std::string_view vllm_name
   std::optional<int64_t> layer = LayerIndex(vllm_name);
   const std::string marker = layer ? fmt::format("layers.{}.", *layer) : "";
   const size_t layer_at = layer ? vllm_name.find(marker) : std::string_view::npos;
-  const std::string layer_prefix =
-      layer_at == std::string_view::npos
-          ? ""
-          : std::string(vllm_name.substr(0, layer_at + marker.size()));
+  const std::string layer_prefix = layer_at == std::string_view::npos
+                                       ? ""
+                                       : std::string(vllm_name.substr(0, layer_at + marker.size()));
   if (!layer_prefix.empty() && config.num_hidden_layers && *layer >= *config.num_hidden_layers) {
     return layer_prefix;
   }
@@ -196,7 +195,6 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
   }
 }
 
-
 // An MTP layer quantized to 4 bits or fewer (a model's own MTP layers, or an MTP draft): vLLM
 // builds them under the model's quant config and loads them, so nothing fails; the risk is the
 // acceptance rate (reported for int4 MTP heads, kept at int8), which only a measurement shows.
@@ -218,13 +216,13 @@ void Checker::CheckMtpLayerBits() {
   for (const std::string& p : prefixes) ignores.push_back("--ignore 're:" + EscapeRegex(p) + ".*'");
   constexpr size_t kNamed = 3;
   Add(FindingCode::kMtpLayerLowBits, "", "",
-      fmt::format("{} Linear module(s) of the MTP layer(s) {} are stored at {} bits ({}{}): vLLM "
-                  "loads them, but int4 MTP heads have been reported to collapse acceptance where "
-                  "int8 keeps it",
-                  modules.size(), fmt::join(prefixes, ", "), bits,
-                  fmt::join(modules.begin(), modules.begin() + std::min(kNamed, modules.size()),
-                            ", "),
-                  modules.size() > kNamed ? ", ..." : ""),
+      fmt::format(
+          "{} Linear module(s) of the MTP layer(s) {} are stored at {} bits ({}{}): vLLM "
+          "loads them, but int4 MTP heads have been reported to collapse acceptance where "
+          "int8 keeps it",
+          modules.size(), fmt::join(prefixes, ", "), bits,
+          fmt::join(modules.begin(), modules.begin() + std::min(kNamed, modules.size()), ", "),
+          modules.size() > kNamed ? ", ..." : ""),
       fmt::format("measure acceptance against the dense MTP layers (sparkulator bench), or "
                   "requantize with them dense: {}",
                   fmt::join(ignores, " ")));
