@@ -46,7 +46,8 @@ LAYERS: tuple[Layer, ...] = (
     Layer("io", ("base",), "the `FileSystem` (leveldb's Env: pread, pwrite, whole files, copies, "
           "listings, folders, renames, removal, fsync; the only POSIX calls for checkpoint files, in "
           "`posix_file_system.cc`), the atomic output folder (temporary folder, fsync, rename), a "
-          "fault-injecting file system for tests that fails any of those operations"),
+          "fault-injecting file system for tests that fails any of those operations, and running a helper "
+          "program to its end (`subprocess.h`)"),
     Layer("tensor", ("base",), "the dtype table, BF16/F16 conversions with round-to-nearest-even"),
     Layer("safetensors", ("io", "tensor"), "header parsing with the reference's rules, the writer "
           "with offsets computed up front, the shard index, reading a checkpoint folder "

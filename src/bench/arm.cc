@@ -18,18 +18,9 @@ extern char** environ;
 #include <thread>
 
 #include "base/strings.h"
+#include "io/subprocess.h"
 
 namespace spk::bench {
-namespace {
-
-std::string DescribeWaitStatus(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status))
-    return std::string("was killed by signal ") + strsignal(WTERMSIG(status));
-  return "stopped";
-}
-
-}  // namespace
 
 Result<std::vector<std::string>> SplitCommandLine(std::string_view line) {
   std::vector<std::string> words;

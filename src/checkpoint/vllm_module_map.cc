@@ -128,28 +128,11 @@ SpeculatorsFormat ParseSpeculatorsFormat(const Json& f) {
   return format;
 }
 
-ModuleMap ParseMap(const EmbeddedModuleMap& embedded) {
-  ModuleMap map;
-  map.release = std::string(embedded.release);
-  Json j = Json::parse(embedded.json, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_object() || !j.contains("architectures")) {
-    std::fprintf(stderr, "internal error: the embedded vLLM %s module map does not parse\n",
-                 map.release.c_str());
-    std::abort();
-  }
-  for (const auto& [name, a] : j["architectures"].items()) {
-    if (!Field(a, "error").is_null()) {
-      map.not_built.emplace(name, StringOr(a, "error"));
-    } else {
-      map.architectures.emplace(name, ParseArchitecture(name, a));
-    }
-  }
-  if (const Json& formats = Field(j, "speculators"); formats.is_object()) {
-    for (const auto& [name, f] : formats.items()) {
-      map.speculators.emplace(name, ParseSpeculatorsFormat(f));
-    }
-  }
-  return map;
+// The release of an embedded map file "vllm-<release>.json".
+std::string ReleaseOfFileName(std::string_view name) {
+  name.remove_prefix(std::min(name.size(), std::string_view("vllm-").size()));
+  if (name.ends_with(".json")) name.remove_suffix(std::string_view(".json").size());
+  return std::string(name);
 }
 
 std::vector<int> ReleaseParts(std::string_view release) {
@@ -185,11 +168,53 @@ bool MappedArchitecture::takes_target_quant_config() const {
   return is_draft && built_under_target_config && method() != "mtp";
 }
 
+Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin) {
+  Json j = Json::parse(json, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return Status::InvalidInput(
+        fmt::format("{}: not a JSON object (expected a module map, "
+                    "tools/vllm_module_map/generate.py --print)",
+                    origin));
+  }
+  const Json& version = Field(j, "vllm_version");
+  const Json& architectures = Field(j, "architectures");
+  if (!version.is_string() || version.get<std::string>().empty() || !architectures.is_object()) {
+    return Status::InvalidInput(fmt::format(
+        "{}: not a vLLM module map: it needs \"vllm_version\" (a release such as \"0.33.0\") and "
+        "an \"architectures\" object, as tools/vllm_module_map/generate.py --print writes",
+        origin));
+  }
+  ModuleMap map;
+  map.release = version.get<std::string>();
+  for (const auto& [name, a] : architectures.items()) {
+    if (!Field(a, "error").is_null()) {
+      map.not_built.emplace(name, StringOr(a, "error"));
+    } else {
+      map.architectures.emplace(name, ParseArchitecture(name, a));
+    }
+  }
+  if (const Json& formats = Field(j, "speculators"); formats.is_object()) {
+    for (const auto& [name, f] : formats.items()) {
+      map.speculators.emplace(name, ParseSpeculatorsFormat(f));
+    }
+  }
+  return map;
+}
+
 const std::vector<ModuleMap>& ModuleMaps() {
   static const std::vector<ModuleMap> kMaps = [] {
     std::vector<ModuleMap> maps;
-    for (const EmbeddedModuleMap& embedded : EmbeddedModuleMaps())
-      maps.push_back(ParseMap(embedded));
+    for (const EmbeddedFile& embedded : EmbeddedModuleMaps()) {
+      Result<ModuleMap> map = ParseModuleMap(embedded.text, embedded.name);
+      if (!map.ok() || map->release != ReleaseOfFileName(embedded.name)) {
+        std::fprintf(
+            stderr, "internal error: the embedded vLLM module map %.*s: %s\n",
+            static_cast<int>(embedded.name.size()), embedded.name.data(),
+            map.ok() ? "its vllm_version differs from its name" : map.status().message().c_str());
+        std::abort();
+      }
+      maps.push_back(std::move(*map));
+    }
     std::sort(maps.begin(), maps.end(), [](const ModuleMap& a, const ModuleMap& b) {
       return CompareReleases(a.release, b.release) < 0;
     });

@@ -9,10 +9,11 @@
 // This is the one source of what vLLM quantizes: the plan, `check`, `inspect` and the serve line
 // read it (docs/draft-kinds.md lists it, generated from the same files).
 //
-// Ownership: the maps are parsed once, on first use, into immutable statics that live for the
-// process; every pointer returned here stays valid. Thread-safe. Errors: ChooseModuleMap returns
-// Usage for a release that is not a version; a map that fails to parse is a build defect and
-// aborts (the test suite parses every map).
+// Ownership: the compiled-in maps are parsed once, on first use, into immutable statics that live
+// for the process; every pointer returned here stays valid. ParseModuleMap returns a map the caller
+// owns. Thread-safe. Errors: ChooseModuleMap returns Usage for a release that is not a version;
+// ParseModuleMap InvalidInput; a compiled-in map that fails to parse is a build defect and aborts
+// (the test suite parses every map).
 #pragma once
 
 #include <map>
@@ -89,6 +90,12 @@ struct ModuleMap {
 
 // The maps, oldest release first.
 const std::vector<ModuleMap>& ModuleMaps();
+
+// A map as tools/vllm_module_map/generate.py --print writes it (the compiled-in ones, a user's
+// file, or one `check --vllm DIR` built from that tree). Its release is its "vllm_version", as that
+// vLLM reports it ("0.34.1.dev3+g1a2b"). InvalidInput naming `origin` when the text is not JSON or
+// lacks "vllm_version" or "architectures"; a field of the wrong type inside is read as absent.
+Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin);
 
 // The map to judge `release` by: its own, else the newest older one or, for a release newer than
 // every map, the newest map; "" means the newest. `warning` says when the map is another release's
