@@ -27,6 +27,7 @@ import traceback
 from tools.vllm_module_map.configs import (MODEL_DIRS, QUANT_CONFIG, RECIPES, TARGET_LAYERS,
                                            TARGETS, TINY, method_of, mtp_architectures)
 from tools.vllm_module_map.fake_cuda import fake_cuda
+from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
                                         stacked_mappings, weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
@@ -43,6 +44,9 @@ class Builder:
         os.environ.setdefault("VLLM_CACHE_ROOT", str(self.tmp / "cache"))
         if cc is not None:
             fake_cuda(cc)
+        # Image processors import torchvision at module level (stand_ins.py): a stand-in where
+        # it is absent, so that model classes whose files import them can be inspected.
+        stand_in_torchvision()
         from vllm.model_executor.models import registry
         # Inspecting a model class runs a subprocess per class in vLLM (to keep CUDA out of the
         # main process); this process builds on the meta device, so it is run in-process.

@@ -4,8 +4,9 @@ fake_cuda(cc) is called once, in the generator's child process, before vLLM's mo
 imported: empty stand-ins for vLLM's compiled extensions, missing torch.ops of vLLM's namespaces
 answer False, fake-kernel registrations for missing ops are skipped, CudaPlatform answers for
 capability `cc`, the MoE aux stream is None, an attention backend is named where none validates,
-and triton.Config of vLLM's Triton placeholder keeps its arguments. None of these changes what a
-Linear gets; nothing calls a kernel (models are built on the meta device).
+triton.Config of vLLM's Triton placeholder keeps its arguments and its tl.extra is `anything`, and
+FlashInfer's sampler (FlashInfer is absent) is not supported. None of these changes what a Linear
+gets; nothing calls a kernel (models are built on meta).
 
 Error policy: it patches process-wide state and is not undone; an import error of vLLM's own
 Python code propagates (the child fails and generate.py reports the release as failed).
@@ -14,32 +15,14 @@ from __future__ import annotations
 
 import sys
 
+from tools.vllm_module_map.stand_ins import Stub, anything
+
+
 def fake_cuda(cc: int) -> None:
     """Makes vLLM believe it runs on CUDA at capability `cc` (as tests/python/vllm_kernel_verdicts.py)."""
     import importlib
-    import types
     # The wheel's compiled extensions are not unzipped (and would need CUDA): empty stand-ins, so
     # that the Python code imports. Nothing here calls a kernel: the model is built on meta.
-    class Anything:
-        """Stands for a missing op or name: falsy, callable (answers False), any attribute."""
-        def __call__(self, *a, **k):
-            return False
-
-        def __bool__(self):
-            return False
-
-        def __getattr__(self, attr):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            return self
-    anything = Anything()
-
-    class Stub(types.ModuleType):
-        """A module whose every name is `anything`."""
-        def __getattr__(self, attr):
-            if attr.startswith("__"):
-                raise AttributeError(attr)
-            return anything
     for name in ("vllm._C", "vllm._C_stable_libtorch", "vllm._moe_C", "vllm.cumem_allocator",
                  "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm._rocm_C",
                  "vllm.vllm_flash_attn", "vllm.vllm_flash_attn.flash_attn_interface"):
@@ -110,4 +93,15 @@ def fake_cuda(cc: int) -> None:
             def __init__(self, kwargs=None, num_warps=4, num_stages=1, **extra):
                 self.kwargs, self.num_warps, self.num_stages = kwargs or {}, num_warps, num_stages
         triton_utils.triton.Config = Config
-
+        # Kernel modules bind tl.extra.cuda.libdevice at import (Step5's sparse-attention ops);
+        # the placeholder language module has no `extra`.
+        if not hasattr(triton_utils.tl, "extra"):
+            triton_utils.tl.extra = anything
+    # FlashInfer is not in the wheel: a model that builds vLLM's Sampler (HY-V3 MTP) asks
+    # whether FlashInfer's top-k/top-p sampler works, importing it; the answer is no (sampling
+    # only, nothing a Linear gets).
+    try:
+        import flashinfer  # noqa: F401
+    except ImportError:
+        from vllm.v1.sample.ops import topk_topp_sampler
+        topk_topp_sampler.flashinfer_sampler_supported = lambda: False

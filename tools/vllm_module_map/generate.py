@@ -20,8 +20,9 @@ Each release runs in a subprocess of its own (one vLLM per process). `--docs` al
 docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout (the test uses it).
 
 The code: this file is the command line; configs.py the hand-written inputs (quantization config,
-tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, build.py the model builds
-and what is recorded, scan.py the model files' source and checkpoint names, docs.py the page.
+tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_ins.py the stand-ins
+for absent modules, build.py the model builds and what is recorded, scan.py the model files'
+source and checkpoint names, docs.py the page.
 
 Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
 (exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier
@@ -29,10 +30,14 @@ releases stay and the page is not rewritten. An architecture vLLM cannot build i
 entry records why ("error", see below).
 
 Only the tiny configs (TINY, RECIPES: a base model_type and the keys a family's code reads) are
-written by hand; what is recorded comes from vLLM. With V=DIR, vLLM's compiled extensions are
+written by hand; what is recorded comes from vLLM. Where torchvision is absent (CI's .venv-vllm,
+the unzipped wheel), a stand-in package answers every import of it (stand_ins.py): only image
+processors use it, and model files that import a vision model's processing code (Qwen3.5,
+Qwen4-exp, Step5) could not be inspected without it. With V=DIR, vLLM's compiled extensions are
 absent: empty stand-in modules and ops answer False, fake-kernel registrations for missing ops
-are skipped, triton.Config of vLLM's Triton placeholder holds its arguments, the MoE aux
-stream is None and, where no CUDA attention backend validates,
+are skipped, triton.Config of vLLM's Triton placeholder holds its arguments (its tl.extra is a
+stand-in), the MoE aux stream is None, FlashInfer's sampler (FlashInfer is absent) is not
+supported and, where no CUDA attention backend validates,
 TRITON_MLA / FLASH_ATTN is named (none of these changes what a Linear gets). VllmConfig's
 V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is recorded in
 "notes" and skipped, so that the model is built.
