@@ -24,8 +24,9 @@ import sys
 import tempfile
 import traceback
 
-from tools.vllm_module_map.configs import (MODEL_DIRS, QUANT_CONFIG, RECIPES, TARGET_LAYERS,
-                                           TARGETS, TINY, method_of, mtp_architectures)
+from tools.vllm_module_map.configs import (MODEL_DIRS, MTP_OWN_CHECKPOINT, QUANT_CONFIG, RECIPES,
+                                           TARGET_LAYERS, TARGETS, TINY, method_of,
+                                           mtp_architectures, recipe)
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
@@ -101,7 +102,20 @@ class Builder:
 
     def tiny_config(self, model_type: str, arch: str, extra: dict, layers: int) -> dict:
         """config.json of a tiny `arch` of `model_type` (TINY's shapes where the config class
-        has the key), with `extra` and the W4A16 quantization_config."""
+        has the key), with `extra` and the W4A16 quantization_config. An extra "text_config"
+        naming a model_type is made tiny the same way (a composite config's text model)."""
+        extra = dict(extra)
+        sub = extra.get("text_config")
+        if isinstance(sub, dict) and "model_type" in sub:
+            sub = dict(sub)
+            extra["text_config"] = {**self.tiny_dict(sub.pop("model_type"), sub, layers),
+                                    "model_type": extra["text_config"]["model_type"]}
+        cfg = self.tiny_dict(model_type, extra, layers)
+        cfg.update({"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
+                    "quantization_config": QUANT_CONFIG})
+        return cfg
+
+    def tiny_dict(self, model_type: str, extra: dict, layers: int) -> dict:
         from vllm.transformers_utils.config import _CONFIG_REGISTRY
         cls = _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None
         if cls is None:
@@ -114,8 +128,6 @@ class Builder:
             over["layer_types"] = None
         cfg = cls(**over).to_dict()
         cfg.update(extra)
-        cfg.update({"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
-                    "quantization_config": QUANT_CONFIG})
         return cfg
 
     def write_config(self, name: str, model_type: str, arch: str, extra: dict,
@@ -308,11 +320,12 @@ class Builder:
                        fmt: tuple[str, str | None] | None) -> dict:
         from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
         last = module.split(".")[-1]
-        if last not in RECIPES:
+        found = recipe(arch, last, self.version)
+        if found is None:
             raise LookupError(f"no tiny-config recipe for registry module {module!r}")
-        model_type, extra, *tgt = RECIPES[last]
+        model_type, extra, *tgt = found
         spec_fields = {"method": method}
-        if method == "mtp":
+        if method == "mtp" and last not in MTP_OWN_CHECKPOINT:
             # MTP: the draft is the target's checkpoint (SpeculativeConfig model=None).
             # The target's architecture is the one hf_config_override looks for: the recipe's, or
             # transformers' causal-LM class of the model_type, or (none) the MTP name itself.

@@ -2,7 +2,10 @@
 
 The only hand-written inputs of the maps: QUANT_CONFIG (the compressed-tensors W4A16 config every
 model is built with), TINY (the shapes), TARGETS (the common targets), RECIPES (per registry
-module: the base HF model_type and the keys that family's code reads) and the rules that name the
+module: the base HF model_type and the keys that family's code reads, optionally the target's
+model_type and architecture; an extra "text_config" naming a model_type is made tiny too),
+RELEASE_RECIPES / ARCH_RECIPES (a release's or an architecture's own recipe: recipe()),
+MTP_OWN_CHECKPOINT (MTP drafts built from a checkpoint of their own) and the rules that name the
 speculative method of a registry architecture (method_of, from vLLM's naming rules and
 SpeculativeConfig.hf_config_override's source).
 
@@ -66,6 +69,25 @@ LILICORR = {**DFLASH, "dflash_config": {**DFLASH["dflash_config"], "lilicorr_hid
                                          "lilicorr_mlp_ratio": 2, "lilicorr_factor_dim": 64,
                                          "lilicorr_vector_eps": 1e-6, "lilicorr_logit_scale": 1.0,
                                          "lilicorr_num_layers": 1}}
+# The Beam DFlash2 draft (models/beam/nvidia/dflash2.py) asserts every layer is non-causal
+# sliding-window attention and reads a final_logit_softcapping from dflash_config.
+BEAM = {**DFLASH2, "dflash_config": {**DFLASH2["dflash_config"], "final_logit_softcapping": 30.0},
+        "layer_types": ["sliding_attention"], "is_causal": False, "sliding_window": 64}
+# The dense Muse Spark DSpark draft (models/muse_spark/common/dspark.py) reads these top-level
+# keys of its own config class (muse_spark_dspark); moe disabled: the draft layers are dense.
+MUSE_DSPARK = {"target_hidden_size": 256, "target_layer_ids": [0, 1], "mask_token_id": 3,
+               "markov_rank": 64, "enable_confidence_head": True,
+               "confidence_head_with_markov": False, "ffn_dim_multiplier": 2.0,
+               "moe": {"is_enabled": False}, "num_target_layers": TARGET_LAYERS}
+# Gemma4's MTP draft is its own checkpoint (MTP_OWN_CHECKPOINT), a gemma4_assistant: a text
+# model its config class requires without per-layer inputs, MoE block or double-wide MLP, and
+# the projections to and from the target's (backbone's) width.
+GEMMA4_ASSISTANT = ("gemma4_assistant",
+                    {"backbone_hidden_size": 256,
+                     "text_config": {"model_type": "gemma4_text", "hidden_size_per_layer_input": 0,
+                                     "vocab_size_per_layer_input": 0, "enable_moe_block": False,
+                                     "use_double_wide_mlp": False}},
+                    ("gemma4_text", "Gemma4ForCausalLM"))
 EAGLE3 = {"eagle_config": {"eagle_aux_hidden_state_layer_ids": [0, 1],
                            "use_aux_hidden_state": True}, "draft_vocab_size": 512}
 DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
@@ -74,34 +96,103 @@ DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
 DENSE_MTP = {"first_k_dense_replace": 8}
 MLA = {"kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
        "v_head_dim": 128}
+# Step5 refuses checkpoints without a sparse_config; its DSA attention takes head_dim 128/192,
+# 4/8/16 query heads per KV group, one indexer provider group per KV group and a head-wise
+# attention gate.
+STEP5 = ("step5", {"num_attention_heads": 8, "num_attention_groups": 2, "head_dim": 128,
+                   "num_nextn_predict_layers": 1, "use_head_wise_attn_gate": True,
+                   "sparse_config": {"enabled": True, "index_tp_size": 2,
+                                     "sparse_indexer_num_heads": 8}},
+         ("step5", "Step5ForCausalLM"))
+# EXAONE 4.5 and GLM-OCR are vision-language checkpoints: hf_config_override makes their MTP
+# from the ForConditionalGeneration config (its text_config made tiny); EXAONE 4.5's MTP reads
+# vocab_size and num_nextn_predict_layers at the top level, GLM-OCR's in text_config.
+EXAONE4_5 = ("exaone4_5", {"vocab_size": TINY["vocab_size"], "num_nextn_predict_layers": 1,
+                           "text_config": {"model_type": "exaone4"}},
+             ("exaone4_5", "Exaone4_5_ForConditionalGeneration"))
+GLM_OCR = ("glm_ocr", {"text_config": {"model_type": "glm_ocr_text",
+                                       "num_nextn_predict_layers": 1}},
+           ("glm_ocr", "GlmOcrForConditionalGeneration"))
 RECIPES = {
-    "llama_eagle": ("llama", {}), "llama_eagle3": ("llama", EAGLE3),
-    "qwen3_eagle3": ("qwen3", EAGLE3), "llama4_eagle": ("llama4_text", {}),
+    "llama_eagle": ("llama", {}),
+    "llama_eagle3": ("llama", EAGLE3),
+    "qwen3_eagle3": ("qwen3", EAGLE3),
+    "llama4_eagle": ("llama4_text", {}),
     "minicpm_eagle": ("llama", {"scale_emb": 1, "dim_model_base": 256, "scale_depth": 1.4}),
     "cohere_eagle": ("cohere2", {}),
-    "mistral_eagle": ("mistral", {}), "mistral_large_3_eagle": ("deepseek_v3", DENSE_MTP, DSV3), "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
+    "mistral_eagle": ("mistral", {}),
+    "mistral_large_3_eagle": ("deepseek_v3", DENSE_MTP, DSV3),
+    "deepseek_eagle3": ("llama", {**EAGLE3, **MLA}, DSV3),
     "deepseek_eagle": ("deepseek_v3", DENSE_MTP, DSV3),
-    "qwen3_dflash": ("qwen3", DFLASH), "qwen3_dflash2": ("qwen3", DFLASH2),
-    "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}), "lilicorr": ("qwen3", LILICORR),
-    "qwen3_xpress": ("qwen3", DFLASH), "beam": ("qwen3", DFLASH2),
+    "qwen3_dflash": ("qwen3", DFLASH),
+    "qwen3_dflash2": ("qwen3", DFLASH2),
+    "laguna_dflash": ("laguna", {**DFLASH, "draft_vocab_size": 512}),
+    "lilicorr": ("qwen3", LILICORR),
+    "qwen3_xpress": ("qwen3", DFLASH),
+    "beam": ("qwen3", BEAM),
     "qwen3_dspark": ("qwen3", {**DFLASH, "markov_rank": 64}),
     "deepseek_mtp": ("deepseek_v3", DENSE_MTP),
-    "deepseek_v32": ("deepseek_v32", DENSE_MTP), "deepseek_v4": ("deepseek_v4", DENSE_MTP),
-    "deepseek_v41": ("deepseek_v4", DENSE_MTP), "dots3_note": ("dots3_note", DENSE_MTP),
-    "kimi_k3": ("kimi_k3", DENSE_MTP), "exaone4_5_mtp": ("exaone4", {}),
-    "glm_ocr_mtp": ("glm_ocr", {}), "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
-    "mimo_v2_mtp": ("mimo_v2_flash", {"layernorm_epsilon": 1e-6}), "qwen4_exp": ("qwen4_exp", {}),
-    "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64}), "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
+    "deepseek_v32": ("deepseek_v32", DENSE_MTP),
+    "deepseek_v4": ("deepseek_v4", DENSE_MTP),
+    "deepseek_v41": ("deepseek_v4", DENSE_MTP),
+    "dots3_note": ("dots3_note", DENSE_MTP),
+    "kimi_k3": ("kimi_k3", DENSE_MTP),
+    "exaone4_5_mtp": EXAONE4_5,
+    "glm_ocr_mtp": GLM_OCR,
+    "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
+    "mimo_v2_mtp": ("mimo_v2_flash", {"layernorm_epsilon": 1e-6}),
+    "qwen4_exp": ("qwen4_exp_text", {}),
+    "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64}),
+    "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
     "glm4_moe_lite_mtp": ("glm4_moe_lite", {"first_k_dense_replace": 1,
-                                             "num_nextn_predict_layers": 1}), "qwen3_next_mtp": ("qwen3_next", {}),
-    "qwen3_5_mtp": ("qwen3_5_text", {}), "ernie_mtp": ("ernie4_5_moe", {"num_nextn_predict_layers": 1}),
-    "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")), "longcat_flash_mtp": ("longcat_flash", {"mla_scale_q_lora": True,
-                                             "mla_scale_kv_lora": True}),
-    "openpangu_mtp": ("pangu_ultra_moe", {}), "exaone_moe_mtp": ("exaone_moe", {}),
-    "step3p5_mtp": ("step3p5", {"num_attention_groups": 2}), "gemma4_mtp": ("gemma4_text", {}),
-    "nemotron_h_mtp": ("nemotron_h", {}), "extract_hidden_states": ("qwen3", {}),
+                                             "num_nextn_predict_layers": 1}),
+    "qwen3_next_mtp": ("qwen3_next", {}),
+    "qwen3_5_mtp": ("qwen3_5_text", {}),
+    "ernie_mtp": ("ernie4_5_moe", {"num_nextn_predict_layers": 1}),
+    "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")),
+    "longcat_flash_mtp": ("longcat_flash", {"mla_scale_q_lora": True, "mla_scale_kv_lora": True}),
+    "openpangu_mtp": ("pangu_ultra_moe", {}),
+    "exaone_moe_mtp": ("exaone_moe", {}),
+    "step3p5_mtp": ("step3p5", {"num_attention_groups": 2}),
+    "step5": STEP5,
+    "gemma4_mtp": GEMMA4_ASSISTANT,
+    "nemotron_h_mtp": ("nemotron_h", {}),
+    "extract_hidden_states": ("qwen3", {}),
     "medusa": ("medusa", {}),
+    "dspark": ("muse_spark_dspark", MUSE_DSPARK),
 }
+
+# Registry modules whose MTP draft ships as a checkpoint of its own (SpeculativeConfig model= the
+# draft, method "mtp"; vLLM detects it from the model_type hf_config_override gives it), not as
+# layers of the target's: Gemma4's assistant (gemma4_assistant -> gemma4_mtp).
+MTP_OWN_CHECKPOINT = {"gemma4_mtp"}
+
+# A release's own recipe where its code needs another config than RECIPES' ("major.minor").
+RELEASE_RECIPES = {
+    # Step-3.5's 3:1 sliding/global schedule puts the MTP layer after 2 target layers on a
+    # sliding layer (layer_types padded with the MTP layers, as its checkpoints ship them).
+    # 0.33 reads a global MTP layer's heads from per_layer_config, which transformers' config
+    # always makes and which ends at the target's layers (IndexError); 0.32's own config class
+    # cuts layer_types to the target's layers and then indexes the MTP layer in it, so 0.32
+    # builds only without layer_types (RECIPES').
+    "0.33": {"step3p5_mtp": ("step3p5", {"num_attention_groups": 2, "sliding_window": 128,
+                                         "layer_types": ["full_attention", "sliding_attention",
+                                                         "sliding_attention"]})},
+}
+
+
+# An architecture's own recipe where its registry module holds several (one tiny config cannot
+# resolve to each of them).
+ARCH_RECIPES = {"Qwen3_5MoeMTP": ("qwen3_5_moe_text", {})}
+
+
+def recipe(arch: str, module_last: str, version: str) -> tuple | None:
+    """The recipe of `arch` (registry module's last name part `module_last`) for vLLM `version`:
+    the release's, else the architecture's, else the module's; None without one."""
+    minor = ".".join(version.split(".")[:2])
+    found = RELEASE_RECIPES.get(minor, {}).get(module_last)
+    return found or ARCH_RECIPES.get(arch) or RECIPES.get(module_last)
+
 
 MODEL_DIRS = ("vllm/model_executor/models/", "vllm/models/")
 

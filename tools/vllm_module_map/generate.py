@@ -29,11 +29,12 @@ Error policy: a release whose child process fails, or whose vLLM is not version 
 releases stay and the page is not rewritten. An architecture vLLM cannot build is no failure: its
 entry records why ("error", see below).
 
-Only the tiny configs (TINY, RECIPES: a base model_type and the keys a family's code reads) are
-written by hand; what is recorded comes from vLLM. Where torchvision is absent (CI's .venv-vllm,
-the unzipped wheel), a stand-in package answers every import of it (stand_ins.py): only image
-processors use it, and model files that import a vision model's processing code (Qwen3.5,
-Qwen4-exp, Step5) could not be inspected without it. With V=DIR, vLLM's compiled extensions are
+Only the tiny configs (TINY, RECIPES: a base model_type and the keys a family's code reads, a
+release's or an architecture's own where one recipe cannot serve) are written by hand; what is
+recorded comes from vLLM. Where torchvision is absent (CI's .venv-vllm, the unzipped wheel), a
+stand-in package answers every import of it (stand_ins.py): only image processors use it, and
+model files that import a vision model's processing code (Qwen3.5, Qwen4-exp, Step5) could not
+be inspected without it. With V=DIR, vLLM's compiled extensions are
 absent: empty stand-in modules and ops answer False, fake-kernel registrations for missing ops
 are skipped, triton.Config of vLLM's Triton placeholder holds its arguments (its tl.extra is a
 stand-in), the MoE aux stream is None, FlashInfer's sampler (FlashInfer is absent) is not
@@ -51,10 +52,13 @@ How each field is obtained:
   Targets: "target" and "draft_model" (any causal LM serves as one). "methods_source" says
   which rule gave it.
 - "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
-  the target it was built against, and the tiny config's extra keys. A draft whose tiny config
-  resolves to another architecture is an error, not a silent substitute. A draft that a plain
-  config.json cannot reach but a speculators format names (PEAGLE: EAGLEConfig renames a plain
-  one Eagle3Peagle... and vLLM refuses it) is built from a speculators config of that format:
+  the target it was built against, and the tiny config's extra keys. An MTP draft is the
+  target's checkpoint (SpeculativeConfig model=None), except one that ships as its own
+  (configs.MTP_OWN_CHECKPOINT: Gemma4's assistant, model_type gemma4_assistant). A draft whose
+  tiny config resolves to another architecture is an error, not a silent substitute. A draft
+  that a plain config.json cannot reach but a speculators format names (PEAGLE: EAGLEConfig
+  renames a plain one Eagle3Peagle... and vLLM refuses it) is built from a speculators config
+  of that format:
   "config_format" ("speculators peagle"), "speculative_config" (what the format serves it with)
   and "plain_config_error" (vLLM's refusal of the plain one) say so.
 - "speculators" (top level): every format of vLLM's transformers_utils/configs/speculators, asked
