@@ -258,6 +258,13 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     if (Contains(t.name, "lm_head")) plan.has_lm_head = true;
     auto not_linear = is_weight ? NotALinearReason(t, module)
                                 : std::optional<std::string>("not a weight (bias or buffer)");
+    // The embedding / lm_head / norm rules go by the name; where the release's map lists the
+    // module as a Linear vLLM quantizes, the map decides (Qwen4-exp MTP's mtp.fc_embedding is a
+    // ColumnParallelLinear: kept dense and unlisted in the ignore list, it would not load).
+    if (not_linear && is_weight && IsQuantizableFloat(t.dtype) && t.shape.size() == 2 &&
+        JudgeByMap(plan.map, module, t.name).verdict == MapVerdict::kQuantized) {
+      not_linear.reset();
+    }
     if (not_linear) {
       p.reason = *not_linear;
       plan.tensors.push_back(std::move(p));

@@ -219,6 +219,27 @@ TEST(ModuleMapPlanTest, MiMoMtpInputProjectionStaysDense) {
   EXPECT_EQ(t["model.layers.0.mlp.down_proj.weight"].action, TensorAction::kQuantize);
 }
 
+TEST(ModuleMapPlanTest, AMappedQuantizedLinearNamedLikeAnEmbeddingIsQuantized) {
+  // vLLM 0.33 builds Qwen4-exp MTP's fc_embedding as a ColumnParallelLinear with a scheme: the
+  // map, not the "embed" in its name, decides; the real embedding stays dense.
+  std::vector<TensorMeta> tensors =
+      Square({"model.embed_tokens.weight", "model.fc_embedding.weight", "model.fc_hidden.weight"});
+  ModelConfig config = Config(R"({"architectures":["Qwen4ExpForCausalLM"],
+      "num_nextn_predict_layers":1})");
+  PlanOptions options;
+  options.vllm_release = "0.33.0";
+  auto plan = BuildPlan(tensors, config, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_NE(plan->map.mtp, nullptr);
+  EXPECT_EQ(plan->map.mtp->name, "Qwen4ExpMTP");
+  auto t = ByTensor(*plan);
+  EXPECT_EQ(t["model.fc_embedding.weight"].action, TensorAction::kQuantize)
+      << t["model.fc_embedding.weight"].reason;
+  EXPECT_EQ(t["model.fc_hidden.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["model.embed_tokens.weight"].action, TensorAction::kKeep);
+  EXPECT_FALSE(t["model.embed_tokens.weight"].is_linear);
+}
+
 TEST(ModuleMapPlanTest, UnknownDraftArchitectureQuantizesStandardLinearsOnlyAndWarns) {
   std::vector<TensorMeta> tensors =
       Square({"layers.0.mlp.down_proj.weight", "layers.0.self_attn.o_proj.weight",
