@@ -56,9 +56,11 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
                   "The target's layer count, when the draft's config.json lacks it");
   sub->add_option("--vllm", options->vllm_dir,
                   "The vLLM in DIR (site-packages holding `vllm`, or a vLLM source tree): with "
-                  "CKPT, judge the version-dependent rules by its version and model code; alone, "
-                  "scan its model code for unguarded blockers of quantized drafts and print the "
-                  "patches");
+                  "CKPT, judge the version-dependent rules by its version and model code, and what "
+                  "it builds as a quantized Linear by the module map that tree builds for the "
+                  "checkpoint's architectures (its Python runs vLLM's own code, about 15 s; "
+                  "--vllm-python, --no-vllm-map-build); alone, scan its model code for unguarded "
+                  "blockers of quantized drafts and print the patches");
   sub->add_option("--vllm-version", options->vllm_version,
                   "Judge the version-dependent rules for this vLLM release (default: the newest "
                   "one verified, " +
@@ -66,6 +68,18 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
                       "), and what it builds as a quantized Linear by vLLM's module map of that "
                       "release (a release without a map of its own: the newest map at or below "
                       "it, with a warning; docs/draft-kinds.md)");
+  sub->add_option("--vllm-module-map", options->vllm_module_map,
+                  "Judge what vLLM builds as a quantized Linear by this module map (the JSON that "
+                  "tools/vllm_module_map/generate.py --print writes in your vLLM's environment) "
+                  "instead of the compiled-in ones");
+  sub->add_option("--vllm-python", options->vllm_python,
+                  "With CKPT and --vllm DIR: the Python that imports DIR's vLLM and torch, which "
+                  "builds the module map from DIR (default: the virtual environment's python when "
+                  "DIR is its site-packages, else python3)");
+  sub->add_flag(
+      "--no-vllm-map-build", [options](int64_t) { options->build_map_from_tree = false; },
+      "With CKPT and --vllm DIR: do not build the module map from DIR; judge by the "
+      "compiled-in map of its release");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {
@@ -75,6 +89,9 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
       if (options->checkpoint.empty()) {
         return ReportError(Status::Usage("check: pass CKPT (or --vllm DIR)"));
       }
+      options->notice = [](const std::string& text) {
+        std::fprintf(stderr, "check: %s\n", text.c_str());
+      };
       auto report = CheckCheckpoint(FileSystem::Default(), *options);
       if (!report.ok()) return ReportError(report.status());
       if (*json) {

@@ -193,6 +193,8 @@ class CheckReport(_Report):
     vllm_version_source: str
     vllm_tree: str
     vllm_module_map: str  # the release of the module map that judged it ("" when none did)
+    # "compiled in", the map file given, or "built from DIR by PYTHON" (check(vllm=DIR))
+    vllm_module_map_source: str
     vllm_module_map_architecture: str  # the map's architecture for it ("" when not listed)
     serve: str
     findings: list[Finding] = field(default_factory=list)

@@ -16,7 +16,7 @@ Result<CheckReport> Checker::Run() {
   std::vector<std::string> names;
   for (const auto& [name, located] : tensors_) names.push_back(name);
   family_ = DetectFamily(config_, names, Preset::kAuto);
-  ResolveModuleMap();
+  SPK_RETURN_IF_ERROR(ResolveModuleMap());
   if (!options_.target.empty()) SPK_RETURN_IF_ERROR(CheckTarget());
   naming_ = NamingFor(family_, config_, names, options_.target_layers);
   report_.family = std::string(FamilyName(family_.family));
@@ -102,6 +102,7 @@ Json CheckReportToJson(const CheckReport& r) {
               {"vllm_version_source", r.vllm_version_source},
               {"vllm_tree", r.vllm_tree},
               {"vllm_module_map", r.module_map},
+              {"vllm_module_map_source", r.module_map_source},
               {"vllm_module_map_architecture", r.module_map_architecture},
               {"serve", r.serve},
               {"findings", findings}};
@@ -117,7 +118,10 @@ std::string RenderCheckReport(const CheckReport& r) {
                        r.vllm_tree.empty() ? "" : ", model code of " + r.vllm_tree);
   }
   if (!r.module_map.empty()) {
-    out += fmt::format("  by vLLM {}'s module map{}\n", r.module_map,
+    out += fmt::format("  by vLLM {}'s module map{}{}\n", r.module_map,
+                       r.module_map_source.empty() || r.module_map_source == "compiled in"
+                           ? ""
+                           : " (" + r.module_map_source + ")",
                        r.module_map_architecture.empty()
                            ? " (architecture not in it)"
                            : ", architecture " + r.module_map_architecture);

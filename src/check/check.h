@@ -22,6 +22,7 @@
 // made); everything wrong inside the files is a Finding.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -43,6 +44,15 @@ struct CheckOptions {
   // vllm_version, else the newest version verified (kNewestVerifiedVllm).
   std::string vllm_version;
   std::string vllm_dir;
+  // What vLLM builds as a quantized Linear (checkpoint/vllm_module_map.h) comes from, in order:
+  // vllm_module_map (a map file, tools/vllm_module_map/generate.py --print in the user's vLLM);
+  // with vllm_dir and build_map_from_tree, the map that tree builds (check/vllm_map_build.h,
+  // run with vllm_python when given; when it cannot be built, the compiled-in maps with the
+  // finding vllm-map-not-built); else the compiled-in map of the release judged.
+  std::string vllm_module_map;
+  bool build_map_from_tree = true;
+  std::string vllm_python;
+  std::function<void(const std::string&)> notice;  // told before a long step (building a map)
 };
 
 struct CheckReport {
@@ -57,6 +67,7 @@ struct CheckReport {
   std::string vllm_version_source;  // "--vllm-version", the file it was read from, or the default
   std::string vllm_tree;            // the vLLM tree whose model code was read, if any
   std::string module_map;           // the release of the module map that judged it ("0.33.0")
+  std::string module_map_source;    // "compiled in", the map file, or what built it from the tree
   std::string module_map_architecture;  // the map's architecture for it, if the map knows it
   std::string serve;                    // the `vllm serve` line that fits
   std::vector<Finding> findings;

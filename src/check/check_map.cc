@@ -6,6 +6,7 @@
 #include <set>
 
 #include "check/checker.h"
+#include "check/vllm_map_build.h"
 #include "checkpoint/map_rules.h"
 
 namespace spk::check_internal {
@@ -52,14 +53,54 @@ constexpr std::string_view kRequantize =
 
 }  // namespace
 
-void Checker::ResolveModuleMap() {
-  // By number: "0.32.0+cpu" is 0.32.0's map; a pre-release is judged by its release's.
-  const VllmVersion& v = vllm_.version;
-  auto choice = ChooseModuleMap(fmt::format("{}.{}.{}", v.major, v.minor, v.patch));
-  if (!choice.ok() || choice->map == nullptr) return;  // a release older than every map
-  map_warning_ = choice->warning;
-  map_ = ResolveMapContext(choice->map, config_, family_);
+Status Checker::ResolveModuleMap() {
+  report_.module_map_source = "compiled in";
+  if (!options_.vllm_module_map.empty()) {
+    SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(options_.vllm_module_map));
+    SPK_ASSIGN_OR_RETURN(ModuleMap map, ParseModuleMap(text, options_.vllm_module_map));
+    own_map_ = std::move(map);
+    report_.module_map_source = options_.vllm_module_map;
+  } else if (!options_.vllm_dir.empty() && options_.build_map_from_tree) {
+    BuildTreeMap();
+  }
+  const ModuleMap* map = own_map_ ? &*own_map_ : nullptr;
+  if (map == nullptr) {
+    // By number: "0.32.0+cpu" is 0.32.0's map; a pre-release is judged by its release's.
+    const VllmVersion& v = vllm_.version;
+    auto choice = ChooseModuleMap(fmt::format("{}.{}.{}", v.major, v.minor, v.patch));
+    if (!choice.ok() || choice->map == nullptr) return Status::Ok();  // older than every map
+    map_warning_ = choice->warning;
+    map = choice->map;
+  }
+  map_ = ResolveMapContext(map, config_, family_);
   ApplyModuleMap(map_, config_, &family_);
+  return Status::Ok();
+}
+
+// The map of the --vllm tree, built by that tree; when it cannot be built the compiled-in maps
+// judge, and the finding says why.
+void Checker::BuildTreeMap() {
+  TreeMapRequest request;
+  request.vllm_dir = options_.vllm_dir;
+  request.python = options_.vllm_python;
+  request.architectures = ArchitecturesToMap(config_);
+  if (request.architectures.empty()) return;  // config.json names none: nothing to build
+  if (options_.notice) {
+    options_.notice(
+        fmt::format("building vLLM's module map from {} for {} (its own Python "
+                    "builds the model; about 15 s)",
+                    options_.vllm_dir, fmt::join(request.architectures, ", ")));
+  }
+  Result<TreeMap> built = BuildModuleMapFromTree(fs_, request);
+  if (!built.ok()) {
+    Add(FindingCode::kVllmMapNotBuilt, "", "", built.status().message(),
+        "pass --vllm-python PY (a Python that imports this vLLM and torch), or --vllm-module-map "
+        "FILE (generate.py --print run in that vLLM's environment)");
+    return;
+  }
+  report_.module_map_source =
+      fmt::format("built from {} by {}", options_.vllm_dir, built->built_by);
+  own_map_ = std::move(built->map);
 }
 
 void Checker::CheckAgainstModuleMap() {

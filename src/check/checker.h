@@ -142,7 +142,8 @@ class Checker {
                                  const std::string& fused);
   void CheckFusedAgreement();
   void CheckIgnoreEntries();
-  void ResolveModuleMap();       // check_map.cc: the map of the release judged, into the family
+  Status ResolveModuleMap();     // check_map.cc: the map of the release judged, into the family
+  void BuildTreeMap();           // check_map.cc: the map --vllm DIR builds (or why not)
   void CheckAgainstModuleMap();  // check_map.cc
   void CheckWhoseQuantConfig(const MappedArchitecture& arch);  // check_map.cc
   void CheckSpeculatorsFormat();                               // check_map.cc
@@ -183,6 +184,7 @@ class Checker {
   VllmTarget vllm_;
   MapContext map_;           // vLLM's module map of the release judged (checkpoint/map_rules.h)
   std::string map_warning_;  // the map is another release's
+  std::optional<ModuleMap> own_map_;  // a map given as a file or built from --vllm DIR
   DraftFacts draft_;
   // Drafts: whether vLLM gives their quant config no fused-name mapping (vllm_rules.h).
   std::optional<RuleJudgement> draft_mapping_;

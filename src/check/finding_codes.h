@@ -90,6 +90,7 @@ enum class FindingCode : uint8_t {
   kVllmMapModuleUnknown,
   kVllmMapArchitectureUnknown,
   kVllmReleaseNotMapped,
+  kVllmMapNotBuilt,
   kVllmSpeculatorsFormatUnknown,
   kParallelDraftingFcCpu,
   kMtpLayerLowBits,
@@ -387,6 +388,10 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "the release judged has no map of its own: \"not verified for vLLM 0.34.0; judged by the "
          "map "
          "of vLLM 0.33.0\""},
+        {FindingCode::kVllmMapNotBuilt, "vllm-map-not-built", kWarn, "check_map.cc BuildTreeMap",
+         "`--vllm DIR`: the module map could not be built from that tree (its Python does not "
+         "import vLLM or torch, or the generator failed; the message quotes its stderr): the "
+         "compiled-in map of the tree's release judges instead"},
         {FindingCode::kVllmSpeculatorsFormatUnknown, "vllm-speculators-format-unknown", kErr,
          "check_map.cc CheckSpeculatorsFormat",
          "a speculators-format config (`speculators_model_type`) of a format the release judged "

@@ -1,0 +1,135 @@
+#include "check/vllm_map_build.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "base/embedded_file.h"
+#include "io/subprocess.h"
+
+namespace spk {
+
+// tools/vllm_module_map/*.py as the build embedded them (cmake/embed_files.cmake).
+const std::vector<EmbeddedFile>& EmbeddedMapGenerator();
+
+namespace {
+
+constexpr int kFakedCapability = 90;  // Hopper, the generator's default for V=DIR
+constexpr size_t kStderrLines = 12;
+
+// The folder whose `vllm` package is DIR's (site-packages, a source tree), for PYTHONPATH.
+std::string PackageRoot(FileSystem* fs, const std::string& dir) {
+  if (fs->KindOf(JoinPath(JoinPath(dir, "vllm"), "__init__.py")) == FileKind::kFile) return dir;
+  if (Basename(dir) == "vllm" && fs->KindOf(JoinPath(dir, "__init__.py")) == FileKind::kFile) {
+    return Dirname(dir);
+  }
+  return dir;
+}
+
+bool HasCompiledExtension(FileSystem* fs, const std::string& root) {
+  auto names = fs->ListDirectory(JoinPath(root, "vllm"));
+  if (!names.ok()) return false;
+  for (const std::string& n : *names) {
+    if (n.starts_with("_C") && n.find(".so") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// <venv>/bin/python for DIR = <venv>/lib/pythonX.Y/site-packages, else "".
+std::string VenvPython(FileSystem* fs, const std::string& root) {
+  if (Basename(root) != "site-packages") return "";
+  const std::string venv = Dirname(Dirname(Dirname(root)));
+  for (const char* name : {"bin/python", "bin/python3"}) {
+    std::string p = JoinPath(venv, name);
+    if (fs->KindOf(p) == FileKind::kFile) return p;
+  }
+  return "";
+}
+
+std::string LastLines(const std::string& text, size_t count) {
+  size_t end = text.size();
+  while (end > 0 && text[end - 1] == '\n') --end;
+  size_t start = end;
+  for (size_t lines = 0; start > 0 && lines < count; --start) {
+    if (text[start - 1] == '\n') ++lines;
+  }
+  return text.substr(start == 0 ? 0 : start, end - start);
+}
+
+Result<std::string> WriteGenerator(FileSystem* fs) {
+  static std::atomic<int> counter{0};
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string dir = JoinPath(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp",
+                                   fmt::format("spk-vllm-map-{}-{}", ::getpid(), counter++));
+  SPK_RETURN_IF_ERROR(fs->CreateDirectories(JoinPath(dir, "tools/vllm_module_map")));
+  for (const EmbeddedFile& f : EmbeddedMapGenerator()) {
+    Status written = fs->WriteFile(JoinPath(dir, std::string(f.name)), f.text);
+    if (!written.ok()) {
+      (void)fs->RemoveAll(dir);
+      return written;
+    }
+  }
+  return dir;
+}
+
+}  // namespace
+
+Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& request) {
+  const std::string root = PackageRoot(fs, request.vllm_dir);
+  const bool compiled = HasCompiledExtension(fs, root);
+  std::string python = request.python;
+  if (python.empty()) python = compiled ? VenvPython(fs, root) : "";
+  if (python.empty()) python = "python3";
+  SPK_ASSIGN_OR_RETURN(std::string generator_dir, WriteGenerator(fs));
+  std::vector<std::string> argv = {python,
+                                   JoinPath(generator_dir, "tools/vllm_module_map/generate.py")};
+  if (compiled) {
+    argv.push_back("--print");
+  } else {
+    argv.push_back("--_child");
+    argv.push_back(fmt::format("{},{}", root, kFakedCapability));
+  }
+  for (const std::string& a : request.architectures) {
+    argv.push_back("--only");
+    argv.push_back(a);
+  }
+  const char* old_path = std::getenv("PYTHONPATH");
+  std::string pythonpath =
+      root +
+      (old_path != nullptr && *old_path != '\0' ? ":" + std::string(old_path) : std::string());
+  auto run = RunProcess(argv, {{"PYTHONPATH", pythonpath}}, request.timeout);
+  (void)fs->RemoveAll(generator_dir);
+  SPK_RETURN_IF_ERROR(run.status());
+  const std::string command =
+      fmt::format("{} generate.py {}", python, compiled ? "--print" : "(faked CUDA)");
+  if (!run->ok()) {
+    return Status::Unavailable(fmt::format(
+        "cannot build vLLM's module map from {}: {} {}{}{}", request.vllm_dir, command,
+        run->description, run->err.empty() ? "" : ":\n", LastLines(run->err, kStderrLines)));
+  }
+  SPK_ASSIGN_OR_RETURN(ModuleMap map,
+                       ParseModuleMap(run->out, fmt::format("the map {} printed", command)));
+  TreeMap out{
+      std::move(map),
+      compiled ? python : fmt::format("{} (CUDA capability {} faked)", python, kFakedCapability)};
+  return out;
+}
+
+std::vector<std::string> ArchitecturesToMap(const ModelConfig& config) {
+  std::vector<std::string> out = config.architectures;
+  auto add = [&out](std::string_view name) {
+    if (!name.empty() && std::find(out.begin(), out.end(), name) == out.end()) {
+      out.emplace_back(name);
+    }
+  };
+  const ModuleMap& newest = ModuleMaps().back();
+  if (const MappedArchitecture* mtp = FindMtpArchitecture(newest, config)) add(mtp->name);
+  if (const SpeculatorsFormat* format = FindSpeculatorsFormat(newest, config)) {
+    add(SpeculatorsArchitecture(*format, config));
+  }
+  return out;
+}
+
+}  // namespace spk
