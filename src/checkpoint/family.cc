@@ -6,6 +6,7 @@
 #include <charconv>
 
 #include "checkpoint/module_pattern.h"
+#include "checkpoint/vllm_module_map.h"
 
 namespace spk {
 namespace {
@@ -25,6 +26,19 @@ bool LooksLagunaStyle(const ModelConfig& config, const std::vector<std::string>&
          AnyNameContains(names, "self_attn.g_proj.");
 }
 
+// A speculators-format config whose format the newest map that registers it serves with method
+// eagle3. Without any map that registers it, only the format named eagle3 is.
+bool IsEagle3SpeculatorsFormat(const ModelConfig& config) {
+  if (config.speculators_model_type.empty()) return false;
+  const std::vector<ModuleMap>& maps = ModuleMaps();
+  for (auto map = maps.rbegin(); map != maps.rend(); ++map) {
+    if (const SpeculatorsFormat* format = FindSpeculatorsFormat(*map, config)) {
+      return format->method == "eagle3";
+    }
+  }
+  return config.speculators_model_type == "eagle3";
+}
+
 FamilyDetection Detect(const ModelConfig& config, const std::vector<std::string>& names) {
   FamilyDetection d;
   if (config.has_dflash_config || HasArchitecture(config, "DFlash")) {
@@ -35,10 +49,10 @@ FamilyDetection Detect(const ModelConfig& config, const std::vector<std::string>
     if (d.laguna_style) d.reason += "; Laguna-style (fused qkv_proj / g_proj in the checkpoint)";
     return d;
   }
-  // PEAGLE is an EAGLE-3 head that drafts in parallel: vLLM builds it with the EAGLE-3 classes
-  // and serves it as eagle3 (the module map's speculators table), so its naming is EAGLE-3's.
-  if (config.speculators_model_type == "eagle3" || config.speculators_model_type == "peagle" ||
-      HasArchitecture(config, "Eagle3")) {
+  // A speculators format vLLM serves as eagle3 (eagle3; peagle, an EAGLE-3 head that drafts in
+  // parallel) is built with the EAGLE-3 classes, so its naming is EAGLE-3's: the newest module
+  // map's speculators table says which formats those are.
+  if (IsEagle3SpeculatorsFormat(config) || HasArchitecture(config, "Eagle3")) {
     d.family = ModelFamily::kEagle3;
     d.reason =
         !config.speculators_model_type.empty()

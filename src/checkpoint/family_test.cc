@@ -29,6 +29,18 @@ TEST(FamilyTest, DetectsEachFamily) {
   EXPECT_TRUE(laguna.laguna_style);
 }
 
+// Which speculators formats are EAGLE-3 heads comes from the module maps' speculators table:
+// vLLM serves peagle as eagle3; it registers no "eagle" format (EAGLE-1 has none).
+TEST(FamilyTest, SpeculatorsFormatsServedAsEagle3AreEagle3Heads) {
+  std::vector<std::string> head = {"layers.0.self_attn.q_proj.weight", "fc.weight"};
+  EXPECT_EQ(
+      DetectFamily(Config(R"({"speculators_model_type":"peagle"})"), head, Preset::kAuto).family,
+      ModelFamily::kEagle3);
+  EXPECT_NE(
+      DetectFamily(Config(R"({"speculators_model_type":"eagle"})"), head, Preset::kAuto).family,
+      ModelFamily::kEagle3);
+}
+
 TEST(FamilyTest, DraftNamesGetPrefixAndTargetOffset) {
   ModelConfig c = Config(R"({"dflash_config":{"target_layer_ids":[1,9]},"num_target_layers":36})");
   std::vector<std::string> names = {"layers.0.self_attn.q_proj.weight", "fc.weight"};
