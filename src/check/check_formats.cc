@@ -127,7 +127,8 @@ void Checker::CheckVllmShapeRules() {
                             .vllm_module = lm.fused,
                             .out = out,
                             .in = in,
-                            .fused_out = fused_out[lm.fused]};
+                            .fused_out = fused_out[lm.fused],
+                            .parallel = MapParallelStyle(map_, lm.module)};
     if (auto rule =
             JudgeGemm(*scheme_->scheme, scheme_->params.group_size, gemm, options_.tp).plan_rule) {
       Add(FindingCode::kKernelRule, lm.module, file,
@@ -160,7 +161,8 @@ void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused
                                        .vllm_module = lm.fused,
                                        .out = s.out,
                                        .in = s.in,
-                                       .fused_out = it == fused_out.end() ? 0 : it->second},
+                                       .fused_out = it == fused_out.end() ? 0 : it->second,
+                                       .parallel = MapParallelStyle(map_, lm.module)},
                                       options_.tp);
     const std::string shape = fmt::format("[{}, {}] at --tp {}", s.out, s.in, options_.tp);
     const std::string keep = "keep the module dense (ignore it) or use another group size / --tp";

@@ -15,22 +15,25 @@ std::string_view Leaf(std::string_view name) {
   return dot == std::string_view::npos ? name : name.substr(dot + 1);
 }
 
-// vLLM's RowParallelLinear layers split their input columns over the ranks; EAGLE-3's `fc` is
-// replicated (ReplicatedLinear); every other Linear is column-parallel and splits its rows.
-bool IsRowParallel(std::string_view module) {
+// The split of a Linear no module map describes, by its leaf name (gemm.h GemmGeometry).
+ParallelStyle StyleByName(std::string_view module) {
   std::string_view leaf = Leaf(module);
-  return leaf == "o_proj" || leaf == "down_proj" || leaf == "out_proj" || leaf == "dense_4h_to_h";
+  if (leaf == "o_proj" || leaf == "down_proj" || leaf == "out_proj" || leaf == "dense_4h_to_h") {
+    return ParallelStyle::kRow;
+  }
+  return leaf == "fc" ? ParallelStyle::kReplicated : ParallelStyle::kColumn;
 }
 
-bool IsReplicated(std::string_view module) { return Leaf(module) == "fc"; }
+ParallelStyle StyleOf(const GemmGeometry& g) {
+  return g.parallel != ParallelStyle::kUnknown ? g.parallel : StyleByName(g.vllm_module);
+}
 
-// The [out, in] one --tp partition of `vllm_module` holds, or the reason it does not split.
-std::optional<std::string> SplitForTp(std::string_view vllm_module, int tp, int64_t* out,
-                                      int64_t* in) {
-  if (IsRowParallel(vllm_module)) {
+// The [out, in] one --tp partition of a layer split `style` holds, or the reason it does not split.
+std::optional<std::string> SplitForTp(ParallelStyle style, int tp, int64_t* out, int64_t* in) {
+  if (style == ParallelStyle::kRow) {
     if (*in % tp != 0) return fmt::format("in_features {} does not split over --tp {}", *in, tp);
     *in /= tp;
-  } else if (!IsReplicated(vllm_module)) {
+  } else if (style != ParallelStyle::kReplicated) {
     if (*out % tp != 0) return fmt::format("out_features {} does not split over --tp {}", *out, tp);
     *out /= tp;
   }
@@ -60,9 +63,9 @@ RankPartition PartitionForRank(const GemmGeometry& g, int tp) {
   p.out = g.out;
   p.in = g.in;
   p.fused_out = g.fused_out > 0 ? g.fused_out : g.out;
-  p.split = SplitForTp(g.vllm_module, tp, &p.out, &p.in);
+  p.split = SplitForTp(StyleOf(g), tp, &p.out, &p.in);
   int64_t unused_in = g.in;
-  p.fused_split = SplitForTp(g.vllm_module, tp, &p.fused_out, &unused_in);
+  p.fused_split = SplitForTp(StyleOf(g), tp, &p.fused_out, &unused_in);
   return p;
 }
 
@@ -110,15 +113,15 @@ std::optional<std::string> FormatPlanRule(const QuantScheme& scheme, const Kerne
                      p.in, width);
   }
   if (p.fused_split) return p.fused_split;
-  return KernelRuleBreak(row, GemmPartition{.module = g.module,
-                                            .vllm_module = g.vllm_module,
-                                            .out = p.out,
-                                            .in = p.in,
-                                            .fused_out = p.fused_out,
-                                            .last_fused_member = IsLastFusedShardOrAlone(g.module),
-                                            .rows_split = tp > 1 && !IsRowParallel(g.vllm_module) &&
-                                                          !IsReplicated(g.vllm_module),
-                                            .tp = tp});
+  return KernelRuleBreak(row,
+                         GemmPartition{.module = g.module,
+                                       .vllm_module = g.vllm_module,
+                                       .out = p.out,
+                                       .in = p.in,
+                                       .fused_out = p.fused_out,
+                                       .last_fused_member = IsLastFusedShardOrAlone(g.module),
+                                       .rows_split = tp > 1 && StyleOf(g) == ParallelStyle::kColumn,
+                                       .tp = tp});
 }
 
 }  // namespace
@@ -146,7 +149,7 @@ GemmJudgement JudgeGemm(const QuantScheme& scheme, int64_t group_size, const Gem
                            .bits = scheme.bits,
                            .symmetric = scheme.symmetric,
                            .group_size = group_size,
-                           .row_parallel = IsRowParallel(g.vllm_module)};
+                           .row_parallel = StyleOf(g) == ParallelStyle::kRow};
   j.cuda = j.row->cuda_rule(rank);
   j.cpu = j.row->cpu_rule(rank);
   return j;

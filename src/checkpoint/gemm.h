@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "checkpoint/kernel_rules.h"
+#include "checkpoint/vllm_module_map.h"
 #include "quant/scheme.h"
 
 namespace spk {
@@ -26,6 +27,11 @@ struct GemmGeometry {
   int64_t out = 0;               // this module's output rows
   int64_t in = 0;                // input columns
   int64_t fused_out = 0;         // rows of the whole fused GEMM (q+k+v); 0: the module alone
+  // How vLLM splits it over --tp, from the module map of its architecture (map_rules.h
+  // MapParallelStyle). kUnknown, for an architecture no map knows: by the leaf name, as vLLM's
+  // common decoders build them (o_proj, down_proj, out_proj, dense_4h_to_h row-parallel; fc
+  // replicated, as in the DFlash and EAGLE-3 drafts; every other Linear column-parallel).
+  ParallelStyle parallel = ParallelStyle::kUnknown;
 };
 
 struct GemmJudgement {

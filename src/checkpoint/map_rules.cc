@@ -163,6 +163,14 @@ MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
                   context.architecture_name, context.map->release));
 }
 
+ParallelStyle MapParallelStyle(const MapContext& context, std::string_view module) {
+  for (const MappedArchitecture* arch : {context.mtp, context.architecture}) {
+    if (arch == nullptr) continue;
+    if (const MappedModule* m = FindModule(*arch, module)) return m->parallel;
+  }
+  return ParallelStyle::kUnknown;
+}
+
 std::optional<std::string> MapKeepReason(const MapContext& context, std::string_view module,
                                          std::string_view tensor) {
   if (context.map == nullptr) return std::nullopt;

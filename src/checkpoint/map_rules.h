@@ -61,6 +61,10 @@ struct MapJudgement {
 MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
                         std::string_view tensor);
 
+// How vLLM splits checkpoint module `module` over --tp, from the map's class for it (the MTP
+// draft's first, as JudgeByMap); kUnknown when no map lists it (gemm.h then goes by its name).
+ParallelStyle MapParallelStyle(const MapContext& context, std::string_view module);
+
 // The plan's use of JudgeByMap: why the weight stays dense, or nullopt to quantize it (a
 // quantized Linear, or a standard decoder Linear of an architecture no map knows).
 std::optional<std::string> MapKeepReason(const MapContext& context, std::string_view module,

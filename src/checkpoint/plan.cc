@@ -196,7 +196,8 @@ namespace {
 
 // The kernel rules (gemm.h JudgeGemm) for every Linear the plan would quantize, judged with the
 // rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
-void KeepKernelRuleBreaksDense(const PlanOptions& options, std::vector<TensorPlan>* tensors) {
+void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
+                               std::vector<TensorPlan>* tensors) {
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const TensorPlan& t : *tensors) {
     if (t.is_linear) fused_out[t.vllm_module] += t.out_features;
@@ -211,7 +212,8 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, std::vector<TensorPla
                            .vllm_module = t.vllm_module,
                            .out = t.out_features,
                            .in = t.in_features,
-                           .fused_out = fused_out[t.vllm_module]},
+                           .fused_out = fused_out[t.vllm_module],
+                           .parallel = MapParallelStyle(map, module)},
                           options.tp)
                     .plan_rule;
     if (!rule) continue;
@@ -310,7 +312,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {
     plan.warnings.push_back(std::move(warning));
   }
-  KeepKernelRuleBreaksDense(options, &plan.tensors);
+  KeepKernelRuleBreaksDense(options, plan.map, &plan.tensors);
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));

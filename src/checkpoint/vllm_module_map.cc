@@ -52,6 +52,7 @@ MappedModule ParseModule(const Json& m, const Json& weight_reads) {
   MappedModule module;
   module.vllm_prefix = StringOr(m, "prefix");
   module.module_class = StringOr(m, "class");
+  module.parallel = ParallelStyleOfClass(module.module_class);
   module.quantized = BoolOr(m, "quantized");
   module.read_directly = BoolOr(m, "weight_read_directly");
   if (module.read_directly) {
@@ -156,6 +157,18 @@ bool IsRelease(std::string_view release) {
 }
 
 }  // namespace
+
+ParallelStyle ParallelStyleOfClass(std::string_view module_class) {
+  if (module_class == "RowParallelLinear") return ParallelStyle::kRow;
+  if (module_class == "ReplicatedLinear" || module_class == "Linear") {
+    return ParallelStyle::kReplicated;
+  }
+  if (module_class == "ColumnParallelLinear" || module_class == "MergedColumnParallelLinear" ||
+      module_class == "QKVParallelLinear") {
+    return ParallelStyle::kColumn;
+  }
+  return ParallelStyle::kUnknown;
+}
 
 std::string_view MappedArchitecture::method() const {
   for (const std::string& m : methods) {

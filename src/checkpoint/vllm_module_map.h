@@ -27,6 +27,13 @@
 
 namespace spk {
 
+// How vLLM splits a Linear over tensor-parallel ranks, by its class: column-parallel layers
+// (ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear) split their output rows,
+// RowParallelLinear its input columns, ReplicatedLinear and a plain torch.nn.Linear neither.
+// kUnknown: another class, or no map says.
+enum class ParallelStyle { kUnknown, kColumn, kRow, kReplicated };
+ParallelStyle ParallelStyleOfClass(std::string_view module_class);
+
 // One module of an architecture as vLLM built it.
 struct MappedModule {
   std::string vllm_prefix;     // vLLM's name in the tiny model, e.g. "model.layers.2.mlp.down_proj"
@@ -34,6 +41,7 @@ struct MappedModule {
   bool quantized = false;      // got a compressed-tensors scheme: it loads quantized weights
   bool read_directly = false;  // the forward reads `.weight` itself (it must stay dense)
   std::string read_at;         // "file:line" of that read, when read_directly
+  ParallelStyle parallel = ParallelStyle::kUnknown;  // from module_class
 };
 
 struct MappedArchitecture {

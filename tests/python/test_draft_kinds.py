@@ -332,3 +332,27 @@ def test_mtp_layers_under_mtp_are_flagged_and_the_decoders_are_not(spk, tmp_path
         quantized_modules(tmp_path / "w4")
     (found,) = low_bits_mtp(spk, tmp_path / "w4")
     assert "mtp.layers.0." in found["message"] and "model.layers.0" not in found["message"], found
+
+
+def fc_action(spk, tmp_path, name: str, tp: int) -> dict:
+    src = tmp_path / f"{name}-src"
+    if not src.exists():
+        write_checkpoint(src, name, MAP["architectures"][name])
+    plan = json.loads(spk("quantize", src, tmp_path / f"{name}-{tp}", "--dry-run", "--json",
+                          "--tp", tp).stdout)
+    (fc,) = [t for t in plan["tensors"] if t["name"].endswith("fc.weight")]
+    return fc
+
+
+def test_the_tp_split_of_a_linear_follows_its_class_in_the_map(spk, tmp_path):
+    # fc [256, 256]: vLLM builds Mistral EAGLE's as a RowParallelLinear (its 256 input columns
+    # split over --tp 4 into 64, half a group: it stays dense) and DFlash's as a ReplicatedLinear
+    # (never split: it stays quantized at any --tp).
+    classes = {n: MAP["architectures"][n]["modules"]["model.fc"]["class"]
+               for n in ("EagleMistralForCausalLM", "DFlashDraftModel")}
+    assert classes == {"EagleMistralForCausalLM": "RowParallelLinear",
+                       "DFlashDraftModel": "ReplicatedLinear"}, classes
+    assert fc_action(spk, tmp_path, "EagleMistralForCausalLM", 1)["action"] == "quantize"
+    row = fc_action(spk, tmp_path, "EagleMistralForCausalLM", 4)
+    assert row["action"] == "keep" and "in_features per partition 64" in row["reason"], row
+    assert fc_action(spk, tmp_path, "DFlashDraftModel", 4)["action"] == "quantize"
