@@ -199,12 +199,13 @@ inline bool HasSuffix(const std::string& name, std::string_view suffix) {
   return name.size() > suffix.size() && name.ends_with(suffix);
 }
 
+// Attention's q/k/v (or their fused qkv_proj) under a `self_attn` module.
 inline bool IsAttentionQkv(const std::string& module) {
-  for (std::string_view leaf :
-       {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj"}) {
-    if (module.ends_with(leaf)) return true;
-  }
-  return false;
+  const size_t leaf_at = module.rfind('.');
+  if (leaf_at == std::string::npos) return false;
+  const std::string_view parent = std::string_view(module).substr(0, leaf_at);
+  return (parent == "self_attn" || parent.ends_with(".self_attn")) &&
+         IsQkvLeaf(std::string_view(module).substr(leaf_at + 1));
 }
 
 }  // namespace spk::check_internal

@@ -5,8 +5,11 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "base/strings.h"
+#include "checkpoint/vllm_module_map.h"
 
 namespace spk {
 
@@ -87,11 +90,29 @@ bool AnyMatches(const std::vector<ModulePattern>& patterns, std::string_view mod
 }
 
 const FusedMapping& StandardFusedMapping() {
-  static const FusedMapping* mapping = new FusedMapping{
-      {"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
-      {"gate_up_proj", {"gate_proj", "up_proj"}},
-  };
+  static const FusedMapping* mapping = [] {
+    auto* merged = new FusedMapping;
+    const ModuleMap& newest = ModuleMaps().back();
+    for (const auto& [name, arch] : newest.architectures) {
+      if (arch.is_draft) continue;
+      for (const auto& [fused, shards] : arch.packed_modules_mapping)
+        merged->emplace(fused, shards);
+    }
+    if (!merged->contains("qkv_proj") || !merged->contains("gate_up_proj")) {
+      std::fprintf(stderr,
+                   "internal error: vLLM %s's module map holds no target's "
+                   "packed_modules_mapping for qkv_proj and gate_up_proj\n",
+                   newest.release.c_str());
+      std::abort();
+    }
+    return merged;
+  }();
   return *mapping;
+}
+
+bool IsQkvLeaf(std::string_view leaf) {
+  const std::vector<std::string>& shards = StandardFusedMapping().at("qkv_proj");
+  return leaf == "qkv_proj" || std::find(shards.begin(), shards.end(), leaf) != shards.end();
 }
 
 namespace {

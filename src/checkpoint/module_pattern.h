@@ -47,8 +47,13 @@ bool AnyMatches(const std::vector<ModulePattern>& patterns, std::string_view mod
 // "qkv_proj" -> {"q_proj", "k_proj", "v_proj"}.
 using FusedMapping = std::map<std::string, std::vector<std::string>>;
 
-// The mapping every Llama/Qwen-style model in vLLM declares.
+// The mapping every Llama/Qwen-style model in vLLM declares: the packed_modules_mapping the newest
+// module map recorded for its common targets (checkpoint/vllm_module_map.h: Llama, Qwen3), merged.
 const FusedMapping& StandardFusedMapping();
+
+// True for the leaf names of attention's fused q/k/v module and its shards (StandardFusedMapping's
+// "qkv_proj": qkv_proj, q_proj, k_proj, v_proj).
+bool IsQkvLeaf(std::string_view leaf);
 
 struct IgnoreDecision {
   bool ignored = false;

@@ -163,7 +163,7 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
   std::string_view leaf = Leaf(module);
   switch (family.family) {
     case ModelFamily::kDFlash:
-      if (leaf == "q_proj" || leaf == "k_proj" || leaf == "v_proj" || leaf == "qkv_proj") {
+      if (IsQkvLeaf(leaf)) {
         return "DFlash: q/k/v stay dense so that every vLLM loads the draft: Laguna DFlash and "
                "vLLM up to 0.26 build the context K/V from qkv_proj.weight directly (vllm#51581); "
                "Qwen3 DFlash on vLLM 0.32 would also load them quantized (--preset none)";

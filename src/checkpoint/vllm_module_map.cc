@@ -108,6 +108,11 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   for (const std::string& p : Strings(a, "other_params")) {
     arch.plain_params.insert(NormalizedModuleName(p));
   }
+  if (const Json& packed = Field(a, "packed_modules_mapping"); packed.is_object()) {
+    for (const auto& [fused, shards] : packed.items()) {
+      arch.packed_modules_mapping.emplace(fused, Strings(packed, fused.c_str()));
+    }
+  }
   return arch;
 }
 

@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "checkpoint/model_config.h"
+#include "checkpoint/module_pattern.h"
 
 namespace spk {
 
@@ -67,6 +68,8 @@ struct MappedArchitecture {
   // NormalizedModuleName of the parameters vLLM holds outside any module the map lists
   // (embeddings, norms, a Markov head's nn.Embedding): never Linear weights.
   std::set<std::string> plain_params;
+  // The model class's packed_modules_mapping: fused leaf -> its shards in order.
+  FusedMapping packed_modules_mapping;
 
   // The method of a `--speculative-config` ("dspark"), or "" for a target.
   std::string_view method() const;
