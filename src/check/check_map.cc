@@ -38,15 +38,6 @@ std::string MtpLayerPrefix(const ModelConfig& config, std::string_view vllm_name
   return "";
 }
 
-std::string EscapeRegex(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string_view(".^$*+?()[]{}|\\").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 constexpr std::string_view kRequantize =
     "keep it dense: requantize with sparkulator quantize (its plan follows vLLM's module map) or "
     "add the module to ignore";

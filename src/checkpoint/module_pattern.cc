@@ -110,6 +110,15 @@ const FusedMapping& StandardFusedMapping() {
   return *mapping;
 }
 
+std::string EscapeRegex(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view(".^$*+?()[]{}|\\").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 bool IsQkvLeaf(std::string_view leaf) {
   const std::vector<std::string>& shards = StandardFusedMapping().at("qkv_proj");
   return leaf == "qkv_proj" || std::find(shards.begin(), shards.end(), leaf) != shards.end();

@@ -40,6 +40,10 @@ class ModulePattern {
 Result<std::vector<ModulePattern>> ParsePatterns(const std::vector<std::string>& entries,
                                                  std::string_view what);
 
+// `text` with every Python regex metacharacter escaped, for a "re:" entry that matches it
+// literally.
+std::string EscapeRegex(std::string_view text);
+
 // True if any pattern matches (compressed-tensors `check_equal_or_regex_match`).
 bool AnyMatches(const std::vector<ModulePattern>& patterns, std::string_view module_name);
 

@@ -30,16 +30,6 @@ bool Contains(std::string_view s, std::string_view needle) {
   return s.find(needle) != std::string_view::npos;
 }
 
-// Escapes a literal for a Python regex.
-std::string EscapeRegex(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string_view(".^$*+?()[]{}|\\").find(c) != std::string_view::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
-
 // "qkv_proj" -> "(q|k|v|qkv)_proj": the fused name and its shards, so the entry holds with and
 // without vLLM's fused-name expansion.
 std::string LeafAlternation(std::string_view leaf) {
