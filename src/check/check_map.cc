@@ -12,32 +12,6 @@
 namespace spk::check_internal {
 namespace {
 
-// The part of vLLM module name `vllm_name` that names its MTP layer ("model.layers.61." or
-// "mtp."), or "" when it is not in one: a layer past the model's own num_hidden_layers (DeepSeek,
-// GLM: the MTP layers follow the decoder's), or the layer holding a name component that starts
-// with "mtp" (Qwen3-Next's "mtp.", MiMo's "mtp_layers."), else that component.
-std::string MtpLayerPrefix(const ModelConfig& config, std::string_view vllm_name) {
-  std::optional<int64_t> layer = LayerIndex(vllm_name);
-  const std::string marker = layer ? fmt::format("layers.{}.", *layer) : "";
-  const size_t layer_at = layer ? vllm_name.find(marker) : std::string_view::npos;
-  const std::string layer_prefix = layer_at == std::string_view::npos
-                                       ? ""
-                                       : std::string(vllm_name.substr(0, layer_at + marker.size()));
-  if (!layer_prefix.empty() && config.num_hidden_layers && *layer >= *config.num_hidden_layers) {
-    return layer_prefix;
-  }
-  for (size_t start = 0; start < vllm_name.size();) {
-    size_t dot = vllm_name.find('.', start);
-    if (dot == std::string_view::npos) break;
-    if (vllm_name.substr(start, 3) == "mtp") {
-      if (!layer_prefix.empty() && layer_at < start) return layer_prefix;
-      return std::string(vllm_name.substr(0, dot + 1));
-    }
-    start = dot + 1;
-  }
-  return "";
-}
-
 constexpr std::string_view kRequantize =
     "keep it dense: requantize with sparkulator quantize (its plan follows vLLM's module map) or "
     "add the module to ignore";
@@ -232,32 +206,16 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
 // acceptance rate (reported for int4 MTP heads, kept at int8), which only a measurement shows.
 void Checker::CheckMtpLayerBits() {
   if (family_.family != ModelFamily::kMtp) return;
-  std::vector<std::string> modules;
-  std::set<std::string> prefixes;
-  int bits = 0;
+  std::vector<std::pair<std::string, int>> quantized;
   for (const LinearModule& lm : linears_) {
-    if (!lm.packed_shape || lm.packed_shape->bits > 4) continue;
-    std::string prefix = MtpLayerPrefix(config_, lm.vllm_name);
-    if (prefix.empty()) continue;
-    modules.push_back(lm.vllm_name);
-    prefixes.insert(prefix);
-    bits = std::max(bits, lm.packed_shape->bits);
+    if (lm.packed_shape) quantized.emplace_back(lm.vllm_name, lm.packed_shape->bits);
   }
-  if (modules.empty()) return;
-  std::vector<std::string> ignores;
-  for (const std::string& p : prefixes) ignores.push_back("--ignore 're:" + EscapeRegex(p) + ".*'");
-  constexpr size_t kNamed = 3;
-  Add(FindingCode::kMtpLayerLowBits, "", "",
-      fmt::format(
-          "{} Linear module(s) of the MTP layer(s) {} are stored at {} bits ({}{}): vLLM "
-          "loads them, but int4 MTP heads have been reported to collapse acceptance where "
-          "int8 keeps it",
-          modules.size(), fmt::join(prefixes, ", "), bits,
-          fmt::join(modules.begin(), modules.begin() + std::min(kNamed, modules.size()), ", "),
-          modules.size() > kNamed ? ", ..." : ""),
-      fmt::format("measure acceptance against the dense MTP layers (sparkulator bench), or "
-                  "requantize with them dense: {}",
-                  fmt::join(ignores, " ")));
+  if (std::optional<MtpLowBitsNote> note = MtpLayersAtLowBits(config_, quantized)) {
+    Add(FindingCode::kMtpLayerLowBits, "", "", note->message,
+        "measure acceptance against the dense MTP layers (sparkulator bench), or requantize with "
+        "them dense: " +
+            note->ignore_flags);
+  }
 }
 
 }  // namespace spk::check_internal

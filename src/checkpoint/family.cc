@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/vllm_module_map.h"
@@ -306,6 +307,59 @@ std::string FusedModuleName(std::string_view vllm_module) {
     }
   }
   return std::string(vllm_module);
+}
+
+// MtpLayerPrefix: a layer past the model's own num_hidden_layers (DeepSeek,
+// GLM: the MTP layers follow the decoder's), or the layer holding a name component that starts
+// with "mtp" (Qwen3-Next's "mtp.", MiMo's "mtp_layers."), else that component.
+std::string MtpLayerPrefix(const ModelConfig& config, std::string_view vllm_name) {
+  std::optional<int64_t> layer = LayerIndex(vllm_name);
+  const std::string marker = layer ? fmt::format("layers.{}.", *layer) : "";
+  const size_t layer_at = layer ? vllm_name.find(marker) : std::string_view::npos;
+  const std::string layer_prefix = layer_at == std::string_view::npos
+                                       ? ""
+                                       : std::string(vllm_name.substr(0, layer_at + marker.size()));
+  if (!layer_prefix.empty() && config.num_hidden_layers && *layer >= *config.num_hidden_layers) {
+    return layer_prefix;
+  }
+  for (size_t start = 0; start < vllm_name.size();) {
+    size_t dot = vllm_name.find('.', start);
+    if (dot == std::string_view::npos) break;
+    if (vllm_name.substr(start, 3) == "mtp") {
+      if (!layer_prefix.empty() && layer_at < start) return layer_prefix;
+      return std::string(vllm_name.substr(0, dot + 1));
+    }
+    start = dot + 1;
+  }
+  return "";
+}
+
+std::optional<MtpLowBitsNote> MtpLayersAtLowBits(
+    const ModelConfig& config, const std::vector<std::pair<std::string, int>>& quantized) {
+  std::vector<std::string> modules;
+  std::set<std::string> prefixes;
+  int bits = 0;
+  for (const auto& [name, module_bits] : quantized) {
+    if (module_bits > 4) continue;
+    std::string prefix = MtpLayerPrefix(config, name);
+    if (prefix.empty()) continue;
+    modules.push_back(name);
+    prefixes.insert(prefix);
+    bits = std::max(bits, module_bits);
+  }
+  if (modules.empty()) return std::nullopt;
+  std::vector<std::string> ignores;
+  for (const std::string& p : prefixes) ignores.push_back("--ignore 're:" + EscapeRegex(p) + ".*'");
+  constexpr size_t kNamed = 3;
+  return MtpLowBitsNote{
+      fmt::format(
+          "{} Linear module(s) of the MTP layer(s) {} are stored at {} bits ({}{}): vLLM "
+          "loads them, but int4 MTP heads have been reported to collapse acceptance where "
+          "int8 keeps it",
+          modules.size(), fmt::join(prefixes, ", "), bits,
+          fmt::join(modules.begin(), modules.begin() + std::min(kNamed, modules.size()), ", "),
+          modules.size() > kNamed ? ", ..." : ""),
+      fmt::format("{}", fmt::join(ignores, " "))};
 }
 
 }  // namespace spk

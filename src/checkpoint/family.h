@@ -95,4 +95,18 @@ inline constexpr std::string_view kSpeculatorsTokensReason =
 // Layer index of "...layers.N...." if any.
 std::optional<int64_t> LayerIndex(std::string_view name);
 
+// The part of vLLM module name `vllm_name` that names its MTP layer ("model.layers.61." or
+// "mtp."), or "" when it is not in one.
+std::string MtpLayerPrefix(const ModelConfig& config, std::string_view vllm_name);
+
+// Linears of a model's MTP layers quantized to 4 bits or fewer: vLLM loads them, but int4 MTP heads
+// have been reported to collapse acceptance where int8 keeps it. `quantized`: vLLM module names
+// with their bits. The plan warns with it, `check` raises mtp-layer-low-bits.
+struct MtpLowBitsNote {
+  std::string message;       // what is stored at how many bits, and the risk
+  std::string ignore_flags;  // --ignore 're:...' per MTP layer: requantized with them dense
+};
+std::optional<MtpLowBitsNote> MtpLayersAtLowBits(
+    const ModelConfig& config, const std::vector<std::pair<std::string, int>>& quantized);
+
 }  // namespace spk

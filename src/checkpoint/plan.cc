@@ -212,6 +212,25 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map
   }
 }
 
+// An int scheme of 4 bits or fewer on a model's MTP layers loads, but may cost acceptance.
+void WarnOfLowBitMtpLayers(const ModelConfig& config, QuantPlan* plan) {
+  const QuantScheme& scheme = *plan->options.scheme;
+  if (plan->family.family != ModelFamily::kMtp || scheme.type != WeightType::kInt) return;
+  std::vector<std::pair<std::string, int>> quantized;
+  std::set<std::string> seen;
+  for (const TensorPlan& t : plan->tensors) {
+    if (t.action == TensorAction::kQuantize && seen.insert(t.vllm_module).second) {
+      quantized.emplace_back(t.vllm_module, scheme.bits);
+    }
+  }
+  if (std::optional<MtpLowBitsNote> note = MtpLayersAtLowBits(config, quantized)) {
+    plan->warnings.push_back(note->message +
+                             "; measure acceptance (sparkulator bench), or keep "
+                             "them dense: " +
+                             note->ignore_flags);
+  }
+}
+
 // Says which fused 3-D tensor a split expert weight came from, once its reason is final.
 void NameSplitSources(const std::vector<TensorMeta>& metas, std::vector<TensorPlan>* tensors) {
   for (size_t i = 0; i < tensors->size(); ++i) {
@@ -303,6 +322,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     plan.warnings.push_back(std::move(warning));
   }
   KeepKernelRuleBreaksDense(options, plan.map, &plan.tensors);
+  WarnOfLowBitMtpLayers(config, &plan);
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));

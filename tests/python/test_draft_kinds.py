@@ -300,17 +300,22 @@ def test_int4_mtp_layers_are_flagged_and_the_fix_keeps_them_dense(spk, tmp_path)
     write_checkpoint(src, name, arch, config={"num_hidden_layers": 2})
     mtp_modules = {w.removesuffix(".weight") for w in module_weights(arch)
                    if w.startswith("model.layers.2.")}
-    spk("quantize", src, tmp_path / "w4", "--no-fsync")
+    plan = json.loads(spk("quantize", src, tmp_path / "w4", "--no-fsync", "--json").stdout)
     assert mtp_modules & quantized_modules(tmp_path / "w4")
+    # quantize says so too, with the same fix.
+    (warned,) = [w for w in plan["warnings"] if "MTP layer(s) model.layers.2." in w]
     (found,) = low_bits_mtp(spk, tmp_path / "w4")
     assert found["severity"] == "warning"
     assert "model.layers.2." in found["message"] and "4 bits" in found["message"], found
     ignore = re.search(r"--ignore '([^']+)'", found["fix"]).group(1)
+    assert f"--ignore '{ignore}'" in warned, (warned, found["fix"])
     spk("quantize", src, tmp_path / "fixed", "--ignore", ignore, "--no-fsync")
     assert not mtp_modules & quantized_modules(tmp_path / "fixed")
     assert low_bits_mtp(spk, tmp_path / "fixed") == []
-    spk("quantize", src, tmp_path / "w8", "--scheme", "w8a16", "--no-fsync")
+    plan = json.loads(spk("quantize", src, tmp_path / "w8", "--scheme", "w8a16", "--no-fsync",
+                          "--json").stdout)
     assert low_bits_mtp(spk, tmp_path / "w8") == []
+    assert not [w for w in plan["warnings"] if "MTP layer" in w], plan["warnings"]
 
 
 def test_mtp_layers_under_mtp_are_flagged_and_the_decoders_are_not(spk, tmp_path):
