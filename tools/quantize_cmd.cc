@@ -55,7 +55,8 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
                   "For drafts: the precision of the target the draft was trained against (e.g. "
                   "unquantized, fp8, w4a16), recorded in config.json for `check --target`")
       ->capture_default_str();
-  sub->add_option("--method", options->method,
+  auto method = std::make_shared<std::string>(QuantMethodName(options->method));
+  sub->add_option("--method", *method,
                   "Scale choice: rtn (min-max round-to-nearest, bit-exact with llm-compressor) or "
                   "search (per-group scale search for a lower reconstruction error, same format)")
       ->capture_default_str();
@@ -65,7 +66,12 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_flag("--json", *json, "Print a machine-readable summary on stdout");
   sub->callback([=] {
     options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;
-    *run = [=] { return RunQuantize(*options, *flags, *json); };
+    *run = [=] {
+      Result<QuantMethod> parsed = ParseQuantMethod(*method);
+      if (!parsed.ok()) return ReportError(parsed.status());
+      options->method = *parsed;
+      return RunQuantize(*options, *flags, *json);
+    };
   });
 }
 

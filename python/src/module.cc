@@ -179,7 +179,9 @@ std::string Quantize(std::string source, std::string destination, std::string sc
   QuantizeOptions o = PlanOptions(std::move(source), std::move(scheme), group_size, preset,
                                   std::move(ignore), tp, target_layers);
   o.destination = std::move(destination);
-  o.method = std::move(method);
+  Result<QuantMethod> parsed_method = ParseQuantMethod(method);
+  if (!parsed_method.ok()) RaiseFor(parsed_method.status());
+  o.method = *parsed_method;
   o.threads = threads;
   o.force = force;
   o.dry_run = dry_run;

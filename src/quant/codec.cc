@@ -4,6 +4,17 @@
 
 namespace spk {
 
+std::string_view QuantMethodName(QuantMethod method) {
+  return method == QuantMethod::kSearch ? "search" : "rtn";
+}
+
+Result<QuantMethod> ParseQuantMethod(std::string_view name) {
+  for (QuantMethod m : {QuantMethod::kRtn, QuantMethod::kSearch}) {
+    if (name == QuantMethodName(m)) return m;
+  }
+  return Status::Usage("unknown --method '" + std::string(name) + "': use rtn or search");
+}
+
 Status ValidateWeight(const QuantParams& p, DType weight_dtype, int64_t rows, int64_t cols,
                       bool partial_groups) {
   SPK_RETURN_IF_ERROR(ValidateParams(p));

@@ -55,6 +55,10 @@ struct RowBlockBytes {
 // How QuantizeRows computes its scales: min-max round-to-nearest (bit-exact with
 // compressed-tensors) or the error-minimising scale search (quant/search.h).
 enum class QuantMethod { kRtn, kSearch };
+// "rtn" / "search": the --method values and what the quantization record writes.
+std::string_view QuantMethodName(QuantMethod method);
+// Usage error naming the value and the choices for anything else.
+Result<QuantMethod> ParseQuantMethod(std::string_view name);
 
 class WeightCodec {
  public:

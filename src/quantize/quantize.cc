@@ -187,10 +187,7 @@ Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
     return Status::Usage(
         fmt::format("unknown scheme '{}': use one of {}", options.scheme, SchemeNames()));
   }
-  if (options.method != "rtn" && options.method != "search") {
-    return Status::Usage(fmt::format("unknown --method '{}': use rtn or search", options.method));
-  }
-  if (options.method == "search" && !scheme->codec->SupportsSearch()) {
+  if (options.method == QuantMethod::kSearch && !scheme->codec->SupportsSearch()) {
     return Status::Usage(fmt::format(
         "--method search is not available for --scheme {} (its scales are fixed by the format); "
         "use --method rtn",
@@ -234,9 +231,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
     SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, options.threads, cancel));
   }
   CheckpointWriter writer(fs, std::move(write));
-  AddOutputTensors(src, plan, choice,
-                   options.method == "search" ? QuantMethod::kSearch : QuantMethod::kRtn,
-                   global_scales, writer);
+  AddOutputTensors(src, plan, choice, options.method, global_scales, writer);
   SPK_RETURN_IF_ERROR(writer.Plan());
 
   QuantizeSummary summary;

@@ -32,7 +32,7 @@ struct QuantizeOptions {
   std::string source;       // folder or "org/name" in the local Hugging Face cache
   std::string destination;  // must not exist, or be empty, unless force
   std::string scheme = "w4a16";
-  std::string method = "rtn";  // "rtn" (bit-exact min-max) or "search" (quant/search.h)
+  QuantMethod method = QuantMethod::kRtn;  // min-max RTN (bit-exact) or the search (quant/search.h)
   // For drafts: the target precision the draft was trained against ("unquantized", "fp8", ...),
   // recorded in config.json so that `check --target` can catch a mismatched pairing.
   std::string target_precision = "unquantized";

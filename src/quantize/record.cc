@@ -10,7 +10,7 @@ nlohmann::ordered_json QuantizeRecord(const QuantizeOptions& options, const Quan
                                       uint64_t output_tensor_bytes) {
   nlohmann::ordered_json record = {{"version", kSparkulatorVersion},
                                    {"scheme", std::string(plan.options.scheme->name)},
-                                   {"method", options.method}};
+                                   {"method", std::string(QuantMethodName(options.method))}};
   if (IsDraft(plan.family.family)) record["target_precision"] = options.target_precision;
   record["group_size"] = group_size;
   record["source"] = options.source;
