@@ -27,10 +27,10 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
                                               "", s.preset, GroupSizeList(s));
   }
   sub->add_option(
-         "--scheme", options->scheme,
+         "--scheme", flags->scheme,
          "Quantization scheme, by name or llm-compressor preset name (any case):" + schemes)
       ->capture_default_str();
-  sub->add_option("--group-size", options->group_size,
+  sub->add_option("--group-size", flags->group_size,
                   "Columns per scale, one of the scheme's group sizes (listed under --scheme); -1 "
                   "for one scale per output channel. Default: the scheme's first (128 for the "
                   "integer schemes)");
@@ -59,6 +59,9 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
 }
 
 Status ApplyPlanFlags(const PlanFlags& flags, QuantizeOptions* options) {
+  SPK_ASSIGN_OR_RETURN(SchemeSelection scheme, SelectScheme(flags.scheme, flags.group_size));
+  options->plan.scheme = scheme.scheme;
+  options->plan.group_size = scheme.group_size;
   SPK_ASSIGN_OR_RETURN(options->plan.preset, ParsePreset(flags.preset));
   if (flags.target_layers > 0) options->plan.target_layers = flags.target_layers;
   return Status::Ok();

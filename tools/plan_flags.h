@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <optional>
 #include <string>
 
 #include "quantize/quantize.h"
@@ -10,6 +11,8 @@
 namespace spk::cli {
 
 struct PlanFlags {
+  std::string scheme = "w4a16";
+  std::optional<int64_t> group_size;  // nullopt: the scheme's default
   std::string preset = "auto";
   int64_t target_layers = 0;  // 0: from config.json
 };
@@ -18,7 +21,8 @@ struct PlanFlags {
 // `sub`.
 void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags);
 
-// Copies the parsed PlanFlags into `options` (preset parsing can fail).
+// Copies the parsed PlanFlags into `options` (an unknown scheme or preset, a group size the
+// scheme does not take: Usage).
 Status ApplyPlanFlags(const PlanFlags& flags, QuantizeOptions* options);
 
 }  // namespace spk::cli

@@ -158,8 +158,10 @@ QuantizeOptions PlanOptions(std::string source, std::string scheme,
   if (!parsed.ok()) RaiseFor(parsed.status());
   QuantizeOptions o;
   o.source = std::move(source);
-  o.scheme = std::move(scheme);
-  o.group_size = group_size;
+  Result<SchemeSelection> selected = SelectScheme(scheme, group_size);
+  if (!selected.ok()) RaiseFor(selected.status());
+  o.plan.scheme = selected->scheme;
+  o.plan.group_size = selected->group_size;
   o.plan.preset = *parsed;
   o.plan.ignore = std::move(ignore);
   o.plan.tp = tp;

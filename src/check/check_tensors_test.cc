@@ -201,7 +201,7 @@ TEST(CheckPackedLayout, LegacyWholeValuePackingOfThreeBitsIsNamed) {
   QuantizeOptions o;
   o.source = Example(dir, "src", "llm");
   o.destination = dir / "w3";
-  o.scheme = "w3a16";
+  o.plan.scheme = FindScheme("w3a16");
   o.threads = 1;
   o.durability = Durability::kPageCache;
   auto q = QuantizeCheckpoint(o, FileSystem::Default(), nullptr);

@@ -276,6 +276,16 @@ std::string WeightNumberName(const QuantScheme& scheme) {
   return fmt::format("fp{}", scheme.bits);
 }
 
+Result<SchemeSelection> SelectScheme(std::string_view name, std::optional<int64_t> group_size) {
+  const QuantScheme* scheme = FindScheme(name);
+  if (scheme == nullptr) {
+    return Status::Usage(fmt::format("unknown scheme '{}': use one of {}", name, SchemeNames()));
+  }
+  const int64_t g = group_size.value_or(scheme->default_group_size);
+  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, g));
+  return SchemeSelection{scheme, g};
+}
+
 std::string SchemeNames() {
   std::vector<std::string_view> names;
   for (const QuantScheme& s : kSchemes) names.push_back(s.name);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -108,6 +109,14 @@ std::string GroupSizeList(const QuantScheme& scheme);
 std::string GroupSizeList(std::span<const int64_t> group_sizes);
 // Ok, or Usage "--group-size G is not supported: use 32, 64, 128 or -1 (channel-wise)".
 Status ValidateGroupSize(const QuantScheme& scheme, int64_t group_size);
+
+// What --scheme NAME [--group-size G] chooses: the row (by name or preset name, any case) and the
+// group size (G, else the row's default), validated. Usage naming the choices otherwise.
+struct SchemeSelection {
+  const QuantScheme* scheme = nullptr;
+  int64_t group_size = 0;
+};
+Result<SchemeSelection> SelectScheme(std::string_view name, std::optional<int64_t> group_size);
 
 // The kernel parameters of `scheme` at `group_size`.
 QuantParams ParamsFor(const QuantScheme& scheme, int64_t group_size);

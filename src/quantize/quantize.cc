@@ -182,20 +182,15 @@ std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
 }
 
 Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
-  const QuantScheme* scheme = FindScheme(options.scheme);
-  if (scheme == nullptr) {
-    return Status::Usage(
-        fmt::format("unknown scheme '{}': use one of {}", options.scheme, SchemeNames()));
-  }
+  const QuantScheme* scheme = options.plan.scheme;
   if (options.method == QuantMethod::kSearch && !scheme->codec->SupportsSearch()) {
     return Status::Usage(fmt::format(
         "--method search is not available for --scheme {} (its scales are fixed by the format); "
         "use --method rtn",
         scheme->name));
   }
-  const int64_t group_size = options.group_size.value_or(scheme->default_group_size);
-  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, group_size));
-  return SchemeChoice{scheme, ParamsFor(*scheme, group_size)};
+  SPK_RETURN_IF_ERROR(ValidateGroupSize(*scheme, options.plan.group_size));
+  return SchemeChoice{scheme, ParamsFor(*scheme, options.plan.group_size)};
 }
 
 }  // namespace
@@ -214,10 +209,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
         "the original BF16/F16/F32 checkpoint instead",
         src.dir));
   }
-  PlanOptions plan_options = options.plan;
-  plan_options.scheme = choice.scheme;
-  plan_options.group_size = choice.params.group_size;
-  SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, plan_options));
+  SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, options.plan));
   uint64_t source_bytes = 0;
   for (const TensorMeta& t : src.tensors) source_bytes += t.nbytes();
   auto write = CheckpointWriterOptions::For(options.destination, options.force, options.threads,

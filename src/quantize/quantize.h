@@ -29,15 +29,13 @@
 namespace spk {
 
 struct QuantizeOptions {
-  std::string source;       // folder or "org/name" in the local Hugging Face cache
-  std::string destination;  // must not exist, or be empty, unless force
-  std::string scheme = "w4a16";
+  std::string source;                      // folder or "org/name" in the local Hugging Face cache
+  std::string destination;                 // must not exist, or be empty, unless force
   QuantMethod method = QuantMethod::kRtn;  // min-max RTN (bit-exact) or the search (quant/search.h)
   // For drafts: the target precision the draft was trained against ("unquantized", "fp8", ...),
   // recorded in config.json so that `check --target` can catch a mismatched pairing.
   std::string target_precision = "unquantized";
-  PlanOptions plan;                   // bits/group_size are filled from scheme and group size
-  std::optional<int64_t> group_size;  // nullopt: the scheme's default (128 for the int rows)
+  PlanOptions plan;  // the scheme row and group size (quant/scheme.h SelectScheme) among them
   bool force = false;
   int threads = 0;       // 0: all cores
   bool dry_run = false;  // plan and report, write nothing
