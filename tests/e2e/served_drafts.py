@@ -12,12 +12,17 @@ in this process too) and the registry's model-class inspection run here instead 
 parent; it reads the class's interfaces, no weights). vLLM's loading, kernels and speculative
 decoding are its own. Between jobs the distributed state is torn down
 (cleanup_dist_env_and_memory), as vLLM's own tests do between engines, and what vLLM logs once
-per process is reset, so each job's log reads as a fresh process's (`_fresh_logs`).
+per process is reset, so each job's log reads as a fresh process's (`_fresh_logs`). Where
+torchvision is absent (this venv leaves it out: tests/e2e/env.py), the module-map generator's
+stand-in answers its imports (tools/vllm_module_map/stand_ins.py): vLLM's qwen3_5.py imports
+Qwen2-VL's image processor at module level, so without it a Qwen3.5 target cannot even be
+inspected; only image processors use torchvision, no text model's Linear.
 
 Each job builds `vllm.LLM(model, speculative_config=...)`, greedily generates from token-id
 prompts (no tokenizer: skip_tokenizer_init), reads the spec-decode counters (LLM.get_metrics) and
 shuts the engine down. A job is
-  {"name", "model", "speculative_config" (dict), "prompts" ([[token ids]]), "max_tokens"}.
+  {"name", "model", "speculative_config" (dict), "prompts" ([[token ids]]), "max_tokens"} and
+optionally "engine_args" (more keyword arguments of LLM(...), e.g. enable_prefix_caching).
 Its result is {"name", "loaded", "error", "outputs" ([[token ids]]), "spec" (drafts, drafted,
 accepted), "seconds"}. A job whose engine fails to start is a result (loaded false, error: the
 exception's type and message), not a failure of the run; its log is this process's stderr
@@ -94,7 +99,8 @@ def run_job(job: dict) -> dict:
     try:
         llm = LLM(model=job["model"], speculative_config=job["speculative_config"],
                   dtype="bfloat16", max_model_len=512, max_num_seqs=2, enforce_eager=True,
-                  skip_tokenizer_init=True, disable_log_stats=False, seed=0)
+                  skip_tokenizer_init=True, disable_log_stats=False, seed=0,
+                  **job.get("engine_args", {}))
         result["loaded"] = True
         params = SamplingParams(temperature=0.0, max_tokens=job["max_tokens"], ignore_eos=True,
                                 detokenize=False)
@@ -119,6 +125,8 @@ def main(argv: list[str]) -> int:
     jobs_path, results_path = argv
     jobs = json.loads(open(jobs_path).read())
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+    from tools.vllm_module_map.stand_ins import stand_in_torchvision
+    stand_in_torchvision()
     _in_process_inspection()
     results = []
     for job in jobs:
