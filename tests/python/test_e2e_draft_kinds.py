@@ -23,6 +23,9 @@ DSpark (Qwen3DSparkModel) and DFlash2 (DFlash2DraftModel) are in 0.32's map, but
 refuses them before loading anything (V1 model runner; only the V2 GPU runner has them): that
 refusal is asserted here, with its text, so a release that serves them shows up.
 
+More MTP kinds (Gemma4's assistant, Qwen3.5, Step-3.5) are test_e2e_mtp_kinds.py's, whose
+checkpoints join this run (MORE_KINDS) when that module is collected too.
+
 Every vLLM engine runs in one `nice -n 10` interpreter of the vLLM venv (tests/e2e/served_drafts.py)
 one after the other: one import of vLLM for all of them. Skipped only with SPK_E2E_VLLM=0 or without
 the vLLM venv (the `vllm_venv` fixture), each a failure under SPK_REQUIRE (suite_policy.py); its
@@ -196,11 +199,25 @@ def vllm_tier():
         pytest.skip("SPK_E2E_VLLM=0: no vLLM in this tier (scripts/test.sh --quick)")
 
 
+# Builders of more kinds, run in the same vLLM interpreter: test_e2e_mtp_kinds.py appends its own
+# when it is collected. Each is called as build(root, quantize, built, job) after this file's
+# checkpoints are built and returns its jobs.
+MORE_KINDS = []
+_RUN = {}
+
+
 @pytest.fixture(scope="module")
 def proof(vllm_tier, vllm_venv, tmp_path_factory, spk):
     # vllm_venv (skips without the venv; a failure under SPK_REQUIRE) is a fixture of every test
     # here, so the sanitizer pass leaves them out (suite_policy.RELEASE_ONLY_FIXTURES).
-    vllm_python = vllm_venv
+    # One run for the session: the sibling module's `proof` is this fixture, whose first call
+    # runs every engine of both files.
+    if "proof" not in _RUN:
+        _RUN["proof"] = run_proof(vllm_venv, tmp_path_factory, spk)
+    return _RUN["proof"]
+
+
+def run_proof(vllm_python, tmp_path_factory, spk) -> dict:
     root = tmp_path_factory.mktemp("served")
     qwen3 = root / "qwen3-target"
     write_target(qwen3, "Qwen3ForCausalLM", qwen3_layout)
@@ -270,6 +287,8 @@ def proof(vllm_tier, vllm_venv, tmp_path_factory, spk):
             job("mimo-preset-none", "mimo", "all"), job("deepseek-w4a16", "deepseek", "q"),
             job("deepseek-preset-none", "deepseek", "all")]
     jobs += [job(name, name, "q") for name in REFUSED]
+    for build in MORE_KINDS:
+        jobs += build(root, quantize, built, job)
     (root / "jobs.json").write_text(json.dumps(jobs, indent=1))
     environ = dict(os.environ, **server.base_env(), VLLM_CACHE_ROOT=str(root / "cache"),
                    SPK_E2E_DRAFTER_KERNEL_LOG="1")
