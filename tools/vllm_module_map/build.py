@@ -28,6 +28,7 @@ from tools.vllm_module_map.configs import (MODEL_DIRS, MTP_OWN_CHECKPOINT, QUANT
                                            TARGET_LAYERS, TARGETS, TINY, method_of,
                                            mtp_architectures, recipe)
 from tools.vllm_module_map.fake_cuda import fake_cuda
+from tools.vllm_module_map.load_probe import probe
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
                                         stacked_mappings, weight_reads)
@@ -191,6 +192,7 @@ class Builder:
         modules = {}
         qc_seen: list = []
         qc_from: set[str] = set()
+        probes = []
         for path, mod in model.named_modules():
             rec = self.records.get(id(mod))
             if rec is not None and rec["layer"] is not mod:
@@ -215,6 +217,7 @@ class Builder:
                 # torch's own Linear: no quant method at all, vLLM never quantizes it.
                 e["quant_method"] = None
                 e["weight_read_directly"] = last in read_names
+                probes.append((e, mod, []))
             if isinstance(mod, LinearBase):
                 e["weight_read_directly"] = last in read_names
                 shards = packed.get(last)
@@ -222,8 +225,12 @@ class Builder:
                 if shards:
                     e["fused"] = [{"shard": s, "position": i} for i, s in enumerate(shards)]
                 e.update(checkpoint_names(path, last, shards, entries, mappers, e["params"]))
+                probes.append((e, mod, list(shards or []) +
+                               [s["shard"].strip(".") for s in entries]))
             # Keyed by the prefix; a module built without one (prefix "") by its path.
             modules[name or path] = e
+        # What the model's own load_weights accepts overrules the source-derived names.
+        probe(model, probes)
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
         if mapper is not None:

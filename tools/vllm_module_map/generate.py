@@ -22,7 +22,8 @@ docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout 
 The code: this file is the command line; configs.py the hand-written inputs (quantization config,
 tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_ins.py the stand-ins
 for absent modules, build.py the model builds and what is recorded, scan.py the model files'
-source and checkpoint names, docs.py the page.
+source and source-derived checkpoint names, load_probe.py the names load_weights accepts,
+docs.py the page.
 
 Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
 (exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier
@@ -78,13 +79,21 @@ How each field is obtained:
   chose (a MoE method sets no scheme); "params" the parameters the module registered;
   "quantized": it registered packed W4A16 weights (a parameter named *weight_packed).
 - "fused": for a module whose last name part is in the model's packed_modules_mapping, the
-  shards in order with their position. "checkpoint_names": candidates (the path, or for a fused
-  module the path with its last part replaced by each shard, each also without "model.") kept
-  when one of the model's WeightsMappers (hf_to_vllm_mapper, vLLM's own name mapping) maps
-  `<candidate>.<param>` onto `<path>.<param>`; "checkpoint_shard_ids" the shard id it gives.
-  Without a mapper that does, the stacked_params_mapping tuples found in the model files' code
-  ("stacked_params_mapping"), else the path itself ("path", unverified). Renames a model's
-  load_weights does in its own code (dict literals, string edits) are not followed.
+  shards in order with their position. "checkpoint_names": the names the model's own load_weights
+  accepts for the module (load_probe.py), "checkpoint_names_source" "load_weights": candidates
+  (the path, or for a fused module the path with its last part replaced by each shard; the same
+  from the prefix, and from the prefix with the path's layer numbers; each also with one name part
+  that is not a layer number dropped, and without a leading "model.") are fed to load_weights one
+  `<candidate>.<param>` at a time, every weight loader replaced by a recorder, and kept when they
+  reach `<path>.<param>`; "checkpoint_shard_ids" the shard id they are loaded with. So a rename
+  in the model's code (DeepSeek MTP's `mtp_block.`, an EAGLE head's `model.` prefix, Qwen3.5's
+  `mtp.`) is followed. A torch Linear (never asked) gets names only this way. Where load_weights
+  takes none of a model's candidates (LongCat MTP: a dict literal of dense `.weight` names), the
+  fallback: candidates kept when one of the model's WeightsMappers maps `<candidate>.<param>` onto
+  `<path>.<param>` ("hf_to_vllm_mapper"), else the stacked_params_mapping tuples of the model
+  files ("stacked_params_mapping"), else the path ("path", unverified); a module of a model whose
+  load_weights took others' but none of its own has that source with " (load_weights took no
+  candidate)".
 - "hf_to_vllm_mapper": the top-level class's mapper (prefix/substr/suffix/stacked maps).
 - "packed_modules_mapping": the model class attribute; "quant_config_packed_modules_mapping": the
   mapping the quantization config held when vLLM asked it about the Linear modules (a list when

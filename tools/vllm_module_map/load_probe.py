@@ -1,0 +1,182 @@
+"""Checkpoint names asked of the model's own load_weights: which names reach which parameter.
+
+For each Linear module of a built model, candidate checkpoint names (candidates()) are fed to the
+model's `load_weights`, one `<candidate>.<param>` at a time with a CPU tensor of the parameter's
+shape and dtype, while every parameter's `weight_loader` (and `default_weight_loader` in vLLM's
+model files, for loads that call it directly) is replaced by a recorder: the recorder notes which
+parameter the name reached and the shard id it was loaded with, and copies nothing. A candidate is
+kept when it reached `<path>.<param>` of its own module. So every rename the model's code does
+(WeightsMappers, stacked_params_mapping, dict literals, string edits such as DeepSeek MTP's
+`mtp_block.`) is followed without reading it. Called by build.Builder.describe after the module
+entries are recorded; it changes only "checkpoint_names", "checkpoint_shard_ids" and
+"checkpoint_names_source".
+
+Error policy: an exception from load_weights rejects that one name unless the recorder was
+reached first (a check after the loop is about the whole checkpoint, not the name); a refusal
+that names a weight the checkpoint lacks is retried with that weight alongside (reached()); a
+model whose load_weights took no candidate at all (or has none: LongCat MTP, whose literal dict
+of dense `.weight` names no candidate reaches) keeps the source-derived names
+(scan.checkpoint_names) for every module.
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+import sys
+
+
+def candidates(path: str, prefix: str, last: str, parts: list[str]) -> list[str]:
+    """Names to try for the module at `path` (vLLM prefix `prefix`, last name part `last`): the
+    path, or for a fused module (`parts`: its shards) the path with its last part replaced by
+    each shard; the same from the prefix and from the prefix with the path's layer numbers;
+    each of those also with one name part that is not a
+    layer number dropped (a wrapper the model inserts, such as DeepSeek MTP's `mtp_block`, or
+    a leading `model`), and with a leading `model.` dropped as well."""
+    bases = []
+    fulls = [path, prefix]
+    p_names, q_names = path.split("."), prefix.split(".")
+    if len(p_names) == len(q_names):
+        # The prefix's names with the path's layer numbers (a checkpoint numbers a draft's
+        # layers from 0 under the name vLLM gives it, such as Qwen4-exp's mtp.layers.0).
+        fulls.append(".".join(b if a.isdigit() and b.isdigit() else a
+                              for a, b in zip(q_names, p_names)))
+    for full in fulls:
+        if not full:
+            continue
+        stem = full[: -len(last)] if full.endswith(last) else full.rsplit(".", 1)[0] + "."
+        for b in [stem + p for p in parts] if parts else [full]:
+            if b not in bases:
+                bases.append(b)
+    out: list[str] = []
+
+    def add(name: str) -> None:
+        for n in (name, name[len("model."):] if name.startswith("model.") else None):
+            if n and n not in out:
+                out.append(n)
+    for b in bases:
+        add(b)
+    for b in bases:
+        names = b.split(".")
+        for i in range(len(names) - 1):
+            if not names[i].isdigit():
+                add(".".join(names[:i] + names[i + 1:]))
+    return out
+
+
+class Recorder:
+    """Stands in for every weight loader: records (parameter names, shard id) and loads nothing.
+    A parameter has every name it is reachable by (an MLA attention's o_proj is also its
+    wrapper's)."""
+
+    def __init__(self, model):
+        self.names: dict[int, set[str]] = {}
+        for n, p in model.named_parameters(remove_duplicate=False):
+            self.names.setdefault(id(p), set()).add(n)
+        self.hits: list[tuple[set[str], object]] = []
+
+    def __call__(self, param, *args, **kwargs):
+        shard = args[1] if len(args) > 1 else kwargs.get("loaded_shard_id",
+                                                          kwargs.get("shard_id"))
+        self.hits.append((self.names.get(id(param), set()), shard))
+        return True if kwargs.get("return_success") else None
+
+
+@contextlib.contextmanager
+def recording(model):
+    """Every parameter's weight_loader, and the `default_weight_loader` vLLM's model modules
+    imported, replaced by one Recorder for the duration."""
+    from vllm.model_executor.model_loader import weight_utils
+    rec = Recorder(model)
+    saved_params = []
+    for _, p in model.named_parameters(remove_duplicate=False):
+        has = "weight_loader" in p.__dict__ or hasattr(type(p), "weight_loader")
+        saved_params.append((p, has, getattr(p, "weight_loader", None)))
+        p.weight_loader = rec
+    saved_globals = []
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("vllm.") and \
+                getattr(mod, "default_weight_loader", None) is weight_utils.default_weight_loader:
+            saved_globals.append(mod)
+            mod.default_weight_loader = rec
+    try:
+        yield rec
+    finally:
+        for mod in saved_globals:
+            mod.default_weight_loader = weight_utils.default_weight_loader
+        for p, has, loader in saved_params:
+            if has:
+                p.weight_loader = loader
+            else:
+                del p.weight_loader
+
+
+def reached(model, rec: Recorder, name: str, param,
+            own: set[int]) -> list[tuple[set[str], object]]:
+    """The (parameter names, shard id) pairs load_weights sent `name` to. A load_weights that
+    refuses a checkpoint lacking a weight it needs (PEAGLE's mask_hidden, a DSpark's own lm_head
+    and d2t) before it loads anything is asked again, up to 3 times, with what each refusal
+    names alongside: the parameters and buffers with a name part it names (by their module-tree
+    names), else the named word itself (a checkpoint-only name such as d2t); never the probed
+    module's own (`own`: their ids), so that only `name` can reach it."""
+    import torch
+
+    def zeros(t):
+        return torch.zeros(tuple(t.shape), dtype=t.dtype, device="cpu")
+    named = list(model.named_parameters()) + list(model.named_buffers())
+    extra: dict[str, object] = {}
+    for _ in range(4):
+        rec.hits.clear()
+        try:
+            model.load_weights([(name, zeros(param))] + list(extra.items()))
+            return list(rec.hits)
+        except Exception as ex:  # noqa: BLE001 - a name load_weights refuses
+            if rec.hits:
+                return list(rec.hits)
+            words = set(re.findall(r"[A-Za-z_]\w*", str(ex))) - {"weight", "bias", "model"}
+        more = {n: zeros(t) for n, t in named
+                if id(t) not in own and n not in extra and
+                any(p in words for p in n.split("."))}
+        if not more:
+            more = {w: torch.zeros(1) for w in words
+                    if w not in extra and "_" not in w.strip("_") and w.islower() and
+                    any(c.isdigit() for c in w)}
+        if not more:
+            return []
+        extra.update(list(more.items())[:8])
+    return []
+
+
+def probe(model, probes: list[tuple[dict, object, list[str]]]) -> None:
+    """Each (entry, module, shard parts) of `probes`: the candidates load_weights sends to the
+    module's own first parameter become the entry's checkpoint names (source "load_weights"),
+    with the shard ids they were loaded with. Entries of a model whose load_weights took no
+    candidate keep theirs."""
+    if not callable(getattr(model, "load_weights", None)) or not probes:
+        return
+    found: list[tuple[dict, list[str], dict]] = []
+    with recording(model) as rec:
+        for e, mod, parts in probes:
+            params = dict(mod.named_parameters(recurse=False))
+            if not params:
+                continue
+            pname = sorted(params)[0]
+            target = f"{e['path']}.{pname}"
+            last = e["path"].rsplit(".", 1)[-1]
+            names, ids = [], {}
+            own = {id(p) for p in params.values()}
+            for c in candidates(e["path"], e["prefix"], last, parts):
+                for hit, shard in reached(model, rec, f"{c}.{pname}", params[pname], own):
+                    if target in hit and c not in names:
+                        names.append(c)
+                        if shard is not None:
+                            ids[c] = list(shard) if isinstance(shard, tuple) else shard
+            found.append((e, names, ids))
+    if not any(names for _, names, _ in found):
+        return
+    for e, names, ids in found:
+        if names:
+            e["checkpoint_names"] = names
+            e["checkpoint_shard_ids"] = ids or None
+            e["checkpoint_names_source"] = "load_weights"
+        elif "checkpoint_names" in e:
+            e["checkpoint_names_source"] += " (load_weights took no candidate)"
