@@ -221,9 +221,11 @@ TEST(ModuleMapPlanTest, MiMoMtpInputProjectionStaysDense) {
 
 TEST(ModuleMapPlanTest, AMappedQuantizedLinearNamedLikeAnEmbeddingIsQuantized) {
   // vLLM 0.33 builds Qwen4-exp MTP's fc_embedding as a ColumnParallelLinear with a scheme: the
-  // map, not the "embed" in its name, decides; the real embedding stays dense.
+  // map, not the "embed" in its name, decides; the real embedding stays dense. The MTP weights
+  // carry the checkpoint's "mtp." names, the only ones its load_weights takes (qwen4_exp/mtp.py
+  // maps "mtp." to "model." and skips a "model.fc_embedding").
   std::vector<TensorMeta> tensors =
-      Square({"model.embed_tokens.weight", "model.fc_embedding.weight", "model.fc_hidden.weight"});
+      Square({"model.embed_tokens.weight", "mtp.fc_embedding.weight", "mtp.fc_hidden.weight"});
   ModelConfig config = Config(R"({"architectures":["Qwen4ExpForCausalLM"],
       "num_nextn_predict_layers":1})");
   PlanOptions options;
@@ -233,9 +235,9 @@ TEST(ModuleMapPlanTest, AMappedQuantizedLinearNamedLikeAnEmbeddingIsQuantized) {
   ASSERT_NE(plan->map.mtp, nullptr);
   EXPECT_EQ(plan->map.mtp->name, "Qwen4ExpMTP");
   auto t = ByTensor(*plan);
-  EXPECT_EQ(t["model.fc_embedding.weight"].action, TensorAction::kQuantize)
-      << t["model.fc_embedding.weight"].reason;
-  EXPECT_EQ(t["model.fc_hidden.weight"].action, TensorAction::kQuantize);
+  EXPECT_EQ(t["mtp.fc_embedding.weight"].action, TensorAction::kQuantize)
+      << t["mtp.fc_embedding.weight"].reason;
+  EXPECT_EQ(t["mtp.fc_hidden.weight"].action, TensorAction::kQuantize);
   EXPECT_EQ(t["model.embed_tokens.weight"].action, TensorAction::kKeep);
   EXPECT_FALSE(t["model.embed_tokens.weight"].is_linear);
 }

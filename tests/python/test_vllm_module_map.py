@@ -93,8 +93,11 @@ def test_dflash_qwen3_qkv_is_quantized_and_its_dense_read_guarded(version):
     t = e["built"]["target_layers"]
     assert e["layer_offset"] == t
     assert name == f"model.layers.{t}.self_attn.qkv_proj" and qkv["path"] == "model.layers.0.self_attn.qkv_proj"
-    assert qkv["checkpoint_names"] == [f"model.layers.0.self_attn.{s}_proj" for s in "qkv"]
-    assert qkv["checkpoint_shard_ids"] == {f"model.layers.0.self_attn.{s}_proj": s for s in "qkv"}
+    # Its load_weights prepends "model." to every name but lm_head's and d2t's: a DFlash
+    # checkpoint stores layers.0.self_attn.q_proj, and model.layers.0... would load nowhere.
+    assert qkv["checkpoint_names"] == [f"layers.0.self_attn.{s}_proj" for s in "qkv"]
+    assert qkv["checkpoint_shard_ids"] == {f"layers.0.self_attn.{s}_proj": s for s in "qkv"}
+    assert qkv["checkpoint_names_source"] == "load_weights"
     _, fc = module(e, "model.fc")
     assert fc["scheme"] == "CompressedTensorsWNA16" and not fc["weight_read_directly"]
     # The draft's own quant config (get_draft_quant_config) gets no packed_modules_mapping:
@@ -134,6 +137,27 @@ def test_deepseek_mtp_eh_proj_is_a_torch_linear_never_quantized():
     head = e["modules"][f"model.layers.{t}.head"]
     assert head["path"] == f"model.layers.{t}.shared_head.head" and head["scheme"] is None
     assert e["modules"][f"model.layers.{t}.self_attn.o_proj"]["scheme"] == "CompressedTensorsWNA16"
+
+
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+def test_deepseek_mtp_checkpoint_names_follow_load_weights_rename(version):
+    # deepseek_mtp.py builds the MTP layer's block under `mtp_block` (module path
+    # model.layers.T.mtp_block.mlp.down_proj), but its load_weights (_rewrite_spec_layer_name)
+    # inserts `mtp_block.` into checkpoint names, which are DeepSeek's model.layers.T.mlp.down_proj;
+    # eh_proj is one of the names it leaves alone. The map has the names load_weights took.
+    e = arch(version, "DeepSeekMTPModel")
+    t = e["built"]["target_layers"]
+    down = e["modules"][f"model.layers.{t}.mlp.down_proj"]
+    assert down["path"] == f"model.layers.{t}.mtp_block.mlp.down_proj"
+    assert down["checkpoint_names"] == [f"model.layers.{t}.mlp.down_proj"]
+    assert down["checkpoint_names_source"] == "load_weights"
+    gu = e["modules"][f"model.layers.{t}.mlp.gate_up_proj"]
+    assert gu["checkpoint_shard_ids"] == {f"model.layers.{t}.mlp.gate_proj": 0,
+                                          f"model.layers.{t}.mlp.up_proj": 1}
+    assert e["modules"][f"model.layers.{t}.eh_proj"]["checkpoint_names"] == \
+        [f"model.layers.{t}.eh_proj"]
+    for m in e["modules"].values():
+        assert not any("mtp_block" in n for n in m.get("checkpoint_names") or []), m["path"]
 
 
 def test_laguna_dflash_keeps_reading_qkv_weight():
