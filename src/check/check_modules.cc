@@ -157,7 +157,7 @@ void Checker::CheckLinear(const std::string& module, const ModuleTensors& mt,
   // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
   bool dflash_qkv = family_.family == ModelFamily::kDFlash && IsAttentionQkv(module);
   if ((mt.packed || vllm_quantized) && !dflash_qkv) {
-    if (auto keep = FamilyKeepReason(family_, module)) {
+    if (auto keep = FamilyKeepReason(family_, map_, module)) {
       Add(FindingCode::kFamilyKeepsDense, module, file, fmt::format("quantized, but {}", *keep),
           "keep it dense: requantize with sparkulator quantize (it applies the family preset)");
     }

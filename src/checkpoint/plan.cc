@@ -168,6 +168,16 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
   }
 }
 
+std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, const MapContext& map,
+                                            std::string_view module) {
+  std::optional<std::string> keep = FamilyKeepReason(family, module);
+  if (keep && family.family == ModelFamily::kMtp &&
+      JudgeByMap(map, module, std::string(module) + ".weight").verdict == MapVerdict::kQuantized) {
+    return std::nullopt;
+  }
+  return keep;
+}
+
 uint64_t TensorMeta::nbytes() const {
   uint64_t elements = 0, bytes = 0;
   bool ok =
@@ -296,7 +306,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     if (p.reason.empty()) {
       if (auto router = RouterKeepRule(config, module)) {
         p.reason = router->reason;
-      } else if (auto why = FamilyKeepReason(plan.family, module)) {
+      } else if (auto why = FamilyKeepReason(plan.family, plan.map, module)) {
         p.reason = *why;
       } else if (auto map_says = MapKeepReason(plan.map, module, t.name)) {
         p.reason = *map_says;

@@ -89,4 +89,11 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
 // nullopt. Always nullopt when the family rules are off (--preset none).
 std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
 
+// FamilyKeepReason where the module map knows better: an MTP layer's Linear that the map shows vLLM
+// builds quantized (Qwen3-Next, Qwen3.5, Exaone MTP's `mtp.fc`, a ColumnParallelLinear with a
+// scheme) is not kept dense by the MTP rule, which is for the `eh_proj` vLLM builds as a plain
+// nn.Linear. The DFlash rules stay: they keep q/k/v dense for the releases that read them directly.
+std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, const MapContext& map,
+                                            std::string_view module);
+
 }  // namespace spk

@@ -14,7 +14,7 @@ adds its builder to that file's MORE_KINDS; its `proof` is that fixture, run onc
   loads it, then fails at the first step in a Triton kernel (prefix caching puts the GDN layer's
   mamba cache in "align" mode): that refusal is asserted with its text. Without prefix caching
   the dense, W4A16 and `--preset none` copies serve; vLLM builds the MTP `fc` quantized and serves
-  the copy that has it, which check fails (family-keeps-dense: a strict xfail).
+  the copy that has it, which check passes (the map, not the MTP family rule, decides fc).
 - Step-3.5 MTP (Step3p5MTP: a Step3p5ForCausalLM target, which vLLM requires to have a MoE layer,
   with its MTP layer as model.layers.2 in the same checkpoint, DeepSeek's layout): the dense
   source serves; the default W4A16 output does not load (vLLM's MTP completeness check counts the
@@ -237,19 +237,17 @@ def test_qwen3_5_mtp_serves_without_prefix_caching(proof):
         served_ok(results[name], spec["num_speculative_tokens"])
     log = results["qwen3_5-w4a16"]["log"]
     assert KERNEL_LINE in log[log.index(DRAFTER_LINE):], log[log.index(DRAFTER_LINE):][-3000:]
-    # The default output keeps the MTP fc dense (sparkulator's MTP rule) and quantizes the rest
-    # of the MTP layer; check passes it.
-    assert "mtp.layers.0.self_attn.q_proj" in kinds.quantized_modules(built["q"])
-    assert "mtp.fc" not in kinds.quantized_modules(built["q"])
-    assert no_errors(built["check_q"]), built["check_q"]
-    # The --preset none copy has fc quantized too, and vLLM loaded and served it: fc is a
-    # ColumnParallelLinear built with the quantization config (the map's entry).
-    assert "mtp.fc" in kinds.quantized_modules(built["all"])
+    # The default output quantizes the MTP layer, its fc too: vLLM builds fc as a
+    # ColumnParallelLinear with the quantization config (the map's entry, which the plan follows
+    # over the MTP family rule), and it loaded and served it; check passes it.
     assert MAP["Qwen3_5MTP"]["modules"]["mtp.fc"]["quantized"]
+    assert {"mtp.layers.0.self_attn.q_proj", "mtp.fc"} <= kinds.quantized_modules(built["q"])
+    assert no_errors(built["check_q"]), built["check_q"]
+    assert "mtp.fc" in kinds.quantized_modules(built["all"])
 
 
-@pytest.mark.xfail(strict=True, reason="check's MTP family rule (family-keeps-dense on mtp.fc) "
-                   "fails a Qwen3.5 copy vLLM 0.32 loads and serves; the map says fc is quantized")
+# vLLM builds Qwen3.5's MTP fc as a quantized ColumnParallelLinear: the map, not the MTP family
+# rule (which is for eh_proj), decides, so check passes the copy vLLM serves.
 def test_qwen3_5_check_passes_the_head_quantized_copy_vllm_serves(proof):
     assert no_errors(proof["built"]["qwen3_5"]["check_all"]), proof["built"]["qwen3_5"]["check_all"]
 
