@@ -48,14 +48,18 @@ std::string VenvPython(FileSystem* fs, const std::string& root) {
   return "";
 }
 
+// The last `count` lines of `text`, without the newlines that end it.
 std::string LastLines(const std::string& text, size_t count) {
-  size_t end = text.size();
-  while (end > 0 && text[end - 1] == '\n') --end;
-  size_t start = end;
-  for (size_t lines = 0; start > 0 && lines < count; --start) {
-    if (text[start - 1] == '\n') ++lines;
+  size_t end = text.find_last_not_of('\n');
+  if (end == std::string::npos) return "";
+  size_t start = end + 1;
+  for (size_t lines = 0; lines < count && start > 0; ++lines) {
+    size_t newline = text.rfind('\n', start - 1);
+    start = newline == std::string::npos ? 0 : newline;
+    if (newline == std::string::npos) break;
   }
-  return text.substr(start == 0 ? 0 : start, end - start);
+  if (start < text.size() && text[start] == '\n') ++start;
+  return text.substr(start, end + 1 - start);
 }
 
 Result<std::string> WriteGenerator(FileSystem* fs) {
