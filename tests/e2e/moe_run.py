@@ -82,6 +82,16 @@ def served_greedy(q: Server, prompts: list[str], tokens: int) -> list[dict]:
     return out
 
 
+# The smoke runs both parts at once (run.Run.together), and torch's state is per process: the
+# random models are built one at a time, so that each seeds and draws torch's global generator alone
+# and gets the same weights; and models are loaded one at a time, because transformers'
+# from_pretrained(dtype=...) sets torch's default dtype for the whole process while it builds the
+# model: two loads at once can each restore the other's default mid-build and leave a model with
+# F32 norms beside BF16 Linears ("expected m1 and m2 to have the same dtype, but got: float !=
+# c10::BFloat16", seen on a cold CI run).
+_BUILD = threading.Lock()
+
+
 def teacher_forced(model: pathlib.Path, served: list[dict]) -> dict:
     """transformers on `model`, fed each prompt plus vLLM's own tokens in one forward: how often its
     argmax is vLLM's token (strictly, and up to a NEAR_TIE), and how far its logprob of vLLM's token
@@ -91,7 +101,8 @@ def teacher_forced(model: pathlib.Path, served: list[dict]) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
     torch.set_num_threads(1)
-    m = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.bfloat16).eval()
+    with _BUILD:
+        m = AutoModelForCausalLM.from_pretrained(str(model), dtype=torch.bfloat16).eval()
     same = 0
     diffs = []
     gaps = []  # transformers' best logprob minus its logprob of vLLM's token, where they differ
@@ -157,9 +168,6 @@ def serve_w4a16(run, out: dict, label: str, src: pathlib.Path, name: str, port: 
     return w4a16, served
 
 
-# The smoke runs both parts at once (run.Run.together): the random models are built one at a
-# time, so that each seeds and draws torch's global generator alone and gets the same weights.
-_BUILD = threading.Lock()
 
 
 def moe_part(run, port: int) -> None:
