@@ -90,6 +90,7 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   arch.layers_from_zero =
       Field(a, "layer_offset").is_number_integer() && IntOr(a, "layer_offset") == 0;
   arch.target = StringOr(Field(a, "built"), "target");
+  arch.checkpoint_model_types = Strings(a, "checkpoint_model_types");
   arch.built_under_target_config = StringOr(a, "quant_config_from") == "target";
   arch.quant_config_packed_mapping =
       PackedMappingOf(Field(a, "quant_config_packed_modules_mapping"));
@@ -280,6 +281,13 @@ const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConf
   if (const SpeculatorsFormat* format = FindSpeculatorsFormat(map, config)) {
     auto it = map.architectures.find(std::string(SpeculatorsArchitecture(*format, config)));
     if (it != map.architectures.end()) return &it->second;
+  }
+  // Only when no architecture matched: a target whose own architecture is unmapped must never
+  // be taken for the draft that vLLM would build from its model_type.
+  if (config.model_type.empty()) return nullptr;
+  for (const auto& [name, arch] : map.architectures) {
+    const auto& types = arch.checkpoint_model_types;
+    if (std::find(types.begin(), types.end(), config.model_type) != types.end()) return &arch;
   }
   return nullptr;
 }

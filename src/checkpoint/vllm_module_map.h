@@ -53,6 +53,10 @@ struct MappedArchitecture {
   bool layers_follow_target = false;  // vLLM numbers the draft's layers after the target's
   bool layers_from_zero = false;      // vLLM numbers them as the checkpoint does (offset 0)
   std::string target;  // a draft's: the target architecture the generator built it beside
+  // A draft that ships as its own checkpoint and names no registry architecture (Gemma4's
+  // assistant, Gemma4AssistantForCausalLM): the config model_types vLLM rewrites to this
+  // architecture (speculative.py hf_config_override), by which FindArchitecture finds it.
+  std::vector<std::string> checkpoint_model_types;
   // vLLM asks the target's quantization config (vllm_config.quant_config) about the draft's Linears
   // and never reads the draft's own (the map's quant_config_from "target"). For MTP layers that
   // is their own checkpoint's; for a separate draft it is another model's config.
@@ -118,8 +122,9 @@ struct MapChoice {
 };
 Result<MapChoice> ChooseModuleMap(std::string_view release);
 
-// The architecture of `config` in `map` (config.json's architectures, or the one vLLM builds for a
-// speculators-format config), or nullptr when the map does not know it.
+// The architecture of `config` in `map` (config.json's architectures, the one vLLM builds for a
+// speculators-format config, or a separate draft's by its model_type: checkpoint_model_types), or
+// nullptr when the map does not know it.
 const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConfig& config);
 
 // The speculators format of a speculators-format `config` in `map`, or nullptr (not such a

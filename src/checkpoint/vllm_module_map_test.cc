@@ -337,5 +337,45 @@ TEST(ModuleMapPlanTest, PeagleServesWithItsFormatsFieldsAndTokenCount) {
   EXPECT_EQ(ByTensor(*plan)["fc.weight"].action, TensorAction::kQuantize);
 }
 
+TEST(ModuleMapTest, AnOwnCheckpointMtpDraftIsFoundByItsModelType) {
+  // Gemma4's assistant names Gemma4AssistantForCausalLM, which no registry lists: vLLM's
+  // hf_config_override rewrites model_type gemma4_assistant to Gemma4MTPModel, and the map
+  // records that rewrite for the architecture.
+  ModelConfig assistant = Config(R"({"architectures":["Gemma4AssistantForCausalLM"],
+      "model_type":"gemma4_assistant"})");
+  for (const ModuleMap& map : ModuleMaps()) {
+    const MappedArchitecture* arch = FindArchitecture(map, assistant);
+    ASSERT_NE(arch, nullptr) << map.release;
+    EXPECT_EQ(arch->name, "Gemma4MTPModel");
+    EXPECT_EQ(arch->method(), "mtp");
+  }
+  // The rewrite of a target's model_type into its MTP layers' architecture (deepseek_v3 ->
+  // DeepSeekMTPModel) is not a way in: those layers live in the target's checkpoint.
+  EXPECT_EQ(FindArchitecture(Map("0.33.0"), Config(R"({"architectures":["UnknownForCausalLM"],
+      "model_type":"deepseek_v3"})")),
+            nullptr);
+  // A mapped architecture wins over the model_type.
+  EXPECT_EQ(FindArchitecture(Map("0.33.0"), Config(R"({"architectures":["Qwen3ForCausalLM"],
+      "model_type":"gemma4_assistant"})"))
+                ->name,
+            "Qwen3ForCausalLM");
+}
+
+TEST(ModuleMapPlanTest, AnOwnCheckpointMtpDraftServesWithItsModel) {
+  std::vector<TensorMeta> tensors = Square({"model.layers.0.self_attn.q_proj.weight"});
+  auto plan = BuildPlan(tensors, Config(R"({"architectures":["Gemma4AssistantForCausalLM"],
+      "model_type":"gemma4_assistant"})"),
+                        PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (const std::string& w : plan->warnings) {
+    EXPECT_EQ(w.find("does not know architecture"), std::string::npos) << w;
+  }
+  std::string serve = ServeLine(plan->family, "draft", "target");
+  EXPECT_NE(
+      serve.find(R"(vllm serve target --speculative-config '{"method":"mtp","model":"draft",)"),
+      std::string::npos)
+      << serve;
+}
+
 }  // namespace
 }  // namespace spk

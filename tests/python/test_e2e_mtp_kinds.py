@@ -7,8 +7,8 @@ adds its builder to that file's MORE_KINDS; its `proof` is that fixture, run onc
   gemma4_mtp) beside a tiny random Gemma4 target of transformers' own class, one sliding and one
   full-attention layer. The dense and the W4A16 assistant serve, its one Q-only layer reading the
   target's KV cache. Like EAGLE-1 it has no head vLLM builds dense: its `--preset none` copy is
-  the default output. sparkulator does not know the architecture by the config's name, so its
-  serve line has no speculative config (a strict xfail): the jobs use the map's method.
+  the default output. The plan finds the architecture by the model_type vLLM rewrites (the map's
+  checkpoint_model_types), and the jobs serve its serve line beside the Gemma4 target.
 - Qwen3.5 MTP (Qwen3_5MTP: transformers' own Qwen3_5ForCausalLM, a gated-delta-net layer, then
   full attention, with the builder's MTP layer under `mtp.`): with vLLM's defaults the CPU build
   loads it, then fails at the first step in a Triton kernel (prefix caching puts the GDN layer's
@@ -149,14 +149,10 @@ def build(root, quantize, built, job) -> list:
                            layout=step3p5_layout, base=step3p5_moe())
     (root / "step3p5" / "src" / "config.json").write_text(json.dumps(STEP3P5))
     quantize("step3p5", root / "step3p5" / "src")
-    # sparkulator's serve line for the assistant has no speculative config: the map's method,
-    # with the draft beside its target.
-    jobs = [{"name": f"gemma4-{variant}", "model": str(root / "gemma4-target"),
-             "speculative_config": {"method": MAP[gemma4]["built"]["method"],
-                                    "model": str(built["gemma4"][key]),
-                                    "num_speculative_tokens": 1},
-             "prompts": PROMPTS, "max_tokens": MAX_TOKENS}
-            for variant, key in (("dense", "src"), ("w4a16", "q"))]
+    # sparkulator's serve line for the assistant, with the draft beside its Gemma4 target.
+    jobs = []
+    for variant, key in (("dense", "src"), ("w4a16", "q")):
+        jobs.append({**job(f"gemma4-{variant}", "gemma4", key), "model": str(root / "gemma4-target")})
     # Qwen3.5 with vLLM's defaults (prefix caching on), then without prefix caching.
     jobs.append(job("qwen3_5-dense-prefix-caching", "qwen3_5", "src"))
     for variant, key in (("dense", "src"), ("w4a16", "q"), ("preset-none", "all")):
@@ -185,8 +181,9 @@ def test_gemma4_assistant_serves_beside_its_target(proof):
     built, results = proof["built"]["gemma4"], proof["results"]
     # The dense and the default W4A16 assistant serve beside the Gemma4 target (one token a
     # draft: n_predict 1), its layer on the KV cache of the target's last full-attention layer.
+    _, spec = spec_of(built["plan"]["serve"])
     for name in ("gemma4-dense", "gemma4-w4a16"):
-        served_ok(results[name], 1)
+        served_ok(results[name], spec["num_speculative_tokens"])
         assert GEMMA4_KV_LINE in results[name]["log"], results[name]["log"][-3000:]
     log = results["gemma4-w4a16"]["log"]
     assert KERNEL_LINE in log[log.index(DRAFTER_LINE):], log[log.index(DRAFTER_LINE):][-3000:]
@@ -206,13 +203,15 @@ def test_gemma4_assistant_has_no_dense_head_so_preset_none_is_the_served_output(
     assert no_errors(built["check_all"]), built["check_all"]
 
 
-@pytest.mark.xfail(strict=True, reason="sparkulator does not map Gemma4AssistantForCausalLM "
-                   "(transformers' assistant config) to the map's Gemma4MTPModel: no serve line")
 def test_gemma4_assistant_plan_knows_the_kind(proof):
+    # Its config names Gemma4AssistantForCausalLM, which no registry lists; the map records the
+    # model_type vLLM rewrites to Gemma4MTPModel (hf_config_override), and the plan finds it so:
+    # a separate MTP draft, served with its own model (the jobs above use this serve line).
     built = proof["built"]["gemma4"]
+    assert MAP["Gemma4MTPModel"]["checkpoint_model_types"][0] == "gemma4_assistant"
     assert not any("does not know architecture" in w for w in built["plan"]["warnings"])
     _, spec = spec_of(built["plan"]["serve"])
-    assert spec["method"] == "mtp" and "model" in spec, spec
+    assert spec["method"] == "mtp" and spec["model"] == str(built["q"]), spec
 
 
 # vLLM 0.32 CPU, Qwen3.5 with prefix caching on (its default): the GDN layer's mamba cache is in

@@ -26,7 +26,7 @@ import traceback
 
 from tools.vllm_module_map.configs import (MODEL_DIRS, MTP_OWN_CHECKPOINT, QUANT_CONFIG, RECIPES,
                                            TARGET_LAYERS, TARGETS, TINY, method_of,
-                                           mtp_architectures, recipe)
+                                           mtp_architectures, override_model_types, recipe)
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.load_probe import probe
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
@@ -225,8 +225,17 @@ class Builder:
                 if shards:
                     e["fused"] = [{"shard": s, "position": i} for i, s in enumerate(shards)]
                 e.update(checkpoint_names(path, last, shards, entries, mappers, e["params"]))
+                # A WeightsMapper may stack shards too (Gemma4's assistant: .gate_proj ->
+                # (.gate_up_proj, 0)), with no packed_modules_mapping or stacked tuple naming them;
+                # the fused name stays a candidate beside them (a checkpoint may ship it fused,
+                # as Laguna's DFlash draft does its qkv_proj).
+                mapped = [old.strip(".") for mp in mappers
+                          for old, (new, _) in (getattr(mp, "orig_to_new_stacked", None) or
+                                                {}).items() if new.strip(".") == last]
+                if mapped and not shards and not entries:
+                    mapped.append(last)
                 probes.append((e, mod, list(shards or []) +
-                               [s["shard"].strip(".") for s in entries]))
+                               [s["shard"].strip(".") for s in entries] + mapped))
             # Keyed by the prefix; a module built without one (prefix "") by its path.
             modules[name or path] = e
         # What the model's own load_weights accepts overrules the source-derived names.
@@ -382,7 +391,9 @@ class Builder:
     def run(self, only: set[str] | None) -> dict:
         reg = self.registry
         spec = reg._SPECULATIVE_DECODING_MODELS
-        mtp_archs = mtp_architectures((self.root / "vllm/config/speculative.py").read_text())
+        speculative_py = (self.root / "vllm/config/speculative.py").read_text()
+        mtp_archs = mtp_architectures(speculative_py)
+        rewritten_from = override_model_types(speculative_py)
         self.speculators = formats(sorted({r[0] for r in RECIPES.values()} |
                                           set(TARGETS.values())))
         archs = {}
@@ -408,6 +419,10 @@ class Builder:
                         entry = {"role": "draft", "methods": [method], "methods_source": why,
                                  "registry": {"module": module, "class": cls}}
                         entry.update(self.draft_entry(arch, module, method))
+                        if module.split(".")[-1] in MTP_OWN_CHECKPOINT and arch in rewritten_from:
+                            # Its own checkpoint names no registry architecture: vLLM finds it
+                            # by model_type (hf_config_override), and so does sparkulator.
+                            entry["checkpoint_model_types"] = rewritten_from[arch]
                 entry["error"] = None
             except Exception as ex:  # noqa: BLE001 - recorded, not dropped
                 if os.environ.get("VLLM_MODULE_MAP_TRACEBACK"):

@@ -215,6 +215,33 @@ def mtp_architectures(speculative_py: str) -> set[str]:
     return found
 
 
+def override_model_types(speculative_py: str) -> dict[str, list[str]]:
+    """architecture -> the checkpoint model_types that hf_config_override rewrites to it: the
+    strings of an `if hf_config.model_type in (...)` (or `== "..."`) whose body writes
+    {"architectures": [that architecture]}. A draft that ships as its own checkpoint (Gemma4's
+    assistant: gemma4_assistant -> Gemma4MTPModel) is found by these, not by its config's
+    architectures (Gemma4AssistantForCausalLM, which no registry lists)."""
+    found: dict[str, set[str]] = {}
+    for node in ast.walk(ast.parse(speculative_py)):
+        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+            continue
+        test = node.test
+        if not (isinstance(test.left, ast.Attribute) and test.left.attr == "model_type"):
+            continue
+        values = test.comparators[0]
+        strings = [e.value for e in getattr(values, "elts", [values])
+                   if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        for sub in (n for stmt in node.body for n in ast.walk(stmt)):
+            if isinstance(sub, ast.Dict):
+                for k, v in zip(sub.keys, sub.values):
+                    if isinstance(k, ast.Constant) and k.value == "architectures" and \
+                            isinstance(v, ast.List):
+                        for e in v.elts:
+                            if isinstance(e, ast.Constant):
+                                found.setdefault(e.value, set()).update(strings)
+    return {arch: sorted(types) for arch, types in found.items() if types}
+
+
 def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:
     if "DSpark" in arch:
         return "dspark", "architecture name contains DSpark"

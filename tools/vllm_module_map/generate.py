@@ -55,7 +55,10 @@ How each field is obtained:
 - "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
   the target it was built against, and the tiny config's extra keys. An MTP draft is the
   target's checkpoint (SpeculativeConfig model=None), except one that ships as its own
-  (configs.MTP_OWN_CHECKPOINT: Gemma4's assistant, model_type gemma4_assistant). A draft whose
+  (configs.MTP_OWN_CHECKPOINT: Gemma4's assistant, model_type gemma4_assistant); such a draft's
+  "checkpoint_model_types" are the model_types hf_config_override rewrites to it (its source
+  parsed: the `if hf_config.model_type in (...)` that writes its architectures), by which a
+  checkpoint that names no registry architecture is found. A draft whose
   tiny config resolves to another architecture is an error, not a silent substitute. A draft
   that a plain config.json cannot reach but a speculators format names (PEAGLE: EAGLEConfig
   renames a plain one Eagle3Peagle... and vLLM refuses it) is built from a speculators config
@@ -81,7 +84,8 @@ How each field is obtained:
 - "fused": for a module whose last name part is in the model's packed_modules_mapping, the
   shards in order with their position. "checkpoint_names": the names the model's own load_weights
   accepts for the module (load_probe.py), "checkpoint_names_source" "load_weights": candidates
-  (the path, or for a fused module the path with its last part replaced by each shard; the same
+  (the path, or for a fused module the path with its last part replaced by each shard (shards
+  of a WeightsMapper's orig_to_new_stacked too, the fused name kept beside them); the same
   from the prefix, and from the prefix with the path's layer numbers; each also with one name part
   that is not a layer number dropped, and without a leading "model.") are fed to load_weights one
   `<candidate>.<param>` at a time, every weight loader replaced by a recorder, and kept when they
