@@ -168,8 +168,6 @@ def serve_w4a16(run, out: dict, label: str, src: pathlib.Path, name: str, port: 
     return w4a16, served
 
 
-
-
 def moe_part(run, port: int) -> None:
     t = time.time()
     with _BUILD:
