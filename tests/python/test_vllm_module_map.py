@@ -200,3 +200,42 @@ def test_moe_experts_are_quantized_where_a_moe_kernel_exists():
     assert e["modules"]["model.layers.1.mlp.gate"]["quantized"]
     g = arch("0.33.0", "Glm4MoeMTPModel")["modules"]["model.layers.2.mlp.gate"]
     assert not g["asked"] and not g["quantized"]
+
+
+# hf_config_override's rules as speculative.py writes them (0.33's Step-3.5 test joins a
+# model_type and an architecture with `or`): the model_types and checkpoint architectures each
+# rewritten architecture is reached from.
+OVERRIDE = '''
+def hf_config_override(hf_config):
+    if hf_config.model_type in ("step3p5", "step3p7") or hf_config.architectures[
+        0
+    ] in ("Step3p5ForCausalLM", "Step3p7ForConditionalGeneration"):
+        hf_config.update({"n_predict": 1, "architectures": ["Step3p5MTP"]})
+    if hf_config.model_type == "gemma4_assistant":
+        hf_config.update({"architectures": ["Gemma4MTPModel"]})
+    if n_predict > 1:
+        hf_config.update({"architectures": ["UntestedMTP"]})
+'''
+
+
+def test_override_sources_reads_model_types_and_architectures_through_or():
+    from tools.vllm_module_map.configs import mtp_architectures, override_sources
+    found = override_sources(OVERRIDE)
+    assert found == {
+        "Step3p5MTP": {"model_types": ["step3p5", "step3p7"],
+                       "architectures": ["Step3p5ForCausalLM",
+                                         "Step3p7ForConditionalGeneration"]},
+        "Gemma4MTPModel": {"model_types": ["gemma4_assistant"], "architectures": []}}
+    assert mtp_architectures(OVERRIDE) == {"Step3p5MTP", "Gemma4MTPModel", "UntestedMTP"}
+
+
+def test_step3p5_mtp_is_found_from_its_target_and_refuses_unstored_kv_params():
+    for version in ("0.32.0", "0.33.0"):
+        e = arch(version, "Step3p5MTP")
+        assert e["built"]["target"] == "Step3p5ForCausalLM"
+        refusal = e["refuses_unstored"]
+        assert {p.rsplit(".", 1)[-1] for p in refusal["params"]} >= {
+            "k_zero_point", "q_zero_point", "v_zero_point"}
+        assert refusal["error"].startswith("RuntimeError: Some parameters like {param} are not")
+    # Models whose load_weights does not check completeness record nothing.
+    assert "refuses_unstored" not in arch("0.33.0", "DeepSeekMTPModel")

@@ -26,9 +26,9 @@ import traceback
 
 from tools.vllm_module_map.configs import (MODEL_DIRS, MTP_OWN_CHECKPOINT, QUANT_CONFIG, RECIPES,
                                            TARGET_LAYERS, TARGETS, TINY, method_of,
-                                           mtp_architectures, override_model_types, recipe)
+                                           mtp_architectures, override_sources, recipe)
 from tools.vllm_module_map.fake_cuda import fake_cuda
-from tools.vllm_module_map.load_probe import probe
+from tools.vllm_module_map.load_probe import probe, unstored_refusal
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
                                         stacked_mappings, weight_reads)
@@ -240,6 +240,7 @@ class Builder:
             modules[name or path] = e
         # What the model's own load_weights accepts overrules the source-derived names.
         probe(model, probes)
+        refusal = unstored_refusal(model, modules)
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
         if mapper is not None:
@@ -269,7 +270,9 @@ class Builder:
                 # own, get_draft_quant_config), "target" (vllm_config.quant_config), "both".
                 "quant_config_from": ("both" if len(qc_from) > 1 else next(iter(qc_from), None)),
                 "hf_to_vllm_mapper": mapper_d, "other_params": other,
-                "asked_not_in_model": dropped}
+                "asked_not_in_model": dropped,
+                # Only where it refuses: a checkpoint lacking the KV-cache parameters.
+                **({"refuses_unstored": refusal} if refusal else {})}
 
     def target_entry(self, arch: str, model_type: str) -> dict:
         from vllm.config import VllmConfig
@@ -344,9 +347,13 @@ class Builder:
         if method == "mtp" and last not in MTP_OWN_CHECKPOINT:
             # MTP: the draft is the target's checkpoint (SpeculativeConfig model=None).
             # The target's architecture is the one hf_config_override looks for: the recipe's, or
-            # transformers' causal-LM class of the model_type, or (none) the MTP name itself.
+            # transformers' causal-LM class of the model_type, or the first architecture
+            # hf_config_override tests for (Step3p5ForCausalLM, a class of vLLM's own), or (none)
+            # the MTP name itself.
             from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
-            target_arch = tgt[0][1] if tgt else MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, arch)
+            tested = self.rewritten_from.get(arch, {}).get("architectures") or [arch]
+            target_arch = tgt[0][1] if tgt else \
+                MODEL_FOR_CAUSAL_LM_MAPPING_NAMES.get(model_type, tested[0])
             tdir = self.write_config(f"mtp-{arch}", model_type, target_arch, extra, TARGET_LAYERS)
             ddir = None
         else:
@@ -393,7 +400,7 @@ class Builder:
         spec = reg._SPECULATIVE_DECODING_MODELS
         speculative_py = (self.root / "vllm/config/speculative.py").read_text()
         mtp_archs = mtp_architectures(speculative_py)
-        rewritten_from = override_model_types(speculative_py)
+        self.rewritten_from = rewritten_from = override_sources(speculative_py)
         self.speculators = formats(sorted({r[0] for r in RECIPES.values()} |
                                           set(TARGETS.values())))
         archs = {}
@@ -419,10 +426,11 @@ class Builder:
                         entry = {"role": "draft", "methods": [method], "methods_source": why,
                                  "registry": {"module": module, "class": cls}}
                         entry.update(self.draft_entry(arch, module, method))
-                        if module.split(".")[-1] in MTP_OWN_CHECKPOINT and arch in rewritten_from:
+                        types = rewritten_from.get(arch, {}).get("model_types")
+                        if module.split(".")[-1] in MTP_OWN_CHECKPOINT and types:
                             # Its own checkpoint names no registry architecture: vLLM finds it
                             # by model_type (hf_config_override), and so does sparkulator.
-                            entry["checkpoint_model_types"] = rewritten_from[arch]
+                            entry["checkpoint_model_types"] = types
                 entry["error"] = None
             except Exception as ex:  # noqa: BLE001 - recorded, not dropped
                 if os.environ.get("VLLM_MODULE_MAP_TRACEBACK"):

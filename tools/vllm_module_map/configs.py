@@ -197,49 +197,62 @@ def recipe(arch: str, module_last: str, version: str) -> tuple | None:
 MODEL_DIRS = ("vllm/model_executor/models/", "vllm/models/")
 
 
+def _architectures_written(node) -> list[str]:
+    """The strings of every {"architectures": [...]} literal under `node`."""
+    return [e.value for sub in ast.walk(node) if isinstance(sub, ast.Dict)
+            for k, v in zip(sub.keys, sub.values)
+            if isinstance(k, ast.Constant) and k.value == "architectures" and
+            isinstance(v, ast.List)
+            for e in v.elts if isinstance(e, ast.Constant)]
+
+
 def mtp_architectures(speculative_py: str) -> set[str]:
     """The architectures SpeculativeConfig.hf_config_override writes (its source, parsed)."""
-    tree = ast.parse(speculative_py)
     found: set[str] = set()
-    for node in ast.walk(tree):
+    for node in ast.walk(ast.parse(speculative_py)):
         if isinstance(node, ast.FunctionDef) and node.name == "hf_config_override":
-            for sub in ast.walk(node):
-                if isinstance(sub, ast.Dict):
-                    for k, v in zip(sub.keys, sub.values):
-                        if isinstance(k, ast.Constant) and k.value == "architectures" and \
-                                isinstance(v, ast.List):
-                            found |= {e.value for e in v.elts if isinstance(e, ast.Constant)}
-                        if isinstance(v, ast.Constant) and isinstance(v.value, str) and \
-                                "MTP" in v.value:
-                            found.add(v.value)
+            found |= set(_architectures_written(node))
+            found |= {sub.value for d in ast.walk(node) if isinstance(d, ast.Dict)
+                      for sub in d.values if isinstance(sub, ast.Constant) and
+                      isinstance(sub.value, str) and "MTP" in sub.value}
     return found
 
 
-def override_model_types(speculative_py: str) -> dict[str, list[str]]:
-    """architecture -> the checkpoint model_types that hf_config_override rewrites to it: the
-    strings of an `if hf_config.model_type in (...)` (or `== "..."`) whose body writes
-    {"architectures": [that architecture]}. A draft that ships as its own checkpoint (Gemma4's
-    assistant: gemma4_assistant -> Gemma4MTPModel) is found by these, not by its config's
-    architectures (Gemma4AssistantForCausalLM, which no registry lists)."""
-    found: dict[str, set[str]] = {}
+def _compared_strings(test, attr: str) -> list[str]:
+    """The strings an `if` test compares `<x>.<attr>` (or `<x>.<attr>[i]`) with (`in (...)`,
+    `== "..."`), through `or`/`and`."""
+    out: list[str] = []
+    for cmp in (n for n in ast.walk(test) if isinstance(n, ast.Compare)):
+        left = cmp.left.value if isinstance(cmp.left, ast.Subscript) else cmp.left
+        if isinstance(left, ast.Attribute) and left.attr == attr:
+            for values in cmp.comparators:
+                out += [e.value for e in getattr(values, "elts", [values])
+                        if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return out
+
+
+def override_sources(speculative_py: str) -> dict[str, dict[str, list[str]]]:
+    """architecture -> what hf_config_override rewrites to it: {"model_types": the checkpoint
+    model_types, "architectures": the checkpoint architectures} that an `if` whose body writes
+    {"architectures": [that architecture]} tests for (`hf_config.model_type in (...)`,
+    `hf_config.architectures[0] in (...)`). A draft that ships as its own checkpoint (Gemma4's
+    assistant: gemma4_assistant -> Gemma4MTPModel) is found by these model_types, not by its
+    config's architectures (Gemma4AssistantForCausalLM, which no registry lists); an MTP layer
+    in a target's checkpoint by these architectures where transformers has no causal-LM class
+    for the model_type (Step3p5ForCausalLM -> Step3p5MTP)."""
+    found: dict[str, dict[str, set[str]]] = {}
     for node in ast.walk(ast.parse(speculative_py)):
-        if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        if not isinstance(node, ast.If):
             continue
-        test = node.test
-        if not (isinstance(test.left, ast.Attribute) and test.left.attr == "model_type"):
+        types = _compared_strings(node.test, "model_type")
+        archs = _compared_strings(node.test, "architectures")
+        if not types and not archs:
             continue
-        values = test.comparators[0]
-        strings = [e.value for e in getattr(values, "elts", [values])
-                   if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-        for sub in (n for stmt in node.body for n in ast.walk(stmt)):
-            if isinstance(sub, ast.Dict):
-                for k, v in zip(sub.keys, sub.values):
-                    if isinstance(k, ast.Constant) and k.value == "architectures" and \
-                            isinstance(v, ast.List):
-                        for e in v.elts:
-                            if isinstance(e, ast.Constant):
-                                found.setdefault(e.value, set()).update(strings)
-    return {arch: sorted(types) for arch, types in found.items() if types}
+        for arch in _architectures_written(ast.Module(body=node.body, type_ignores=[])):
+            rule = found.setdefault(arch, {"model_types": set(), "architectures": set()})
+            rule["model_types"].update(types)
+            rule["architectures"].update(archs)
+    return {arch: {k: sorted(v) for k, v in rule.items()} for arch, rule in found.items()}
 
 
 def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:

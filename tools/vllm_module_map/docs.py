@@ -130,6 +130,12 @@ def docs_text(maps: dict[str, dict]) -> str:
                     not e.get("quant_config_packed_modules_mapping"):
                 parts.append("its quant config holds no packed_modules_mapping (ignore entries "
                              "must name the fused module)")
+            if e.get("refuses_unstored"):
+                leaves = sorted({n.rsplit(".", 1)[-1] for n in e["refuses_unstored"]["params"]})
+                parts.append("**refuses every compressed-tensors checkpoint**: its load_weights "
+                             "requires the attention's KV-cache parameters "
+                             f"({', '.join(leaves)}), which a checkpoint without a kv_cache_scheme does not store: "
+                             f"`{e['refuses_unstored']['error']}`")
             if e.get("quant_config_from") == "target" and "mtp" not in e.get("methods", []):
                 parts.append("built under the target's quant config (the draft's own "
                              "quantization_config is not read)")

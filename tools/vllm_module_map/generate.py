@@ -58,7 +58,9 @@ How each field is obtained:
   (configs.MTP_OWN_CHECKPOINT: Gemma4's assistant, model_type gemma4_assistant); such a draft's
   "checkpoint_model_types" are the model_types hf_config_override rewrites to it (its source
   parsed: the `if hf_config.model_type in (...)` that writes its architectures), by which a
-  checkpoint that names no registry architecture is found. A draft whose
+  checkpoint that names no registry architecture is found. An MTP layer's target is the
+  recipe's, else transformers' causal-LM class of the model_type, else the first checkpoint
+  architecture hf_config_override tests for (Step3p5ForCausalLM). A draft whose
   tiny config resolves to another architecture is an error, not a silent substitute. A draft
   that a plain config.json cannot reach but a speculators format names (PEAGLE: EAGLEConfig
   renames a plain one Eagle3Peagle... and vLLM refuses it) is built from a speculators config
@@ -70,6 +72,12 @@ How each field is obtained:
   and the --speculative-config fields the format fixes.
 - "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
   the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes.
+- "refuses_unstored" (only where it refuses): after the load probe, the model's load_weights is
+  fed every parameter but those the KV-cache method registers on its attention layers (k/v/q
+  scales and zero points, which no checkpoint without a kv_cache_scheme stores), each under the
+  name that reaches it; the parameters it then asks for ("params") and its first refusal
+  ("error", the parameter written {param}): Step3p5MTP's MTP completeness check
+  (load_probe.unstored_refusal).
 - "notes": checks vLLM would refuse on this build and that were skipped (see above).
 - "modules": every module vLLM asked the quantization config about (a hook on
   CompressedTensorsConfig.get_quant_method records the prefix it was asked with and what it

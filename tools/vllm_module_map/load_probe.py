@@ -180,3 +180,75 @@ def probe(model, probes: list[tuple[dict, object, list[str]]]) -> None:
             e["checkpoint_names_source"] = "load_weights"
         elif "checkpoint_names" in e:
             e["checkpoint_names_source"] += " (load_weights took no candidate)"
+
+
+def name_reaching(model, rec: Recorder, path: str, pname: str, param) -> str | None:
+    """The first candidate checkpoint name (candidates() of the module at `path`) that
+    load_weights sends to that module's parameter `pname`."""
+    last = path.rsplit(".", 1)[-1]
+    for c in candidates(path, path, last, []):
+        hits = reached(model, rec, f"{c}.{pname}", param, {id(param)})
+        if any(f"{path}.{pname}" in names for names, _ in hits):
+            return f"{c}.{pname}"
+    return None
+
+
+def unstored_refusal(model, modules: dict) -> dict | None:
+    """Whether the model's load_weights refuses a checkpoint that holds every parameter except
+    those a quant config's KV-cache method registers on an attention layer (k/v/q scales and
+    zero points, which no checkpoint without a kv_cache_scheme stores: Step3p5MTP's MTP
+    completeness check spares only some of them). The checkpoint is fed under the names that
+    reach each parameter (the probed Linears' checkpoint names, and for every other parameter
+    the first candidate that reaches it); each refusal that names an unstored parameter is
+    recorded and that parameter fed too, until load_weights takes it. Returns None when it takes
+    the checkpoint, or refuses for a reason that names none of them (a parameter the probe found
+    no name for: not a finding about what checkpoints store), else {"params": the unstored
+    parameters it asked for, "error": its first refusal, the parameter it named as {param}}."""
+    unstored = {f"{m['path']}.{p}" for m in modules.values()
+                if "KVCache" in (m.get("quant_method") or "") for p in m["params"]}
+    if not unstored or not callable(getattr(model, "load_weights", None)):
+        return None
+    import torch
+
+    params = dict(model.named_parameters())
+    owner = {n: tuple(n.rsplit(".", 1)) if "." in n else ("", n) for n in params}
+    fed: dict[str, object] = {}
+    linear_paths = set()
+    for m in modules.values():
+        if m.get("checkpoint_names_source") == "load_weights":
+            linear_paths.add(m["path"])
+            for cn in m["checkpoint_names"]:
+                for p in m["params"]:
+                    fed[f"{cn}.{p}"] = params.get(f"{m['path']}.{p}")
+    asked, first_error = [], None
+    with recording(model) as rec:
+        for n, p in params.items():
+            path, pname = owner[n]
+            if n in unstored or path in linear_paths:
+                continue
+            # A parameter of the model itself (MuseSpark DSpark's mask_hidden) by its own name.
+            name = name_reaching(model, rec, path, pname, p) if path else n
+            if name is None:
+                return None
+            fed[name] = p
+        for _ in range(len(unstored) + 1):
+            rec.hits.clear()
+            try:
+                model.load_weights([(k, torch.zeros(tuple(t.shape), dtype=t.dtype))
+                                    for k, t in fed.items() if t is not None])
+                break
+            except Exception as ex:  # noqa: BLE001 - the refusal is what is recorded
+                named = sorted(u for u in unstored - set(asked)
+                               if re.search(re.escape(u) + r"\b", str(ex)))
+                if not named:
+                    return None
+                # Which one it names is a set's order: the map keeps the message with {param}.
+                first_error = first_error or \
+                    f"{type(ex).__name__}: {ex}".replace(named[0], "{param}")
+                asked.append(named[0])
+                path, pname = owner[named[0]]
+                name = name_reaching(model, rec, path, pname, params[named[0]])
+                if name is None:
+                    break
+                fed[name] = params[named[0]]
+    return {"params": sorted(asked), "error": first_error} if asked else None
