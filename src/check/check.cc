@@ -34,6 +34,7 @@ Result<CheckReport> Checker::Run() {
   CheckIgnoreEntries();
   CheckAgainstModuleMap();
   CheckMtpLayerBits();
+  CheckUnstoredParams();
   draft_.config = &config_;
   draft_.family = family_;
   draft_.target_layers = target_layers_           ? target_layers_

@@ -218,4 +218,21 @@ void Checker::CheckMtpLayerBits() {
   }
 }
 
+// A compressed-tensors checkpoint whose architecture's load_weights wants the attention's
+// KV-cache parameters, which only a kv_cache_scheme writes: vLLM refuses it whatever its Linears.
+// A parameter counts as stored when a tensor ends with its name (`.k_scale`): a kv_cache_scheme
+// checkpoint stores `self_attn.k_scale`, which vLLM's loaders remap onto `self_attn.attn`.
+void Checker::CheckUnstoredParams() {
+  if (!qc_ || qc_->quant_method != "compressed-tensors") return;
+  auto stored = [this](const std::string& vllm_name) {
+    const size_t dot = vllm_name.rfind('.');
+    const std::string suffix = dot == std::string::npos ? "." + vllm_name : vllm_name.substr(dot);
+    return std::any_of(tensors_.begin(), tensors_.end(),
+                       [&](const auto& t) { return t.first.ends_with(suffix); });
+  };
+  if (auto refusal = RefusalForUnstoredParams(map_, stored)) {
+    Add(FindingCode::kVllmRefusesUnstoredParams, "", "config.json", refusal->message, refusal->fix);
+  }
+}
+
 }  // namespace spk::check_internal

@@ -148,6 +148,7 @@ class Checker {
   void CheckWhoseQuantConfig(const MappedArchitecture& arch);  // check_map.cc
   void CheckSpeculatorsFormat();                               // check_map.cc
   void CheckMtpLayerBits();                                    // check_map.cc
+  void CheckUnstoredParams();                                  // check_map.cc
   Status CheckTarget();
   Status ResolveVllm();
   void ReportMappingDependence(const LinearModule& lm, const IgnoreDecision& with);

@@ -94,6 +94,7 @@ enum class FindingCode : uint8_t {
   kVllmSpeculatorsFormatUnknown,
   kParallelDraftingFcCpu,
   kMtpLayerLowBits,
+  kVllmRefusesUnstoredParams,
   kTargetHiddenSize,
   kTargetVocabSize,
   kTargetLayerCount,
@@ -408,6 +409,13 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "Linears of the checkpoint's MTP layers (a layer past `num_hidden_layers`, or under "
          "`mtp.`) are stored at 4 bits or fewer: vLLM loads them, but an int4 MTP head has been "
          "reported to collapse acceptance where int8 keeps it; the fix keeps those layers dense"},
+        {FindingCode::kVllmRefusesUnstoredParams, "vllm-refuses-unstored-params", kErr,
+         "check_map.cc CheckUnstoredParams",
+         "a compressed-tensors checkpoint whose architecture's load_weights requires the "
+         "KV-cache parameters vLLM's attention holds under that config and which no checkpoint "
+         "without a `kv_cache_scheme` stores (the map's `refuses_unstored`, found by loading: "
+         "Step-3.5's MTP layers on 0.32 and 0.33): vLLM stops with "
+         "`RuntimeError: Some parameters like ...attn.k_scale are not in the checkpoint`"},
         {FindingCode::kTargetHiddenSize, "target-hidden-size", kErr, "check_target.cc CheckTarget",
          "`--target`: the draft's `hidden_size` differs from the target's"},
         {FindingCode::kTargetVocabSize, "target-vocab-size", kErr, "check_target.cc CheckTarget",

@@ -221,4 +221,32 @@ std::string TargetConfigWarning(const MapContext& context) {
       context.map->release, a->name, a->file);
 }
 
+std::optional<UnstoredRefusal> RefusalForUnstoredParams(
+    const MapContext& context, const std::function<bool(const std::string&)>& stored) {
+  for (const MappedArchitecture* a : {context.mtp, context.architecture}) {
+    if (a == nullptr || a->refuses_without.empty()) continue;
+    UnstoredRefusal r;
+    r.architecture = a;
+    for (const std::string& p : a->refuses_without) {
+      if (!stored(p)) r.missing.push_back(p);
+    }
+    if (r.missing.empty()) return std::nullopt;
+    std::string error = a->unstored_refusal;
+    if (size_t at = error.find("{param}"); at != std::string::npos) {
+      error.replace(at, 7, r.missing.front());
+    }
+    r.message = fmt::format(
+        "vLLM {} refuses to load {} ({}) from a compressed-tensors checkpoint: under its "
+        "quantization_config the attention holds KV-cache parameters that a checkpoint without "
+        "a kv_cache_scheme does not store ({}), and its load_weights requires them: \"{}\"",
+        context.map->release, a->name, a->file, fmt::join(r.missing, ", "), error);
+    r.fix = a == context.mtp
+                ? "serve this checkpoint without --speculative-config (the target's own layers "
+                  "load), or serve the dense checkpoint for MTP speculative decoding"
+                : "serve the dense draft";
+    return r;
+  }
+  return std::nullopt;
+}
+
 }  // namespace spk

@@ -14,6 +14,7 @@
 // Pure functions over values; thread-safe. No errors: every tensor gets a verdict.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -79,6 +80,19 @@ std::string UnmappedArchitectureWarning(const MapContext& context,
 // The plan's warning when vLLM builds this draft under the target's quantization config and
 // never reads the draft's own (MappedArchitecture::built_under_target_config); "" otherwise.
 std::string TargetConfigWarning(const MapContext& context);
+
+// Why vLLM refuses to load the architecture (or the MTP layers) of `context` from a
+// compressed-tensors checkpoint: its load_weights requires KV-cache parameters that such a
+// checkpoint does not store (MappedArchitecture::refuses_without); `stored(name)` says whether
+// the checkpoint holds the parameter vLLM names `name`. nullopt when it loads.
+struct UnstoredRefusal {
+  const MappedArchitecture* architecture = nullptr;
+  std::vector<std::string> missing;  // vLLM's names of the parameters the checkpoint lacks
+  std::string message;               // what vLLM refuses and why, with its error
+  std::string fix;                   // what the user can do instead
+};
+std::optional<UnstoredRefusal> RefusalForUnstoredParams(
+    const MapContext& context, const std::function<bool(const std::string&)>& stored);
 
 // True when the map does not know `module`'s architecture and it is not a standard decoder Linear:
 // what UnmappedArchitectureWarning lists.

@@ -265,6 +265,10 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
   ApplyModuleMap(plan.map, config, &plan.family);
   if (std::string w = TargetConfigWarning(plan.map); !w.empty()) plan.warnings.push_back(w);
+  // The output is compressed-tensors and never stores KV-cache parameters.
+  if (auto refusal = RefusalForUnstoredParams(plan.map, [](const std::string&) { return false; })) {
+    plan.warnings.push_back(refusal->message + "; " + refusal->fix);
+  }
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));

@@ -92,6 +92,8 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   arch.target = StringOr(Field(a, "built"), "target");
   arch.checkpoint_model_types = Strings(a, "checkpoint_model_types");
   arch.built_under_target_config = StringOr(a, "quant_config_from") == "target";
+  arch.refuses_without = Strings(Field(a, "refuses_unstored"), "params");
+  arch.unstored_refusal = StringOr(Field(a, "refuses_unstored"), "error");
   arch.quant_config_packed_mapping =
       PackedMappingOf(Field(a, "quant_config_packed_modules_mapping"));
   const Json& reads = Field(a, "weight_reads");

@@ -61,6 +61,13 @@ struct MappedArchitecture {
   // and never reads the draft's own (the map's quant_config_from "target"). For MTP layers that
   // is their own checkpoint's; for a separate draft it is another model's config.
   bool built_under_target_config = false;
+  // vLLM refuses to load this architecture from a compressed-tensors checkpoint lacking these
+  // parameters (vLLM's names): the KV-cache parameters the quant config registers on an
+  // attention layer, which no checkpoint without a kv_cache_scheme stores, and which its
+  // load_weights requires (Step3p5MTP's MTP completeness check). Empty when it loads without
+  // them. `unstored_refusal` is vLLM's message, the parameter it names written "{param}".
+  std::vector<std::string> refuses_without;
+  std::string unstored_refusal;
   // What the quantization config held when vLLM asked it about the Linear modules (the map's
   // quant_config_packed_modules_mapping): with a packed_modules_mapping, ignore entries naming
   // shards (q_proj) cover the fused module (qkv_proj); without one only the fused name does.

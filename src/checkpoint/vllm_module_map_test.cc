@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "checkpoint/map_rules.h"
 #include "checkpoint/plan.h"
 #include "checkpoint/serve_line.h"
 #include "checkpoint/test_util.h"
@@ -375,6 +376,65 @@ TEST(ModuleMapPlanTest, AnOwnCheckpointMtpDraftServesWithItsModel) {
       serve.find(R"(vllm serve target --speculative-config '{"method":"mtp","model":"draft",)"),
       std::string::npos)
       << serve;
+}
+
+// Step-3.5's MTP layers: the map records (by loading, not from source) that Step3p5MTP's
+// load_weights wants the KV-cache parameters a compressed-tensors attention holds, so every
+// compressed-tensors checkpoint is refused; vLLM's message names one of them.
+ModelConfig Step3p5() {
+  return Config(R"({"architectures":["Step3p5ForCausalLM"],"model_type":"step3p5",
+      "num_hidden_layers":2,"num_nextn_predict_layers":1})");
+}
+
+TEST(ModuleMapTest, AnMtpLayerThatWantsKvCacheParamsIsRefusedUnlessTheyAreStored) {
+  for (const ModuleMap& map : ModuleMaps()) {
+    const MappedArchitecture* mtp = FindMtpArchitecture(map, Step3p5());
+    ASSERT_NE(mtp, nullptr) << map.release;
+    EXPECT_EQ(mtp->name, "Step3p5MTP");
+    MapContext context;
+    context.map = &map;
+    context.mtp = mtp;
+    auto refusal = RefusalForUnstoredParams(context, [](const std::string&) { return false; });
+    ASSERT_TRUE(refusal.has_value()) << map.release;
+    EXPECT_NE(refusal->message.find("Some parameters like model.layers.2.mtp_block.self_attn."
+                                    "attn."),
+              std::string::npos)
+        << refusal->message;
+    EXPECT_EQ(refusal->message.find("{param}"), std::string::npos) << refusal->message;
+    EXPECT_NE(refusal->message.find("k_zero_point"), std::string::npos) << refusal->message;
+    // A checkpoint that stores them (an asymmetric kv_cache_scheme) is not refused.
+    EXPECT_FALSE(
+        RefusalForUnstoredParams(context, [](const std::string&) { return true; }).has_value());
+    // Storing some is not enough: the ones left are named.
+    auto partly = RefusalForUnstoredParams(
+        context, [](const std::string& n) { return n.ends_with("_scale"); });
+    ASSERT_TRUE(partly.has_value());
+    for (const std::string& m : partly->missing) EXPECT_TRUE(m.ends_with("_zero_point")) << m;
+  }
+}
+
+TEST(ModuleMapPlanTest, AStep3p5CheckpointsPlanWarnsThatItsMtpLayersWillBeRefused) {
+  std::vector<TensorMeta> tensors =
+      Square({"model.layers.0.self_attn.q_proj.weight", "model.layers.2.self_attn.q_proj.weight",
+              "model.layers.2.eh_proj.weight"});
+  auto plan = BuildPlan(tensors, Step3p5(), PlanOptions{});
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_NE(plan->map.mtp, nullptr);
+  bool warned = false;
+  for (const std::string& w : plan->warnings) {
+    EXPECT_EQ(w.find("does not know architecture"), std::string::npos) << w;
+    warned |= w.find("refuses to load Step3p5MTP") != std::string::npos &&
+              w.find("without --speculative-config") != std::string::npos;
+  }
+  EXPECT_TRUE(warned);
+  // A model the map shows loading without them gets no such warning.
+  auto qwen = BuildPlan(Square({"model.layers.0.self_attn.q_proj.weight"}),
+                        Config(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3"})"),
+                        PlanOptions{});
+  ASSERT_TRUE(qwen.ok());
+  for (const std::string& w : qwen->warnings) {
+    EXPECT_EQ(w.find("refuses to load"), std::string::npos) << w;
+  }
 }
 
 }  // namespace

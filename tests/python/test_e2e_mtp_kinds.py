@@ -276,6 +276,15 @@ def test_step3p5_mtp_dense_serves_and_w4a16_is_refused_by_vllms_completeness_che
         result["error"], result["log"][-4000:])
     assert DRAFTER_LINE in result["log"]  # the target loaded; the drafter's load refused
     assert "model.layers.2.eh_proj" not in kinds.quantized_modules(built["q"])
+    # check predicts it from the map (refuses_unstored: found by loading the tiny model), with
+    # vLLM's own message, and so does the plan's warning; the map's target entry is found.
+    code, report = built["check_q"]
+    refused = [f for f in report["findings"] if f["code"] == "vllm-refuses-unstored-params"]
+    assert code == 1 and len(refused) == 1 and refused[0]["severity"] == "error", report["findings"]
+    assert STEP3P5_W4A16_ERROR.search(refused[0]["message"]), refused[0]
+    assert report.get("vllm_module_map_architecture") == "Step3p5MTP", report
+    assert any("refuses to load Step3p5MTP" in w for w in built["plan"]["warnings"]), \
+        built["plan"]["warnings"]
 
 
 def test_step3p5_head_quantized_copy_fails_as_check_predicts(proof):
