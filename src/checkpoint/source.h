@@ -25,6 +25,15 @@ namespace spk {
 // <ref>, where <ref> comes from refs/main, or is the only snapshot.
 Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec);
 
+// How one tensor of a pre-quantized source is decoded (checkpoint/source_decode.h).
+struct SourceDecode {
+  bool fp8_block = false;  // F8_E4M3 values times one scale per block_rows x block_cols
+  TensorEntry values;      // the stored values (F8_E4M3)
+  TensorEntry scale;       // weight_scale_inv, [ceil(rows / block_rows), ceil(cols / block_cols)]
+  size_t scale_shard = 0;  // index of the shard holding `scale`
+  int64_t block_rows = 0, block_cols = 0;
+};
+
 struct SourceCheckpoint {
   std::string dir;
   SafetensorsCheckpoint files;
@@ -34,6 +43,9 @@ struct SourceCheckpoint {
   // Parallel to tensors: the bytes to read for it in its shard (the header's entry, or after
   // ExpandFusedExperts a slice of a fused 3-D expert tensor).
   std::vector<TensorEntry> entries;
+  // Parallel to tensors after DecodeQuantizedSource decoded a pre-quantized source, else empty.
+  std::vector<SourceDecode> decode;
+  std::string decoded_from;  // the source's quantization_config (JSON text), when decoded
 };
 
 Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string& spec);

@@ -7,6 +7,7 @@
 
 #include "base/parallel.h"
 #include "checkpoint/global_scale_sets.h"
+#include "checkpoint/source_decode.h"
 #include "quant/float_formats.h"
 #include "quant/simd/float_simd.h"
 #include "safetensors/checkpoint_writer.h"
@@ -17,22 +18,28 @@ namespace {
 // The writer's bound on bytes in flight (one block per worker), kept here too.
 constexpr int kMaxWorkers = 32;
 
-// The largest |w| of one source tensor, read in kWriterBlockBytes blocks.
-Result<float> TensorAbsMax(const SafetensorsReader& reader, const TensorEntry& entry, int threads,
+// The largest |w| of 2-D source tensor `i`, read (decoded, for a pre-quantized source) in row
+// blocks of about kWriterBlockBytes.
+Result<float> TensorAbsMax(const SourceCheckpoint& src, size_t i, int threads,
                            const std::atomic<bool>* cancel) {
-  const uint64_t total = entry.nbytes();
-  const size_t blocks = static_cast<size_t>((total + kWriterBlockBytes - 1) / kWriterBlockBytes);
-  const size_t elem = DTypeBits(entry.dtype) / 8;
+  const TensorMeta& t = src.tensors[i];
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  const size_t elem = DTypeBits(t.dtype) / 8;
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) * elem;
+  const int64_t per_block = std::max<int64_t>(
+      1, static_cast<int64_t>(kWriterBlockBytes / std::max<uint64_t>(row_bytes, 1)));
+  const size_t blocks = static_cast<size_t>((rows + per_block - 1) / per_block);
   std::vector<float> block_max(blocks, 0.0f);
   SPK_RETURN_IF_ERROR(ParallelFor(
       threads, blocks,
       [&](size_t b) -> Status {
-        const uint64_t begin = b * kWriterBlockBytes;
+        const int64_t r0 = static_cast<int64_t>(b) * per_block;
+        const int64_t n = std::min(per_block, rows - r0);
         // Not zero-filled: the read overwrites every byte.
-        const size_t size = static_cast<size_t>(std::min(kWriterBlockBytes, total - begin));
+        const size_t size = static_cast<size_t>(n) * row_bytes;
         std::unique_ptr<uint8_t[]> buf(new uint8_t[size]);
-        SPK_RETURN_IF_ERROR(reader.ReadTensorBytes(entry, begin, {buf.get(), size}));
-        block_max[b] = simd::AbsMaxOf(entry.dtype, buf.get(), size / elem);
+        SPK_RETURN_IF_ERROR(ReadSourceRows(src, i, r0, n, {buf.get(), size}));
+        block_max[b] = simd::AbsMaxOf(t.dtype, buf.get(), size / elem);
         return Status::Ok();
       },
       cancel));
@@ -50,8 +57,7 @@ Result<GlobalScales> ComputeGlobalScales(const SourceCheckpoint& src, const Quan
   }
   std::map<std::string, float> set_absmax;
   for (size_t i : quantized) {
-    const SafetensorsReader& reader = src.files.shard(src.tensor_shard[i]);
-    SPK_ASSIGN_OR_RETURN(float absmax, TensorAbsMax(reader, src.entries[i], workers, cancel));
+    SPK_ASSIGN_OR_RETURN(float absmax, TensorAbsMax(src, i, workers, cancel));
     float& m = set_absmax[GlobalScaleSetKey(src.tensors[i].name)];
     m = std::max(m, absmax);
   }

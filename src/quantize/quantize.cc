@@ -10,6 +10,7 @@
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
+#include "checkpoint/source_decode.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
 #include "quantize/global_scales.h"
@@ -60,13 +61,16 @@ int64_t RowsPerBlock(const WeightCodec& codec, uint64_t row_bytes) {
 // their rows of every row-wise stored tensor (quant/codec.h RowBlockBytes); `finish` writes the
 // per-weight tensors: the original shape, the global scale, and the zero points, which pack
 // across rows and so wait for every block. The sink's tensors are `stored`, in its order.
-TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEntry& entry,
+TensorProducer QuantizeProducer(const SourceCheckpoint& src, size_t tensor,
                                 const SchemeChoice& choice, QuantMethod method,
                                 const std::vector<StoredTensor>& stored, float global_scale) {
   const QuantParams qp = choice.params;
   const WeightCodec* codec = choice.scheme->codec;
-  const int64_t rows = entry.shape[0], cols = entry.shape[1];
-  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(entry.dtype) / 8);
+  const SafetensorsReader& reader = src.files.shard(src.tensor_shard[tensor]);
+  // The dtype it is read in: its own, or the one a pre-quantized source decodes to.
+  const TensorMeta& meta = src.tensors[tensor];
+  const int64_t rows = meta.shape[0], cols = meta.shape[1];
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(meta.dtype) / 8);
   const StoredTensor* zp_tensor = FindRole(stored, TensorRole::kZeroPoint);
   const int64_t groups = zp_tensor != nullptr ? zp_tensor->shape[1] : 0;
   const int64_t rows_per_block = RowsPerBlock(*codec, row_bytes);
@@ -75,15 +79,14 @@ TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEnt
 
   TensorProducer p;
   p.blocks = static_cast<size_t>((rows + rows_per_block - 1) / rows_per_block);
-  p.write_block = [=, &reader, &entry](size_t b, const TensorSink& out) -> Status {
+  p.write_block = [=, &src, &reader, &meta](size_t b, const TensorSink& out) -> Status {
     int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
     int64_t n = std::min(rows_per_block, rows - r0);
     // Not zero-filled (a memset of every block cost a tenth of the CPU time): the read
     // overwrites every byte or fails.
     const size_t weight_bytes = static_cast<size_t>(n) * row_bytes;
     const std::unique_ptr<uint8_t[]> weight(new uint8_t[weight_bytes]);
-    SPK_RETURN_IF_ERROR(
-        reader.ReadTensorBytes(entry, r0 * row_bytes, {weight.get(), weight_bytes}));
+    SPK_RETURN_IF_ERROR(ReadSourceRows(src, tensor, r0, n, {weight.get(), weight_bytes}));
     // One buffer per row-wise stored tensor, holding this block's rows of it; not zero-filled
     // either (a memset of the codes cost a twentieth of FP8's CPU time): the codecs write every
     // byte of their rows, padding of partial words included.
@@ -100,11 +103,10 @@ TensorProducer QuantizeProducer(const SafetensorsReader& reader, const TensorEnt
     if (groups > 0) {
       q[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(zero_points->data() + r0 * groups);
     }
-    Status qs =
-        codec->QuantizeRows(qp, method, entry.dtype, weight.get(), n, cols, global_scale, q);
+    Status qs = codec->QuantizeRows(qp, method, meta.dtype, weight.get(), n, cols, global_scale, q);
     if (!qs.ok()) {
       return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
-                                           entry.name, r0, r0 + n - 1, qs.message()));
+                                           meta.name, r0, r0 + n - 1, qs.message()));
     }
     for (size_t i = 0; i < stored.size(); ++i) {
       if (part_bytes[i] == 0) continue;
@@ -145,16 +147,13 @@ void AddOutputTensors(const SourceCheckpoint& src, const QuantPlan& plan,
   for (size_t i = 0; i < src.tensors.size(); ++i) {
     const TensorMeta& t = src.tensors[i];
     const size_t shard = src.tensor_shard[i];
-    const SafetensorsReader& reader = src.files.shard(shard);
-    const TensorEntry& entry = src.entries[i];
     if (plan.tensors[i].action == TensorAction::kQuantize) {
       std::vector<StoredTensor> stored =
           choice.scheme->codec->Tensors(choice.params, t.dtype, t.shape[0], t.shape[1]);
-      writer.AddTensors(
-          shard, QuantizedTensorSpecs(t.name, stored),
-          QuantizeProducer(reader, entry, choice, method, stored, global_scales.For(i)));
+      writer.AddTensors(shard, QuantizedTensorSpecs(t.name, stored),
+                        QuantizeProducer(src, i, choice, method, stored, global_scales.For(i)));
     } else {
-      writer.AddTensors(shard, {{t.name, t.dtype, t.shape}}, CopyTensorProducer(reader, entry));
+      writer.AddTensors(shard, {{t.name, t.dtype, t.shape}}, SourceTensorProducer(src, i));
     }
   }
 }
@@ -178,6 +177,11 @@ std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
   // Outside quantization_config: older compressed-tensors releases reject unknown QuantizationArgs.
   config["sparkulator"] = QuantizeRecord(options, plan, choice.params.group_size,
                                          summary.source_tensor_bytes, summary.output_tensor_bytes);
+  if (!src.decoded_from.empty()) {
+    // What the source was: its weights were decoded from this format before quantizing.
+    config["sparkulator"]["decoded_source"] = {
+        {"quantization_config", nlohmann::ordered_json::parse(src.decoded_from)}};
+  }
   return config.dump(2) + "\n";
 }
 
@@ -203,12 +207,9 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_ASSIGN_OR_RETURN(SchemeChoice choice, SchemeFromOptions(options));
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
   SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));
-  if (src.config.has_quantization_config) {
-    return Status::InvalidInput(fmt::format(
-        "{}/config.json: the model is already quantized (it has a quantization_config); quantize "
-        "the original BF16/F16/F32 checkpoint instead",
-        src.dir));
-  }
+  // A pre-quantized source (FP8 blocks) is read as the dense checkpoint it decodes to; any other
+  // quantization_config is refused there, naming what is decoded.
+  SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));
   SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, options.plan));
   uint64_t source_bytes = 0;
   for (const TensorMeta& t : src.tensors) source_bytes += t.nbytes();

@@ -1,0 +1,44 @@
+// Pre-quantized sources, decoded on the fly: a source whose config.json carries a
+// quantization_config of a format listed here is read as the dense checkpoint its producer's
+// loader dequantizes it to, so that `quantize` can requantize it in the same streaming pipeline.
+//
+// Formats:
+//   fp8 (transformers' FineGrainedFP8 / DeepSeek-V3, Kimi K2: quant_method "fp8",
+//   weight_block_size [128, 128]): each F8_E4M3 `X.weight` times its `X.weight_scale_inv` (one
+//   F32 scale per block of weight_block_size, the grid rounded up), computed in F32 and rounded
+//   to BF16, as transformers' Fp8Dequantize does for a BF16 model; the scales are consumed and
+//   are not tensors of the decoded checkpoint.
+//
+// Ownership: the decode records point into the SourceCheckpoint they describe. Thread safety:
+// ReadSourceRows may be called from several threads at once. Errors: InvalidInput naming the
+// folder, file and tensor for a format not listed (with what to do), a weight without its scale,
+// a scale of the wrong dtype or shape, and a non-finite scale (found as its rows are read);
+// read errors as the safetensors reader returns them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+#include "checkpoint/source.h"
+#include "safetensors/checkpoint_writer.h"
+
+namespace spk {
+
+// Pairs every quantized weight of `src` with its scales and presents it in the dtype it decodes
+// to (TensorMeta::dtype), dropping the scale tensors from `src`'s lists; records what the source
+// was (SourceCheckpoint::decoded_from). A source without a quantization_config is left as it is.
+Status DecodeQuantizedSource(SourceCheckpoint* src);
+
+// Rows [r0, r0 + n) of 2-D tensor `i` of `src` in its TensorMeta::dtype, decoded when the source
+// stores it quantized; `out` holds exactly n rows.
+Status ReadSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t n,
+                      std::span<uint8_t> out);
+
+// The producer that writes tensor `i` of `src` as it is read: a copy of its bytes, or its decoded
+// rows.
+TensorProducer SourceTensorProducer(const SourceCheckpoint& src, size_t i);
+
+}  // namespace spk
