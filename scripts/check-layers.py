@@ -59,10 +59,11 @@ LAYERS: tuple[Layer, ...] = (
     Layer("checkpoint", ("safetensors", "quant"), "a Hugging Face model folder: `config.json`, the "
           "draft-family presets, vLLM's module names and matching, the plan (which tensor gets "
           "which scheme, and why), the MoE rules, `quantization_config`, the `vllm serve` line, the files copied "
-          "as they are"),
+          "as they are, the quantized-module reader (`module_reader.h`) and the decode of pre-quantized "
+          "sources (`source_decode.h`)"),
     Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
     Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint of any registry format "
-          "back to a dense one; the quantized-module reader `compare` and `inspect` use",
+          "back to a dense one",
           tests=("quantize",)),
     Layer("compare", ("dequantize", "plot"), "per-layer error of a quantized checkpoint against its "
           "source, the gain of a second one, their JSON/text/HTML reports"),

@@ -12,7 +12,7 @@
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
-#include "dequantize/module_reader.h"
+#include "checkpoint/module_reader.h"
 #include "safetensors/checkpoint_writer.h"
 
 namespace spk {

@@ -3,7 +3,7 @@
 // weight_scale for pack-, int- and float-quantized; BF16 for NVFP4, MXFP4 and MXFP8), with
 // config.json minus quantization_config.
 //
-// QuantizedModuleReader (dequantize/module_reader.h) streams the dequantized rows of one quantized
+// QuantizedModuleReader (checkpoint/module_reader.h) streams the dequantized rows of one quantized
 // module, exactly compressed-tensors' decompress; `compare` reads through it too.
 // DequantizeCheckpoint writes through the same CheckpointWriter as `quantize`
 // (safetensors/checkpoint_writer.h): headers planned up front, modules dequantized in row blocks on

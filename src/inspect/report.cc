@@ -9,7 +9,7 @@
 #include "checkpoint/quantized_modules.h"
 #include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
-#include "dequantize/module_reader.h"
+#include "checkpoint/module_reader.h"
 
 namespace spk {
 namespace {

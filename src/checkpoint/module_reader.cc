@@ -1,4 +1,4 @@
-#include "dequantize/module_reader.h"
+#include "checkpoint/module_reader.h"
 
 #include <fmt/format.h>
 

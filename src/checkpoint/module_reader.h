@@ -3,8 +3,9 @@
 // memory stays bounded. The codec (quant/codec.h) says which tensors the module stores and
 // dequantizes them exactly as compressed-tensors 0.19's decompressor does, into the dtype that
 // decompressor returns (WeightCodec::DequantizedDType: the scale dtype for pack-, int- and
-// float-quantized, BF16 for the FP4 and MXFP8 formats). `dequantize` writes these rows and
-// `compare` measures them.
+// float-quantized, BF16 for the FP4 and MXFP8 formats). `dequantize` writes these rows,
+// `compare` measures them, and `quantize` requantizes them from a compressed-tensors source
+// (checkpoint/source_decode.h).
 //
 // Ownership: a reader points into the SourceCheckpoint it was opened on, which must outlive it.
 // Thread safety: ReadRows may be called from several threads at once, each with its own RowBlock.
