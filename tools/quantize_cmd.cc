@@ -48,9 +48,10 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       "compressed-tensors pack-quantized checkpoint that vLLM loads on its Marlin path. The output "
       "is written to a temporary folder beside DST and renamed at the end.");
   sub->add_option("SRC", options->source,
-                  "Source model folder or org/name: BF16/F16/F32, or FP8 with 128x128 block "
-                  "scales (quant_method fp8, weight_scale_inv: DeepSeek-V3, Kimi K2), decoded to "
-                  "BF16 on the fly (docs/formats.md)")
+                  "Source model folder or org/name: BF16/F16/F32, compressed-tensors (any "
+                  "--scheme format), or FP8 with 128x128 block scales (quant_method fp8, "
+                  "weight_scale_inv: DeepSeek-V3, Kimi K2), decoded on the fly "
+                  "(docs/formats.md)")
       ->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist unless --force)")
       ->required();

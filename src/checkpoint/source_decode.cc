@@ -2,23 +2,30 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/module_reader.h"
+#include "checkpoint/quant_config.h"
+#include "checkpoint/quantized_modules.h"
 #include "quant/float_formats.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
 namespace {
 
-constexpr std::string_view kScaleSuffix = "_scale_inv";  // X.weight -> X.weight_scale_inv
+constexpr std::string_view kFp8ScaleSuffix = "_scale_inv";  // X.weight -> X.weight_scale_inv
 
 // The formats a quantization_config may name that DecodeQuantizedSource reads, for messages.
-constexpr std::string_view kDecodable = "fp8 (weight_scale_inv blocks: DeepSeek-V3, Kimi K2)";
+constexpr std::string_view kDecodable =
+    "compressed-tensors (every format sparkulator writes) and fp8 (weight_scale_inv blocks: "
+    "DeepSeek-V3, Kimi K2)";
 
 Status Refuse(const SourceCheckpoint& src, std::string_view why) {
   return Status::InvalidInput(fmt::format(
@@ -59,35 +66,62 @@ Status BadTensor(const SourceCheckpoint& src, size_t shard, std::string_view ten
       fmt::format("{}/{}: tensor '{}': {}", src.dir, src.files.shard_files()[shard], tensor, why));
 }
 
-}  // namespace
+std::string ModuleOf(const std::string& name) { return name.substr(0, name.rfind('.')); }
 
-Status DecodeQuantizedSource(SourceCheckpoint* src) {
-  if (!src->config.has_quantization_config) return Status::Ok();
-  const nlohmann::ordered_json& qc = src->config.json["quantization_config"];
-  const std::string method =
-      qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
-          ? qc["quant_method"].get<std::string>()
-          : "";
-  if (method != "fp8") {
-    return Refuse(*src, method.empty() ? std::string("a quantization_config without quant_method")
-                                       : fmt::format("quant_method {}", method));
+// Rows [r0, r0 + n) of a compressed-tensors module: the reader decodes from a multiple of its
+// row alignment (128 for FP8 blocks), so the rows around them are decoded and dropped.
+Status ReadModuleRows(const QuantizedModuleReader& m, int64_t r0, int64_t n, uint64_t row_bytes,
+                      std::span<uint8_t> out) {
+  const int64_t align = m.row_alignment();
+  const int64_t a0 = r0 / align * align;
+  const int64_t a1 = std::min(m.rows(), (r0 + n + align - 1) / align * align);
+  QuantizedModuleReader::RowBlock block;
+  SPK_RETURN_IF_ERROR(m.ReadRows(a0, a1 - a0, &block));
+  std::memcpy(out.data(), block.bytes.data() + static_cast<size_t>(r0 - a0) * row_bytes,
+              static_cast<size_t>(n) * row_bytes);
+  return Status::Ok();
+}
+
+// Replaces `src`'s lists by the tensors `keep` says stay (each with its decode record), in order.
+void KeepTensors(SourceCheckpoint* src, const std::vector<bool>& keep,
+                 std::vector<SourceDecode> decode) {
+  SourceCheckpoint& s = *src;
+  size_t out = 0;
+  for (size_t i = 0; i < s.tensors.size(); ++i) {
+    if (!keep[i]) continue;
+    if (out == i) {  // no self-move: a moved-to-itself string may come out empty
+      ++out;
+      continue;
+    }
+    s.tensors[out] = std::move(s.tensors[i]);
+    s.tensor_shard[out] = s.tensor_shard[i];
+    s.entries[out] = std::move(s.entries[i]);
+    decode[out] = std::move(decode[i]);
+    ++out;
   }
-  SPK_ASSIGN_OR_RETURN(auto block, BlockSize(*src, qc));
+  s.tensors.resize(out);
+  s.tensor_shard.resize(out);
+  s.entries.resize(out);
+  decode.resize(out);
+  s.decode = std::move(decode);
+}
+
+// FP8 blocks: each F8_E4M3 weight with its weight_scale_inv, which is consumed.
+Status DecodeFp8Blocks(SourceCheckpoint* src, std::pair<int64_t, int64_t> block) {
   std::map<std::string, size_t> by_name;
   for (size_t i = 0; i < src->tensors.size(); ++i) by_name[src->tensors[i].name] = i;
-  std::vector<bool> consumed(src->tensors.size(), false);
+  std::vector<bool> keep(src->tensors.size(), true);
   std::vector<SourceDecode> decode(src->tensors.size());
   for (size_t i = 0; i < src->tensors.size(); ++i) {
     TensorMeta& t = src->tensors[i];
-    const bool is_scale = t.name.ends_with(kScaleSuffix);
-    if (t.dtype != DType::kF8E4M3 || is_scale) continue;
+    if (t.dtype != DType::kF8E4M3 || t.name.ends_with(kFp8ScaleSuffix)) continue;
     const size_t shard = src->tensor_shard[i];
-    auto s = by_name.find(t.name + std::string(kScaleSuffix));
+    auto s = by_name.find(t.name + std::string(kFp8ScaleSuffix));
     if (s == by_name.end()) {
       return BadTensor(*src, shard, t.name,
                        fmt::format("F8_E4M3 without its {}{}: the weight cannot be decoded; the "
                                    "checkpoint is incomplete (re-download it)",
-                                   t.name, kScaleSuffix));
+                                   t.name, kFp8ScaleSuffix));
     }
     const TensorMeta& scale = src->tensors[s->second];
     const size_t scale_shard = src->tensor_shard[s->second];
@@ -107,26 +141,69 @@ Status DecodeQuantizedSource(SourceCheckpoint* src) {
                        fmt::format("dtype {} where F32, BF16 or F16 scales are expected",
                                    DTypeName(scale.dtype)));
     }
-    decode[i] = {true,        src->entries[i], src->entries[s->second],
-                 scale_shard, block.first,     block.second};
-    consumed[s->second] = true;
+    decode[i].fp8_block = true;
+    decode[i].values = src->entries[i];
+    decode[i].scale = src->entries[s->second];
+    decode[i].scale_shard = scale_shard;
+    decode[i].block_rows = block.first;
+    decode[i].block_cols = block.second;
+    keep[s->second] = false;
     t.dtype = DType::kBF16;
   }
-  std::string decoded_from = qc.dump();  // before src->config moves
-  SourceCheckpoint kept{src->dir, std::move(src->files),  std::move(src->config), {}, {}, {},
-                        {},       std::move(decoded_from)};
   for (size_t i = 0; i < src->tensors.size(); ++i) {
-    if (consumed[i]) continue;
-    if (src->tensors[i].name.ends_with(kScaleSuffix)) {
-      return BadTensor(kept, src->tensor_shard[i], src->tensors[i].name,
+    if (keep[i] && src->tensors[i].name.ends_with(kFp8ScaleSuffix)) {
+      return BadTensor(*src, src->tensor_shard[i], src->tensors[i].name,
                        "a scale whose F8_E4M3 weight is not in the checkpoint");
     }
-    kept.tensors.push_back(std::move(src->tensors[i]));
-    kept.tensor_shard.push_back(src->tensor_shard[i]);
-    kept.entries.push_back(std::move(src->entries[i]));
-    kept.decode.push_back(std::move(decode[i]));
   }
-  *src = std::move(kept);
+  KeepTensors(src, keep, std::move(decode));
+  return Status::Ok();
+}
+
+// compressed-tensors: each quantized module's stored tensors become its dense `.weight`, read
+// through the module reader that `dequantize` writes with (compressed-tensors' decompress).
+Status DecodeCompressedTensors(SourceCheckpoint* src) {
+  SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
+                       SchemeFromConfig(src->dir + "/config.json", src->config));
+  const WeightCodec& codec = *scheme.scheme->codec;
+  auto has = [&](const std::string& name) { return src->files.Find(name).has_value(); };
+  std::vector<bool> keep(src->tensors.size(), true);
+  std::vector<SourceDecode> decode(src->tensors.size());
+  for (size_t i = 0; i < src->tensors.size(); ++i) {
+    TensorMeta& t = src->tensors[i];
+    if (auto module = QuantizedModuleOf(codec, t.name, t.dtype, has)) {
+      SPK_ASSIGN_OR_RETURN(QuantizedModuleReader reader,
+                           QuantizedModuleReader::Open(*src, *module, scheme));
+      t = TensorMeta{*module + ".weight", reader.dtype(), {reader.rows(), reader.cols()}, ""};
+      decode[i].module = std::make_shared<const QuantizedModuleReader>(std::move(reader));
+    } else if (IsQuantAuxName(codec, t.name) &&
+               src->files.Find(ModuleOf(t.name) + std::string(ValueSuffix(codec)))) {
+      keep[i] = false;  // read by its module's reader
+    }
+  }
+  KeepTensors(src, keep, std::move(decode));
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status DecodeQuantizedSource(SourceCheckpoint* src) {
+  if (!src->config.has_quantization_config) return Status::Ok();
+  const nlohmann::ordered_json& qc = src->config.json["quantization_config"];
+  const std::string method =
+      qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
+          ? qc["quant_method"].get<std::string>()
+          : "";
+  if (method == "compressed-tensors") {
+    SPK_RETURN_IF_ERROR(DecodeCompressedTensors(src));
+  } else if (method == "fp8") {
+    SPK_ASSIGN_OR_RETURN(auto block, BlockSize(*src, qc));
+    SPK_RETURN_IF_ERROR(DecodeFp8Blocks(src, block));
+  } else {
+    return Refuse(*src, method.empty() ? std::string("a quantization_config without quant_method")
+                                       : fmt::format("quant_method {}", method));
+  }
+  src->decoded_from = qc.dump();
   return Status::Ok();
 }
 
@@ -135,11 +212,12 @@ Status ReadSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t
   const TensorMeta& t = src.tensors[i];
   const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
   const SafetensorsReader& reader = src.files.shard(src.tensor_shard[i]);
-  if (src.decode.empty() || !src.decode[i].fp8_block) {
-    const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(t.dtype) / 8);
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(t.dtype) / 8);
+  if (src.decode.empty() || !src.decode[i].decoded()) {
     return reader.ReadTensorBytes(src.entries[i], static_cast<uint64_t>(r0) * row_bytes, out);
   }
   const SourceDecode& d = src.decode[i];
+  if (d.module != nullptr) return ReadModuleRows(*d.module, r0, n, row_bytes, out);
   const size_t count = static_cast<size_t>(n * cols);
   std::unique_ptr<uint8_t[]> values(new uint8_t[count]);
   SPK_RETURN_IF_ERROR(
@@ -177,12 +255,12 @@ Status ReadSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t
 }
 
 TensorProducer SourceTensorProducer(const SourceCheckpoint& src, size_t i) {
-  if (src.decode.empty() || !src.decode[i].fp8_block) {
+  if (src.decode.empty() || !src.decode[i].decoded()) {
     return CopyTensorProducer(src.files.shard(src.tensor_shard[i]), src.entries[i]);
   }
   const TensorMeta& t = src.tensors[i];
   const int64_t rows = t.shape[0], cols = t.shape[1];
-  const uint64_t row_bytes = static_cast<uint64_t>(cols) * 2;
+  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(t.dtype) / 8);
   const int64_t per_block = std::max<int64_t>(
       1, static_cast<int64_t>(kWriterBlockBytes / std::max<uint64_t>(row_bytes, 1)));
   TensorProducer p;

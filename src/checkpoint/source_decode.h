@@ -3,13 +3,18 @@
 // loader dequantizes it to, so that `quantize` can requantize it in the same streaming pipeline.
 //
 // Formats:
+//   compressed-tensors (quant_method "compressed-tensors", every scheme-table format): each
+//   quantized module's stored tensors become its `.weight`, decoded by QuantizedModuleReader
+//   (checkpoint/module_reader.h: compressed-tensors' decompress, into the dtype it returns);
+//   the scale, zero-point, shape and global-scale tensors are consumed.
 //   fp8 (transformers' FineGrainedFP8 / DeepSeek-V3, Kimi K2: quant_method "fp8",
 //   weight_block_size [128, 128]): each F8_E4M3 `X.weight` times its `X.weight_scale_inv` (one
 //   F32 scale per block of weight_block_size, the grid rounded up), computed in F32 and rounded
 //   to BF16, as transformers' Fp8Dequantize does for a BF16 model; the scales are consumed and
 //   are not tensors of the decoded checkpoint.
 //
-// Ownership: the decode records point into the SourceCheckpoint they describe. Thread safety:
+// Ownership: the decode records point into the shard readers of the SourceCheckpoint they
+// describe, which must outlive them (a move keeps the readers where they are). Thread safety:
 // ReadSourceRows may be called from several threads at once. Errors: InvalidInput naming the
 // folder, file and tensor for a format not listed (with what to do), a weight without its scale,
 // a scale of the wrong dtype or shape, and a non-finite scale (found as its rows are read);

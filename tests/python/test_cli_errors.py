@@ -56,10 +56,13 @@ def test_malformed_config_json(spk, llm, tmp_path):
     expect_refusal(spk, llm, tmp_path / "q", "config.json", "JSON")
 
 
-def test_already_quantized_source_is_refused(spk, llm, tmp_path):
-    first = tmp_path / "first"
-    spk("quantize", llm, first)
-    expect_refusal(spk, first, tmp_path / "q", "already quantized")
+def test_a_source_quantized_in_a_format_not_decoded_is_refused(spk, llm, tmp_path):
+    # compressed-tensors and FP8 block sources are decoded (test_quantized_sources.py); GPTQ not yet.
+    config = json.loads((llm / "config.json").read_text())
+    config["quantization_config"] = {"quant_method": "gptq", "bits": 4, "group_size": 128}
+    (llm / "config.json").write_text(json.dumps(config))
+    expect_refusal(spk, llm, tmp_path / "q", "already quantized", "quant_method gptq",
+                   "compressed-tensors")
 
 
 @pytest.mark.parametrize("case", ["short", "huge_header", "beyond_file", "not_json", "gap",

@@ -1,5 +1,11 @@
-"""`sparkulator quantize` from an FP8 source (transformers' FineGrainedFP8 format, as DeepSeek-V3 and
-Kimi K2 ship: quant_method "fp8", F8_E4M3 weights, one F32 `weight_scale_inv` per 128x128 block).
+"""`sparkulator quantize` from pre-quantized sources, decoded on the fly.
+
+A compressed-tensors source of every format sparkulator writes must quantize to the bytes that
+quantizing its `sparkulator dequantize` output writes (that decode is compressed-tensors' own
+decompress, bit for bit: test_formats_interop.py), with the source recorded in config.json.
+
+An FP8 source (transformers' FineGrainedFP8 format, as DeepSeek-V3 and Kimi K2 ship: quant_method
+"fp8", F8_E4M3 weights, one F32 `weight_scale_inv` per 128x128 block):
 
 The decode is proven through the bytes: quantizing the FP8 source must write exactly what quantizing
 its reference decode writes, where the reference is transformers' own `Fp8Dequantize._dequantize_one`
@@ -207,3 +213,36 @@ def test_a_source_format_not_decoded_is_refused_saying_what_is(spk, sources, tmp
     for w in words:
         assert w in r.stderr, (w, r.stderr)
     assert not (tmp_path / "out").exists()
+
+
+# ---- compressed-tensors sources ----------------------------------------------------------------
+
+from formats_sources import PRESETS, write_checkpoint  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def dense_source(tmp_path_factory):
+    src = tmp_path_factory.mktemp("ct") / "src"
+    write_checkpoint(src, torch.bfloat16, sharded=True)
+    return src
+
+
+@pytest.mark.parametrize("source_scheme", ["W4A16", "w8a16-asym"] + PRESETS)
+def test_a_compressed_tensors_source_quantizes_as_its_dequantized_copy(spk, dense_source, tmp_path,
+                                                                      source_scheme):
+    q = tmp_path / "q"
+    spk("quantize", dense_source, q, "--scheme", source_scheme, "--preset", "none", "--no-fsync")
+    spk("dequantize", q, tmp_path / "dense", "--no-fsync")
+    target = "NVFP4A16" if source_scheme == "W4A16" else "W4A16"
+    spk("quantize", q, tmp_path / "from-q", "--scheme", target, "--no-fsync")
+    spk("quantize", tmp_path / "dense", tmp_path / "from-dense", "--scheme", target, "--no-fsync")
+    got, want = tensors_of(tmp_path / "from-q"), tensors_of(tmp_path / "from-dense")
+    assert sorted(got) == sorted(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and torch.equal(got[k].view(torch.uint8),
+                                                             want[k].view(torch.uint8)), k
+    out = json.loads((tmp_path / "from-q" / "config.json").read_text())
+    ref = json.loads((tmp_path / "from-dense" / "config.json").read_text())
+    src_qc = json.loads((q / "config.json").read_text())["quantization_config"]
+    assert out["quantization_config"] == ref["quantization_config"]
+    assert out["sparkulator"]["decoded_source"]["quantization_config"] == src_qc
