@@ -246,3 +246,48 @@ def test_a_compressed_tensors_source_quantizes_as_its_dequantized_copy(spk, dens
     src_qc = json.loads((q / "config.json").read_text())["quantization_config"]
     assert out["quantization_config"] == ref["quantization_config"]
     assert out["sparkulator"]["decoded_source"]["quantization_config"] == src_qc
+
+
+# ---- an FP8 DeepSeek-V3 layout with its MTP layer ----------------------------------------------
+
+def test_an_fp8_deepseek_checkpoints_mtp_layer_plans_as_an_mtp_draft(spk, tmp_path):
+    """DeepSeek-V3 ships FP8 with its MTP layer (model.layers.N, N = num_hidden_layers) in the same
+    checkpoint: decoded, it plans as MTP layers (eh_proj dense, the MTP serve line), with each
+    decoded weight planned in BF16."""
+    g = torch.Generator().manual_seed(3)
+    t = {}
+
+    def linear(name, rows, cols):
+        t[name + ".weight"], t[name + ".weight_scale_inv"] = fp8_blocks(
+            torch.randn(rows, cols, generator=g) * 0.05)
+    for layer in (0, 1):
+        p = f"model.layers.{layer}."
+        for name, rows, cols in (("self_attn.q_proj", HIDDEN, HIDDEN),
+                                 ("self_attn.kv_a_proj_with_mqa", 192, HIDDEN),
+                                 ("self_attn.o_proj", HIDDEN, HIDDEN),
+                                 ("mlp.gate_proj", 512, HIDDEN), ("mlp.up_proj", 512, HIDDEN),
+                                 ("mlp.down_proj", HIDDEN, 512)):
+            linear(p + name, rows, cols)
+        t[p + "input_layernorm.weight"] = torch.ones(HIDDEN, dtype=torch.bfloat16)
+    mtp = "model.layers.1."
+    t[mtp + "eh_proj.weight"] = torch.randn(HIDDEN, 2 * HIDDEN, generator=g).bfloat16()
+    for norm in ("enorm", "hnorm"):
+        t[mtp + norm + ".weight"] = torch.ones(HIDDEN, dtype=torch.bfloat16)
+    t[mtp + "shared_head.head.weight"] = torch.randn(64, HIDDEN, generator=g).bfloat16()
+    t["model.embed_tokens.weight"] = torch.randn(64, HIDDEN, generator=g).bfloat16()
+    t["lm_head.weight"] = torch.randn(64, HIDDEN, generator=g).bfloat16()
+    src = tmp_path / "deepseek"
+    src.mkdir()
+    save_file(t, str(src / "model.safetensors"), metadata={"format": "pt"})
+    (src / "config.json").write_text(json.dumps({
+        "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3",
+        "hidden_size": HIDDEN, "num_hidden_layers": 1, "num_nextn_predict_layers": 1,
+        "vocab_size": 64, "torch_dtype": "bfloat16", "quantization_config": FP8_CONFIG}))
+    plan = json.loads(spk("quantize", src, tmp_path / "out", "--dry-run", "--json").stdout)
+    assert plan["family"] == "mtp", plan["family_reason"]
+    assert '"method":"mtp"' in plan["serve"], plan["serve"]
+    by_name = {x["name"]: x for x in plan["tensors"]}
+    assert not any(n.endswith("weight_scale_inv") for n in by_name)
+    assert by_name[mtp + "eh_proj.weight"]["action"] == "keep"
+    assert by_name[mtp + "self_attn.o_proj.weight"] == {**by_name[mtp + "self_attn.o_proj.weight"],
+                                                         "action": "quantize", "dtype": "BF16"}
