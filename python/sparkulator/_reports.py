@@ -104,6 +104,9 @@ class QuantizeSummary(_Report):
     """What ``quantize --json`` prints: the plan, the sizes, the files, the ``vllm serve`` line."""
     path: str
     quantized: bool
+    # A pre-quantized source's quantization_config, which its weights were decoded from (FP8
+    # blocks, compressed-tensors); None for a dense source.
+    decoded_source: Optional[dict[str, Any]]
     destination: str
     family: str
     family_reason: str

@@ -187,13 +187,18 @@ Status DecodeCompressedTensors(SourceCheckpoint* src) {
 
 }  // namespace
 
+std::string SourceQuantMethod(const ModelConfig& config) {
+  if (!config.has_quantization_config) return "";
+  const nlohmann::ordered_json& qc = config.json["quantization_config"];
+  return qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
+             ? qc["quant_method"].get<std::string>()
+             : "";
+}
+
 Status DecodeQuantizedSource(SourceCheckpoint* src) {
   if (!src->config.has_quantization_config) return Status::Ok();
   const nlohmann::ordered_json& qc = src->config.json["quantization_config"];
-  const std::string method =
-      qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
-          ? qc["quant_method"].get<std::string>()
-          : "";
+  const std::string method = SourceQuantMethod(src->config);
   if (method == "compressed-tensors") {
     SPK_RETURN_IF_ERROR(DecodeCompressedTensors(src));
   } else if (method == "fp8") {

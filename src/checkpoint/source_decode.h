@@ -32,6 +32,10 @@
 
 namespace spk {
 
+// config.json's quantization_config.quant_method ("compressed-tensors", "fp8", ...), or "" when
+// there is none.
+std::string SourceQuantMethod(const ModelConfig& config);
+
 // Pairs every quantized weight of `src` with its scales and presents it in the dtype it decodes
 // to (TensorMeta::dtype), dropping the scale tensors from `src`'s lists; records what the source
 // was (SourceCheckpoint::decoded_from). A source without a quantization_config is left as it is.

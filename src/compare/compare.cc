@@ -7,10 +7,10 @@
 #include <limits>
 #include <map>
 
+#include "checkpoint/module_reader.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
 #include "checkpoint/source.h"
-#include "checkpoint/module_reader.h"
 #include "quant/float_formats.h"
 #include "tensor/float_convert.h"
 

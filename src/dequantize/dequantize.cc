@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/module_reader.h"
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
-#include "checkpoint/module_reader.h"
 #include "safetensors/checkpoint_writer.h"
 
 namespace spk {

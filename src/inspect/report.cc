@@ -5,11 +5,12 @@
 #include <map>
 
 #include "checkpoint/map_rules.h"
+#include "checkpoint/module_reader.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
 #include "checkpoint/serve_line.h"
 #include "checkpoint/source.h"
-#include "checkpoint/module_reader.h"
+#include "checkpoint/source_decode.h"
 
 namespace spk {
 namespace {
@@ -181,6 +182,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
   std::string out_path = s.destination.empty() ? "<quantized checkpoint>" : s.destination;
   return Json{{"path", s.source_dir},
               {"quantized", false},
+              {"decoded_source", s.decoded_from.empty() ? Json() : Json::parse(s.decoded_from)},
               {"destination", s.destination},
               {"family", FamilyName(plan.family.family)},
               {"family_reason", plan.family.reason},
@@ -203,7 +205,11 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
 
 Result<Json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs) {
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  if (src.config.has_quantization_config) return InspectQuantized(std::move(src));
+  // A compressed-tensors checkpoint is shown as it is stored; another pre-quantized source (FP8
+  // blocks) with the plan for quantizing its decoded weights, as a dense source.
+  if (SourceQuantMethod(src.config) == "compressed-tensors") {
+    return InspectQuantized(std::move(src));
+  }
   QuantizeOptions dry = options;
   dry.dry_run = true;
   dry.destination.clear();
@@ -216,6 +222,10 @@ std::string RenderReport(const Json& r, bool with_tensors) {
   auto line = [&](std::string s) { out += s + "\n"; };
   line(fmt::format("checkpoint: {}", r.value("path", "")));
   line(fmt::format("family:     {} ({})", r.value("family", ""), r.value("family_reason", "")));
+  if (auto d = r.find("decoded_source"); d != r.end() && d->is_object()) {
+    line(fmt::format("source:     decoded from quant_method {} on the fly (docs/formats.md)",
+                     d->value("quant_method", "?")));
+  }
   if (r.value("quantized", false)) {
     for (const Json& g : r["config_groups"]) {
       line(fmt::format("scheme:     {} {} targets {}", g.value("scheme", "?"),

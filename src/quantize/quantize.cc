@@ -238,6 +238,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   summary.warnings = src.files.warnings();
   summary.warnings.insert(summary.warnings.end(), plan.warnings.begin(), plan.warnings.end());
   summary.source_tensor_bytes = source_bytes;
+  summary.decoded_from = src.decoded_from;
   summary.output_tensor_bytes = writer.tensor_bytes();
   if (options.dry_run) {
     summary.plan = std::move(plan);

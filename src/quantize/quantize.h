@@ -57,6 +57,9 @@ struct QuantizeSummary {
   std::vector<std::string> copied_files;
   std::vector<std::string> warnings;
   double seconds = 0;
+  // A pre-quantized source's quantization_config (JSON text), which it was decoded from
+  // (checkpoint/source_decode.h); "" for a dense source.
+  std::string decoded_from;
 };
 
 // `cancel`, when given, is polled between row blocks (Ctrl-C): the run stops with Status::Cancelled

@@ -289,5 +289,9 @@ def test_an_fp8_deepseek_checkpoints_mtp_layer_plans_as_an_mtp_draft(spk, tmp_pa
     by_name = {x["name"]: x for x in plan["tensors"]}
     assert not any(n.endswith("weight_scale_inv") for n in by_name)
     assert by_name[mtp + "eh_proj.weight"]["action"] == "keep"
+    assert plan["decoded_source"] == FP8_CONFIG
+    # inspect shows the same plan for the decoded source, and says it is decoded.
+    report = spk("inspect", src).stdout
+    assert "decoded from quant_method fp8" in report and "weight_scale_inv" not in report, report
     assert by_name[mtp + "self_attn.o_proj.weight"] == {**by_name[mtp + "self_attn.o_proj.weight"],
                                                          "action": "quantize", "dtype": "BF16"}
