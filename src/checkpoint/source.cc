@@ -113,14 +113,11 @@ Status ExpandFusedExperts(SourceCheckpoint* src) {
   return Status::Ok();
 }
 
-const TensorEntry* FindSourceTensor(const SourceCheckpoint& src, std::string_view name,
-                                    size_t* shard) {
+std::optional<size_t> FindSourceTensor(const SourceCheckpoint& src, std::string_view name) {
   for (size_t i = 0; i < src.tensors.size(); ++i) {
-    if (src.tensors[i].name != name) continue;
-    *shard = src.tensor_shard[i];
-    return &src.entries[i];
+    if (src.tensors[i].name == name) return i;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 }  // namespace spk

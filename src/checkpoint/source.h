@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,9 +62,8 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
 // the fused tensor and records the fused tensor's name in TensorMeta::split_from.
 Status ExpandFusedExperts(SourceCheckpoint* src);
 
-// The entry to read for tensor `name` of `src` (after ExpandFusedExperts, also a split expert)
-// and the index of its shard, or nullptr. Linear scan.
-const TensorEntry* FindSourceTensor(const SourceCheckpoint& src, std::string_view name,
-                                    size_t* shard);
+// The index in `src`'s lists of tensor `name` (after ExpandFusedExperts, also a split expert;
+// after DecodeQuantizedSource, a decoded weight), or nullopt. Linear scan.
+std::optional<size_t> FindSourceTensor(const SourceCheckpoint& src, std::string_view name);
 
 }  // namespace spk

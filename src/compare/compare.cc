@@ -11,6 +11,7 @@
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
 #include "checkpoint/source.h"
+#include "checkpoint/source_decode.h"
 #include "quant/float_formats.h"
 #include "tensor/float_convert.h"
 
@@ -78,22 +79,21 @@ Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckp
                                  const CompareOptions& options, Sums* total) {
   SPK_ASSIGN_OR_RETURN(auto reader, QuantizedModuleReader::Open(quantized, module, scheme));
   const QuantParams& qp = scheme.params;
-  size_t w_shard = 0;
-  const TensorEntry* located = FindSourceTensor(src, module + ".weight", &w_shard);
-  if (located == nullptr) {
+  // The source's weight as quantize read it: a split expert, or a pre-quantized source's decode.
+  const std::optional<size_t> w_index = FindSourceTensor(src, module + ".weight");
+  if (!w_index) {
     return Status::InvalidInput(fmt::format(
         "{}: no tensor '{}.weight' to compare with the quantized module; pass the checkpoint "
         "that was quantized",
         src.dir, module));
   }
-  const TensorEntry& w_entry = *located;
+  const TensorMeta& w_entry = src.tensors[*w_index];
   if (w_entry.shape != std::vector<int64_t>{reader.rows(), reader.cols()} ||
       !IsQuantizableFloat(w_entry.dtype)) {
     return Status::InvalidInput(fmt::format(
         "{}: '{}.weight' is {} {}, the quantized module is [{}, {}]", src.dir, module,
         DTypeName(w_entry.dtype), ShapeToString(w_entry.shape), reader.rows(), reader.cols()));
   }
-  const SafetensorsReader& w_reader = src.files.shard(w_shard);
   const int64_t rows = reader.rows(), cols = reader.cols();
   const int64_t gw = GroupWidth(cols, qp.group_size);
   const size_t samples = static_cast<size_t>(std::max(options.samples, 0));
@@ -110,7 +110,7 @@ Result<LayerError> CompareModule(const SourceCheckpoint& src, const SourceCheckp
     int64_t n = std::min(step, rows - r0);
     SPK_RETURN_IF_ERROR(reader.ReadRows(r0, n, &block));
     w_bytes.resize(static_cast<size_t>(n) * w_row_bytes);
-    SPK_RETURN_IF_ERROR(w_reader.ReadTensorBytes(w_entry, r0 * w_row_bytes, w_bytes));
+    SPK_RETURN_IF_ERROR(ReadSourceRows(src, *w_index, r0, n, w_bytes));
     w.resize(static_cast<size_t>(n * cols));
     q.resize(w.size());
     ConvertToFloat(w_entry.dtype, w_bytes.data(), w.data(), w.size());
@@ -240,7 +240,8 @@ bool LargerGain(double ratio_a, const std::string& name_a, double ratio_b,
 Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options) {
   if (options.samples < 0) return Status::Usage("--samples must not be negative");
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));  // as quantize read it (checkpoint/moe.h)
+  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));     // as quantize read it (checkpoint/moe.h)
+  SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));  // and a pre-quantized source decoded
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
   if (!quantized.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(

@@ -295,3 +295,16 @@ def test_an_fp8_deepseek_checkpoints_mtp_layer_plans_as_an_mtp_draft(spk, tmp_pa
     assert "decoded from quant_method fp8" in report and "weight_scale_inv" not in report, report
     assert by_name[mtp + "self_attn.o_proj.weight"] == {**by_name[mtp + "self_attn.o_proj.weight"],
                                                          "action": "quantize", "dtype": "BF16"}
+
+
+def test_compare_measures_against_an_fp8_sources_decoded_weights(spk, sources, tmp_path):
+    """compare FP8_SRC Q reads the source's weights decoded, as quantize did: the same report as
+    comparing with the reference decode."""
+    src, ref = sources
+    q = tmp_path / "q"
+    spk("quantize", src, q, "--scheme", "W4A16", "--no-fsync")
+    got = json.loads(spk("compare", src, q, "--json").stdout)
+    want = json.loads(spk("compare", ref, q, "--json").stdout)
+    assert got["layers"] and got["layers"] == want["layers"]
+    assert {k: v for k, v in got.items() if k not in ("source", "layers")} == \
+        {k: v for k, v in want.items() if k not in ("source", "layers")}
