@@ -36,6 +36,18 @@ from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.speculators import format_for, formats
 
 
+def draft_model_prefix(root: pathlib.Path) -> str:
+    """The prefix vLLM's draft_model proposer builds its model under (v1/spec_decode/draft_model.py:
+    get_model(..., prefix="draft_model")), with the dot that joins it to the module names: every
+    module of a method="draft_model" draft is named "draft_model.model.layers.0...." when vLLM's
+    compressed-tensors config matches it against config_groups targets and ignore entries. Empty
+    when the release passes no prefix."""
+    source = (root / "vllm/v1/spec_decode/draft_model.py").read_text()
+    call = re.search(r"\bget_model\((.*?)\)", source, re.S)
+    found = re.search(r"prefix\s*=\s*[\"']([^\"']*)[\"']", call.group(1)) if call else None
+    return f"{found.group(1)}." if found and found.group(1) else ""
+
+
 class Builder:
     def __init__(self, cc: int | None):
         import torch  # noqa: F401
@@ -310,7 +322,7 @@ class Builder:
             model = self.build(vc, dmc)
             d = {"built": {"method": sc.method, "architecture": resolved,
                            "class": model_cls.__name__, "target": arch, "layers": 1},
-                 "error": None}
+                 "error": None, "module_prefix": draft_model_prefix(self.root)}
             d.update({k: v for k, v in self.describe(model, model_cls).items()
                       if k in ("modules", "quant_config_packed_modules_mapping")})
             return d

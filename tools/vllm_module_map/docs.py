@@ -142,6 +142,10 @@ def docs_text(maps: dict[str, dict]) -> str:
             reads = weight_read_notes(e)
             if reads:
                 parts.append("`.weight` read: " + ", ".join(reads))
+            if e.get("module_prefix"):
+                parts.append(f"modules named `{e['module_prefix']}model.layers.N...` when vLLM "
+                             "matches config_groups targets and ignore entries (an anchored "
+                             "`re:model...` or literal name matches nothing)")
         return "<br>".join(parts).replace("|", "/")
 
     rows = []

@@ -71,7 +71,9 @@ How each field is obtained:
   of its own functions (speculators.py): the architecture per transformer_layer_config model_type
   and the --speculative-config fields the format fixes.
 - "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
-  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes.
+  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes; "module_prefix" is the
+  prefix its get_model call builds the draft under ("draft_model."), which every module name
+  carries when vLLM's compressed-tensors config matches targets and ignore entries.
 - "refuses_unstored" (only where it refuses): after the load probe, the model's load_weights is
   fed every parameter but those the KV-cache method registers on its attention layers (k/v/q
   scales and zero points, which no checkpoint without a kv_cache_scheme stores), each under the
