@@ -178,6 +178,9 @@ std::optional<int64_t> LayerIndex(std::string_view name) {
 
 std::string VllmNaming::ToString() const {
   std::string s = add_model_prefix ? "prefix 'model.'" : "no prefix";
+  if (!proposer_prefix.empty()) {
+    s += fmt::format(", served as a draft_model draft under '{}'", proposer_prefix);
+  }
   if (!offset_known) return s + ", draft layer offset unknown (pass --target-layers)";
   return s + fmt::format(", layer offset {}", layer_offset);
 }
@@ -221,7 +224,7 @@ std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoi
     }
   }
   if (naming.add_model_prefix && !name.starts_with("model.")) name = "model." + name;
-  return name;
+  return naming.proposer_prefix + name;
 }
 
 std::vector<int64_t> Eagle3DefaultAuxLayers(int64_t layers) {

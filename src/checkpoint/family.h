@@ -53,6 +53,9 @@ struct VllmNaming {
   bool add_model_prefix = false;  // checkpoint names lack vLLM's "model." prefix
   int64_t layer_offset = 0;       // added to "layers.N" (a draft's layers follow the target's)
   bool offset_known = true;       // false: a draft whose target layer count is unknown
+  // Before every name: the prefix vLLM's proposer builds a method="draft_model" draft under
+  // ("draft_model.", the module map's draft_model_prefix); empty for a model served on its own.
+  std::string proposer_prefix;
   std::string ToString() const;
 };
 

@@ -47,12 +47,23 @@ std::string LeafAlternation(std::string_view leaf) {
   return fmt::format("({}){}", fmt::join(stems, "|"), common ? std::string(kSuffix) : "");
 }
 
-// A `re:` entry for `name` (a fused vLLM module name, or its part after "layers.N." when
-// `any_prefix`), matching the module and its shards and nothing longer.
-std::string IgnoreEntryFor(std::string_view name, bool any_prefix) {
+// Where a `re:` ignore entry may start matching vLLM's module name (re.match anchors the start).
+enum class EntryStart {
+  kAnyPrefix,     // ".*": `name` is the part after "layers.N.", for every layer
+  kExact,         // the whole name: a draft's module, named by vLLM as the plan names it
+  kPartBoundary,  // "(.*\\.)?": a plain model's module, which vLLM names under "draft_model." when
+                  // it serves the model as a method="draft_model" draft (vllm#49893)
+};
+
+// A `re:` entry for `name` (a fused vLLM module name, or its part after "layers.N." for
+// kAnyPrefix), matching the module and its shards and nothing longer.
+std::string IgnoreEntryFor(std::string_view name, EntryStart start) {
   std::string_view parent = Parent(name);
   std::string body = parent.empty() ? "" : EscapeRegex(parent) + "\\.";
-  return fmt::format("re:{}{}{}$", any_prefix ? ".*" : "", body, LeafAlternation(Leaf(name)));
+  std::string_view head = start == EntryStart::kAnyPrefix      ? ".*"
+                          : start == EntryStart::kPartBoundary ? "(.*\\.)?"
+                                                               : "";
+  return fmt::format("re:{}{}{}$", head, body, LeafAlternation(Leaf(name)));
 }
 
 // The part of a layer module's name after "layers.N.", or empty for modules outside the layers.
@@ -86,7 +97,7 @@ Result<std::vector<std::string>> WriteIgnoreList(const QuantPlan& plan) {
     if (seen.insert(entry).second) entries.push_back(std::move(entry));
   };
   for (const auto& [kind, counts] : kinds) {
-    if (counts.first > 0 && counts.second == 0) add(IgnoreEntryFor(kind, /*any_prefix=*/true));
+    if (counts.first > 0 && counts.second == 0) add(IgnoreEntryFor(kind, EntryStart::kAnyPrefix));
   }
   for (const auto& [name, state] : modules) {
     if (!state.dense) continue;
@@ -99,7 +110,9 @@ Result<std::vector<std::string>> WriteIgnoreList(const QuantPlan& plan) {
           "target's num_hidden_layers)",
           name));
     }
-    add(IgnoreEntryFor(name, /*any_prefix=*/false));
+    add(IgnoreEntryFor(name, plan.family.family == ModelFamily::kLlm && !plan.family.map_draft
+                                 ? EntryStart::kPartBoundary
+                                 : EntryStart::kExact));
   }
   if (plan.has_lm_head) add("lm_head");
   return entries;
@@ -330,6 +343,15 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           "names, "
           "e.g. '{}', with Python re.match for 're:' entries)",
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
+    }
+  }
+  if (plan.map.map != nullptr && plan.map.architecture == nullptr && plan.map.mtp == nullptr) {
+    const std::string lacks = ReleaseLacksArchitecture(*plan.map.map, plan.map.architecture_name);
+    if (!lacks.empty()) {
+      plan.warnings.push_back(fmt::format(
+          "vLLM {}'s model registry has no architecture {} ({}): that release refuses to load "
+          "it; plan for a release that serves it (--vllm-version)",
+          plan.map.map->release, plan.map.architecture_name, lacks));
     }
   }
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {

@@ -43,4 +43,11 @@ std::string ServeLine(const FamilyDetection& family, const std::string& path,
   return "";
 }
 
+std::string DraftModelServeLine(const std::string& path, const std::string& target) {
+  return fmt::format(
+      "vllm serve {} --speculative-config "
+      "'{{\"method\":\"draft_model\",\"model\":\"{}\",\"num_speculative_tokens\":{}}}'",
+      target, path, kDraftModelTokens);
+}
+
 }  // namespace spk

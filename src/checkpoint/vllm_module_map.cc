@@ -213,6 +213,8 @@ Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin)
     } else {
       map.architectures.emplace(name, ParseArchitecture(name, a));
     }
+    const std::string prefix = StringOr(Field(a, "as_draft_model"), "module_prefix");
+    if (map.draft_model_prefix.empty()) map.draft_model_prefix = prefix;
   }
   if (const Json& formats = Field(j, "speculators"); formats.is_object()) {
     for (const auto& [name, f] : formats.items()) {
@@ -273,6 +275,29 @@ Result<MapChoice> ChooseModuleMap(std::string_view release) {
     return choice;
   }
   return choice;  // older than every map
+}
+
+std::string ReleaseLacksArchitecture(const ModuleMap& map, const std::string& name) {
+  auto has = [&](const ModuleMap& m) {
+    return m.architectures.count(name) > 0 || m.not_built.count(name) > 0;
+  };
+  if (name.empty() || has(map)) return "";
+  const ModuleMap* last_before = nullptr;
+  const ModuleMap* first_after = nullptr;
+  bool passed = false;  // ModuleMaps() is oldest first
+  for (const ModuleMap& m : ModuleMaps()) {
+    if (m.release == map.release) {
+      passed = true;
+    } else if (has(m) && !passed) {
+      last_before = &m;
+    } else if (has(m) && first_after == nullptr) {
+      first_after = &m;
+    }
+  }
+  if (!passed) return "";
+  if (last_before != nullptr) return fmt::format("removed after {}", last_before->release);
+  if (first_after != nullptr) return fmt::format("first appears in {}", first_after->release);
+  return "";
 }
 
 const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConfig& config) {

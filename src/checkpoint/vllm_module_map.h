@@ -108,6 +108,11 @@ struct ModuleMap {
   std::map<std::string, MappedArchitecture> architectures;  // those the generator could build
   std::map<std::string, std::string> not_built;             // architecture -> why not
   std::map<std::string, SpeculatorsFormat> speculators;     // by speculators_model_type
+  // The prefix a method="draft_model" draft's modules carry in vLLM ("draft_model.": its proposer
+  // builds the model with get_model(prefix="draft_model")), so that vLLM matches config_groups
+  // targets and ignore entries against "draft_model.model.layers.0.mlp.down_proj". Empty when the
+  // map records none (the targets' as_draft_model module_prefix).
+  std::string draft_model_prefix;
 };
 
 // The maps, oldest release first.
@@ -128,6 +133,11 @@ struct MapChoice {
   std::string warning;
 };
 Result<MapChoice> ChooseModuleMap(std::string_view release);
+
+// When `map`'s release has no architecture `name` in its registry while another compiled-in map's
+// release has it (built or not): "removed after 0.32.0" or "first appears in 0.33.0"; else "" (it
+// has it, no release has it, or `map` is not a compiled-in release's).
+std::string ReleaseLacksArchitecture(const ModuleMap& map, const std::string& name);
 
 // The architecture of `config` in `map` (config.json's architectures, the one vLLM builds for a
 // speculators-format config, or a separate draft's by its model_type: checkpoint_model_types), or

@@ -296,6 +296,23 @@ TEST(ModuleMapPlanTest, AReleaseNewerThanEveryMapWarnsInThePlan) {
       BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options).ok());
 }
 
+TEST(ModuleMapPlanTest, AnArchitectureTheReleaseLacksIsWarnedInThePlan) {
+  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.33.0"), "MedusaModel"), "removed after 0.32.0");
+  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.32.0"), "Qwen3XPressModel"), "first appears in 0.33.0");
+  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.32.0"), "MedusaModel"), "");
+  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.33.0"), "NoSuchModel"), "");
+  std::vector<TensorMeta> tensors = Square({"blocks.0.layers.0.weight"});
+  PlanOptions options;
+  options.vllm_release = "0.33.0";
+  auto plan = BuildPlan(tensors, Config(R"({"architectures":["MedusaModel"]})"), options);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  bool warned = false;
+  for (const std::string& w : plan->warnings) {
+    warned |= w.find("no architecture MedusaModel (removed after 0.32.0)") != std::string::npos;
+  }
+  EXPECT_TRUE(warned) << ::testing::PrintToString(plan->warnings);
+}
+
 TEST(ModuleMapTest, SpeculatorsFormatsComeFromTheMap) {
   // vLLM's speculators package names the architecture per transformer_layer_config model_type
   // and fixes the method; "eagle" is no format vLLM registers (it refuses such a config).
