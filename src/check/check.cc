@@ -19,6 +19,9 @@ Result<CheckReport> Checker::Run() {
   SPK_RETURN_IF_ERROR(ResolveModuleMap());
   if (!options_.target.empty()) SPK_RETURN_IF_ERROR(CheckTarget());
   naming_ = NamingFor(family_, config_, names, options_.target_layers);
+  if (ServedAsDraftModel() && map_.map != nullptr) {
+    naming_.proposer_prefix = map_.map->draft_model_prefix;
+  }
   report_.family = std::string(FamilyName(family_.family));
   report_.naming = naming_.ToString();
   if (report_.serve.empty()) report_.serve = ServeLine(family_, dir_, "<target>");
@@ -32,6 +35,7 @@ Result<CheckReport> Checker::Run() {
   CollectModules();
   CheckModules();
   CheckIgnoreEntries();
+  CheckTargetsMatchSomething();
   CheckAgainstModuleMap();
   CheckMtpLayerBits();
   CheckUnstoredParams();
@@ -44,6 +48,13 @@ Result<CheckReport> Checker::Run() {
     Push(std::move(f));
   }
   return std::move(report_);
+}
+
+// A plain causal LM (no draft marker, no speculative method in the map) is a draft only as
+// vLLM's method="draft_model" (v1/spec_decode/draft_model.py), which is how `--target` pairs it.
+bool Checker::ServedAsDraftModel() const {
+  return !options_.target.empty() && family_.family == ModelFamily::kLlm && !family_.map_draft &&
+         family_.vllm_method.empty();
 }
 
 // The vLLM the version-dependent rules are judged for (CheckOptions).

@@ -78,6 +78,17 @@ void Checker::CheckAgainstModuleMap() {
   report_.module_map = context.map->release;
   CheckSpeculatorsFormat();
   if (context.architecture == nullptr && context.mtp == nullptr) {
+    const std::string lacks = ReleaseLacksArchitecture(*context.map, context.architecture_name);
+    if (!lacks.empty()) {
+      Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json",
+          fmt::format("vLLM {}'s model registry has no architecture {} ({}): vLLM refuses to "
+                      "load it (\"Model architectures ['{}'] are not supported for now\")",
+                      context.map->release, context.architecture_name, lacks,
+                      context.architecture_name),
+          "serve it with a vLLM release that has the architecture (--vllm-version), or use a "
+          "draft kind this release serves");
+      return;
+    }
     Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
         fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
                     "vLLM builds quantized is not verified",

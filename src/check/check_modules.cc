@@ -279,7 +279,7 @@ void Checker::CheckFusedAgreement() {
   }
 }
 
-void Checker::CheckIgnoreEntries() {
+std::set<std::string> Checker::NamesVllmMatches() const {
   // Shard names of fused modules stored fused (Laguna qkv_proj) are names vLLM matches too.
   std::set<std::string> names = vllm_module_names_;
   for (const std::string& name : vllm_module_names_) {
@@ -290,30 +290,106 @@ void Checker::CheckIgnoreEntries() {
     for (const std::string& shard : it->second) names.insert(name.substr(0, dot + 1) + shard);
   }
   for (const LinearModule& lm : linears_) names.insert(lm.vllm_name);
+  return names;
+}
+
+std::string Checker::NameMatchedInstead(const ModulePattern& pattern) const {
+  VllmNaming unprefixed = naming_;
+  unprefixed.proposer_prefix.clear();
+  for (const auto& [module, mt] : modules_) {
+    if (pattern.Matches(module)) return module;
+    const std::string vllm = ToVllmModuleName(unprefixed, module);
+    if (pattern.Matches(vllm) || pattern.Matches(FusedModuleName(vllm))) return module;
+  }
+  return "";
+}
+
+namespace {
+
+// An entry that matches vLLM's name of a module whether or not a proposer prefix comes before it
+// ("re:(.*\.)?model\.layers\.0\.mlp\.down_proj$"): it holds for the model served on its own
+// and as a draft_model draft.
+std::string PrefixTolerantEntry(std::string_view vllm_name_without_prefix) {
+  return "re:(.*\\.)?" + EscapeRegex(vllm_name_without_prefix) + "$";
+}
+
+}  // namespace
+
+void Checker::CheckIgnoreEntries() {
+  const std::set<std::string> names = NamesVllmMatches();
+  VllmNaming unprefixed = naming_;
+  unprefixed.proposer_prefix.clear();
   for (const ModulePattern& p : ignore_) {
     if (p.text() == "lm_head") continue;  // vLLM's model always has it (the target's, for drafts)
     bool matched =
         std::any_of(names.begin(), names.end(), [&](const std::string& n) { return p.Matches(n); });
     if (matched) continue;
-    std::string literal;
-    for (const auto& [module, mt] : modules_) {
-      if (p.Matches(module)) {
-        literal = module;
-        break;
-      }
-    }
-    if (!literal.empty()) {
-      std::string vllm = FusedModuleName(ToVllmModuleName(naming_, literal));
-      Add(FindingCode::kIgnoreMatchesNothing, Severity::kError, p.text(), "config.json",
-          fmt::format("the entry matches the checkpoint name '{}' but no vLLM module name; vLLM "
-                      "calls it '{}', so the entry is silently ignored and the module is treated "
-                      "as quantized",
-                      literal, vllm),
-          fmt::format("write vLLM's name: \"{}\" (or a re: pattern for it)", vllm));
-    } else {
+    const std::string literal = NameMatchedInstead(p);
+    if (literal.empty()) {
       Add(FindingCode::kIgnoreMatchesNothing, Severity::kWarning, p.text(), "config.json",
           "the entry matches no module of the model under vLLM's naming",
           "remove it, or fix it to vLLM's module names");
+      continue;
+    }
+    const std::string vllm = FusedModuleName(ToVllmModuleName(naming_, literal));
+    // Another entry that covers the module keeps it dense all the same: this one is dead weight.
+    const bool covered = AnyMatches(ignore_, vllm);
+    std::string fix =
+        naming_.proposer_prefix.empty()
+            ? fmt::format("write vLLM's name: \"{}\" (or a re: pattern for it)", vllm)
+            : fmt::format(
+                  "write \"{}\", which matches it served alone and as a draft_model draft",
+                  PrefixTolerantEntry(FusedModuleName(ToVllmModuleName(unprefixed, literal))));
+    Add(FindingCode::kIgnoreMatchesNothing, covered ? Severity::kWarning : Severity::kError,
+        p.text(), "config.json",
+        fmt::format("the entry matches the name '{}' but no vLLM module name; vLLM calls it '{}', "
+                    "so the entry is silently ignored{}",
+                    literal, vllm,
+                    covered ? " (another entry keeps the module dense)"
+                            : " and the module is treated as quantized"),
+        fix);
+  }
+}
+
+// A config group's named targets (a "Linear"-like class target matches every Linear) that match no
+// module under vLLM's naming: vLLM builds those modules dense while the checkpoint stores them
+// quantized (vllm-expects-dense says which); this finding says why and what to write.
+void Checker::CheckTargetsMatchSomething() {
+  if (!qc_) return;
+  const std::set<std::string> names = NamesVllmMatches();
+  VllmNaming unprefixed = naming_;
+  unprefixed.proposer_prefix.clear();
+  for (size_t g = 0; g < qc_->groups.size() && g < targets_.size(); ++g) {
+    for (const auto& target : targets_[g]) {
+      if (!target) continue;
+      if (std::any_of(names.begin(), names.end(),
+                      [&](const std::string& n) { return target->Matches(n); })) {
+        continue;
+      }
+      const std::string literal = NameMatchedInstead(*target);
+      if (literal.empty()) {
+        Add(FindingCode::kTargetMatchesNothing, Severity::kWarning, target->text(), "config.json",
+            fmt::format("config group {}'s target matches no module of the model under vLLM's "
+                        "naming",
+                        qc_->groups[g].name),
+            "remove it, or fix it to vLLM's module names");
+        continue;
+      }
+      const std::string vllm = FusedModuleName(ToVllmModuleName(naming_, literal));
+      const std::string why =
+          naming_.proposer_prefix.empty()
+              ? ""
+              : fmt::format(
+                    " (served beside --target, vLLM builds it as a draft_model draft and "
+                    "names its modules under '{}')",
+                    naming_.proposer_prefix);
+      Add(FindingCode::kTargetMatchesNothing, Severity::kError, target->text(), "config.json",
+          fmt::format("config group {}'s target matches the name '{}' but no vLLM module name; "
+                      "vLLM calls it '{}'{}, so it builds the module dense and loading the "
+                      "quantized tensors fails",
+                      qc_->groups[g].name, literal, vllm, why),
+          fmt::format("write \"{}\" (matches it served alone and as a draft_model draft)",
+                      PrefixTolerantEntry(FusedModuleName(ToVllmModuleName(unprefixed, literal)))));
     }
   }
 }

@@ -79,7 +79,8 @@ Status Checker::CheckTarget() {
                     expected, actual),
         "pair the draft with the target precision it was calibrated for");
   }
-  report_.serve = ServeLine(family_, dir_, options_.target);
+  report_.serve = ServedAsDraftModel() ? DraftModelServeLine(dir_, options_.target)
+                                       : ServeLine(family_, dir_, options_.target);
   target_layers_ = target.num_hidden_layers;
   if (!config_.num_target_layers && !options_.target_layers) {
     options_.target_layers = target.num_hidden_layers;

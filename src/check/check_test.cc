@@ -363,6 +363,30 @@ TEST(CheckCodes, DraftOffsetUnknownAndTargetPairing) {
   EXPECT_FALSE(WithCode(r, "target-layer-ids").empty());
 }
 
+TEST(CheckCodes, AnArchitectureTheReleaseLacksIsAnError) {
+  spk::testing::ScopedTempDir dir;
+  std::string medusa = Example(dir, "medusa", "llm");
+  EditConfig(medusa, [](Json& j) { j["architectures"] = Json::array({"MedusaModel"}); });
+  CheckOptions v33;
+  v33.vllm_version = "0.33.0";
+  CheckReport r = Check(medusa, v33);
+  auto lacks = WithCode(r, "vllm-release-lacks-architecture");
+  ASSERT_EQ(lacks.size(), 1u) << RenderCheckReport(r);
+  EXPECT_NE(lacks[0]->message.find("removed after 0.32.0"), std::string::npos) << lacks[0]->message;
+  CheckOptions v32;
+  v32.vllm_version = "0.32.0";
+  EXPECT_FALSE(HasCode(Check(medusa, v32), "vllm-release-lacks-architecture"));
+
+  std::string xpress = Example(dir, "xpress", "llm");
+  EditConfig(xpress, [](Json& j) { j["architectures"] = Json::array({"Qwen3XPressModel"}); });
+  CheckReport old = Check(xpress, v32);
+  lacks = WithCode(old, "vllm-release-lacks-architecture");
+  ASSERT_EQ(lacks.size(), 1u) << RenderCheckReport(old);
+  EXPECT_NE(lacks[0]->message.find("first appears in 0.33.0"), std::string::npos)
+      << lacks[0]->message;
+  EXPECT_FALSE(HasCode(Check(xpress, v33), "vllm-release-lacks-architecture"));
+}
+
 TEST(CheckServeLine, DFlashTokensFollowBlockSize) {
   spk::testing::ScopedTempDir dir;
   std::string src = Example(dir, "src", "dflash");

@@ -142,6 +142,15 @@ class Checker {
                                  const std::string& fused);
   void CheckFusedAgreement();
   void CheckIgnoreEntries();
+  void CheckTargetsMatchSomething();
+  // Every name vLLM matches ignore entries and targets against: each module's vLLM name, the fused
+  // module's and its shards' (a fused module stored fused is matched by its shard names too).
+  std::set<std::string> NamesVllmMatches() const;
+  // The checkpoint module that `pattern` matches by the name it has without vLLM's renaming (the
+  // checkpoint's, or vLLM's without the draft_model proposer prefix), or "".
+  std::string NameMatchedInstead(const ModulePattern& pattern) const;
+  // A plain model served beside --target: vLLM builds it as a method="draft_model" draft.
+  bool ServedAsDraftModel() const;
   Status ResolveModuleMap();     // check_map.cc: the map of the release judged, into the family
   void BuildTreeMap();           // check_map.cc: the map --vllm DIR builds (or why not)
   void CheckAgainstModuleMap();  // check_map.cc

@@ -23,6 +23,7 @@ namespace spk {
 
 enum class FindingCode : uint8_t {
   kIgnoreMatchesNothing,
+  kTargetMatchesNothing,
   kVllmExpectsQuantized,
   kVllmExpectsDense,
   kWeightAndPacked,
@@ -89,6 +90,7 @@ enum class FindingCode : uint8_t {
   kVllmMapDraftTakesTargetConfig,
   kVllmMapModuleUnknown,
   kVllmMapArchitectureUnknown,
+  kVllmReleaseLacksArchitecture,
   kVllmReleaseNotMapped,
   kVllmMapNotBuilt,
   kVllmSpeculatorsFormatUnknown,
@@ -129,6 +131,13 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "silent miss: `layers.0.self_attn.q_proj` instead of "
          "`model.layers.8.self_attn.qkv_proj`); the "
          "fix gives vLLM's name"},
+        {FindingCode::kTargetMatchesNothing, "target-matches-nothing", kErr | kWarn,
+         "check_modules.cc CheckTargetsMatchSomething",
+         "a `config_groups` target (other than a class such as `Linear`) matches no vLLM module "
+         "name. Error when it matches a checkpoint name: a mixed-precision checkpoint served as a "
+         "`draft_model` draft, whose modules vLLM names `draft_model.model.layers.N...` "
+         "(vllm#49893), or a draft whose layers vLLM renumbers; the fix gives a `re:(.*\\.)?` "
+         "pattern"},
         {FindingCode::kVllmExpectsQuantized, "vllm-expects-quantized", kErr,
          "check_modules.cc CheckLinear",
          "a config group targets the module and nothing ignores it, but the checkpoint holds "
@@ -384,6 +393,11 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
         {FindingCode::kVllmMapArchitectureUnknown, "vllm-map-architecture-unknown", kInfo,
          "check_map.cc CheckAgainstModuleMap",
          "no module map knows the architecture: which modules vLLM quantizes is not verified"},
+        {FindingCode::kVllmReleaseLacksArchitecture, "vllm-release-lacks-architecture", kErr,
+         "check_map.cc CheckAgainstModuleMap",
+         "the release judged has no such architecture while another release's map has it (Medusa "
+         "under 0.33.0: removed after 0.32.0; XPress under 0.32.0: first in 0.33.0): vLLM "
+         "refuses the model (`Model architectures [...] are not supported for now`)"},
         {FindingCode::kVllmReleaseNotMapped, "vllm-release-not-mapped", kWarn,
          "check_map.cc CheckAgainstModuleMap",
          "the release judged has no map of its own: \"not verified for vLLM 0.34.0; judged by the "
