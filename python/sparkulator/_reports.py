@@ -121,6 +121,11 @@ class QuantizeSummary(_Report):
     tensors: list[PlannedTensor]
     size: Size
     serve: str
+    # --speculative-config options the judged release's vLLM accepts for this draft, with their
+    # values ({"draft_lm_head_quantization": ["fp8", "nvfp4"]} on 0.33; {} for a plain model),
+    # and what limits them for this checkpoint.
+    serve_options: dict[str, list[str]]
+    serve_options_notes: list[str]
     num_speculative_tokens_reason: str
     copied_files: list[str]
     warnings: list[str]
@@ -164,6 +169,11 @@ class QuantizedCheckpoint(_Report):
     tensors: list[StoredTensor]
     size: Size
     serve: str
+    # --speculative-config options the judged release's vLLM accepts for this draft, with their
+    # values ({"draft_lm_head_quantization": ["fp8", "nvfp4"]} on 0.33; {} for a plain model),
+    # and what limits them for this checkpoint.
+    serve_options: dict[str, list[str]]
+    serve_options_notes: list[str]
     num_speculative_tokens_reason: str
     warnings: list[str]
 

@@ -80,6 +80,15 @@ MappedArchitecture::PackedMapping PackedMappingOf(const Json& recorded) {
   return PackedMapping::kHeld;
 }
 
+// The options vLLM accepted for this draft ("accepted": true), and its lm_head flag.
+void ParseServeOptions(const Json& options, MappedArchitecture* arch) {
+  if (!options.is_object()) return;
+  for (const auto& [name, o] : options.items()) {
+    arch->has_own_lm_head = arch->has_own_lm_head || BoolOr(o, "has_own_lm_head");
+    if (BoolOr(o, "accepted")) arch->serve_options.emplace(name, Strings(o, "values"));
+  }
+}
+
 MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
   MappedArchitecture arch;
   arch.name = name;
@@ -116,6 +125,7 @@ MappedArchitecture ParseArchitecture(const std::string& name, const Json& a) {
       arch.packed_modules_mapping.emplace(fused, Strings(packed, fused.c_str()));
     }
   }
+  ParseServeOptions(Field(a, "serve_options"), &arch);
   return arch;
 }
 
@@ -219,6 +229,12 @@ Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin)
   if (const Json& formats = Field(j, "speculators"); formats.is_object()) {
     for (const auto& [name, f] : formats.items()) {
       map.speculators.emplace(name, ParseSpeculatorsFormat(f));
+    }
+  }
+  if (const Json& options = Field(j, "serve_options"); options.is_object()) {
+    for (const auto& [name, o] : options.items()) {
+      map.serve_options.emplace(
+          name, ServeOption{Strings(o, "values"), StringOr(o, "defined_at"), StringOr(o, "doc")});
     }
   }
   return map;

@@ -81,6 +81,14 @@ struct MappedArchitecture {
   std::set<std::string> plain_params;
   // The model class's packed_modules_mapping: fused leaf -> its shards in order.
   FusedMapping packed_modules_mapping;
+  // --speculative-config options that the release's SpeculativeConfig accepts for this draft
+  // (the map's serve_options with "accepted": true), each with the values it takes:
+  // {"draft_lm_head_quantization", {"fp8", "nvfp4"}} on 0.33 for EAGLE and MTP drafts.
+  std::map<std::string, std::vector<std::string>> serve_options;
+  // The model class declares a lm_head of its own (has_own_lm_head): vLLM then shares the
+  // target's lm_head with it, and so applies draft_lm_head_quantization, only when the two are
+  // equal.
+  bool has_own_lm_head = false;
 
   // The method of a `--speculative-config` ("dspark"), or "" for a target.
   std::string_view method() const;
@@ -103,6 +111,14 @@ struct SpeculatorsFormat {
   std::vector<std::pair<std::string, std::string>> fields;
 };
 
+// A --speculative-config option of a release (the map's top-level serve_options): what vLLM does
+// with a draft's weights at load time, outside the checkpoint.
+struct ServeOption {
+  std::vector<std::string> values;  // its annotation's Literal: {"fp8", "nvfp4"}
+  std::string defined_at;           // "vllm/config/speculative.py:484"
+  std::string doc;                  // vLLM's docstring of the field
+};
+
 struct ModuleMap {
   std::string release;                                      // "0.33.0"
   std::map<std::string, MappedArchitecture> architectures;  // those the generator could build
@@ -113,6 +129,7 @@ struct ModuleMap {
   // targets and ignore entries against "draft_model.model.layers.0.mlp.down_proj". Empty when the
   // map records none (the targets' as_draft_model module_prefix).
   std::string draft_model_prefix;
+  std::map<std::string, ServeOption> serve_options;         // by option name; none before 0.33
 };
 
 // The maps, oldest release first.

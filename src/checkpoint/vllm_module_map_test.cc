@@ -454,5 +454,40 @@ TEST(ModuleMapPlanTest, AStep3p5CheckpointsPlanWarnsThatItsMtpLayersWillBeRefuse
   }
 }
 
+TEST(ModuleMapTest, ServeOptionsAreTheReleasesAndAcceptedPerDraft) {
+  // The release's option with its values; per draft only those vLLM's SpeculativeConfig accepted.
+  constexpr std::string_view kMap = R"({"vllm_version": "0.33.0",
+    "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
+      "defined_at": "vllm/config/speculative.py:484", "doc": "Quantize the drafter's copy."}},
+    "architectures": {
+      "EagleX": {"role": "draft", "methods": ["eagle"], "error": null, "modules": {},
+        "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
+                                                         "accepted": true,
+                                                         "has_own_lm_head": true}}},
+      "DSparkX": {"role": "draft", "methods": ["dspark"], "error": null, "modules": {},
+        "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
+                                                         "accepted": false,
+                                                         "error": "not for dspark"}}}}})";
+  Result<ModuleMap> map = ParseModuleMap(kMap, "test");
+  ASSERT_TRUE(map.ok()) << map.status().message();
+  ASSERT_EQ(map->serve_options.count("draft_lm_head_quantization"), 1u);
+  const ServeOption& option = map->serve_options.at("draft_lm_head_quantization");
+  EXPECT_EQ(option.values, (std::vector<std::string>{"fp8", "nvfp4"}));
+  EXPECT_EQ(option.defined_at, "vllm/config/speculative.py:484");
+  const MappedArchitecture& eagle = map->architectures.at("EagleX");
+  EXPECT_EQ(eagle.serve_options.at("draft_lm_head_quantization"),
+            (std::vector<std::string>{"fp8", "nvfp4"}));
+  EXPECT_TRUE(eagle.has_own_lm_head);
+  EXPECT_TRUE(map->architectures.at("DSparkX").serve_options.empty());
+  // The compiled-in maps: 0.32 has no such option, 0.33 has it for its MTP drafts.
+  EXPECT_TRUE(Map("0.32.0").serve_options.empty());
+  EXPECT_EQ(Map("0.33.0").serve_options.count("draft_lm_head_quantization"), 1u);
+  EXPECT_EQ(Map("0.33.0")
+                .architectures.at("DeepSeekMTPModel")
+                .serve_options.count("draft_lm_head_quantization"),
+            1u);
+  EXPECT_TRUE(Map("0.33.0").architectures.at("Qwen3DSparkModel").serve_options.empty());
+}
+
 }  // namespace
 }  // namespace spk

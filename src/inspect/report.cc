@@ -102,6 +102,50 @@ Json ModuleMapJson(const MapContext& map) {
               {"method", map.architecture ? Json(map.architecture->method()) : Json(nullptr)}};
 }
 
+bool ShipsLmHead(const std::vector<TensorMeta>& tensors) {
+  for (const TensorMeta& t : tensors) {
+    if (t.name.find("lm_head") != std::string::npos) return true;
+  }
+  return false;
+}
+
+// The draft vLLM serves from this checkpoint: the architecture itself when the map lists it as a
+// draft, else the MTP draft built from its MTP layers; nullptr for a plain model.
+const MappedArchitecture* ServedDraft(const MapContext& map) {
+  if (map.architecture != nullptr && map.architecture->is_draft) return map.architecture;
+  return map.mtp;
+}
+
+// The --speculative-config options the release judged accepts for the draft, with their values:
+// {"draft_lm_head_quantization": ["fp8", "nvfp4"]} (an empty object for a plain model, or a
+// release without any).
+Json ServeOptionsJson(const MapContext& map) {
+  Json out = Json::object();
+  if (const MappedArchitecture* draft = ServedDraft(map)) {
+    for (const auto& [name, values] : draft->serve_options) out[name] = values;
+  }
+  return out;
+}
+
+// What limits those options for this checkpoint: vLLM quantizes the copy of the target's lm_head
+// that the draft shares, and shares it only with a draft without a lm_head of its own (or one
+// equal to the target's) (v1/worker/gpu/spec_decode/eagle/utils.py).
+Json ServeOptionsNotes(const MapContext& map, bool ships_lm_head) {
+  Json notes = Json::array();
+  const MappedArchitecture* draft = ServedDraft(map);
+  if (draft == nullptr || !draft->serve_options.count("draft_lm_head_quantization")) return notes;
+  const bool separate = draft == map.architecture;
+  if (draft->has_own_lm_head || (separate && ships_lm_head)) {
+    notes.push_back(fmt::format(
+        "draft_lm_head_quantization quantizes the target's lm_head that the draft shares; {} "
+        "declares a lm_head of its own, so vLLM shares (and quantizes) the target's only when the "
+        "two are equal, and otherwise refuses: \"draft_lm_head_quantization needs a drafter that "
+        "shares the target lm_head\"",
+        draft->has_own_lm_head ? draft->name : std::string("this draft")));
+  }
+  return notes;
+}
+
 Result<Json> InspectQuantized(SourceCheckpoint src) {
   SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc,
                        ParseQuantizationConfig(src.dir + "/config.json", src.config.json));
@@ -156,8 +200,37 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
               {"tensors", tensors},
               {"size", SizeJson(dense_total, total)},
               {"serve", ServeLine(family, src.dir, TargetOf(src.config))},
+              {"serve_options", ServeOptionsJson(map)},
+              {"serve_options_notes", ServeOptionsNotes(map, ShipsLmHead(src.tensors))},
               {"num_speculative_tokens_reason", family.speculative_tokens_reason},
               {"warnings", warnings}};
+}
+
+// "  serve option: draft_lm_head_quantization fp8|nvfp4 (vLLM 0.33.0, file:line): its doc".
+template <typename Line>
+void RenderServeOptions(const Json& r, Line& line) {
+  const Json& options = r.contains("serve_options") ? r["serve_options"] : Json();
+  if (!options.is_object() || options.empty()) return;
+  const ModuleMap* map = nullptr;
+  std::string release;
+  if (const Json& m = r["vllm_module_map"]; m.is_object()) {
+    release = m.value("release", "");
+    if (Result<MapChoice> choice = ChooseModuleMap(release); choice.ok()) map = choice->map;
+  }
+  for (const auto& [name, values] : options.items()) {
+    std::string joined;
+    for (const Json& v : values) joined += (joined.empty() ? "" : "|") + v.get<std::string>();
+    std::string where = "vLLM " + release, doc;
+    if (map != nullptr) {
+      if (auto it = map->serve_options.find(name); it != map->serve_options.end()) {
+        if (!it->second.defined_at.empty()) where += ", " + it->second.defined_at;
+        doc = it->second.doc;
+      }
+    }
+    line(fmt::format("  serve option: \"{}\":\"{}\" ({}){}{}", name, joined, where,
+                     doc.empty() ? "" : ": ", doc));
+  }
+  for (const Json& note : r["serve_options_notes"]) line("    " + note.get<std::string>());
 }
 
 }  // namespace
@@ -197,6 +270,8 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"tensors", tensors},
               {"size", SizeJson(s.source_tensor_bytes, s.output_tensor_bytes)},
               {"serve", ServeLine(plan.family, out_path, "<target>")},
+              {"serve_options", ServeOptionsJson(plan.map)},
+              {"serve_options_notes", ServeOptionsNotes(plan.map, plan.has_lm_head)},
               {"num_speculative_tokens_reason", plan.family.speculative_tokens_reason},
               {"copied_files", s.copied_files},
               {"warnings", s.warnings},
@@ -268,6 +343,7 @@ std::string RenderReport(const Json& r, bool with_tensors) {
   for (const Json& w : r["warnings"]) line(fmt::format("warning:    {}", w.get<std::string>()));
   line("");
   line(fmt::format("serve with: {}", r.value("serve", "")));
+  RenderServeOptions(r, line);
   std::string why = r.value("num_speculative_tokens_reason", "");
   if (!why.empty() && why != "not a draft") line(fmt::format("  num_speculative_tokens: {}", why));
   return out;

@@ -361,3 +361,89 @@ def test_the_tp_split_of_a_linear_follows_its_class_in_the_map(spk, tmp_path):
     row = fc_action(spk, tmp_path, "EagleMistralForCausalLM", 4)
     assert row["action"] == "keep" and "in_features per partition 64" in row["reason"], row
     assert fc_action(spk, tmp_path, "DFlashDraftModel", 4)["action"] == "quantize"
+
+
+# 0.33 kinds the map builds since their tiny configs carry the keys their code reads (issue 23):
+# each one's plan keeps dense what vLLM builds dense, and `check` flags a copy with those
+# modules quantized anyway.
+NEWLY_BUILT_033 = ["BailingMoeV3MTPModel", "DSparkDraftModel", "DSparkV41DraftModel",
+                   "DeepSeekV4MTPModel", "EagleLlama4ForCausalLM", "EagleMistralLarge3ForCausalLM",
+                   "MiMoV2MTPModel", "MiMoV2OmniMTPModel"]
+
+
+def test_the_newly_built_033_kinds_are_in_the_newest_map():
+    assert RELEASE == "0.33.0"
+    assert set(NEWLY_BUILT_033) <= set(draft_architectures())
+
+
+@pytest.mark.parametrize("name", NEWLY_BUILT_033)
+def test_a_newly_built_033_kind_keeps_dense_what_vllm_builds_dense(kinds, spk, name):
+    arch = MAP["architectures"][name]
+    _, q, everything, plan = kinds[name]
+    action = {t["name"]: t["action"] for t in plan["tensors"]}
+    weights = module_weights(arch)
+    dense = {w for w, e in weights.items()
+             if not e["quantized"] or e.get("weight_read_directly")}
+    taken = set(weights) - dense
+    for w in dense:
+        assert action.get(w) == "keep", (name, w, action.get(w))
+    # The draft's decoder Linears are quantized (but the family's q/k/v, eh_proj, routers).
+    assert any(action.get(w) == "quantize" for w in taken if leaf(w) not in FAMILY_DENSE_LEAVES), \
+        (name, {w: action.get(w) for w in taken})
+    # The head-quantized copy: every module vLLM builds dense and that copy stores quantized is
+    # an error of `check --vllm-version 0.33.0`, which then fails.
+    stored = quantized_modules(everything)
+    expected = {w.removesuffix(".weight") for w in dense
+                if w.removesuffix(".weight") in stored and not weights[w]["quantized"]}
+    expected |= {w.removesuffix(".weight") for w in plain_weights(arch)
+                 if w.removesuffix(".weight") in stored}
+    proc = spk("check", everything, "--vllm-version", "0.33.0", "--json", expect=None)
+    flagged = {f["module"] for f in json.loads(proc.stdout)["findings"]
+               if f["code"] in MAP_ERROR_CODES}
+    assert expected <= flagged, (name, expected - flagged)
+    if expected:
+        assert proc.returncode == 1, proc.stdout
+    # The plan's own output passes.
+    report = json.loads(spk("check", q, "--vllm-version", "0.33.0", "--json", expect=None).stdout)
+    assert [f for f in report["findings"] if f["code"] in MAP_ERROR_CODES] == []
+
+
+def test_the_heads_of_some_newly_built_kinds_are_flagged(kinds, spk):
+    # At least the kinds whose map shows dense Linears (MiMo-V2's MTP eh_proj, DSpark's heads):
+    # their head-quantized copies fail `check`.
+    failing = []
+    for name in NEWLY_BUILT_033:
+        proc = spk("check", kinds[name][2], "--vllm-version", "0.33.0", "--json", expect=None)
+        if proc.returncode == 1:
+            failing.append(name)
+    assert len(failing) >= 2, failing
+
+
+def test_draft_lm_head_quantization_is_a_serve_option_under_033_only(kinds, spk, tmp_path):
+    # vLLM 0.33's SpeculativeConfig takes it for EAGLE/MTP drafts, not for dspark; 0.32 has none.
+    option = MAP["serve_options"]["draft_lm_head_quantization"]
+    assert option["values"] == ["fp8", "nvfp4"]
+    src, _, _, plan = kinds["DeepSeekMTPModel"]
+    assert plan["serve_options"] == {"draft_lm_head_quantization": ["fp8", "nvfp4"]}
+    assert kinds["EagleLlamaForCausalLM"][3]["serve_options"] == {
+        "draft_lm_head_quantization": ["fp8", "nvfp4"]}
+    assert kinds["Qwen3DSparkModel"][3]["serve_options"] == {}
+    old = json.loads(spk("inspect", src, "--json", "--vllm-version", "0.32.0").stdout)
+    assert old["serve_options"] == {}
+    text = spk("inspect", src).stdout
+    assert 'serve option: "draft_lm_head_quantization":"fp8|nvfp4" (vLLM 0.33.0, ' \
+           'vllm/config/speculative.py:' in text, text
+    # The quantized output, inspected, says the same.
+    shown = json.loads(spk("inspect", kinds["DeepSeekMTPModel"][1], "--json").stdout)
+    assert shown["serve_options"] == {"draft_lm_head_quantization": ["fp8", "nvfp4"]}
+    # vLLM shares the target's head (and quantizes its copy) only with a draft without a lm_head
+    # of its own, or one equal to the target's: a draft that ships one (EAGLE-Llama4, its
+    # draft_vocab_size head) or whose class declares one (Step-3.5's MTP) gets a note; EAGLE-1
+    # Llama, which ships none, does not.
+    def notes(name):
+        return kinds[name][3]["serve_options_notes"]
+    assert "lm_head.weight" in plain_weights(MAP["architectures"]["EagleLlama4ForCausalLM"])
+    for name in ("EagleLlama4ForCausalLM", "Step3p5MTP"):
+        assert any("needs a drafter that shares the target lm_head" in n for n in notes(name)), \
+            (name, notes(name))
+    assert notes("EagleLlamaForCausalLM") == []

@@ -24,9 +24,12 @@ import sys
 import tempfile
 import traceback
 
-from tools.vllm_module_map.configs import (MODEL_DIRS, MTP_OWN_CHECKPOINT, QUANT_CONFIG, RECIPES,
-                                           TARGET_LAYERS, TARGETS, TINY, method_of,
-                                           mtp_architectures, override_sources, recipe)
+from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, MODEL_DIRS, MTP_OWN_CHECKPOINT,
+                                           NO_RECIPE,
+                                           QUANT_CONFIG, QUANT_IGNORE, RECIPES, TARGET_EXTRA,
+                                           TARGET_LAYERS,
+                                           TARGETS, TINY, method_of, mtp_architectures,
+                                           override_sources, recipe, recipe_options)
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.load_probe import probe, unstored_refusal
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
@@ -112,6 +115,9 @@ class Builder:
                     notes.append(f"VllmConfig on this build: {ex} (check skipped to build)")
             VllmConfig._validate_v1_model_runner = validate_v1
         self.dist_ready = False
+        # The quantization config the tiny configs carry: QUANT_CONFIG, with a recipe's
+        # QUANT_IGNORE entries while a draft that refuses the plain one is built (draft_entry).
+        self.quant_config = QUANT_CONFIG
 
     def tiny_config(self, model_type: str, arch: str, extra: dict, layers: int) -> dict:
         """config.json of a tiny `arch` of `model_type` (TINY's shapes where the config class
@@ -125,7 +131,7 @@ class Builder:
                                     "model_type": extra["text_config"]["model_type"]}
         cfg = self.tiny_dict(model_type, extra, layers)
         cfg.update({"architectures": [arch], "model_type": model_type, "torch_dtype": "bfloat16",
-                    "quantization_config": QUANT_CONFIG})
+                    "quantization_config": self.quant_config})
         return cfg
 
     def tiny_dict(self, model_type: str, extra: dict, layers: int) -> dict:
@@ -134,12 +140,19 @@ class Builder:
         if cls is None:
             from transformers import AutoConfig
             cls = type(AutoConfig.for_model(model_type))
-        defaults = cls().to_dict()
+        # A config class that validates its keys at init (K3DSparkConfig: target_layer_ids) is
+        # made with the recipe's keys from the start.
+        base = {}
+        try:
+            defaults = cls().to_dict()
+        except (ValueError, TypeError):
+            base = {k: v for k, v in extra.items() if k != "text_config"}
+            defaults = cls(**base).to_dict()
         over = {k: v for k, v in TINY.items() if k in defaults}
         over["num_hidden_layers"] = layers
         if "layer_types" in defaults:
             over["layer_types"] = None
-        cfg = cls(**over).to_dict()
+        cfg = cls(**{**base, **over}).to_dict()
         cfg.update(extra)
         return cfg
 
@@ -148,6 +161,10 @@ class Builder:
         return self.write_dir(name, self.tiny_config(model_type, arch, extra, layers))
 
     def write_dir(self, name: str, config: dict) -> pathlib.Path:
+        # vLLM caches what it read of a directory's config: a config with other ignore entries
+        # (draft_entry's retry) gets a directory of its own.
+        if self.quant_config is not QUANT_CONFIG:
+            name += "-ignore"
         d = self.tmp / name
         d.mkdir(parents=True, exist_ok=True)
         (d / "config.json").write_text(json.dumps(config, default=str))
@@ -180,7 +197,10 @@ class Builder:
         self.init_dist(vllm_config)
         self.records.clear()
         self.target_qc[0] = vllm_config.quant_config
-        with torch.device("meta"):
+        from vllm.utils.torch_utils import set_default_torch_dtype
+        # As BaseModelLoader.load_model: the model's dtype is the default while it is built
+        # (Step5's DSA attention refuses float32 activations).
+        with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
             return initialize_model(vllm_config=vllm_config, model_config=model_config)
 
     def describe(self, model, model_cls) -> dict:
@@ -330,6 +350,38 @@ class Builder:
             return {"error": f"{type(ex).__name__}: {' '.join(str(ex).split())[:400]}"}
 
     def draft_entry(self, arch: str, module: str, method: str) -> dict:
+        """The draft built with the plain quantization config or, where vLLM refuses that one and
+        the recipe names ignore entries (QUANT_IGNORE: Step5's qkv_indexer_proj, which raises
+        on any quant method), with those added; the entry records the refusal and the entries."""
+        found = recipe(arch, module.split(".")[-1], self.version)
+        ignore = recipe_options(found[1])[1].get(QUANT_IGNORE) if found else None
+        try:
+            return self.draft_entry_plain_or_speculators(arch, module, method)
+        except Exception as plain_error:  # noqa: BLE001 - tried with the ignore entries, then re-raised
+            if not ignore:
+                raise
+            refused_at = self.asking[0]
+            self.quant_config = {**QUANT_CONFIG, "ignore": QUANT_CONFIG["ignore"] + list(ignore)}
+            try:
+                entry = self.draft_entry_plain_or_speculators(arch, module, method)
+            except Exception as retry_error:  # noqa: BLE001 - both are the record
+                if os.environ.get("VLLM_MODULE_MAP_TRACEBACK"):
+                    traceback.print_exc()
+                retried = " ".join(str(retry_error).split())[:200]
+                plain_error.args = (f"{plain_error} (built again with ignore {list(ignore)}: "
+                                    f"{type(retry_error).__name__}: {retried})",)
+                raise plain_error from None
+            finally:
+                self.quant_config = QUANT_CONFIG
+            text = re.sub(r"0x[0-9a-f]+|/tmp/vllm_module_map_\w+", "...",
+                          " ".join(str(plain_error).split()))
+            entry["quant_config_ignore_added"] = {
+                "ignore": list(ignore), "plain_config_error": f"{type(plain_error).__name__}: "
+                                                              f"{text[:400]}",
+                "plain_config_error_module": refused_at}
+            return entry
+
+    def draft_entry_plain_or_speculators(self, arch: str, module: str, method: str) -> dict:
         """The draft built from a plain config.json or, where vLLM reaches `arch` only through a
         speculators-format config (speculators.py), from one of those."""
         try:
@@ -352,9 +404,12 @@ class Builder:
         from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
         last = module.split(".")[-1]
         found = recipe(arch, last, self.version)
+        if found is None and last in NO_RECIPE:
+            raise LookupError(f"no tiny config: {NO_RECIPE[last]}")
         if found is None:
             raise LookupError(f"no tiny-config recipe for registry module {module!r}")
         model_type, extra, *tgt = found
+        extra, opts = recipe_options(extra)
         spec_fields = {"method": method}
         if method == "mtp" and last not in MTP_OWN_CHECKPOINT:
             # MTP: the draft is the target's checkpoint (SpeculativeConfig model=None).
@@ -370,10 +425,12 @@ class Builder:
             ddir = None
         else:
             t_type, target_arch = tgt[0] if tgt else ("qwen3", "Qwen3ForCausalLM")
-            tdir = self.write_config(f"target-{target_arch}", t_type, target_arch, {},
-                                     TARGET_LAYERS)
+            t_extra = opts.get(TARGET_EXTRA, {})
+            tdir = self.write_config(f"target-{target_arch}{'-' + arch if t_extra else ''}",
+                                     t_type, target_arch, t_extra, TARGET_LAYERS)
             if fmt is None:
-                ddir = self.write_config(f"draft-{arch}", model_type, arch, extra, 1)
+                ddir = self.write_config(f"draft-{arch}", model_type,
+                                         opts.get(CHECKPOINT_ARCH, arch), extra, 1)
             else:
                 # The speculators format: the draft's own config is transformer_layer_config,
                 # the method and its fields are the format's (base.py), as vllm serve takes them.
@@ -388,6 +445,9 @@ class Builder:
                                num_speculative_tokens=1, target_model_config=mc,
                                target_parallel_config=ParallelConfig())
         vc = VllmConfig(model_config=mc, speculative_config=sc)
+        options = serve_options_of_draft(lambda **kw: SpeculativeConfig(
+            **spec_fields, model=str(ddir) if ddir else None, num_speculative_tokens=1,
+            target_model_config=mc, target_parallel_config=ParallelConfig(), **kw))
         dmc = sc.draft_model_config
         if dmc.hf_config.architectures[0] != arch and \
                 self.registry._VLLM_MODELS.get(dmc.hf_config.architectures[0]) != \
@@ -399,12 +459,20 @@ class Builder:
         built = {"method": sc.method, "architecture": resolved, "class": model_cls.__name__,
                  "model_type": model_type, "target": target_arch, "target_layers": TARGET_LAYERS,
                  "config_extra": extra}
+        if CHECKPOINT_ARCH in opts:
+            built["checkpoint_architecture"] = opts[CHECKPOINT_ARCH]
         if fmt is not None:
             built["config_format"] = f"speculators {fmt[0]}"
             built["speculative_config"] = spec_fields
         model = self.build(vc, dmc)
         e = {"built": built}
         e.update(self.describe(model, model_cls))
+        if options:
+            for o in options.values():
+                # The model class's flag: True makes vLLM share the target's head only when the
+                # draft's own equals it (eagle/utils.py _should_share).
+                o["has_own_lm_head"] = bool(getattr(type(model), "has_own_lm_head", False))
+            e["serve_options"] = options
         return e
 
     def run(self, only: set[str] | None) -> dict:
@@ -470,6 +538,7 @@ class Builder:
         return {"vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
                 "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
+                "serve_options": release_serve_options(self.root),
                 "speculators": self.speculators, "architectures": archs}
 
     def class_file(self, arch: str) -> str | None:
@@ -484,6 +553,71 @@ class Builder:
                 return f.relative_to(self.root).as_posix()
         return None
 
+
+# --speculative-config options that change what vLLM does with a draft's weights at load time
+# (not in the checkpoint): the release's SpeculativeConfig fields of this name, where it has them.
+SERVE_OPTIONS = ("draft_lm_head_quantization",)
+
+
+def _literal_values(hint) -> list[str]:
+    """The strings of the Literal in `hint` (Literal[...] or Literal[...] | None)."""
+    import typing
+    parts = [hint] if typing.get_origin(hint) is typing.Literal else typing.get_args(hint)
+    return sorted({a for p in parts if typing.get_origin(p) is typing.Literal
+                   for a in typing.get_args(p) if isinstance(a, str)})
+
+
+def release_serve_options(root: pathlib.Path) -> dict:
+    """SERVE_OPTIONS the release's SpeculativeConfig has: per option the values its annotation's
+    Literal allows, the file:line of the field and the first sentence of its docstring (the
+    attribute docstring that follows it in vllm/config/speculative.py)."""
+    import ast
+    import typing
+    from vllm.config import SpeculativeConfig
+    hints = typing.get_type_hints(SpeculativeConfig)
+    path = root / "vllm/config/speculative.py"
+    body = next((n.body for n in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(n, ast.ClassDef) and n.name == "SpeculativeConfig"), [])
+    out = {}
+    for name in SERVE_OPTIONS:
+        if name not in hints:
+            continue
+        values = _literal_values(hints[name])
+        at, doc = None, ""
+        for i, node in enumerate(body):
+            if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == name:
+                at = f"vllm/config/speculative.py:{node.lineno}"
+                nxt = body[i + 1] if i + 1 < len(body) else None
+                if isinstance(nxt, ast.Expr) and isinstance(getattr(nxt, "value", None),
+                                                            ast.Constant):
+                    doc = " ".join(str(nxt.value.value).split())
+        out[name] = {"values": values, "defined_at": at, "doc": doc}
+    return out
+
+
+def serve_options_of_draft(make_config) -> dict:
+    """Whether vLLM's SpeculativeConfig accepts each SERVE_OPTIONS option for this draft:
+    `make_config(**{option: value})` builds it with the option set to its first value. Per
+    option: {"values", "accepted"} and, refused, vLLM's "error". {} on a release without them."""
+    import typing
+    from vllm.config import SpeculativeConfig
+    hints = typing.get_type_hints(SpeculativeConfig)
+    out = {}
+    for name in SERVE_OPTIONS:
+        if name not in hints:
+            continue
+        values = _literal_values(hints[name])
+        if not values:
+            continue
+        try:
+            make_config(**{name: values[0]})
+            out[name] = {"values": values, "accepted": True}
+        except Exception as ex:  # noqa: BLE001 - vLLM's refusal is the record
+            text = " ".join(str(ex).split())
+            m = re.search(r"Value error, (.*?)( \[type=|$)", text)
+            out[name] = {"values": values, "accepted": False,
+                         "error": f"{type(ex).__name__}: {(m.group(1) if m else text)[:300]}"}
+    return out
 
 
 def as_on_a_host_without_amx() -> None:

@@ -57,6 +57,23 @@ METHOD_OF = [
                               r"inkling|glm5next|qwen4_exp|interns2_mobius)$", "mtp"),
 ]
 
+# Recipe keys that are not config.json keys (recipe_options): the architecture the draft's
+# config.json names where vLLM reaches the registry's only from another (hf_config_override
+# rewrites it), ignore entries the quantization config needs where vLLM refuses the plain
+# one (the entry records that refusal), and the target config's own extra keys.
+CHECKPOINT_ARCH = "_checkpoint_architecture"
+QUANT_IGNORE = "_quant_ignore"
+# Extra keys of the target's config.json, for a draft that reads the target's config
+# (DeepSeek-V4 DSpark: "reuses the full target config").
+TARGET_EXTRA = "_target_extra"
+
+
+def recipe_options(extra: dict) -> tuple[dict, dict]:
+    """A recipe's extra keys split into (config.json keys, recipe options)."""
+    opts = {k: v for k, v in extra.items() if k in (CHECKPOINT_ARCH, QUANT_IGNORE, TARGET_EXTRA)}
+    return {k: v for k, v in extra.items() if k not in opts}, opts
+
+
 # Registry module name (last part) -> HF model_type of the tiny config, and extra keys.
 DFLASH = {"dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 3, "block_size": 4},
           "block_size": 4, "num_target_layers": TARGET_LAYERS}
@@ -96,13 +113,21 @@ DSV3 = ("deepseek_v3", "DeepseekV3ForCausalLM")
 DENSE_MTP = {"first_k_dense_replace": 8}
 MLA = {"kv_lora_rank": 128, "q_lora_rank": 128, "qk_rope_head_dim": 64, "qk_nope_head_dim": 128,
        "v_head_dim": 128}
-# Step5 refuses checkpoints without a sparse_config; its DSA attention takes head_dim 128/192,
+# DeepSeek-V4's attention output projection wo_a takes n_heads * head_dim / o_groups inputs: 2
+# groups keep that a whole W4A16 group (the real model's 64 * 512 / 8).
+DSV4 = {**DENSE_MTP, "o_groups": 2, "o_lora_rank": 128}
+# Step5 refuses checkpoints without a sparse_config; its DSA attention takes head_dim 192 (bf16),
 # 4/8/16 query heads per KV group, one indexer provider group per KV group and a head-wise
 # attention gate.
-STEP5 = ("step5", {"num_attention_heads": 8, "num_attention_groups": 2, "head_dim": 128,
+# Its qkv_indexer_proj (q/k/v and the sparse indexer's shards in one GEMM) refuses a quant method:
+# the quantization config must ignore it (the entry records vLLM's refusal of the plain config).
+STEP5 = ("step5", {"num_attention_heads": 8, "num_attention_groups": 2, "head_dim": 192,
                    "num_nextn_predict_layers": 1, "use_head_wise_attn_gate": True,
                    "sparse_config": {"enabled": True, "index_tp_size": 2,
-                                     "sparse_indexer_num_heads": 8}},
+                                     "sparse_indexer_num_heads": 8},
+                   QUANT_IGNORE: ["re:.*\\.qkv_indexer_proj$",
+                                  "re:.*self_attn\\.(q_proj|k_proj|v_proj|g_proj)$",
+                                  "re:.*self_attn\\.sparse_indexer_[qkz]$"]},
          ("step5", "Step5ForCausalLM"))
 # EXAONE 4.5 and GLM-OCR are vision-language checkpoints: hf_config_override makes their MTP
 # from the ForConditionalGeneration config (its text_config made tiny); EXAONE 4.5's MTP reads
@@ -113,11 +138,19 @@ EXAONE4_5 = ("exaone4_5", {"vocab_size": TINY["vocab_size"], "num_nextn_predict_
 GLM_OCR = ("glm_ocr", {"text_config": {"model_type": "glm_ocr_text",
                                        "num_nextn_predict_layers": 1}},
            ("glm_ocr", "GlmOcrForConditionalGeneration"))
+# MiMo-V2's MTP layer is a sliding-window layer: its SWA heads and window (mimo_v2_mtp.py).
+MIMO_V2 = {"layernorm_epsilon": 1e-6, "swa_num_attention_heads": 4, "swa_num_key_value_heads": 2,
+           "swa_head_dim": 64, "sliding_window_size": 128, "attention_bias": False}
 RECIPES = {
     "llama_eagle": ("llama", {}),
     "llama_eagle3": ("llama", EAGLE3),
     "qwen3_eagle3": ("qwen3", EAGLE3),
-    "llama4_eagle": ("llama4_text", {}),
+    # EagleLlama4's validate_and_update_config asserts no YOCO KV sharing and no MoE layers
+    # (a dense draft: interleave_moe_layer_step 0); it reads the target's Llama-4 config.
+    "llama4_eagle": ("llama4_text", {"yoco_global_kv_layer": None, "yoco_local_kv_layer": None,
+                                     "moe_layers": [], "interleave_moe_layer_step": 0,
+                                     "draft_vocab_size": 512},
+                     ("llama4_text", "Llama4ForCausalLM")),
     "minicpm_eagle": ("llama", {"scale_emb": 1, "dim_model_base": 256, "scale_depth": 1.4}),
     "cohere_eagle": ("cohere2", {}),
     "mistral_eagle": ("mistral", {}),
@@ -133,14 +166,14 @@ RECIPES = {
     "qwen3_dspark": ("qwen3", {**DFLASH, "markov_rank": 64}),
     "deepseek_mtp": ("deepseek_v3", DENSE_MTP),
     "deepseek_v32": ("deepseek_v32", DENSE_MTP),
-    "deepseek_v4": ("deepseek_v4", DENSE_MTP),
-    "deepseek_v41": ("deepseek_v4", DENSE_MTP),
+    "deepseek_v4": ("deepseek_v4", DSV4),
+    "deepseek_v41": ("deepseek_v4", DSV4),
     "dots3_note": ("dots3_note", DENSE_MTP),
     "kimi_k3": ("kimi_k3", DENSE_MTP),
     "exaone4_5_mtp": EXAONE4_5,
     "glm_ocr_mtp": GLM_OCR,
     "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
-    "mimo_v2_mtp": ("mimo_v2_flash", {"layernorm_epsilon": 1e-6}),
+    "mimo_v2_mtp": ("mimo_v2_flash", MIMO_V2),
     "qwen4_exp": ("qwen4_exp_text", {}),
     "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64}),
     "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
@@ -160,6 +193,11 @@ RECIPES = {
     "extract_hidden_states": ("qwen3", {}),
     "medusa": ("medusa", {}),
     "dspark": ("muse_spark_dspark", MUSE_DSPARK),
+    # Kimi-K3's dense MLA DSpark draft (k3_dspark): its config class requires target_layer_ids
+    # with a matching num_target_layers and a q_lora_rank; its MLA attention takes the target's
+    # MLA sizes (an MLA target: DeepSeek-V3's layout).
+    "dspark_mla": ("k3_dspark", {**DFLASH, **MLA, "target_layer_ids": [0, 1],
+                                 "target_hidden_size": 256, "markov_rank": 64}, DSV3),
 }
 
 # Registry modules whose MTP draft ships as a checkpoint of its own (SpeculativeConfig model= the
@@ -181,9 +219,49 @@ RELEASE_RECIPES = {
 }
 
 
+# Registry modules no tiny config can reach here, and why (the entry records it).
+NO_RECIPE = {
+    "bailing_moe_mtp": "its target's config (model_type bailing_hybrid, BailingMoeV2_5ForCausalLM) "
+                       "is the checkpoint's remote code: neither vLLM nor transformers registers "
+                       "a config class for it",
+    "nemotron_parse3_5_mtp": "its target (RadioMBartPrefixForCausalLM) takes the checkpoint's "
+                             "remote-code config: neither vLLM nor transformers registers a config "
+                             "class for Nemotron Parse 3.5",
+}
+
 # An architecture's own recipe where its registry module holds several (one tiny config cannot
 # resolve to each of them).
-ARCH_RECIPES = {"Qwen3_5MoeMTP": ("qwen3_5_moe_text", {})}
+# The DSpark draft's layers take the target's layer types; a compressed type builds a
+# DeepseekCompressor, which allocates on device "cuda" whatever the default device (CPU torch
+# cannot): no compressed types here, so its attention Linears are recorded without the
+# compressor's.
+DSV4_DSPARK = {**DSV4, "dspark_target_layer_ids": [0, 1], "dspark_markov_rank": 64,
+               "compress_rates": {}}
+DSV41_DSPARK = {"text_config": {"model_type": "deepseek_v4", **DSV4_DSPARK,
+                                "mlp_layer_types": None}}
+ARCH_RECIPES = {
+    "Qwen3_5MoeMTP": ("qwen3_5_moe_text", {}),
+    # Bailing-MoE V3's MTP is reached from its VL checkpoint (hf_config_override promotes the
+    # text_config, whose class, bailing_hybrid, is registered only as the VL config's part).
+    "BailingMoeV3MTPModel": ("bailing_moe_v3_vl",
+                             {"text_config": {**TINY, "num_hidden_layers": TARGET_LAYERS,
+                                              "num_nextn_predict_layers": 1}},
+                             ("bailing_moe_v3_vl", "BailingMoeV3VLForConditionalGeneration")),
+    # DeepSeek-V4(.1) DSpark (models/deepseek_v4/nvidia/dspark.py): SpeculativeConfig rewrites a
+    # dspark draft of a deepseek_v4 / deepseek_v41 target to DSparkDraftModel / DSparkV41DraftModel
+    # (by the target's model_type); the draft reads the target layers it taps.
+    "DSparkDraftModel": ("deepseek_v4", {**DSV4_DSPARK, TARGET_EXTRA: DSV4_DSPARK},
+                         ("deepseek_v4", "DeepseekV4ForCausalLM")),
+    # V4.1's config nests the text model under text_config (flattened by its config class, which
+    # takes only sparse/dense MLP layer types: none given, its default).
+    "DSparkV41DraftModel": ("deepseek_v41", {**DSV41_DSPARK, TARGET_EXTRA: DSV41_DSPARK},
+                            ("deepseek_v41", "DeepseekV41ForCausalLM")),
+    "MiMoV2OmniMTPModel": ("mimo_v2_flash", MIMO_V2, ("mimo_v2_flash", "MiMoV2OmniForCausalLM")),
+    # hf_config_override names an EAGLE draft EagleMistralLarge3ForCausalLM only when its
+    # checkpoint says MistralLarge3ForCausalLM (a DeepSeek-V3 layout).
+    "EagleMistralLarge3ForCausalLM": ("deepseek_v3", {**DENSE_MTP, CHECKPOINT_ARCH:
+                                                      "MistralLarge3ForCausalLM"}, DSV3),
+}
 
 
 def recipe(arch: str, module_last: str, version: str) -> tuple | None:

@@ -146,6 +146,7 @@ def docs_text(maps: dict[str, dict]) -> str:
                 parts.append(f"modules named `{e['module_prefix']}model.layers.N...` when vLLM "
                              "matches config_groups targets and ignore entries (an anchored "
                              "`re:model...` or literal name matches nothing)")
+            parts += build_notes(e)
         return "<br>".join(parts).replace("|", "/")
 
     rows = []
@@ -165,8 +166,52 @@ def docs_text(maps: dict[str, dict]) -> str:
     for methods, a, cells in sorted(rows):
         lines.append(f"| {methods} | {a} | " + " | ".join(cells) + " |")
     lines += speculators_table(maps, versions)
+    lines += serve_options_section(maps, versions)
     lines.append("")
     return "\n".join(lines)
+
+
+def build_notes(e: dict) -> list[str]:
+    """What a built cell adds from the map's serve_options and quant_config_ignore_added."""
+    out = []
+    added = e.get("quant_config_ignore_added")
+    if added:
+        out.append("**built only with the ignore entries** "
+                   + ", ".join(f"`{i}`" for i in added["ignore"])
+                   + f" (the plain config: `{added['plain_config_error'][:200]}`)")
+    for name, o in sorted(e.get("serve_options", {}).items()):
+        if o.get("accepted"):
+            out.append(f"serve option `{name}`: {'/'.join(o['values'])}"
+                       + (" (only where its lm_head equals the target's: has_own_lm_head)"
+                          if o.get("has_own_lm_head") else ""))
+    return out
+
+
+def serve_options_section(maps: dict[str, dict], versions: list[str]) -> list[str]:
+    """The --speculative-config options that act on a draft's weights at load time, per release."""
+    lines = ["", "## Serve options that act on a draft's weights", "",
+             "A release's SpeculativeConfig field that changes what vLLM does with a draft's",
+             "weights when it loads them (not in the checkpoint). The map records, per release,",
+             "the values the field's type allows and, per draft, whether vLLM's SpeculativeConfig",
+             "accepts it for that draft (\"serve option\" in the table above); `sparkulator",
+             "inspect` and `quantize` list it for a draft under the release judged (`serve_options`",
+             "in --json). `draft_lm_head_quantization` quantizes the copy of the target's lm_head",
+             "that an EAGLE or MTP draft shares, so a draft's own lm_head stays dense in the",
+             "checkpoint (sparkulator's plan keeps it so) and the head is still quantized at serve",
+             "time; vLLM shares the target's head only with a draft that has none of its own, or",
+             "one equal to it, and refuses the option otherwise.", ""]
+    for v in versions:
+        options = maps[v].get("serve_options") or {}
+        if not options:
+            lines.append(f"- vLLM {v}: none")
+        for name, o in sorted(options.items()):
+            accepted = sorted(a for a, e in maps[v]["architectures"].items()
+                              if e.get("serve_options", {}).get(name, {}).get("accepted"))
+            methods = sorted({m for a in accepted for m in maps[v]["architectures"][a]["methods"]})
+            lines.append(f"- vLLM {v}: `{name}` = {' or '.join(o['values'])} "
+                         f"({o.get('defined_at')}); accepted for {len(accepted)} built drafts "
+                         f"(methods {', '.join(methods) or 'none'}). vLLM: \"{o.get('doc')}\"")
+    return lines
 
 
 def speculators_table(maps: dict[str, dict], versions: list[str]) -> list[str]:

@@ -3,7 +3,7 @@
 fake_cuda(cc) is called once, in the generator's child process, before vLLM's model registry is
 imported: empty stand-ins for vLLM's compiled extensions, missing torch.ops of vLLM's namespaces
 answer False, fake-kernel registrations for missing ops are skipped, CudaPlatform answers for
-capability `cc`, the MoE aux stream is None, an attention backend is named where none validates,
+capability `cc`, the MoE aux stream is None, CUDA streams and events are stand-ins, an attention backend is named where none validates,
 triton.Config of vLLM's Triton placeholder keeps its arguments and its tl.extra is `anything`, and
 FlashInfer's sampler (FlashInfer is absent) is not supported. None of these changes what a Linear
 gets; nothing calls a kernel (models are built on meta).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from tools.vllm_module_map.stand_ins import Stub, anything
+from tools.vllm_module_map.stand_ins import Anything, Stub, anything
 
 
 def fake_cuda(cc: int) -> None:
@@ -85,6 +85,16 @@ def fake_cuda(cc: int) -> None:
             return "vllm.v1.attention.backends.flash_attn.FlashAttentionBackend"
     CudaPlatform.get_attn_backend_cls = classmethod(get_attn_backend_cls)
     platforms._current_platform = CudaPlatform()
+    # CPU torch's CUDA streams and events are dummy classes that refuse to be made; DeepSeek-V4's
+    # layers make them in __init__ (overlap of GEMMs; nothing a Linear gets).
+    import torch
+    if not torch.cuda.is_available():
+        class StreamOrEvent(Anything):
+            def __init__(self, *a, **k):
+                pass
+        torch.cuda.Stream = torch.cuda.Event = StreamOrEvent
+        # Step5's sparse attention asks which device it is on (device 0).
+        torch.accelerator.current_device_index = lambda: 0
     # Without a usable Triton, vLLM's placeholder makes triton.Config a decorator; the Mamba
     # kernels read num_stages / num_warps / kwargs of their configs at import on capability 9.0.
     import vllm.triton_utils as triton_utils
