@@ -10,7 +10,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO=sudo; fi
 export DEBIAN_FRONTEND=noninteractive
 DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
-  libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev
+  libhwy-dev nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev clang clang-format libclang-rt-14-dev
   ccache  # scripts/test.sh compiles through it: a second build of the same sources is a cache read
   python3 python3-venv  # the test suites' virtual environment

@@ -46,8 +46,11 @@ Status WriteFileAtomically(FileSystem* fs, const std::string& path, std::string_
   return Status::IoError("cannot write " + path + " (" + s.message() + "); it is unchanged");
 }
 
-Result<AtomicOutputDir> AtomicOutputDir::Create(FileSystem* fs, const std::string& dst_in,
-                                                bool force) {
+namespace {
+
+// The checks both Create functions make of DST: a name, an existing parent, and no non-empty DST
+// unless `force`. Returns DST without trailing slashes.
+Result<std::string> CheckDestination(FileSystem* fs, const std::string& dst_in, bool force) {
   const std::string dst = StripTrailingSlashes(dst_in);
   if (dst.empty()) return Status::Usage("the output folder name is empty");
   const std::string parent = ParentOf(dst);
@@ -69,6 +72,14 @@ Result<AtomicOutputDir> AtomicOutputDir::Create(FileSystem* fs, const std::strin
     default:
       return Status::AlreadyExists(dst + " exists and is not a folder; choose another output path");
   }
+  return dst;
+}
+
+}  // namespace
+
+Result<AtomicOutputDir> AtomicOutputDir::Create(FileSystem* fs, const std::string& dst_in,
+                                                bool force) {
+  SPK_ASSIGN_OR_RETURN(const std::string dst, CheckDestination(fs, dst_in, force));
   for (int attempt = 0; attempt < 16; ++attempt) {
     std::string temp = SiblingPath(dst, "tmp");
     Status made = fs->CreateDirectory(temp);
@@ -78,11 +89,41 @@ Result<AtomicOutputDir> AtomicOutputDir::Create(FileSystem* fs, const std::strin
   return Status::IoError("cannot create a temporary folder beside " + dst);
 }
 
+std::string AtomicOutputDir::ResumableTempPath(const std::string& dst) {
+  const std::string stripped = StripTrailingSlashes(dst);
+  const std::string name =
+      "." + std::filesystem::path(stripped).filename().string() + ".tmp-unfinished";
+  return (std::filesystem::path(ParentOf(stripped)) / name).string();
+}
+
+Result<AtomicOutputDir> AtomicOutputDir::CreateResumable(FileSystem* fs, const std::string& dst_in,
+                                                         bool force) {
+  SPK_ASSIGN_OR_RETURN(const std::string dst, CheckDestination(fs, dst_in, force));
+  const std::string temp = ResumableTempPath(dst);
+  bool resumed = false;
+  switch (fs->KindOf(temp)) {
+    case FileKind::kMissing:
+      SPK_RETURN_IF_ERROR(fs->CreateDirectory(temp));
+      break;
+    case FileKind::kDirectory:
+      resumed = true;
+      break;
+    default:
+      return Status::AlreadyExists(temp + " exists and is not a folder: remove it to resume");
+  }
+  AtomicOutputDir out(fs, dst, temp, force);
+  out.keep_on_failure_ = true;
+  out.resumed_ = resumed;
+  return out;
+}
+
 AtomicOutputDir::AtomicOutputDir(AtomicOutputDir&& other) noexcept
     : fs_(other.fs_),
       dst_(std::move(other.dst_)),
       temp_path_(std::move(other.temp_path_)),
-      force_(other.force_) {
+      force_(other.force_),
+      keep_on_failure_(other.keep_on_failure_),
+      resumed_(other.resumed_) {
   other.temp_path_.clear();
 }
 
@@ -93,6 +134,8 @@ AtomicOutputDir& AtomicOutputDir::operator=(AtomicOutputDir&& other) noexcept {
     dst_ = std::move(other.dst_);
     temp_path_ = std::move(other.temp_path_);
     force_ = other.force_;
+    keep_on_failure_ = other.keep_on_failure_;
+    resumed_ = other.resumed_;
     other.temp_path_.clear();
   }
   return *this;
@@ -102,6 +145,10 @@ AtomicOutputDir::~AtomicOutputDir() { RemoveTemp(); }
 
 void AtomicOutputDir::RemoveTemp() {
   if (temp_path_.empty()) return;
+  if (keep_on_failure_) {  // the next resumable run continues from it
+    temp_path_.clear();
+    return;
+  }
   (void)fs_->RemoveAll(temp_path_);  // best effort: a leftover ".tmp" folder is harmless
   temp_path_.clear();
 }

@@ -35,6 +35,17 @@ class AtomicOutputDir {
   // and a DST whose parent folder does not exist. Creates the temporary folder.
   static Result<AtomicOutputDir> Create(FileSystem* fs, const std::string& dst, bool force);
 
+  // The same, for a run that can be resumed (quantize --resume): the temporary folder has the
+  // fixed name ResumableTempPath(dst) and is reused when an interrupted run left it (resumed()
+  // says so); it is kept, not removed, when this object goes without a Commit, so that the next
+  // resumable run finds what this one finished. What in it may be reused is the caller's to
+  // verify (safetensors/resume_record.h).
+  static Result<AtomicOutputDir> CreateResumable(FileSystem* fs, const std::string& dst,
+                                                 bool force);
+  // ".<dstname>.tmp-unfinished" beside `dst`.
+  static std::string ResumableTempPath(const std::string& dst);
+  bool resumed() const { return resumed_; }
+
   AtomicOutputDir(AtomicOutputDir&& other) noexcept;
   AtomicOutputDir& operator=(AtomicOutputDir&& other) noexcept;
   AtomicOutputDir(const AtomicOutputDir&) = delete;
@@ -60,6 +71,8 @@ class AtomicOutputDir {
   std::string dst_;
   std::string temp_path_;  // empty once committed or moved from
   bool force_ = false;
+  bool keep_on_failure_ = false;  // a resumable run's folder outlives a failed run
+  bool resumed_ = false;
 };
 
 }  // namespace spk

@@ -5,6 +5,7 @@
 
 #include "base/parallel.h"
 #include "io/atomic_dir.h"
+#include "io/content_hash.h"
 #include "safetensors/index.h"
 
 namespace spk {
@@ -155,12 +156,23 @@ void CheckpointWriter::Abandon() {
 
 // Everything lands in the temporary folder of `out`, which removes it on every early return.
 Status CheckpointWriter::WriteAll() {
-  SPK_ASSIGN_OR_RETURN(AtomicOutputDir out,
-                       AtomicOutputDir::Create(fs_, options_.destination, options_.force));
+  SPK_ASSIGN_OR_RETURN(
+      AtomicOutputDir out,
+      options_.resume ? AtomicOutputDir::CreateResumable(fs_, options_.destination, options_.force)
+                      : AtomicOutputDir::Create(fs_, options_.destination, options_.force));
+  ResumeRecord record;
+  if (options_.resume) {
+    SPK_ASSIGN_OR_RETURN(record, StartResume(out.temp_path()));
+  }
   const int workers = std::min(ResolveThreadCount(options_.threads), kMaxWorkers);
   if (options_.progress) options_.progress->Start(options_.progress_label, options_.progress_total);
   for (const Shard& shard : shards_) {
+    if (options_.resume && Reusable(record, shard, out.temp_path())) {
+      ++reused_shards_;
+      continue;
+    }
     SPK_RETURN_IF_ERROR(WriteShard(shard, out.temp_path(), workers));
+    if (options_.resume) SPK_RETURN_IF_ERROR(RecordShard(&record, shard, out.temp_path()));
   }
   if (options_.progress) options_.progress->Finish();
   if (options_.write_index) SPK_RETURN_IF_ERROR(WriteIndex(out.temp_path()));
@@ -170,7 +182,60 @@ Status CheckpointWriter::WriteAll() {
     SPK_RETURN_IF_ERROR(f.source_path.empty() ? fs_->WriteFile(path, f.contents)
                                               : fs_->CopyFile(f.source_path, path));
   }
+  if (options_.resume) {  // the record is the unfinished folder's, not the checkpoint's
+    for (std::string_view name : {kResumeRecordFile, kResumeRecordNextFile}) {
+      SPK_RETURN_IF_ERROR(fs_->RemoveAll(out.temp_path() + "/" + std::string(name)));
+    }
+  }
   return out.Commit(options_.durability);
+}
+
+std::string CheckpointWriter::JobHash() const {
+  std::string job = "identity\n" + options_.resume_identity + "\n";
+  for (const Shard& shard : shards_) {
+    job += "shard\n" + shard.file + "\n" + shard.layout->header_bytes() + "\n" +
+           std::to_string(shard.layout->file_size()) + "\n";
+  }
+  for (const ExtraFile& f : files_) {
+    job += "file\n" + f.name + "\n" +
+           (f.source_path.empty() ? ContentHash(f.contents) : "copy of " + f.source_path) + "\n";
+  }
+  return ContentHash(job);
+}
+
+Result<ResumeRecord> CheckpointWriter::StartResume(const std::string& dir) {
+  const std::string path = dir + "/" + std::string(kResumeRecordFile);
+  ResumeRecord record;
+  record.job = JobHash();
+  if (fs_->KindOf(path) == FileKind::kFile) {
+    SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(path));
+    Result<ResumeRecord> found = ParseResumeRecord(text, path);
+    if (found.ok() && found->job == record.job) return std::move(*found);
+  }
+  // Another job's folder (other options or source), or one killed before its first record: its
+  // files are not this job's to reuse.
+  SPK_ASSIGN_OR_RETURN(std::vector<std::string> names, fs_->ListDirectory(dir));
+  for (const std::string& name : names) SPK_RETURN_IF_ERROR(fs_->RemoveAll(dir + "/" + name));
+  return record;
+}
+
+bool CheckpointWriter::Reusable(const ResumeRecord& record, const Shard& shard,
+                                const std::string& dir) {
+  auto it = record.shards.find(shard.file);
+  if (it == record.shards.end() || it->second.size != shard.layout->file_size()) return false;
+  const std::string path = dir + "/" + shard.file;
+  if (fs_->KindOf(path) != FileKind::kFile) return false;
+  Result<std::string> hash = HashFile(fs_, path);
+  return hash.ok() && *hash == it->second.hash;
+}
+
+Status CheckpointWriter::RecordShard(ResumeRecord* record, const Shard& shard,
+                                     const std::string& dir) {
+  SPK_ASSIGN_OR_RETURN(std::string hash, HashFile(fs_, dir + "/" + shard.file));
+  record->shards[shard.file] = {shard.layout->file_size(), std::move(hash)};
+  const std::string next = dir + "/" + std::string(kResumeRecordNextFile);
+  SPK_RETURN_IF_ERROR(fs_->WriteFile(next, SerializeResumeRecord(*record)));
+  return fs_->Rename(next, dir + "/" + std::string(kResumeRecordFile));
 }
 
 Status CheckpointWriter::WriteShard(const Shard& shard, const std::string& dir, int workers) {

@@ -28,7 +28,7 @@
 // returns it. Layout errors are InvalidInput naming the tensor; a failed write names the tensor and
 // the file; a producer's own errors (reads, codecs) are returned as the producer worded them. Every
 // failure, Abandon() and destruction without a successful Finish() remove the temporary folder and
-// leave DST as it was.
+// leave DST as it was; a resumable write (options.resume) keeps its folder for the next run.
 #pragma once
 
 #include <atomic>
@@ -45,6 +45,7 @@
 #include "base/status.h"
 #include "io/file.h"
 #include "safetensors/reader.h"
+#include "safetensors/resume_record.h"
 #include "safetensors/writer.h"
 
 namespace spk {
@@ -69,6 +70,14 @@ struct CheckpointWriterOptions {
   std::string progress_label;
   uint64_t progress_total = 0;
   const std::atomic<bool>* cancel = nullptr;  // polled between blocks: Status::Cancelled
+  // A resumable write (quantize --resume): the temporary folder is AtomicOutputDir's resumable
+  // one, kept when the run fails or is killed; each shard written whole is recorded in it
+  // (safetensors/resume_record.h), and a later run of the same job reuses the recorded shards
+  // whose size and content hash still match and writes the rest. `resume_identity` is the
+  // caller's part of the job: what decides the bytes besides the planned layout and the files
+  // (its source files and their sizes, the method, ...).
+  bool resume = false;
+  std::string resume_identity;
 
   // The options every command that writes a checkpoint takes from its flags.
   static CheckpointWriterOptions For(std::string destination, bool force, int threads,
@@ -139,6 +148,8 @@ class CheckpointWriter {
   // Bytes of tensor data over every shard (file sizes minus headers). REQUIRES: Plan() ok.
   uint64_t tensor_bytes() const;
   size_t shards() const { return shards_.size(); }
+  // Shards a resumable Finish took over from an interrupted run instead of writing them.
+  size_t reused_shards() const { return reused_shards_; }
 
   // Writes everything into a temporary folder beside DST and renames it to DST.
   Status Finish();
@@ -168,10 +179,18 @@ class CheckpointWriter {
   Status WriteAll();
   Status WriteShard(const Shard& shard, const std::string& dir, int workers);
   Status WriteIndex(const std::string& dir);
+  // Resumable writes: the job's hash, the record of `dir` for it (a folder of another job, or one
+  // without a readable record, is emptied first), whether a recorded shard can be taken over, and
+  // recording a shard once it is written.
+  std::string JobHash() const;
+  Result<ResumeRecord> StartResume(const std::string& dir);
+  bool Reusable(const ResumeRecord& record, const Shard& shard, const std::string& dir);
+  Status RecordShard(ResumeRecord* record, const Shard& shard, const std::string& dir);
 
   FileSystem* fs_;
   CheckpointWriterOptions options_;
   std::vector<Shard> shards_;
+  size_t reused_shards_ = 0;
   std::vector<ExtraFile> files_;
   bool planned_ = false;
   bool closed_ = false;  // finished or abandoned

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "io/atomic_dir.h"
 #include "io/fault_injection.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
@@ -212,6 +213,82 @@ TEST_F(CheckpointWriterTest, CopyIntoASubFolderCreatesIt) {
   ASSERT_TRUE(w.Finish().ok()) << w.status().message();
   EXPECT_EQ(*ReadWholeFile(dir_ / "out/1_Pooling/a/config.json"), "{\"model\": {}}");
   EXPECT_EQ(Entries(dir_ / "out/1_Pooling"), (std::vector<std::string>{"a", "b.json"}));
+}
+
+}  // namespace
+}  // namespace spk
+
+namespace spk {
+namespace {
+
+// A resumable write that fails at the second shard keeps its folder with the first recorded; the
+// next resumable run takes that shard over and ends with the bytes of one plain run, without the
+// record; a job with other contents starts afresh.
+TEST_F(CheckpointWriterTest, AResumableRunTakesOverTheShardsAFailedOneFinished) {
+  CheckpointWriter plain(
+      FileSystem::Default(),
+      CheckpointWriterOptions::For(dir_ / "plain", false, 2, Durability::kPageCache, true));
+  Declare(plain, dir_ / "tokenizer.json");
+  ASSERT_TRUE(plain.Finish().ok());
+
+  CheckpointWriterOptions o = Options();
+  o.resume = true;
+  o.resume_identity = "job one";
+  FaultInjectingFileSystem faulty(FileSystem::Default());
+  faulty.FailOperation(FileOp::kWrite, kShard2, ENOSPC);
+  CheckpointWriter failed(&faulty, o);
+  Declare(failed, dir_ / "tokenizer.json");
+  EXPECT_EQ(failed.Finish().code(), StatusCode::kIoError);
+  const std::string unfinished = AtomicOutputDir::ResumableTempPath(dir_ / "out");
+  auto record = ParseResumeRecord(*ReadWholeFile(unfinished + "/.resume.json"), "record");
+  ASSERT_TRUE(record.ok()) << record.status().message();
+  EXPECT_EQ(record->shards.size(), 1u);
+  EXPECT_TRUE(record->shards.count(kShard1));
+
+  CheckpointWriter resumed(FileSystem::Default(), o);
+  Declare(resumed, dir_ / "tokenizer.json");
+  ASSERT_TRUE(resumed.Finish().ok()) << resumed.status().message();
+  EXPECT_EQ(resumed.reused_shards(), 1u);
+  for (const std::string& name : Entries(dir_ / "plain")) {
+    EXPECT_EQ(*ReadWholeFile(dir_ / "out" + "/" + name),
+              *ReadWholeFile(dir_ / "plain" + "/" + name))
+        << name;
+  }
+  EXPECT_EQ(Entries(dir_ / "out").size(), Entries(dir_ / "plain").size());
+  EXPECT_FALSE(IsDirectory(unfinished));
+
+  // Failed after its first shard, then run again as another job: nothing is taken over.
+  o.destination = dir_ / "out2";
+  CheckpointWriter again(&faulty, o);
+  Declare(again, dir_ / "tokenizer.json");
+  EXPECT_FALSE(again.Finish().ok());
+  ASSERT_TRUE(IsDirectory(AtomicOutputDir::ResumableTempPath(o.destination)));
+  o.resume_identity = "job two";
+  CheckpointWriter other(FileSystem::Default(), o);
+  Declare(other, dir_ / "tokenizer.json");
+  ASSERT_TRUE(other.Finish().ok());
+  EXPECT_EQ(other.reused_shards(), 0u);
+}
+
+TEST(ResumeRecordTest, ParsesWhatItWritesAndRefusesTheRest) {
+  ResumeRecord r;
+  r.job = std::string(32, 'a');
+  r.shards["model.safetensors"] = {123, std::string(32, '0')};
+  auto back = ParseResumeRecord(SerializeResumeRecord(r), "r");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->job, r.job);
+  EXPECT_EQ(back->shards.at("model.safetensors").size, 123u);
+  for (const char* bad :
+       {"", "[]", "{\"version\":2,\"job\":\"\",\"shards\":{}}",
+        "{\"version\":1,\"job\":\"xyz\",\"shards\":{}}",
+        "{\"version\":1,\"job\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"shards\":{\"../x\":"
+        "{\"size\":1,\"xxh3_128\":\"00000000000000000000000000000000\"}}}",
+        "{\"version\":1,\"job\":\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\",\"shards\":{\"a\":"
+        "{\"size\":-1,\"xxh3_128\":\"00000000000000000000000000000000\"}}}"}) {
+    auto parsed = ParseResumeRecord(bad, "rec.json");
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidInput) << bad;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("rec.json")) << bad;
+  }
 }
 
 }  // namespace
