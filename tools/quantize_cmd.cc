@@ -68,6 +68,12 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   AddWriteFlags(sub, &options->threads, no_fsync.get());
   sub->add_flag("--force", options->force, "Replace DST if it exists");
   sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
+  sub->add_flag("--resume", options->resume,
+                "Continue an interrupted run of the same job: the unfinished output folder is "
+                "kept beside DST (.DST.tmp-unfinished) when a run fails or is killed, each shard "
+                "finished is recorded with its content hash, and --resume takes over those whose "
+                "hash still matches and writes the rest, ending with the same bytes as one "
+                "uninterrupted run. A run with other options or another source starts afresh");
   sub->add_flag("--json", *json, "Print a machine-readable summary on stdout");
   sub->callback([=] {
     options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;

@@ -52,7 +52,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
              preset: str = "auto", ignore: Sequence[str] = (), method: str = "rtn",
              threads: Optional[int] = None, force: bool = False, dry_run: bool = False,
              progress: ProgressArg = True, target_precision: str = "unquantized", tp: int = 1,
-             target_layers: Optional[int] = None, fsync: bool = True) -> QuantizeSummary:
+             target_layers: Optional[int] = None, fsync: bool = True,
+             resume: bool = False) -> QuantizeSummary:
     """Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst``
     (``sparkulator quantize SRC DST``).
 
@@ -77,6 +78,9 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
         fsync: wait for every file to reach the disk before the rename (the CLI's default;
             False is ``--no-fsync``).
+        resume: continue an interrupted run of the same job (``--resume``): the shards it
+            finished and recorded, verified by their content hash, are taken over
+            (``summary.reused_shards``), the rest written; the result is the same bytes.
 
     Returns:
         The summary ``quantize --json`` prints.
@@ -90,7 +94,7 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
     try:
         text = _core.quantize(os.fspath(src), os.fspath(dst), scheme, group_size, preset,
                               list(ignore), method, threads or 0, force, dry_run, target_precision,
-                              tp, target_layers, fsync, callback)
+                              tp, target_layers, fsync, resume, callback)
     finally:
         close = getattr(callback, "close", None)
         if close is not None:

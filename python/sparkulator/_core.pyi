@@ -25,6 +25,7 @@ def quantize(
     tp: int,
     target_layers: Optional[int],
     fsync: bool,
+    resume: bool,
     on_progress: Optional[ProgressCallback],
 ) -> str: ...
 def inspect(

@@ -118,6 +118,7 @@ class QuantizeSummary(_Report):
     kept_tensors: int
     ignore: list[str]
     shards: int
+    reused_shards: int  # quantize --resume: shards taken over from the interrupted run
     tensors: list[PlannedTensor]
     size: Size
     serve: str

@@ -177,7 +177,8 @@ std::string Quantize(std::string source, std::string destination, std::string sc
                      std::optional<int64_t> group_size, const std::string& preset,
                      std::vector<std::string> ignore, std::string method, int threads, bool force,
                      bool dry_run, std::string target_precision, int tp,
-                     std::optional<int64_t> target_layers, bool fsync, nb::object on_progress) {
+                     std::optional<int64_t> target_layers, bool fsync, bool resume,
+                     nb::object on_progress) {
   QuantizeOptions o = PlanOptions(std::move(source), std::move(scheme), group_size, preset,
                                   std::move(ignore), tp, target_layers);
   o.destination = std::move(destination);
@@ -189,6 +190,7 @@ std::string Quantize(std::string source, std::string destination, std::string sc
   o.dry_run = dry_run;
   o.target_precision = std::move(target_precision);
   o.durability = DurabilityFor(fsync);
+  o.resume = resume;
   std::atomic<bool> cancel{false};
   Progress progress = Progress::Observed();
   auto work = [&]() -> Result<std::string> {
@@ -293,8 +295,8 @@ NB_MODULE(_core, m) {
   m.def("main", &sp::Main, "argv"_a, "Runs the sparkulator command line; returns its exit code.");
   m.def("quantize", &sp::Quantize, "source"_a, "destination"_a, "scheme"_a, "group_size"_a.none(),
         "preset"_a, "ignore"_a, "method"_a, "threads"_a, "force"_a, "dry_run"_a,
-        "target_precision"_a, "tp"_a, "target_layers"_a.none(), "fsync"_a, "on_progress"_a.none(),
-        "quantize --json, as JSON text.");
+        "target_precision"_a, "tp"_a, "target_layers"_a.none(), "fsync"_a, "resume"_a,
+        "on_progress"_a.none(), "quantize --json, as JSON text.");
   m.def("inspect", &sp::Inspect, "checkpoint"_a, "scheme"_a, "group_size"_a.none(), "preset"_a,
         "ignore"_a, "tp"_a, "target_layers"_a.none(), "inspect --json, as JSON text.");
   m.def("check", &sp::Check, "checkpoint"_a, "target"_a, "tp"_a, "target_layers"_a.none(),

@@ -267,6 +267,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"kept_tensors", plan.tensors.size() - plan.quantized_count()},
               {"ignore", plan.ignore_entries},
               {"shards", s.shards},
+              {"reused_shards", s.reused_shards},
               {"tensors", tensors},
               {"size", SizeJson(s.source_tensor_bytes, s.output_tensor_bytes)},
               {"serve", ServeLine(plan.family, out_path, "<target>")},

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "base/version.h"
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/source.h"
@@ -197,6 +198,24 @@ Result<SchemeChoice> SchemeFromOptions(const QuantizeOptions& options) {
   return SchemeChoice{scheme, ParamsFor(*scheme, options.plan.group_size)};
 }
 
+// What decides a resumable run's bytes beyond the planned shards and files the writer hashes
+// itself: the source files (names and sizes: a source replaced by another of other sizes starts
+// afresh) and the scale method, which config.json does not record.
+std::string ResumeIdentity(FileSystem* fs, const SourceCheckpoint& src,
+                           const QuantizeOptions& options) {
+  std::string identity = std::string(kSparkulatorVersion) + "\n" + src.dir + "\n" +
+                         std::string(QuantMethodName(options.method)) + "\n";
+  for (const TensorMeta& t : src.tensors) {
+    identity +=
+        t.name + " " + std::string(DTypeName(t.dtype)) + " " + std::to_string(t.nbytes()) + "\n";
+  }
+  for (const std::string& file : src.files.shard_files()) {
+    Result<std::unique_ptr<RandomAccessFile>> opened = fs->OpenForRead(src.dir + "/" + file);
+    identity += file + " " + (opened.ok() ? std::to_string((*opened)->size()) : "?") + "\n";
+  }
+  return identity;
+}
+
 }  // namespace
 
 Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
@@ -219,6 +238,8 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   write.progress_label = "quantize";
   write.cancel = cancel;
   write.progress_total = source_bytes;
+  write.resume = options.resume;
+  if (options.resume) write.resume_identity = ResumeIdentity(fs, src, options);
   GlobalScales global_scales;
   if (choice.scheme->codec->HasGlobalScale() && !options.dry_run) {
     SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, options.threads, cancel));
@@ -249,6 +270,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_ASSIGN_OR_RETURN(summary.copied_files,
                        CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
   SPK_RETURN_IF_ERROR(writer.Finish());
+  summary.reused_shards = writer.reused_shards();
   summary.plan = std::move(plan);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

@@ -39,6 +39,9 @@ struct QuantizeOptions {
   bool force = false;
   int threads = 0;       // 0: all cores
   bool dry_run = false;  // plan and report, write nothing
+  // Continue an interrupted run of the same job (--resume): the shards it finished, verified by
+  // their content hash, are taken over; the rest are written (safetensors/checkpoint_writer.h).
+  bool resume = false;
   // kPageCache (--no-fsync) skips every fsync: as fast as cp, durable only once the kernel has
   // written the pages back. The rename stays atomic either way.
   Durability durability = Durability::kSynced;
@@ -54,6 +57,7 @@ struct QuantizeSummary {
   uint64_t source_tensor_bytes = 0;
   uint64_t output_tensor_bytes = 0;
   size_t shards = 0;
+  size_t reused_shards = 0;  // --resume: shards taken over from the interrupted run
   std::vector<std::string> copied_files;
   std::vector<std::string> warnings;
   double seconds = 0;
