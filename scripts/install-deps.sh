@@ -15,7 +15,8 @@ DEB_PACKAGES=(build-essential cmake ninja-build pkg-config git ca-certificates
   ccache  # scripts/test.sh compiles through it: a second build of the same sources is a cache read
   python3 python3-venv  # the test suites' virtual environment
   python3-dev  # Python.h, for the Python module (python/, pip install .)
-  chromium)  # headless Chromium renders the compare HTML report in tests/python/test_compare.py
+  chromium  # headless Chromium renders the compare HTML report in tests/python/test_compare.py
+  slurm-wlm munge)  # a one-node Slurm cluster runs scripts/distributed/ in tests/python/test_distributed.py
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

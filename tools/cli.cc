@@ -26,6 +26,7 @@ int RunCli(int argc, char** argv) {
   spk::cli::AddCheckCommand(app, &run);
   spk::cli::AddCompareCommand(app, &run);
   spk::cli::AddDequantizeCommand(app, &run);
+  spk::cli::AddMergeCommand(app, &run);
   spk::cli::AddExampleCommand(app, &run);
   spk::cli::AddVersionCommand(app, &run);
   spk::cli::AddBenchCommand(app, &run);

@@ -29,6 +29,7 @@ void AddBenchCommand(CLI::App& app, CommandBody* run);
 void AddCheckCommand(CLI::App& app, CommandBody* run);
 void AddCompareCommand(CLI::App& app, CommandBody* run);
 void AddDequantizeCommand(CLI::App& app, CommandBody* run);
+void AddMergeCommand(CLI::App& app, CommandBody* run);
 void AddCardCommand(CLI::App& app, CommandBody* run);
 
 // --threads N and --no-fsync, for the commands that write a checkpoint (tools/write_flags.cc).

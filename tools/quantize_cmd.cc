@@ -68,6 +68,13 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   AddWriteFlags(sub, &options->threads, no_fsync.get());
   sub->add_flag("--force", options->force, "Replace DST if it exists");
   sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
+  auto part = std::make_shared<std::string>();
+  sub->add_option("--shard", *part,
+                  "Write part I of the job split into N (I/N, e.g. 2/3) for `sparkulator merge`: "
+                  "the output shards of a share of the source shards (whole shards, even bytes), "
+                  "with config.json, the index, the other files and sparkulator-part.json. Run "
+                  "every part (one per machine: scripts/distributed/), then merge DST PART...; the "
+                  "result is byte for byte the single-machine output (docs/distributed.md)");
   sub->add_flag("--resume", options->resume,
                 "Continue an interrupted run of the same job: the unfinished output folder is "
                 "kept beside DST (.DST.tmp-unfinished) when a run fails or is killed, each shard "
@@ -81,6 +88,11 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       Result<QuantMethod> parsed = ParseQuantMethod(*method);
       if (!parsed.ok()) return ReportError(parsed.status());
       options->method = *parsed;
+      if (!part->empty()) {
+        Result<QuantizeOptions::Part> parsed_part = ParsePart(*part);
+        if (!parsed_part.ok()) return ReportError(parsed_part.status());
+        options->part = *parsed_part;
+      }
       return RunQuantize(*options, *flags, *json);
     };
   });

@@ -6,14 +6,16 @@
 #include <set>
 
 #include "safetensors/index.h"
+#include "safetensors/resume_record.h"
 
 namespace spk {
 namespace {
 
-// What the writers produce, or what model_free_ptq skips too: never copied from the top level.
+// What the writers produce (a split job's part record too: `merge` copies a part's other files),
+// or what model_free_ptq skips too: never copied from the top level.
 bool LeftOut(const std::string& name) {
   return name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors") ||
-         name == ".cache" || name == ".gitattributes";
+         name == ".cache" || name == ".gitattributes" || name == kPartRecordFile;
 }
 
 // Whether the resolved `path` is `folder` or under it (both as RealPath gives them).

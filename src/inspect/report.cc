@@ -268,6 +268,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"ignore", plan.ignore_entries},
               {"shards", s.shards},
               {"reused_shards", s.reused_shards},
+              {"part_shards", s.part_shards},
               {"tensors", tensors},
               {"size", SizeJson(s.source_tensor_bytes, s.output_tensor_bytes)},
               {"serve", ServeLine(plan.family, out_path, "<target>")},

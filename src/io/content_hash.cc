@@ -25,6 +25,14 @@ std::string ContentHash(std::string_view bytes) {
   return Hex(XXH3_128bits(bytes.data(), bytes.size()));
 }
 
+bool IsContentHash(std::string_view text) {
+  if (text.size() != 32) return false;
+  for (char c : text) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  return true;
+}
+
 Result<std::string> HashFile(FileSystem* fs, const std::string& path) {
   SPK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> file, fs->OpenForRead(path));
   std::unique_ptr<XXH3_state_t, decltype(&XXH3_freeState)> state(XXH3_createState(),

@@ -17,6 +17,9 @@ namespace spk {
 // The hash of `bytes`.
 std::string ContentHash(std::string_view bytes);
 
+// Whether `text` is a hash as these functions write it (32 lowercase hex digits).
+bool IsContentHash(std::string_view text);
+
 // The hash of the whole file at `path`, read in blocks through `fs`.
 Result<std::string> HashFile(FileSystem* fs, const std::string& path);
 

@@ -218,6 +218,43 @@ std::string ResumeIdentity(FileSystem* fs, const SourceCheckpoint& src,
 
 }  // namespace
 
+Result<QuantizeOptions::Part> ParsePart(std::string_view text) {
+  const size_t slash = text.find('/');
+  int index = 0, count = 0;
+  auto number = [](std::string_view s, int* out) {
+    if (s.empty() || s.size() > 6) return false;
+    *out = 0;
+    for (char c : s) {
+      if (c < '0' || c > '9') return false;
+      *out = *out * 10 + (c - '0');
+    }
+    return true;
+  };
+  if (slash == std::string_view::npos || !number(text.substr(0, slash), &index) ||
+      !number(text.substr(slash + 1), &count) || index < 1 || index > count) {
+    return Status::Usage(fmt::format(
+        "--shard {}: expected I/N with 1 <= I <= N (part I of a job split into N, e.g. 2/3)",
+        text));
+  }
+  return QuantizeOptions::Part{index, count};
+}
+
+std::vector<size_t> PartOfShards(const std::vector<uint64_t>& shard_bytes, int index, int count) {
+  std::vector<size_t> order(shard_bytes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return shard_bytes[a] > shard_bytes[b]; });
+  std::vector<uint64_t> load(count, 0);
+  std::vector<size_t> mine;
+  for (size_t shard : order) {
+    const size_t lightest = std::min_element(load.begin(), load.end()) - load.begin();
+    load[lightest] += shard_bytes[shard];
+    if (static_cast<int>(lightest) == index - 1) mine.push_back(shard);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
+}
+
 Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
                                            Progress* progress, const std::atomic<bool>* cancel) {
   auto start = std::chrono::steady_clock::now();
@@ -239,11 +276,23 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   write.cancel = cancel;
   write.progress_total = source_bytes;
   write.resume = options.resume;
-  if (options.resume) write.resume_identity = ResumeIdentity(fs, src, options);
+  if (options.resume || options.part) write.resume_identity = ResumeIdentity(fs, src, options);
+  if (options.part) {
+    std::vector<uint64_t> bytes;
+    for (const std::string& file : src.files.shard_files()) {
+      SPK_ASSIGN_OR_RETURN(std::unique_ptr<RandomAccessFile> f,
+                           fs->OpenForRead(src.dir + "/" + file));
+      bytes.push_back(f->size());
+    }
+    write.part = CheckpointWriterOptions::Part{
+        options.part->index, options.part->count,
+        PartOfShards(bytes, options.part->index, options.part->count)};
+  }
   GlobalScales global_scales;
   if (choice.scheme->codec->HasGlobalScale() && !options.dry_run) {
     SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, options.threads, cancel));
   }
+  const std::optional<CheckpointWriterOptions::Part> write_part = write.part;
   CheckpointWriter writer(fs, std::move(write));
   AddOutputTensors(src, plan, choice, options.method, global_scales, writer);
   SPK_RETURN_IF_ERROR(writer.Plan());
@@ -271,6 +320,11 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
                        CopyOtherFiles(fs, src.dir, &writer, &summary.warnings));
   SPK_RETURN_IF_ERROR(writer.Finish());
   summary.reused_shards = writer.reused_shards();
+  if (write_part) {
+    for (size_t shard : write_part->shards) {
+      summary.part_shards.push_back(src.files.shard_files()[shard]);
+    }
+  }
   summary.plan = std::move(plan);
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;

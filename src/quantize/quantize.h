@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/progress.h"
@@ -45,7 +46,22 @@ struct QuantizeOptions {
   // kPageCache (--no-fsync) skips every fsync: as fast as cp, durable only once the kernel has
   // written the pages back. The rename stays atomic either way.
   Durability durability = Durability::kSynced;
+  // One part of the job split across machines (--shard I/N): the output shards of the source
+  // shards assigned to part `index` of `count` (PartOfShards), for `sparkulator merge`.
+  struct Part {
+    int index = 0;  // 1-based
+    int count = 0;
+  };
+  std::optional<Part> part;
 };
+
+// "I/N" (1 <= I <= N) as a Part; Usage otherwise.
+Result<QuantizeOptions::Part> ParsePart(std::string_view text);
+
+// The shards (by number) part `index` of `count` writes: whole shards, spread so that each part's
+// bytes are as even as the shard sizes allow (largest first onto the lightest part, ties to the
+// lower part), the same on every machine.
+std::vector<size_t> PartOfShards(const std::vector<uint64_t>& shard_bytes, int index, int count);
 
 struct QuantizeSummary {
   std::string source_dir;
@@ -57,7 +73,8 @@ struct QuantizeSummary {
   uint64_t source_tensor_bytes = 0;
   uint64_t output_tensor_bytes = 0;
   size_t shards = 0;
-  size_t reused_shards = 0;  // --resume: shards taken over from the interrupted run
+  size_t reused_shards = 0;              // --resume: shards taken over from the interrupted run
+  std::vector<std::string> part_shards;  // --shard I/N: the shards this part wrote
   std::vector<std::string> copied_files;
   std::vector<std::string> warnings;
   double seconds = 0;

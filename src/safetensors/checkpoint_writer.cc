@@ -166,7 +166,9 @@ Status CheckpointWriter::WriteAll() {
   }
   const int workers = std::min(ResolveThreadCount(options_.threads), kMaxWorkers);
   if (options_.progress) options_.progress->Start(options_.progress_label, options_.progress_total);
-  for (const Shard& shard : shards_) {
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const Shard& shard = shards_[i];
+    if (!InPart(i)) continue;
     if (options_.resume && Reusable(record, shard, out.temp_path())) {
       ++reused_shards_;
       continue;
@@ -182,6 +184,7 @@ Status CheckpointWriter::WriteAll() {
     SPK_RETURN_IF_ERROR(f.source_path.empty() ? fs_->WriteFile(path, f.contents)
                                               : fs_->CopyFile(f.source_path, path));
   }
+  if (options_.part) SPK_RETURN_IF_ERROR(WritePartRecord(out.temp_path()));
   if (options_.resume) {  // the record is the unfinished folder's, not the checkpoint's
     for (std::string_view name : {kResumeRecordFile, kResumeRecordNextFile}) {
       SPK_RETURN_IF_ERROR(fs_->RemoveAll(out.temp_path() + "/" + std::string(name)));
@@ -201,6 +204,26 @@ std::string CheckpointWriter::JobHash() const {
            (f.source_path.empty() ? ContentHash(f.contents) : "copy of " + f.source_path) + "\n";
   }
   return ContentHash(job);
+}
+
+bool CheckpointWriter::InPart(size_t shard) const {
+  if (!options_.part) return true;
+  const std::vector<size_t>& mine = options_.part->shards;
+  return std::find(mine.begin(), mine.end(), shard) != mine.end();
+}
+
+Status CheckpointWriter::WritePartRecord(const std::string& dir) {
+  PartRecord record;
+  record.job = JobHash();
+  record.part = options_.part->index;
+  record.parts = options_.part->count;
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    record.all_shards.push_back(shards_[i].file);
+    if (!InPart(i)) continue;
+    SPK_ASSIGN_OR_RETURN(std::string hash, HashFile(fs_, dir + "/" + shards_[i].file));
+    record.shards[shards_[i].file] = {shards_[i].layout->file_size(), std::move(hash)};
+  }
+  return fs_->WriteFile(dir + "/" + std::string(kPartRecordFile), SerializePartRecord(record));
 }
 
 Result<ResumeRecord> CheckpointWriter::StartResume(const std::string& dir) {

@@ -78,6 +78,16 @@ struct CheckpointWriterOptions {
   // (its source files and their sizes, the method, ...).
   bool resume = false;
   std::string resume_identity;
+  // One part of a job split across machines (quantize --shard I/N): only the shards numbered in
+  // `shards` (AddShard's numbers) are written, with every other file, and a part record
+  // (resume_record.h PartRecord) for `sparkulator merge`. `resume_identity` is the job's identity
+  // here too.
+  struct Part {
+    int index = 0;  // 1-based
+    int count = 0;
+    std::vector<size_t> shards;
+  };
+  std::optional<Part> part;
 
   // The options every command that writes a checkpoint takes from its flags.
   static CheckpointWriterOptions For(std::string destination, bool force, int threads,
@@ -186,6 +196,8 @@ class CheckpointWriter {
   Result<ResumeRecord> StartResume(const std::string& dir);
   bool Reusable(const ResumeRecord& record, const Shard& shard, const std::string& dir);
   Status RecordShard(ResumeRecord* record, const Shard& shard, const std::string& dir);
+  bool InPart(size_t shard) const;
+  Status WritePartRecord(const std::string& dir);
 
   FileSystem* fs_;
   CheckpointWriterOptions options_;

@@ -16,6 +16,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.h"
 
@@ -35,5 +36,20 @@ struct ResumeRecord {
 
 Result<ResumeRecord> ParseResumeRecord(std::string_view text, std::string_view path);
 std::string SerializeResumeRecord(const ResumeRecord& record);
+
+// The record a part of a split job (quantize --shard I/N) writes beside its shards,
+// `sparkulator-part.json`, for `sparkulator merge`: the job (the same hash as above, which does not
+// depend on I), which part of how many, every shard of the whole output, and the shards this part
+// wrote with their sizes and content hashes.
+inline constexpr std::string_view kPartRecordFile = "sparkulator-part.json";
+struct PartRecord {
+  std::string job;
+  int part = 0;                                       // 1-based
+  int parts = 0;                                      // N
+  std::vector<std::string> all_shards;                // the whole output's, in index order
+  std::map<std::string, ResumeRecord::Shard> shards;  // written by this part
+};
+Result<PartRecord> ParsePartRecord(std::string_view text, std::string_view path);
+std::string SerializePartRecord(const PartRecord& record);
 
 }  // namespace spk
