@@ -34,12 +34,7 @@ void AddMergeCommand(CLI::App& app, CommandBody* run) {
       auto summary = MergeParts(FileSystem::Default(), *options);
       if (!summary.ok()) return ReportError(summary.status());
       if (*json) {
-        nlohmann::ordered_json j{{"destination", summary->destination},
-                                 {"parts", summary->parts},
-                                 {"shards", summary->shards},
-                                 {"shard_bytes", summary->shard_bytes},
-                                 {"copied_files", summary->copied_files}};
-        std::printf("%s\n", j.dump(2).c_str());
+        std::printf("%s\n", MergeSummaryToJson(*summary).dump(2).c_str());
       } else {
         std::printf("%s: %d part(s) merged, %zu shard(s), %llu bytes of shards\n",
                     summary->destination.c_str(), summary->parts, summary->shards,

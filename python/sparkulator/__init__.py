@@ -2,7 +2,8 @@
 vLLM-ready compressed-tensors checkpoints, from Python.
 
 One function per subcommand of the ``sparkulator`` command line, over the same native core (no
-subprocess): :func:`quantize`, :func:`inspect`, :func:`check`, :func:`compare`, :func:`dequantize`.
+subprocess): :func:`quantize`, :func:`inspect`, :func:`check`, :func:`compare`, :func:`dequantize`,
+:func:`merge`.
 Each returns the dataclass of the report the subcommand prints with ``--json`` (same fields).
 
 Sources (``src``, ``ckpt``) may be a folder, a Hugging Face repo id (``org/name``) in the local
@@ -33,15 +34,17 @@ from typing import Optional, Sequence, Union
 from . import _core
 from ._progress import ProgressArg, ProgressCallback, callback_for
 from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary, Finding,
-                       GainReport, LayerError, ModuleMapUse, PlannedTensor, QuantizedCheckpoint,
+                       GainReport, LayerError, MergeSummary, ModuleMapUse, PlannedTensor,
+                       QuantizedCheckpoint,
                        QuantizedModule, QuantizeSummary, Size, StoredTensor, from_json)
 
 __version__: str = _core.__version__
 __all__ = [
-    "quantize", "inspect", "check", "compare", "dequantize",
+    "quantize", "inspect", "check", "compare", "dequantize", "merge",
     "QuantizeSummary", "QuantizedCheckpoint", "QuantizedModule", "PlannedTensor", "StoredTensor",
     "ConfigGroup", "Size", "ModuleMapUse",
     "CheckReport", "Finding", "CompareReport", "GainReport", "LayerError", "DequantizeSummary",
+    "MergeSummary",
     "ProgressCallback", "__version__",
 ]
 
@@ -53,7 +56,7 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
              threads: Optional[int] = None, force: bool = False, dry_run: bool = False,
              progress: ProgressArg = True, target_precision: str = "unquantized", tp: int = 1,
              target_layers: Optional[int] = None, fsync: bool = True,
-             resume: bool = False) -> QuantizeSummary:
+             resume: bool = False, shard: Optional[str] = None) -> QuantizeSummary:
     """Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst``
     (``sparkulator quantize SRC DST``).
 
@@ -81,6 +84,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         resume: continue an interrupted run of the same job (``--resume``): the shards it
             finished and recorded, verified by their content hash, are taken over
             (``summary.reused_shards``), the rest written; the result is the same bytes.
+        shard: ``"I/N"``: write part I of the job split into N (``--shard``), for :func:`merge`
+            (``summary.part_shards`` lists the shards this part wrote).
 
     Returns:
         The summary ``quantize --json`` prints.
@@ -94,7 +99,7 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
     try:
         text = _core.quantize(os.fspath(src), os.fspath(dst), scheme, group_size, preset,
                               list(ignore), method, threads or 0, force, dry_run, target_precision,
-                              tp, target_layers, fsync, resume, callback)
+                              tp, target_layers, fsync, resume, shard, callback)
     finally:
         close = getattr(callback, "close", None)
         if close is not None:
@@ -167,6 +172,21 @@ def compare(src: PathLike, q: PathLike, q2: Optional[PathLike] = None,
     if q2 is not None:
         return from_json(GainReport, json.loads(text))
     return from_json(CompareReport, json.loads(text))
+
+
+def merge(dst: PathLike, parts: Sequence[PathLike], force: bool = False,
+          fsync: bool = True) -> MergeSummary:
+    """The parts of a job split across machines (``quantize(..., shard="I/N")`` for I = 1..N) made
+    into one checkpoint at ``dst``, byte for byte the single-machine output
+    (``sparkulator merge DST PART...``; docs/distributed.md).
+
+    Raises:
+        ValueError: the parts are not one job's parts 1..N, or a shard changed since its part wrote
+        it (the message names the part and the file). FileNotFoundError: a part folder or its
+        record is missing. FileExistsError: ``dst`` exists. OSError: the file system failed.
+    """
+    text = _core.merge(os.fspath(dst), [os.fspath(p) for p in parts], force, fsync)
+    return from_json(MergeSummary, json.loads(text))
 
 
 def dequantize(src: PathLike, dst: PathLike, force: bool = False, threads: Optional[int] = None,

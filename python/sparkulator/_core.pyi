@@ -26,6 +26,7 @@ def quantize(
     target_layers: Optional[int],
     fsync: bool,
     resume: bool,
+    shard: Optional[str],
     on_progress: Optional[ProgressCallback],
 ) -> str: ...
 def inspect(
@@ -52,4 +53,5 @@ def compare(
     samples: Optional[int],
     seed: Optional[int],
 ) -> str: ...
+def merge(destination: str, parts: list[str], force: bool, fsync: bool) -> str: ...
 def dequantize(source: str, destination: str, force: bool, threads: int, fsync: bool) -> str: ...

@@ -252,6 +252,16 @@ class GainReport(_Report):
 
 
 @dataclass(frozen=True)
+class MergeSummary(_Report):
+    """What ``merge --json`` prints."""
+    destination: str
+    parts: int
+    shards: int
+    shard_bytes: int
+    copied_files: list[str]
+
+
+@dataclass(frozen=True)
 class DequantizeSummary(_Report):
     """What ``dequantize --json`` prints."""
     source: str

@@ -38,6 +38,7 @@
 #include "compare/report.h"
 #include "dequantize/dequantize.h"
 #include "inspect/report.h"
+#include "quantize/merge.h"
 #include "quantize/quantize.h"
 
 namespace nb = nanobind;
@@ -178,7 +179,7 @@ std::string Quantize(std::string source, std::string destination, std::string sc
                      std::vector<std::string> ignore, std::string method, int threads, bool force,
                      bool dry_run, std::string target_precision, int tp,
                      std::optional<int64_t> target_layers, bool fsync, bool resume,
-                     nb::object on_progress) {
+                     std::optional<std::string> shard, nb::object on_progress) {
   QuantizeOptions o = PlanOptions(std::move(source), std::move(scheme), group_size, preset,
                                   std::move(ignore), tp, target_layers);
   o.destination = std::move(destination);
@@ -191,6 +192,11 @@ std::string Quantize(std::string source, std::string destination, std::string sc
   o.target_precision = std::move(target_precision);
   o.durability = DurabilityFor(fsync);
   o.resume = resume;
+  if (shard) {
+    Result<QuantizeOptions::Part> part = ParsePart(*shard);
+    if (!part.ok()) RaiseFor(part.status());
+    o.part = *part;
+  }
   std::atomic<bool> cancel{false};
   Progress progress = Progress::Observed();
   auto work = [&]() -> Result<std::string> {
@@ -264,6 +270,18 @@ std::string Dequantize(std::string source, std::string destination, bool force, 
   return RunInterruptible(work, &cancel, none, nb::none());
 }
 
+std::string Merge(std::string destination, std::vector<std::string> parts, bool force, bool fsync) {
+  MergeOptions o;
+  o.destination = std::move(destination);
+  o.parts = std::move(parts);
+  o.force = force;
+  o.durability = DurabilityFor(fsync);
+  return RunWithoutProgress([&]() -> Result<std::string> {
+    SPK_ASSIGN_OR_RETURN(MergeSummary summary, MergeParts(FileSystem::Default(), o));
+    return MergeSummaryToJson(summary).dump();
+  });
+}
+
 // The console script: the CLI on this thread, without the GIL. The CLI installs its own SIGINT
 // handler for quantize; Python's are put back afterwards.
 int Main(std::vector<std::string> args) {
@@ -296,13 +314,15 @@ NB_MODULE(_core, m) {
   m.def("quantize", &sp::Quantize, "source"_a, "destination"_a, "scheme"_a, "group_size"_a.none(),
         "preset"_a, "ignore"_a, "method"_a, "threads"_a, "force"_a, "dry_run"_a,
         "target_precision"_a, "tp"_a, "target_layers"_a.none(), "fsync"_a, "resume"_a,
-        "on_progress"_a.none(), "quantize --json, as JSON text.");
+        "shard"_a.none(), "on_progress"_a.none(), "quantize --json, as JSON text.");
   m.def("inspect", &sp::Inspect, "checkpoint"_a, "scheme"_a, "group_size"_a.none(), "preset"_a,
         "ignore"_a, "tp"_a, "target_layers"_a.none(), "inspect --json, as JSON text.");
   m.def("check", &sp::Check, "checkpoint"_a, "target"_a, "tp"_a, "target_layers"_a.none(),
         "vllm_version"_a, "vllm_dir"_a, "check --json, as JSON text.");
   m.def("compare", &sp::Compare, "source"_a, "quantized"_a, "quantized2"_a.none(),
         "samples"_a.none(), "seed"_a.none(), "compare --json, as JSON text.");
+  m.def("merge", &sp::Merge, "destination"_a, "parts"_a, "force"_a, "fsync"_a,
+        "merge --json, as JSON text.");
   m.def("dequantize", &sp::Dequantize, "source"_a, "destination"_a, "force"_a, "threads"_a,
         "fsync"_a, "dequantize --json, as JSON text.");
 }

@@ -161,4 +161,12 @@ Result<MergeSummary> MergeParts(FileSystem* fs, const MergeOptions& options) {
   return summary;
 }
 
+nlohmann::ordered_json MergeSummaryToJson(const MergeSummary& s) {
+  return {{"destination", s.destination},
+          {"parts", s.parts},
+          {"shards", s.shards},
+          {"shard_bytes", s.shard_bytes},
+          {"copied_files", s.copied_files}};
+}
+
 }  // namespace spk

@@ -13,6 +13,7 @@
 // force; the file system's IoError naming the path.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -37,5 +38,8 @@ struct MergeSummary {
 };
 
 Result<MergeSummary> MergeParts(FileSystem* fs, const MergeOptions& options);
+
+// What `merge --json` prints (and the Python package's MergeSummary holds).
+nlohmann::ordered_json MergeSummaryToJson(const MergeSummary& summary);
 
 }  // namespace spk

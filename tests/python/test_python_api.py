@@ -378,3 +378,26 @@ def test_the_repaired_wheel_installs_and_runs_in_a_fresh_venv(sources, tmp_path)
                          capture_output=True, text=True, env=clean, timeout=300, cwd=tmp_path)
     assert api.returncode == 0, api.stderr
     assert tree_bytes(tmp_path / "q") == tree_bytes(tmp_path / "q2")
+
+
+def test_split_job_parts_and_merge_match_the_cli(spk, sp, sources, tmp_path):
+    # quantize(shard=...) writes the parts the CLI's --shard writes, merge() the CLI's merge.
+    parts = []
+    for i in (1, 2):
+        part = tmp_path / f"part-{i}"
+        summary = sp.quantize(sources / "llm", part, shard=f"{i}/2", fsync=False, progress=False)
+        assert len(summary.part_shards) == 1
+        parts.append(part)
+    cli_parts = [tmp_path / f"cli-{i}" for i in (1, 2)]
+    for i, part in enumerate(cli_parts, 1):
+        spk("quantize", sources / "llm", part, "--shard", f"{i}/2", "--no-fsync")
+        assert tree_bytes(part) == tree_bytes(parts[i - 1])
+    merged = sp.merge(tmp_path / "merged", list(reversed(parts)), fsync=False)
+    assert isinstance(merged, sp.MergeSummary) and merged.parts == 2 and merged.shards == 2
+    cli = cli_json(spk, "merge", tmp_path / "cli", *cli_parts, "--no-fsync")
+    assert without(merged.to_json(), "destination") == without(cli, "destination")
+    assert tree_bytes(tmp_path / "merged") == tree_bytes(tmp_path / "cli")
+    with pytest.raises(ValueError, match="part 2 of 2 is missing"):
+        sp.merge(tmp_path / "nothing", parts[:1])
+    with pytest.raises(ValueError, match="expected I/N"):
+        sp.quantize(sources / "llm", tmp_path / "bad", shard="3/2")
