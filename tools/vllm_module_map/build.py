@@ -152,7 +152,13 @@ class Builder:
         over["num_hidden_layers"] = layers
         if "layer_types" in defaults:
             over["layer_types"] = None
-        cfg = cls(**{**base, **over}).to_dict()
+        try:
+            made = cls(**{**base, **over})
+        except (ValueError, TypeError):
+            # A shape the class refuses with TINY's sizes (GLM-5-Next: as many KV heads as
+            # query heads): the recipe's value of that key from the start.
+            made = cls(**{**base, **over, **{k: extra[k] for k in over if k in extra}})
+        cfg = made.to_dict()
         cfg.update(extra)
         return cfg
 

@@ -169,7 +169,15 @@ RECIPES = {
     "deepseek_v4": ("deepseek_v4", DSV4),
     "deepseek_v41": ("deepseek_v4", DSV4),
     "dots3_note": ("dots3_note", DENSE_MTP),
-    "kimi_k3": ("kimi_k3", DENSE_MTP),
+    # Kimi-K3 and GLM-5-Next keep the text model (and its MTP layer count) under text_config.
+    # Kimi-K3's MLA is NoPE-only (mla_use_nope); GLM-5-Next's attention takes as many KV heads
+    # as query heads.
+    "kimi_k3": ("kimi_k3", {**DENSE_MTP, "text_config": {"model_type": "kimi_linear",
+                                                         **DENSE_MTP, "mla_use_nope": True,
+                                                         "num_nextn_predict_layers": 1}}),
+    "glm5next": ("glm5_next", {"text_config": {"model_type": "glm5_next_text", **DENSE_MTP,
+                                               "num_key_value_heads": 4,
+                                               "num_nextn_predict_layers": 1}}),
     "exaone4_5_mtp": EXAONE4_5,
     "glm_ocr_mtp": GLM_OCR,
     "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
@@ -189,7 +197,7 @@ RECIPES = {
     "step3p5_mtp": ("step3p5", {"num_attention_groups": 2}),
     "step5": STEP5,
     "gemma4_mtp": GEMMA4_ASSISTANT,
-    "nemotron_h_mtp": ("nemotron_h", {}),
+    "nemotron_h_mtp": ("nemotron_h", {"moe_shared_expert_intermediate_size": 256}),
     "extract_hidden_states": ("qwen3", {}),
     "medusa": ("medusa", {}),
     "dspark": ("muse_spark_dspark", MUSE_DSPARK),
