@@ -317,12 +317,22 @@ std::string ReleaseLacksArchitecture(const ModuleMap& map, const std::string& na
 }
 
 const MappedArchitecture* FindArchitecture(const ModuleMap& map, const ModelConfig& config) {
+  if (const SpeculatorsFormat* format = FindSpeculatorsFormat(map, config)) {
+    // vLLM's speculators reader decides the architecture of such a config: the format's for its
+    // transformer_layer_config, keeping a config architecture only where it is one the format
+    // builds (algos.py: a dspark config's Qwen3OmniDSparkModel). speculators' own trainer writes
+    // "DSparkDraftModel", which is also DeepSeek-V4's class: never looked up by that name.
+    for (const std::string& name : config.architectures) {
+      const bool built = std::any_of(format->architectures.begin(), format->architectures.end(),
+                                     [&](const auto& entry) { return entry.second == name; });
+      auto it = map.architectures.find(name);
+      if (built && it != map.architectures.end()) return &it->second;
+    }
+    auto it = map.architectures.find(std::string(SpeculatorsArchitecture(*format, config)));
+    return it != map.architectures.end() ? &it->second : nullptr;
+  }
   for (const std::string& name : config.architectures) {
     auto it = map.architectures.find(name);
-    if (it != map.architectures.end()) return &it->second;
-  }
-  if (const SpeculatorsFormat* format = FindSpeculatorsFormat(map, config)) {
-    auto it = map.architectures.find(std::string(SpeculatorsArchitecture(*format, config)));
     if (it != map.architectures.end()) return &it->second;
   }
   // Only when no architecture matched: a target whose own architecture is unmapped must never

@@ -313,6 +313,22 @@ TEST(ModuleMapPlanTest, AnArchitectureTheReleaseLacksIsWarnedInThePlan) {
   EXPECT_TRUE(warned) << ::testing::PrintToString(plan->warnings);
 }
 
+TEST(ModuleMapTest, ASpeculatorsDSparkDraftIsNeverTakenForDeepSeekV4sClass) {
+  // speculators 0.9.0's DSpark trainer writes architectures ["DSparkDraftModel"], the name of
+  // DeepSeek-V4's DSpark class in the registry (built in 0.33's map); vLLM's speculators reader
+  // builds Qwen3DSparkModel for it, keeping only an architecture the format builds.
+  const ModuleMap& map = Map("0.33.0");
+  ASSERT_TRUE(map.architectures.count("DSparkDraftModel"));
+  ModelConfig trained = Config(R"({"speculators_model_type":"dspark",
+      "architectures":["DSparkDraftModel"], "transformer_layer_config":{"model_type":"qwen3"}})");
+  const MappedArchitecture* arch = FindArchitecture(map, trained);
+  ASSERT_NE(arch, nullptr);
+  EXPECT_EQ(arch->name, "Qwen3DSparkModel");
+  // Without the speculators format, the name is the registry's DeepSeek-V4 class.
+  EXPECT_EQ(FindArchitecture(map, Config(R"({"architectures":["DSparkDraftModel"]})"))->name,
+            "DSparkDraftModel");
+}
+
 TEST(ModuleMapTest, SpeculatorsFormatsComeFromTheMap) {
   // vLLM's speculators package names the architecture per transformer_layer_config model_type
   // and fixes the method; "eagle" is no format vLLM registers (it refuses such a config).
