@@ -56,6 +56,17 @@ def load_dir(d: Path) -> dict:
     return tensors
 
 
+def assert_same_tree(a: Path, b: Path) -> None:
+    """The folders `a` and `b` hold the same files (names, sub-folders included) with the same
+    bytes."""
+    import filecmp
+    names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*"))
+    assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*"))
+    for name in names:
+        if (a / name).is_file():
+            assert filecmp.cmp(a / name, b / name, shallow=False), name
+
+
 def assert_same_tensors(ref_dir: Path, ours_dir: Path) -> dict:
     """Every tensor of `ours_dir` equals `ref_dir`'s byte for byte: the same names, dtypes, shapes
     and bytes (the first differing bytes are named). Returns the reference's tensors."""

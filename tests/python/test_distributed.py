@@ -9,7 +9,6 @@ partners that sit in other parts. Every result is byte for byte the single-machi
 refuses, naming the part and the file, parts of another job, a part given twice or missing, and a
 shard changed after its part wrote it, and writes nothing then.
 """
-import filecmp
 import getpass
 import json
 import os
@@ -21,17 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import assert_same_tree
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "scripts" / "distributed"
 PARTS = 3
-
-
-def same_tree(a: Path, b: Path) -> None:
-    names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*"))
-    assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*"))
-    for name in names:
-        if (a / name).is_file():
-            assert filecmp.cmp(a / name, b / name, shallow=False), name
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +126,7 @@ def test_a_slurm_job_array_writes_the_single_machine_bytes(source, slurm, spk_pa
     for i in range(1, PARTS + 1):
         assert (work / f"part-{i}" / "sparkulator-part.json").is_file()
     assert f"{PARTS} part(s) merged, 5 shard(s)" in (work / "merge.log").read_text()
-    same_tree(dst, single)
+    assert_same_tree(dst, single)
 
 
 def test_xargs_writes_the_single_machine_bytes(source, spk_path, tmp_path):
@@ -142,7 +135,7 @@ def test_xargs_writes_the_single_machine_bytes(source, spk_path, tmp_path):
     subprocess.run([str(SCRIPTS / "xargs-quantize.sh"), str(src), str(dst), str(PARTS),
                     "--no-fsync"], env=dict(os.environ, SPARKULATOR=spk_path), check=True,
                    capture_output=True)
-    same_tree(dst, single)
+    assert_same_tree(dst, single)
     assert not Path(f"{dst}.parts").exists()
 
 
@@ -166,7 +159,7 @@ def test_nvfp4_partners_in_other_parts_share_the_single_machine_global_scale(sou
     parts = quantize_parts(spk, src, tmp_path, "--scheme", "NVFP4A16")
     dst = tmp_path / "merged"
     spk("merge", dst, *reversed(parts), "--no-fsync")
-    same_tree(dst, single)
+    assert_same_tree(dst, single)
 
 
 def test_merge_refuses_parts_that_do_not_make_one_job(source, spk, tmp_path):

@@ -9,7 +9,6 @@ A finished shard damaged while the run was dead is written again (its content ha
 matches); a run with other options starts afresh from the same folder; without --resume a run
 neither reads nor removes the folder.
 """
-import filecmp
 import json
 import os
 import signal
@@ -18,6 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from conftest import assert_same_tree
 
 SHARDS = 4
 
@@ -31,14 +32,6 @@ def source(tmp_path_factory, spk):
     reference = root / "reference"
     spk("quantize", src, reference, "--no-fsync")
     return src, reference
-
-
-def same_tree(a: Path, b: Path) -> None:
-    names = sorted(p.relative_to(a).as_posix() for p in a.rglob("*"))
-    assert names == sorted(p.relative_to(b).as_posix() for p in b.rglob("*"))
-    for name in names:
-        if (a / name).is_file():
-            assert filecmp.cmp(a / name, b / name, shallow=False), name
 
 
 def unfinished(dst: Path) -> Path:
@@ -99,7 +92,7 @@ def test_a_killed_run_resumes_to_the_same_bytes(source, spk, spk_path, tmp_path,
     # Every shard the record held when the run died is taken over, verified; the rest rewritten.
     assert summary["reused_shards"] == at_kill, (point, at_kill, summary["reused_shards"])
     assert summary["shards"] == SHARDS
-    same_tree(dst, reference)
+    assert_same_tree(dst, reference)
     assert not unfinished(dst).exists()
     assert not (dst / ".resume.json").exists()
 
@@ -114,7 +107,7 @@ def test_a_damaged_finished_shard_is_written_again(source, spk, spk_path, tmp_pa
     shard.write_bytes(bytes(data))
     summary = resume(spk, src, dst)
     assert summary["reused_shards"] == at_kill - 1
-    same_tree(dst, reference)
+    assert_same_tree(dst, reference)
 
 
 def test_other_options_start_afresh_from_the_same_folder(source, spk, spk_path, tmp_path):
@@ -125,7 +118,7 @@ def test_other_options_start_afresh_from_the_same_folder(source, spk, spk_path, 
     assert summary["reused_shards"] == 0 and summary["scheme"] == "w8a16"
     fresh = tmp_path / "fresh"
     spk("quantize", src, fresh, "--scheme", "W8A16", "--no-fsync")
-    same_tree(dst, fresh)
+    assert_same_tree(dst, fresh)
 
 
 def test_without_resume_the_unfinished_folder_is_left_alone(source, spk, spk_path, tmp_path):
@@ -133,5 +126,5 @@ def test_without_resume_the_unfinished_folder_is_left_alone(source, spk, spk_pat
     dst = tmp_path / "out"
     at_kill = kill_when(spk_path, src, dst, shards_recorded(1))
     spk("quantize", src, dst, "--no-fsync")
-    same_tree(dst, reference)
+    assert_same_tree(dst, reference)
     assert recorded(dst) == at_kill  # still there for a --resume run to continue
