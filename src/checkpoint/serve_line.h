@@ -2,7 +2,8 @@
 // each family: a draft is served beside its target with a --speculative-config, MTP layers inside
 // their own model, a plain LLM alone (or beside a target as vLLM's method="draft_model" draft:
 // DraftModelServeLine). The method is the one vLLM's module map gives the architecture
-// (FamilyDetection::vllm_method: dspark, eagle, ...) when it knows it, else the family's. inspect, quantize --json and check print it.
+// (FamilyDetection::vllm_method: dspark, eagle, ...) when it knows it, else the family's. inspect,
+// quantize --json and check print it.
 //
 // A pure function over values; thread-safe. No errors: every family has a line.
 #pragma once

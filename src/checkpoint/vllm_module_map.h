@@ -129,7 +129,7 @@ struct ModuleMap {
   // targets and ignore entries against "draft_model.model.layers.0.mlp.down_proj". Empty when the
   // map records none (the targets' as_draft_model module_prefix).
   std::string draft_model_prefix;
-  std::map<std::string, ServeOption> serve_options;         // by option name; none before 0.33
+  std::map<std::string, ServeOption> serve_options;  // by option name; none before 0.33
 };
 
 // The maps, oldest release first.
