@@ -80,6 +80,13 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
       "--no-vllm-map-build", [options](int64_t) { options->build_map_from_tree = false; },
       "With CKPT and --vllm DIR: do not build the module map from DIR; judge by the "
       "compiled-in map of its release");
+  sub->add_flag("--vllm-batch-invariant", options->vllm_batch_invariant,
+                "The checkpoint is served with VLLM_BATCH_INVARIANT=1: where the release judged "
+                "then loads a WNA16 Linear without choosing a kernel (vLLM 0.33, by its module "
+                "map), the kernel shape findings (no-vllm-kernel, kernel-rule, "
+                "kernel-rule-platform) become the info finding vllm-batch-invariant-no-kernel "
+                "(it loads, on vLLM's slower batch-invariant path); elsewhere they stay, their fix "
+                "saying the variable does not avoid them");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {

@@ -128,7 +128,8 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
 
 def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
           vllm_version: Optional[str] = None, vllm: Optional[PathLike] = None,
-          target_layers: Optional[int] = None) -> CheckReport:
+          target_layers: Optional[int] = None,
+          vllm_batch_invariant: bool = False) -> CheckReport:
     """Will vLLM load ``ckpt``, and load it right? (``sparkulator check CKPT``)
 
     Findings are returned, never raised: ``report.ok`` is False when one is an error (where the CLI
@@ -143,6 +144,10 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
         vllm: a vLLM installation (site-packages holding ``vllm``) or source tree whose version and
             model code decide those rules instead.
         target_layers: the target's layer count, when the draft's config.json lacks it.
+        vllm_batch_invariant: the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check
+            --vllm-batch-invariant``): where the release judged then loads a WNA16 Linear
+            without choosing a kernel (0.33), kernel shape findings become the info finding
+            ``vllm-batch-invariant-no-kernel``.
 
     Raises:
         ValueError: bad arguments or an unreadable checkpoint. FileNotFoundError: ``ckpt`` or
@@ -150,7 +155,7 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
     """
     text = _core.check(os.fspath(ckpt), os.fspath(target) if target is not None else "", tp,
                        target_layers, vllm_version or "",
-                       os.fspath(vllm) if vllm is not None else "")
+                       os.fspath(vllm) if vllm is not None else "", vllm_batch_invariant)
     return from_json(CheckReport, json.loads(text))
 
 

@@ -45,6 +45,7 @@ def check(
     target_layers: Optional[int],
     vllm_version: str,
     vllm_dir: str,
+    vllm_batch_invariant: bool,
 ) -> str: ...
 def compare(
     source: str,

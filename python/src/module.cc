@@ -220,7 +220,7 @@ std::string Inspect(std::string checkpoint, std::string scheme, std::optional<in
 
 std::string Check(std::string checkpoint, std::string target, int tp,
                   std::optional<int64_t> target_layers, std::string vllm_version,
-                  std::string vllm_dir) {
+                  std::string vllm_dir, bool vllm_batch_invariant) {
   CheckOptions o;
   o.checkpoint = std::move(checkpoint);
   o.target = std::move(target);
@@ -228,6 +228,7 @@ std::string Check(std::string checkpoint, std::string target, int tp,
   o.target_layers = target_layers;
   o.vllm_version = std::move(vllm_version);
   o.vllm_dir = std::move(vllm_dir);
+  o.vllm_batch_invariant = vllm_batch_invariant;
   return RunWithoutProgress([&]() -> Result<std::string> {
     SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(FileSystem::Default(), o));
     return CheckReportToJson(report).dump();
@@ -318,7 +319,7 @@ NB_MODULE(_core, m) {
   m.def("inspect", &sp::Inspect, "checkpoint"_a, "scheme"_a, "group_size"_a.none(), "preset"_a,
         "ignore"_a, "tp"_a, "target_layers"_a.none(), "inspect --json, as JSON text.");
   m.def("check", &sp::Check, "checkpoint"_a, "target"_a, "tp"_a, "target_layers"_a.none(),
-        "vllm_version"_a, "vllm_dir"_a, "check --json, as JSON text.");
+        "vllm_version"_a, "vllm_dir"_a, "vllm_batch_invariant"_a, "check --json, as JSON text.");
   m.def("compare", &sp::Compare, "source"_a, "quantized"_a, "quantized2"_a.none(),
         "samples"_a.none(), "seed"_a.none(), "compare --json, as JSON text.");
   m.def("merge", &sp::Merge, "destination"_a, "parts"_a, "force"_a, "fsync"_a,

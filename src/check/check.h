@@ -52,6 +52,11 @@ struct CheckOptions {
   std::string vllm_module_map;
   bool build_map_from_tree = true;
   std::string vllm_python;
+  // The checkpoint is served with VLLM_BATCH_INVARIANT=1. Where the judged release's module map
+  // says a WNA16 Linear then loads without kernel selection (vLLM 0.33), the WNA16 kernel shape
+  // findings (no-vllm-kernel, kernel-rule, kernel-rule-platform) become the info finding
+  // vllm-batch-invariant-no-kernel; elsewhere it changes only no-vllm-kernel's fix text.
+  bool vllm_batch_invariant = false;
   std::function<void(const std::string&)> notice;  // told before a long step (building a map)
 };
 

@@ -138,7 +138,8 @@ void Checker::CheckQuantConfig() {
     if (scheme != nullptr && scheme->codec == &PackQuantizedCodec() &&
         !StockVllmRunsWidth(w.num_bits)) {
       const std::string type = VllmWnaType(w.num_bits, w.symmetric);
-      Add(FindingCode::kNoVllmKernel, g.name, "config.json",
+      AddWna16KernelFinding(
+          FindingCode::kNoVllmKernel, g.name, "config.json",
           fmt::format("{}-bit weights are vLLM scalar type {}, which no kernel of vLLM 0.32 runs "
                       "without the optional humming package: on the CPU vLLM fails to start with "
                       "\"ValueError: Failed to find a kernel that can implement the WNA16 linear "

@@ -168,7 +168,8 @@ void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused
     const std::string keep = "keep the module dense (ignore it) or use another group size / --tp";
     if (!padded) {
       if (v.plan_rule) {
-        Add(FindingCode::kKernelRule, lm.module, s.file,
+        AddWna16KernelFinding(
+            FindingCode::kKernelRule, lm.module, s.file,
             fmt::format("{}: {}; vLLM {} has no kernel for it (check takes Marlin's zero-padded "
                         "tiles from vLLM {} on)",
                         shape, *v.plan_rule, vllm_.version.text, kFirstPaddedMarlinVllm),
@@ -182,25 +183,66 @@ void Checker::CheckPackedKernelRules(const std::map<std::string, int64_t>& fused
       Add(FindingCode::kKernelRule, lm.module, s.file,
           fmt::format("{}: {}; vLLM cannot shard it", where, *v.split), keep);
     } else if (v.cuda && (v.cpu || !v.row->cpu_runs_format)) {
-      Add(FindingCode::kKernelRule, lm.module, s.file,
+      AddWna16KernelFinding(
+          FindingCode::kKernelRule, lm.module, s.file,
           fmt::format("{}: no vLLM {} kernel takes it; on CUDA vLLM raises \"{}\"; on the CPU "
                       "build \"{}\"",
                       where, vllm_.version.text, *v.cuda, v.cpu.value_or("")),
           keep);
     } else if (v.cuda) {
-      Add(FindingCode::kKernelRulePlatform, lm.module, s.file,
+      AddWna16KernelFinding(
+          FindingCode::kKernelRulePlatform, lm.module, s.file,
           fmt::format("{}: vLLM {} loads it only on the CPU build (CPUWNA16LinearKernel); on CUDA "
                       "GPUs it raises \"{}\"",
                       where, vllm_.version.text, *v.cuda),
           "to serve it on a GPU, keep the module dense (sparkulator quantize does)");
     } else if (v.cpu && v.row->cpu_runs_format) {
-      Add(FindingCode::kKernelRulePlatform, lm.module, s.file,
+      AddWna16KernelFinding(
+          FindingCode::kKernelRulePlatform, lm.module, s.file,
           fmt::format("{}: vLLM {} loads it on CUDA GPUs (MarlinLinearKernel zero-pads the tiles), "
                       "but its CPU build raises \"{}\"",
                       where, vllm_.version.text, *v.cpu),
           "to serve it on vLLM's CPU build, keep the module dense (sparkulator quantize does)");
     }
   }
+}
+
+void Checker::AddWna16KernelFinding(FixedCode code, std::string module, std::string file,
+                                    std::string message, std::string fix) {
+  const ModuleMap* map = map_.map;
+  const bool skips = map != nullptr && map->wna16_batch_invariant_needs_no_kernel();
+  if (options_.vllm_batch_invariant && skips) {
+    Add(FindingCode::kVllmBatchInvariantNoKernel, std::move(module), std::move(file),
+        fmt::format("{} ({}, without VLLM_BATCH_INVARIANT=1): {}; served with "
+                    "VLLM_BATCH_INVARIANT=1, vLLM {} chooses no kernel for a WNA16 Linear ({}): "
+                    "it loads without a kernel rule and runs vLLM's batch-invariant path (the "
+                    "weights dequantized at every forward, then a batch-invariant matmul), slower "
+                    "than a kernel",
+                    CodeName(code.code), SeverityName(code.severity()), message, map->release,
+                    map->batch_invariant.evidence),
+        fmt::format("none needed while serving with VLLM_BATCH_INVARIANT=1; for a kernel's speed: "
+                    "{}",
+                    fix));
+    return;
+  }
+  if (skips) {
+    fix += fmt::format(
+        "; or serve with VLLM_BATCH_INVARIANT=1: vLLM {} then loads it without a kernel, on its "
+        "slower batch-invariant path (check it so with --vllm-batch-invariant)",
+        map->release);
+  } else if (options_.vllm_batch_invariant) {
+    const std::string& refusal = map != nullptr ? map->batch_invariant.evidence : "";
+    fix += map != nullptr && map->batch_invariant.probed
+               ? fmt::format(
+                     "; VLLM_BATCH_INVARIANT=1 is no way around it on vLLM {}: it still "
+                     "chooses a kernel (\"{}\")",
+                     map->release, refusal.substr(0, refusal.find('\n')))
+               : fmt::format(
+                     "; VLLM_BATCH_INVARIANT=1 is not known to avoid it on vLLM {} (no "
+                     "module map of that release records it)",
+                     vllm_.version.text);
+  }
+  Add(code, std::move(module), std::move(file), std::move(message), std::move(fix));
 }
 
 void Checker::CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& members,

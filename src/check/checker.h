@@ -138,6 +138,12 @@ class Checker {
   // codec_shape, each judged with the rows of its whole fused GEMM.
   void CheckVllmShapeRules();
   void CheckPackedKernelRules(const std::map<std::string, int64_t>& fused_out);
+  // A WNA16 kernel shape finding (no-vllm-kernel, kernel-rule, kernel-rule-platform) as given;
+  // with --vllm-batch-invariant on a release whose map says such a Linear then loads without a
+  // kernel, the info finding vllm-batch-invariant-no-kernel in its place. The fix names
+  // VLLM_BATCH_INVARIANT=1 where it helps, or, with the flag, that it does not.
+  void AddWna16KernelFinding(FixedCode code, std::string module, std::string file,
+                             std::string message, std::string fix);
   void CheckGlobalScaleAgreement(const std::vector<const LinearModule*>& members,
                                  const std::string& fused);
   void CheckFusedAgreement();

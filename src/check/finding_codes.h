@@ -56,6 +56,7 @@ enum class FindingCode : uint8_t {
   kGroupSizeUnsupported,
   kUnknownScheme,
   kNoVllmKernel,
+  kVllmBatchInvariantNoKernel,
   kUnknownFormat,
   kFormatNotChecked,
   kMissingQuantTensor,
@@ -267,6 +268,14 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "type (uint3b4) not supported by CPUWNA16`) and on CUDA only `HummingLinearKernel` with "
          "the "
          "optional `humming` package (docs/formats.md 2.3)"},
+        {FindingCode::kVllmBatchInvariantNoKernel, "vllm-batch-invariant-no-kernel", kInfo,
+         "check_formats.cc AddWna16KernelFinding",
+         "`--vllm-batch-invariant` (served with `VLLM_BATCH_INVARIANT=1`) on a release whose "
+         "module map says a compressed-tensors WNA16 Linear then loads without kernel selection "
+         "(0.33: compressed_tensors_wNa16.py skips choose_mp_linear_kernel): in place of "
+         "`no-vllm-kernel`, `kernel-rule` or `kernel-rule-platform`, the module loads and runs "
+         "vLLM's batch-invariant dequantize + matmul path (slower than a kernel); names the rule "
+         "it would have broken"},
         {FindingCode::kUnknownFormat, "unknown-format", kErr, "check_config.cc CheckQuantConfig",
          "a format vLLM does not know"},
         {FindingCode::kFormatNotChecked, "format-not-checked", kWarn,

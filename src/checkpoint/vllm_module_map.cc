@@ -237,6 +237,12 @@ Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin)
           name, ServeOption{Strings(o, "values"), StringOr(o, "defined_at"), StringOr(o, "doc")});
     }
   }
+  if (const Json& k = Field(Field(j, "kernels"), "wna16_batch_invariant"); k.is_object()) {
+    map.batch_invariant.probed = true;
+    map.batch_invariant.loads_without_kernel = BoolOr(k, "loads_without_kernel");
+    map.batch_invariant.evidence = StringOr(k, "evidence");
+    map.batch_invariant.refused = StringOr(k, "refused");
+  }
   return map;
 }
 

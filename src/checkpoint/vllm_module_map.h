@@ -119,6 +119,20 @@ struct ServeOption {
   std::string doc;                  // vLLM's docstring of the field
 };
 
+// What the release's WNA16 kernel selection does under VLLM_BATCH_INVARIANT=1 (the map's
+// "kernels" -> "wna16_batch_invariant", tools/vllm_module_map/kernel_probe.py): the generator
+// builds a 3-bit compressed-tensors Linear, which no stock kernel takes, with and without it.
+struct BatchInvariantKernels {
+  bool probed = false;  // the map has the section (maps made before it was added do not)
+  // With VLLM_BATCH_INVARIANT=1 the Linear loads with no kernel chosen: the release dequantizes
+  // and runs its batch-invariant matmul, so no kernel shape rule applies.
+  bool loads_without_kernel = false;
+  // The file:line that skips kernel selection (when it loads), else vLLM's error with the
+  // variable set.
+  std::string evidence;
+  std::string refused;  // vLLM's error for that Linear without the variable
+};
+
 struct ModuleMap {
   std::string release;                                      // "0.33.0"
   std::map<std::string, MappedArchitecture> architectures;  // those the generator could build
@@ -130,6 +144,13 @@ struct ModuleMap {
   // map records none (the targets' as_draft_model module_prefix).
   std::string draft_model_prefix;
   std::map<std::string, ServeOption> serve_options;  // by option name; none before 0.33
+  BatchInvariantKernels batch_invariant;
+
+  // Serving with VLLM_BATCH_INVARIANT=1, a compressed-tensors WNA16 Linear loads without kernel
+  // selection on this release (its kernel shape rules do not apply).
+  bool wna16_batch_invariant_needs_no_kernel() const {
+    return batch_invariant.loads_without_kernel;
+  }
 };
 
 // The maps, oldest release first.

@@ -23,7 +23,7 @@ The code: this file is the command line; configs.py the hand-written inputs (qua
 tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_ins.py the stand-ins
 for absent modules, build.py the model builds and what is recorded, scan.py the model files'
 source and source-derived checkpoint names, load_probe.py the names load_weights accepts,
-docs.py the page.
+kernel_probe.py the "kernels" section, docs.py the page.
 
 Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
 (exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier
@@ -130,6 +130,10 @@ How each field is obtained:
 - "asked_not_in_model": prefixes vLLM asked the quant config about for modules that are not
   in the finished model (built and dropped during construction).
 - "other_params": parameters not under any recorded module (norms, embeddings of drafts...).
+- "kernels" (top level): "wna16_batch_invariant": whether VLLM_BATCH_INVARIANT=1 lets a
+  compressed-tensors WNA16 Linear that no kernel takes (3 bits) load without kernel selection
+  ("loads_without_kernel", with the file:line that skips it or vLLM's error as "evidence"), and
+  vLLM's refusal of it without the variable ("refused"); kernel_probe.py.
 - "error": the exception text when the model cannot be built (the entry is kept); "error_at"
   the innermost vLLM frame; "error_module" the last module the quant config was asked about
   before it failed (a Linear's create_weights, where the kernel is chosen, runs right after).
@@ -153,7 +157,16 @@ from tools.vllm_module_map.docs import DATA, DOCS, docs_text, load_maps  # noqa:
 def generate(cc: int | None, only: set[str] | None) -> dict:
     """One release's map, from the vLLM this process imports (vLLM is imported here, not above)."""
     from tools.vllm_module_map import build
-    return build.generate(cc, only)
+    data = build.generate(cc, only)
+    data["kernels"] = kernels(cc)
+    return data
+
+
+def kernels(cc: int | None) -> dict:
+    """The map's "kernels" section: what the release's kernel selection does under
+    VLLM_BATCH_INVARIANT=1 (kernel_probe.py; each case in a process of its own)."""
+    from tools.vllm_module_map import kernel_probe
+    return kernel_probe.kernels(cc)
 
 
 def dump(data: dict) -> str:
