@@ -120,6 +120,15 @@ def test_check_returns_findings_and_raises_none(spk, sp, sources, tmp_path):
     assert all(isinstance(f, sp.Finding) for f in bad.findings)
     assert any(f.severity == "error" for f in bad.findings)
     assert bad.to_json() == cli
+    # A 3-bit checkpoint served with VLLM_BATCH_INVARIANT=1 on 0.33: the argument is the CLI's flag.
+    spk("quantize", sources / "llm", tmp_path / "w3", "--scheme", "w3a16", "--no-fsync")
+    flagged = sp.check(tmp_path / "w3", vllm_version="0.33.0", vllm_batch_invariant=True)
+    cli = json.loads(spk("check", tmp_path / "w3", "--vllm-version", "0.33.0",
+                         "--vllm-batch-invariant", "--json", expect=None).stdout)
+    assert flagged.to_json() == cli
+    assert any(f.code == "vllm-batch-invariant-no-kernel" for f in flagged.findings)
+    assert not any(f.code == "vllm-batch-invariant-no-kernel"
+                   for f in sp.check(tmp_path / "w3", vllm_version="0.33.0").findings)
 
 
 def test_compare_and_gain_match_the_cli(spk, sp, sources, tmp_path):
