@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+import suite_policy
 from conftest import assert_same_tree
 
 SHARDS = 4
@@ -27,8 +28,11 @@ SHARDS = 4
 def source(tmp_path_factory, spk):
     root = tmp_path_factory.mktemp("resume")
     src = root / "src"
-    spk("example", src, "--family", "llm", "--shards", SHARDS, "--hidden", 2048,
-        "--intermediate", 8192, "--layers", 4, "--vocab", 16384)
+    # About 0.6 GiB: a shard takes about 0.15 s with one thread, long enough to stop a run
+    # between any two steps. The sanitizer build is several times slower: a quarter of it there.
+    hidden, vocab = (1024, 8192) if suite_policy.binary_only() else (2048, 16384)
+    spk("example", src, "--family", "llm", "--shards", SHARDS, "--hidden", hidden,
+        "--intermediate", 4 * hidden, "--layers", 4, "--vocab", vocab)
     reference = root / "reference"
     spk("quantize", src, reference, "--no-fsync")
     return src, reference
