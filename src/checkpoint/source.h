@@ -27,18 +27,13 @@ namespace spk {
 // <ref>, where <ref> comes from refs/main, or is the only snapshot.
 Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec);
 
-class QuantizedModuleReader;  // checkpoint/module_reader.h
+class SourceTensorDecoder;  // checkpoint/source_decode.h
 
-// How one tensor of a pre-quantized source is decoded (checkpoint/source_decode.h): by the module
-// reader of a compressed-tensors module, or by its FP8 blocks; neither for a dense tensor.
+// How one tensor of a pre-quantized source is decoded (checkpoint/source_decode.h): a decoder of
+// its source format (checkpoint/source_formats.h), or none for a tensor stored dense.
 struct SourceDecode {
-  std::shared_ptr<const QuantizedModuleReader> module;  // compressed-tensors
-  bool fp8_block = false;  // F8_E4M3 values times one scale per block_rows x block_cols
-  TensorEntry values;      // the stored values (F8_E4M3)
-  TensorEntry scale;       // weight_scale_inv, [ceil(rows / block_rows), ceil(cols / block_cols)]
-  size_t scale_shard = 0;  // index of the shard holding `scale`
-  int64_t block_rows = 0, block_cols = 0;
-  bool decoded() const { return module != nullptr || fp8_block; }
+  std::shared_ptr<const SourceTensorDecoder> decoder;
+  bool decoded() const { return decoder != nullptr; }
 };
 
 struct SourceCheckpoint {

@@ -2,7 +2,7 @@
 // quantization_config of a format listed here is read as the dense checkpoint its producer's
 // loader dequantizes it to, so that `quantize` can requantize it in the same streaming pipeline.
 //
-// Formats:
+// Formats (one row each in kSourceFormats, source_decode.cc; one file each, source_formats.h):
 //   compressed-tensors (quant_method "compressed-tensors", every scheme-table format): each
 //   quantized module's stored tensors become its `.weight`, decoded by QuantizedModuleReader
 //   (checkpoint/module_reader.h: compressed-tensors' decompress, into the dtype it returns);
@@ -31,6 +31,18 @@
 #include "safetensors/checkpoint_writer.h"
 
 namespace spk {
+
+// The dense rows of one decoded tensor of a pre-quantized source. Implementations read through
+// the shard readers of the SourceCheckpoint passed to ReadRows (the one they were made for) and
+// must be callable from several threads at once.
+class SourceTensorDecoder {
+ public:
+  virtual ~SourceTensorDecoder() = default;
+  // Rows [r0, r0 + n) of tensor `t` (its TensorMeta, in its decoded dtype) into `out`, which
+  // holds exactly n rows.
+  virtual Status ReadRows(const SourceCheckpoint& src, const TensorMeta& t, int64_t r0, int64_t n,
+                          std::span<uint8_t> out) const = 0;
+};
 
 // config.json's quantization_config.quant_method ("compressed-tensors", "fp8", ...), or "" when
 // there is none.
