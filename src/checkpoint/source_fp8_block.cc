@@ -78,11 +78,11 @@ class Fp8BlockDecoder : public SourceTensorDecoder {
     for (size_t k = 0; k < scale_count; ++k) {
       if (!std::isfinite(scales[k])) {
         const int64_t row = s0 + static_cast<int64_t>(k) / scale_cols;
-        return BadSourceTensor(src, scale_shard_, scale_.name,
-                               fmt::format("non-finite scale {} at block [{}, {}]: the weight '{}' "
-                                           "cannot be decoded",
-                                           scales[k], row, static_cast<int64_t>(k) % scale_cols,
-                                           t.name));
+        return BadSourceTensor(
+            src, scale_shard_, scale_.name,
+            fmt::format("non-finite scale {} at block [{}, {}]: the weight '{}' "
+                        "cannot be decoded",
+                        scales[k], row, static_cast<int64_t>(k) % scale_cols, t.name));
       }
     }
     auto* dst = reinterpret_cast<uint16_t*>(out.data());
