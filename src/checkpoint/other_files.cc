@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "checkpoint/source.h"
 #include "safetensors/index.h"
 #include "safetensors/resume_record.h"
 
@@ -12,10 +13,12 @@ namespace spk {
 namespace {
 
 // What the writers produce (a split job's part record too: `merge` copies a part's other files),
-// or what model_free_ptq skips too: never copied from the top level.
+// what model_free_ptq skips too, or ModelOpt's description of the source's quantization, which
+// the output's config.json replaces: never copied from the top level.
 bool LeftOut(const std::string& name) {
   return name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors") ||
-         name == ".cache" || name == ".gitattributes" || name == kPartRecordFile;
+         name == ".cache" || name == ".gitattributes" || name == kPartRecordFile ||
+         name == kHfQuantConfigFile;
 }
 
 // Whether the resolved `path` is `folder` or under it (both as RealPath gives them).

@@ -73,7 +73,11 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
   SPK_ASSIGN_OR_RETURN(std::string config_text, fs->ReadFile(config_path));
   SPK_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_path, config_text));
   SPK_ASSIGN_OR_RETURN(SafetensorsCheckpoint files, SafetensorsCheckpoint::Open(fs, dir));
-  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}, {}, {}};
+  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}, {}, {}, {}, {}};
+  const std::string hf_quant_config = dir + "/" + std::string(kHfQuantConfigFile);
+  if (!source.config.has_quantization_config && fs->FileExists(hf_quant_config)) {
+    SPK_ASSIGN_OR_RETURN(source.hf_quant_config, fs->ReadFile(hf_quant_config));
+  }
   for (size_t s = 0; s < source.files.shard_files().size(); ++s) {
     for (const TensorEntry& t : source.files.shard(s).header().tensors) {
       source.tensors.push_back({t.name, t.dtype, t.shape, /*split_from=*/""});

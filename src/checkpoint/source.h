@@ -27,6 +27,9 @@ namespace spk {
 // <ref>, where <ref> comes from refs/main, or is the only snapshot.
 Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec);
 
+// ModelOpt's file beside config.json that describes its quantization (SourceCheckpoint).
+inline constexpr std::string_view kHfQuantConfigFile = "hf_quant_config.json";
+
 class SourceTensorDecoder;  // checkpoint/source_decode.h
 
 // How one tensor of a pre-quantized source is decoded (checkpoint/source_decode.h): a decoder of
@@ -48,6 +51,12 @@ struct SourceCheckpoint {
   // Parallel to tensors after DecodeQuantizedSource decoded a pre-quantized source, else empty.
   std::vector<SourceDecode> decode;
   std::string decoded_from;  // the source's quantization_config (JSON text), when decoded
+  // The file decoded_from is read from: "config.json" (its quantization_config), or
+  // "hf_quant_config.json" for a ModelOpt export that keeps its config there only.
+  std::string decoded_from_file;
+  // The folder's hf_quant_config.json (text) when config.json has no quantization_config: ModelOpt
+  // up to 0.29 describes its export there only, and vLLM reads it in config.json's place.
+  std::string hf_quant_config;
 };
 
 Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string& spec);

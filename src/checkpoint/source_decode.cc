@@ -18,7 +18,22 @@ constexpr std::array kSourceFormats = {
                  DecodeCompressedTensorsSource},
     SourceFormat{"fp8", "fp8 (weight_scale_inv blocks: DeepSeek-V3, Kimi K2)",
                  DecodeFp8BlockSource},
+    SourceFormat{"modelopt", "modelopt (NVIDIA ModelOpt NVFP4 and FP8)", DecodeModeloptSource},
 };
+
+// quant_method, or "modelopt" for a config ModelOpt wrote without one (hf_quant_config.json names
+// its producer instead, as vLLM recognizes it), else "".
+std::string QuantMethodOf(const nlohmann::ordered_json& qc) {
+  if (!qc.is_object()) return "";
+  if (auto m = qc.find("quant_method"); m != qc.end() && m->is_string()) {
+    return m->get<std::string>();
+  }
+  auto producer = qc.find("producer");
+  if (producer != qc.end() && producer->is_object() && producer->value("name", "") == "modelopt") {
+    return "modelopt";
+  }
+  return "";
+}
 
 const SourceFormat* FindSourceFormat(std::string_view method) {
   for (const SourceFormat& f : kSourceFormats) {
@@ -32,10 +47,11 @@ const SourceFormat* FindSourceFormat(std::string_view method) {
 Status RefuseSource(const SourceCheckpoint& src, std::string_view why) {
   std::vector<std::string_view> decodable;
   for (const SourceFormat& f : kSourceFormats) decodable.push_back(f.description);
-  return Status::InvalidInput(fmt::format(
-      "{}/config.json: the model is already quantized ({}); sparkulator decodes sources of {} "
-      "only: quantize the original BF16/F16/F32 checkpoint instead",
-      src.dir, why, fmt::join(decodable, " and ")));
+  return Status::InvalidInput(
+      fmt::format("{}/{}: the model is already quantized ({}); sparkulator decodes sources of {} "
+                  "only: quantize the original BF16/F16/F32 checkpoint instead",
+                  src.dir, src.decoded_from_file.empty() ? "config.json" : src.decoded_from_file,
+                  why, fmt::join(decodable, " and ")));
 }
 
 Status BadSourceTensor(const SourceCheckpoint& src, size_t shard, std::string_view tensor,
@@ -69,21 +85,36 @@ void KeepSourceTensors(SourceCheckpoint* src, const std::vector<bool>& keep,
 
 std::string SourceQuantMethod(const ModelConfig& config) {
   if (!config.has_quantization_config) return "";
-  const nlohmann::ordered_json& qc = config.json["quantization_config"];
-  return qc.is_object() && qc.contains("quant_method") && qc["quant_method"].is_string()
-             ? qc["quant_method"].get<std::string>()
-             : "";
+  return QuantMethodOf(config.json["quantization_config"]);
 }
 
 Status DecodeQuantizedSource(SourceCheckpoint* src) {
-  if (!src->config.has_quantization_config) return Status::Ok();
-  const nlohmann::ordered_json& qc = src->config.json["quantization_config"];
-  const std::string method = SourceQuantMethod(src->config);
+  nlohmann::ordered_json qc;
+  if (src->config.has_quantization_config) {
+    qc = src->config.json["quantization_config"];
+    src->decoded_from_file = "config.json";
+  } else if (!src->hf_quant_config.empty()) {
+    src->decoded_from_file = std::string(kHfQuantConfigFile);
+    qc = nlohmann::ordered_json::parse(src->hf_quant_config, nullptr, /*allow_exceptions=*/false);
+    if (!qc.is_object()) {
+      return Status::InvalidInput(fmt::format(
+          "{}/{}: not a JSON object; vLLM reads this file as the model's quantization config "
+          "when config.json has none: fix or remove it",
+          src->dir, kHfQuantConfigFile));
+    }
+  } else {
+    return Status::Ok();
+  }
+  const std::string method = QuantMethodOf(qc);
   const SourceFormat* format = FindSourceFormat(method);
   if (format == nullptr) {
-    return RefuseSource(*src, method.empty()
-                                  ? std::string("a quantization_config without quant_method")
-                                  : fmt::format("quant_method {}", method));
+    std::string why = fmt::format("quant_method {}", method);
+    if (method.empty()) {
+      why = src->config.has_quantization_config
+                ? "a quantization_config without quant_method"
+                : fmt::format("{} without a ModelOpt producer", kHfQuantConfigFile);
+    }
+    return RefuseSource(*src, why);
   }
   SPK_RETURN_IF_ERROR(format->decode(src, qc));
   src->decoded_from = qc.dump();

@@ -12,6 +12,13 @@
 //   F32 scale per block of weight_block_size, the grid rounded up), computed in F32 and rounded
 //   to BF16, as transformers' Fp8Dequantize does for a BF16 model; the scales are consumed and
 //   are not tensors of the decoded checkpoint.
+//   modelopt (NVIDIA ModelOpt's Hugging Face export, quant_algo NVFP4, W4A16_NVFP4, FP8 or
+//   FP8_PER_CHANNEL_PER_TOKEN): each U8 (NVFP4) or F8_E4M3 (FP8) `X.weight` decoded with its
+//   `X.weight_scale` (and NVFP4's `X.weight_scale_2`) as ModelOpt's NVFP4QTensor and FP8QTensor
+//   dequantize, into the config's torch_dtype (source_modelopt.cc); the scales and the
+//   activation/KV-cache scales (`input_scale`, `k_scale`, `v_scale`) are consumed. A source whose
+//   config.json has no quantization_config but whose folder has ModelOpt's hf_quant_config.json
+//   (ModelOpt up to 0.29) is read with that file as its quantization config, as vLLM does.
 //
 // Ownership: the decode records point into the shard readers of the SourceCheckpoint they
 // describe, which must outlive them (a move keeps the readers where they are). Thread safety:
@@ -44,13 +51,14 @@ class SourceTensorDecoder {
                           std::span<uint8_t> out) const = 0;
 };
 
-// config.json's quantization_config.quant_method ("compressed-tensors", "fp8", ...), or "" when
-// there is none.
+// config.json's quantization_config.quant_method ("compressed-tensors", "fp8", ...; "modelopt"
+// for a config without one whose producer is ModelOpt), or "" when there is none.
 std::string SourceQuantMethod(const ModelConfig& config);
 
 // Pairs every quantized weight of `src` with its scales and presents it in the dtype it decodes
 // to (TensorMeta::dtype), dropping the scale tensors from `src`'s lists; records what the source
-// was (SourceCheckpoint::decoded_from). A source without a quantization_config is left as it is.
+// was (SourceCheckpoint::decoded_from, decoded_from_file). A source without a quantization_config
+// (nor an hf_quant_config.json) is left as it is.
 Status DecodeQuantizedSource(SourceCheckpoint* src);
 
 // Rows [r0, r0 + n) of 2-D tensor `i` of `src` in its TensorMeta::dtype, decoded when the source

@@ -29,8 +29,10 @@ struct SourceFormat {
 
 Status DecodeCompressedTensorsSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeFp8BlockSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
+Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 
-// "<dir>/config.json: the model is already quantized (<why>); ..." listing what is decoded.
+// "<dir>/<file>: the model is already quantized (<why>); ..." listing what is decoded, where <file>
+// is the one the quantization config was read from (SourceCheckpoint::quantization_config_file).
 Status RefuseSource(const SourceCheckpoint& src, std::string_view why);
 
 // "<dir>/<shard file>: tensor '<tensor>': <why>".

@@ -300,8 +300,11 @@ std::string RenderReport(const Json& r, bool with_tensors) {
   line(fmt::format("checkpoint: {}", r.value("path", "")));
   line(fmt::format("family:     {} ({})", r.value("family", ""), r.value("family_reason", "")));
   if (auto d = r.find("decoded_source"); d != r.end() && d->is_object()) {
+    // An older ModelOpt export's hf_quant_config.json names its producer, not a quant_method.
+    const Json producer = d->value("producer", Json::object());
     line(fmt::format("source:     decoded from quant_method {} on the fly (docs/formats.md)",
-                     d->value("quant_method", "?")));
+                     d->value("quant_method", producer.is_object() ? producer.value("name", "?")
+                                                                   : std::string("?"))));
   }
   if (r.value("quantized", false)) {
     for (const Json& g : r["config_groups"]) {

@@ -179,9 +179,11 @@ std::string QuantizedConfig(const SourceCheckpoint& src, const QuantPlan& plan,
   config["sparkulator"] = QuantizeRecord(options, plan, choice.params.group_size,
                                          summary.source_tensor_bytes, summary.output_tensor_bytes);
   if (!src.decoded_from.empty()) {
-    // What the source was: its weights were decoded from this format before quantizing.
-    config["sparkulator"]["decoded_source"] = {
-        {"quantization_config", nlohmann::ordered_json::parse(src.decoded_from)}};
+    // What the source was: its weights were decoded from this format before quantizing (read
+    // from hf_quant_config.json for an older ModelOpt export, which "from" then names).
+    nlohmann::ordered_json& decoded = config["sparkulator"]["decoded_source"];
+    decoded = {{"quantization_config", nlohmann::ordered_json::parse(src.decoded_from)}};
+    if (src.decoded_from_file != "config.json") decoded["from"] = src.decoded_from_file;
   }
   return config.dump(2) + "\n";
 }

@@ -1,0 +1,363 @@
+// The ModelOpt source format (NVIDIA TensorRT Model Optimizer's Hugging Face export, quant_method
+// "modelopt" in config.json, or ModelOpt's hf_quant_config.json for exports up to 0.29):
+//   NVFP4, W4A16_NVFP4: `X.weight` U8 [rows, cols / 2], two E2M1 values a byte, the even column in
+//   the low nibble; `X.weight_scale` F8_E4M3 [rows, cols / group_size]; `X.weight_scale_2` one F32.
+//   Decoded as ModelOpt's NVFP4QTensor.dequantize: the block scale times weight_scale_2 in F32,
+//   each E2M1 value (ModelOpt's table: nibble 8 is +0) times that in F32, rounded to the model's
+//   dtype.
+//   FP8, FP8_PER_CHANNEL_PER_TOKEN: `X.weight` F8_E4M3; `X.weight_scale` one F32 (per tensor) or
+//   one per row. Decoded as FP8QTensor.dequantize: the value and the scale each in the model's
+//   dtype, their product rounded to it.
+// The model's dtype is config.json's torch_dtype (dtype) when it is bfloat16, float16 or float32
+// (what the export keeps its dense tensors in and dequantizes to), else BF16. The activation and
+// KV-cache scales (`input_scale`, `k_scale`, `v_scale`) are consumed. See
+// checkpoint/source_formats.h.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "checkpoint/source_decode.h"
+#include "checkpoint/source_formats.h"
+#include "quant/float_formats.h"
+#include "tensor/float_convert.h"
+
+namespace spk {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+constexpr std::string_view kWeight = ".weight";
+constexpr std::string_view kScale = ".weight_scale";
+constexpr std::string_view kScale2 = ".weight_scale_2";
+
+// The quant_algo values decoded: ModelOpt's NVFP4 and FP8 weight formats.
+constexpr std::array<std::string_view, 4> kDecodedAlgos = {"NVFP4", "W4A16_NVFP4", "FP8",
+                                                           "FP8_PER_CHANNEL_PER_TOKEN"};
+
+// ModelOpt's E2M1 values by nibble: the sign bit over {0, 0.5, 1, 1.5, 2, 3, 4, 6}, with nibble 8
+// decoded as +0 (not -0), as ModelOpt's NVFP4 dequantization does.
+constexpr std::array<float, 16> kE2M1 = {0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
+                                         0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+// Every E4M3 byte's value, so that the decode loops are a load and a multiply.
+const std::array<float, 256>& E4M3Values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = E4M3ToFloat(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
+}
+
+// What the quantization config says: the algorithm and the NVFP4 group size.
+struct ModeloptConfig {
+  std::string quant_algo;
+  int64_t group_size = 16;
+};
+
+// Reads both forms ModelOpt writes: hf_quant_config.json's {"quantization": {"quant_algo",
+// "group_size", ...}} and config.json's {"quant_algo", "config_groups": {"group_0": {"weights":
+// {"group_size"}}}} (as vLLM reads them too); quant_algo is compared in upper case.
+Result<ModeloptConfig> ParseModeloptConfig(const SourceCheckpoint& src, const Json& qc) {
+  const Json* q = &qc;
+  if (auto it = qc.find("quantization"); it != qc.end() && it->is_object()) q = &*it;
+  ModeloptConfig c;
+  if (auto algo = q->find("quant_algo"); algo != q->end() && algo->is_string()) {
+    c.quant_algo = algo->get<std::string>();
+  }
+  std::transform(c.quant_algo.begin(), c.quant_algo.end(), c.quant_algo.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  if (std::find(kDecodedAlgos.begin(), kDecodedAlgos.end(), c.quant_algo) == kDecodedAlgos.end()) {
+    return RefuseSource(
+        src, fmt::format("ModelOpt quant_algo {}; ModelOpt sources are decoded for {} only",
+                         c.quant_algo.empty() ? std::string("missing") : c.quant_algo,
+                         fmt::join(kDecodedAlgos, ", ")));
+  }
+  const Json* size = nullptr;
+  if (auto it = q->find("group_size"); it != q->end()) size = &*it;
+  auto groups = q->find("config_groups");
+  if (size == nullptr && groups != q->end() && groups->is_object()) {
+    for (const auto& [name, group] : groups->items()) {
+      if (!group.is_object() || !group.contains("weights") || !group["weights"].is_object()) {
+        continue;
+      }
+      if (auto it = group["weights"].find("group_size"); it != group["weights"].end()) size = &*it;
+      break;
+    }
+  }
+  if (size != nullptr && !size->is_null()) {
+    if (!size->is_number_integer() || size->get<int64_t>() <= 0 || size->get<int64_t>() % 2 != 0) {
+      return RefuseSource(
+          src, fmt::format("ModelOpt group_size {} is not a positive even integer", size->dump()));
+    }
+    c.group_size = size->get<int64_t>();
+  }
+  return c;
+}
+
+// The dtype ModelOpt's export keeps dense tensors in and dequantizes to: the config's torch_dtype.
+DType DecodedDType(const ModelConfig& config) {
+  for (DType d : {DType::kBF16, DType::kF16, DType::kF32}) {
+    if (config.torch_dtype == TorchDTypeName(d)) return d;
+  }
+  return DType::kBF16;
+}
+
+// Writes float `v` as element k of `out`, in `dtype` (BF16, F16 or F32), rounding to nearest even.
+inline void Store(DType dtype, float v, uint8_t* out, size_t k) {
+  switch (dtype) {
+    case DType::kBF16:
+      reinterpret_cast<uint16_t*>(out)[k] = FloatToBF16(v);
+      return;
+    case DType::kF16:
+      reinterpret_cast<uint16_t*>(out)[k] = FloatToF16(v);
+      return;
+    default:
+      reinterpret_cast<float*>(out)[k] = v;
+  }
+}
+
+// A stored tensor a decoder reads: its shard and its bytes there.
+struct Stored {
+  size_t shard;
+  TensorEntry entry;
+};
+
+// Reads `count` elements of a float scale tensor (F32, BF16 or F16) from element `first`, as
+// floats, and refuses a non-finite one naming the tensor, the weight and `where` it is.
+Status ReadScales(const SourceCheckpoint& src, const Stored& s, int64_t first, size_t count,
+                  const std::string& weight, std::vector<float>* out) {
+  const size_t elem = DTypeBits(s.entry.dtype) / 8;
+  std::vector<uint8_t> bytes(count * elem);
+  SPK_RETURN_IF_ERROR(src.files.shard(s.shard).ReadTensorBytes(
+      s.entry, static_cast<uint64_t>(first) * elem, bytes));
+  out->resize(count);
+  ConvertToFloat(s.entry.dtype, bytes.data(), out->data(), count);
+  for (size_t k = 0; k < count; ++k) {
+    if (!std::isfinite((*out)[k])) {
+      return BadSourceTensor(
+          src, s.shard, s.entry.name,
+          fmt::format("non-finite scale {} at element {}: the weight '{}' cannot "
+                      "be decoded",
+                      (*out)[k], first + static_cast<int64_t>(k), weight));
+    }
+  }
+  return Status::Ok();
+}
+
+class NvFp4Decoder : public SourceTensorDecoder {
+ public:
+  NvFp4Decoder(Stored values, Stored scale, Stored scale_2, int64_t group_size)
+      : values_(std::move(values)),
+        scale_(std::move(scale)),
+        scale_2_(std::move(scale_2)),
+        group_size_(group_size) {}
+
+  Status ReadRows(const SourceCheckpoint& src, const TensorMeta& t, int64_t r0, int64_t n,
+                  std::span<uint8_t> out) const override {
+    const int64_t cols = t.shape[1], packed = cols / 2, groups = cols / group_size_;
+    std::vector<uint8_t> values(static_cast<size_t>(n * packed));
+    SPK_RETURN_IF_ERROR(
+        src.files.shard(values_.shard)
+            .ReadTensorBytes(values_.entry, static_cast<uint64_t>(r0 * packed), values));
+    std::vector<uint8_t> scales(static_cast<size_t>(n * groups));
+    SPK_RETURN_IF_ERROR(
+        src.files.shard(scale_.shard)
+            .ReadTensorBytes(scale_.entry, static_cast<uint64_t>(r0 * groups), scales));
+    std::vector<float> scale_2;
+    SPK_RETURN_IF_ERROR(ReadScales(src, scale_2_, 0, 1, t.name, &scale_2));
+    const std::array<float, 256>& e4m3 = E4M3Values();
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const float block = e4m3[scales[r * groups + g]];
+        if (!std::isfinite(block)) {
+          return BadSourceTensor(
+              src, scale_.shard, scale_.entry.name,
+              fmt::format("non-finite scale {} at block [{}, {}]: the weight '{}' cannot be "
+                          "decoded",
+                          block, r0 + r, g, t.name));
+        }
+        // F32: (weight_scale.float() * weight_scale_2), then each value times it, then the dtype.
+        const float s = block * scale_2[0];
+        const uint8_t* v = values.data() + r * packed + g * group_size_ / 2;
+        const size_t o = static_cast<size_t>(r * cols + g * group_size_);
+        for (int64_t k = 0; k < group_size_ / 2; ++k) {
+          Store(t.dtype, kE2M1[v[k] & 0x0F] * s, out.data(), o + 2 * k);
+          Store(t.dtype, kE2M1[v[k] >> 4] * s, out.data(), o + 2 * k + 1);
+        }
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Stored values_, scale_, scale_2_;
+  int64_t group_size_;
+};
+
+class Fp8Decoder : public SourceTensorDecoder {
+ public:
+  Fp8Decoder(Stored values, Stored scale, bool per_row)
+      : values_(std::move(values)), scale_(std::move(scale)), per_row_(per_row) {}
+
+  Status ReadRows(const SourceCheckpoint& src, const TensorMeta& t, int64_t r0, int64_t n,
+                  std::span<uint8_t> out) const override {
+    const int64_t cols = t.shape[1];
+    std::vector<uint8_t> values(static_cast<size_t>(n * cols));
+    SPK_RETURN_IF_ERROR(
+        src.files.shard(values_.shard)
+            .ReadTensorBytes(values_.entry, static_cast<uint64_t>(r0 * cols), values));
+    std::vector<float> scales;
+    SPK_RETURN_IF_ERROR(ReadScales(src, scale_, per_row_ ? r0 : 0,
+                                   per_row_ ? static_cast<size_t>(n) : 1, t.name, &scales));
+    const std::array<float, 256>& e4m3 = E4M3Values();
+    for (int64_t r = 0; r < n; ++r) {
+      // q.to(dtype) * scale.to(dtype): E4M3 values are exact in BF16, F16 and F32; the scale
+      // rounds to the dtype, the product is computed in F32 and rounded to the dtype.
+      const float s = RoundToDType(scales[per_row_ ? r : 0], t.dtype);
+      const uint8_t* v = values.data() + r * cols;
+      for (int64_t c = 0; c < cols; ++c) {
+        Store(t.dtype, e4m3[v[c]] * s, out.data(), static_cast<size_t>(r * cols + c));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Stored values_, scale_;
+  bool per_row_;  // one scale a row, else one for the tensor
+};
+
+bool IsFloatScale(DType d) { return d == DType::kF32 || d == DType::kBF16 || d == DType::kF16; }
+
+int64_t Elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// The tensors ModelOpt writes beside the weights that describe the source's own activation and
+// KV-cache quantization: consumed, as the output quantizes only the weights.
+bool IsActivationScale(const std::string& name) {
+  return name.ends_with(".input_scale") || name.ends_with(".k_scale") || name.ends_with(".v_scale");
+}
+
+}  // namespace
+
+Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc) {
+  SPK_ASSIGN_OR_RETURN(ModeloptConfig mc, ParseModeloptConfig(*src, qc));
+  const DType dtype = DecodedDType(src->config);
+  std::map<std::string, size_t, std::less<>> by_name;
+  for (size_t i = 0; i < src->tensors.size(); ++i) by_name[src->tensors[i].name] = i;
+  std::vector<bool> keep(src->tensors.size(), true);
+  std::vector<SourceDecode> decode(src->tensors.size());
+  auto stored = [&](size_t i) { return Stored{src->tensor_shard[i], src->entries[i]}; };
+  for (size_t i = 0; i < src->tensors.size(); ++i) {
+    TensorMeta& t = src->tensors[i];
+    const size_t shard = src->tensor_shard[i];
+    if (t.name.ends_with(".pre_quant_scale")) {
+      return BadSourceTensor(*src, shard, t.name,
+                             "ModelOpt's pre_quant_scale (AWQ, SmoothQuant) is not decoded");
+    }
+    if (IsActivationScale(t.name)) {
+      keep[i] = false;
+      continue;
+    }
+    const bool nvfp4 = t.dtype == DType::kU8, fp8 = t.dtype == DType::kF8E4M3;
+    if (!t.name.ends_with(kWeight) || (!nvfp4 && !fp8)) continue;
+    const std::string module = t.name.substr(0, t.name.size() - kWeight.size());
+    auto s = by_name.find(module + std::string(kScale));
+    if (s == by_name.end()) {
+      return BadSourceTensor(*src, shard, t.name,
+                             fmt::format("{} without its {}{}: the weight cannot be decoded; the "
+                                         "checkpoint is incomplete (re-download it)",
+                                         DTypeName(t.dtype), module, kScale));
+    }
+    const TensorMeta& scale = src->tensors[s->second];
+    const size_t scale_shard = src->tensor_shard[s->second];
+    if (t.shape.size() != 2) {
+      return BadSourceTensor(
+          *src, shard, t.name,
+          fmt::format("a quantized {} weight that is not 2-D is not decoded", DTypeName(t.dtype)));
+    }
+    const int64_t rows = t.shape[0];
+    if (nvfp4) {
+      auto s2 = by_name.find(module + std::string(kScale2));
+      if (s2 == by_name.end()) {
+        return BadSourceTensor(*src, shard, t.name,
+                               fmt::format("NVFP4 (U8) without its {}{}: the weight cannot be "
+                                           "decoded; the checkpoint is incomplete (re-download it)",
+                                           module, kScale2));
+      }
+      const TensorMeta& scale_2 = src->tensors[s2->second];
+      const int64_t cols = 2 * t.shape[1];
+      if (cols % mc.group_size != 0) {
+        return BadSourceTensor(
+            *src, shard, t.name,
+            fmt::format("{} columns are not whole groups of {}", cols, mc.group_size));
+      }
+      const std::vector<int64_t> grid = {rows, cols / mc.group_size};
+      if (scale.dtype != DType::kF8E4M3) {
+        return BadSourceTensor(
+            *src, scale_shard, scale.name,
+            fmt::format("dtype {} where NVFP4 block scales are F8_E4M3", DTypeName(scale.dtype)));
+      }
+      if (scale.shape != grid) {
+        return BadSourceTensor(
+            *src, scale_shard, scale.name,
+            fmt::format("shape [{}] where the weight's {} x {} values in groups of {} need [{}]",
+                        fmt::join(scale.shape, ", "), rows, cols, mc.group_size,
+                        fmt::join(grid, ", ")));
+      }
+      if (!IsFloatScale(scale_2.dtype) || Elements(scale_2.shape) != 1 ||
+          scale_2.shape.size() > 1) {
+        return BadSourceTensor(
+            *src, src->tensor_shard[s2->second], scale_2.name,
+            fmt::format("{} [{}] where one F32 scale is expected", DTypeName(scale_2.dtype),
+                        fmt::join(scale_2.shape, ", ")));
+      }
+      decode[i].decoder = std::make_shared<NvFp4Decoder>(stored(i), stored(s->second),
+                                                         stored(s2->second), mc.group_size);
+      keep[s2->second] = false;
+      t.shape[1] = cols;
+    } else {
+      const bool per_tensor = Elements(scale.shape) == 1 && scale.shape.size() <= 1;
+      const bool per_row =
+          scale.shape == std::vector<int64_t>{rows} || scale.shape == std::vector<int64_t>{rows, 1};
+      if (!IsFloatScale(scale.dtype)) {
+        return BadSourceTensor(*src, scale_shard, scale.name,
+                               fmt::format("dtype {} where F32, BF16 or F16 scales are expected",
+                                           DTypeName(scale.dtype)));
+      }
+      if (!per_tensor && !per_row) {
+        return BadSourceTensor(
+            *src, scale_shard, scale.name,
+            fmt::format("shape [{}] where one scale, or one a row ([{}]), is "
+                        "expected for the weight's [{}]",
+                        fmt::join(scale.shape, ", "), rows, fmt::join(t.shape, ", ")));
+      }
+      decode[i].decoder = std::make_shared<Fp8Decoder>(stored(i), stored(s->second), !per_tensor);
+    }
+    keep[s->second] = false;
+    t.dtype = dtype;
+  }
+  for (size_t i = 0; i < src->tensors.size(); ++i) {
+    const std::string& name = src->tensors[i].name;
+    if (keep[i] && (name.ends_with(kScale) || name.ends_with(kScale2))) {
+      return BadSourceTensor(*src, src->tensor_shard[i], name,
+                             "a scale whose quantized (U8 or F8_E4M3) weight is not in the "
+                             "checkpoint");
+    }
+  }
+  KeepSourceTensors(src, keep, std::move(decode));
+  return Status::Ok();
+}
+
+}  // namespace spk
