@@ -58,7 +58,8 @@ TEST(OtherFilesTest, CopiesEverythingButWhatTheWritersProduceSubFoldersIncluded)
   for (const char* name :
        {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
         "tokenizer.json", "README.md", "1_Pooling/config.json", "2_Dense/model.safetensors",
-        "code/layers/attention.py", ".gitattributes", ".cache/huggingface/x"}) {
+        "code/layers/attention.py", ".gitattributes", ".cache/huggingface/x",
+        "hf_quant_config.json"}) {
     Write(src + "/" + name, std::string("bytes of ") + name);
   }
   std::vector<std::string> warnings;
@@ -74,6 +75,7 @@ TEST(OtherFilesTest, CopiesEverythingButWhatTheWritersProduceSubFoldersIncluded)
   EXPECT_FALSE(FileExists(dst + "/config.json"));
   EXPECT_FALSE(FileExists(dst + "/model-00001-of-00002.safetensors"));
   EXPECT_FALSE(FileExists(dst + "/.gitattributes"));
+  EXPECT_FALSE(FileExists(dst + "/hf_quant_config.json"));  // the source's ModelOpt quantization
   EXPECT_FALSE(fs::exists(dst + "/.cache"));
 }
 
