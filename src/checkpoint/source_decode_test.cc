@@ -1,0 +1,134 @@
+// DecodeQuantizedSource on small hand-made ModelOpt sources whose decoded values are worked out by
+// hand: the NVFP4 nibble order and ModelOpt's +0 for nibble 8, the FP8 scale rounded to the model's
+// dtype before the product, the scales consumed, hf_quant_config.json read in place of a missing
+// quantization_config, and a missing scale named with its file. The decode against ModelOpt itself
+// is tests/python/test_modelopt_sources.py.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "checkpoint/source.h"
+#include "checkpoint/source_decode.h"
+#include "io/fs_util.h"
+#include "io/test_util.h"
+#include "safetensors/writer.h"
+
+namespace spk {
+namespace {
+
+struct Tensor {
+  TensorSpec spec;
+  std::vector<uint8_t> bytes;
+};
+
+std::vector<uint8_t> F32Bytes(float v) {
+  std::vector<uint8_t> b(4);
+  std::memcpy(b.data(), &v, 4);
+  return b;
+}
+
+// A model folder with `config` and one model.safetensors holding `tensors`.
+void WriteSource(const std::string& dir, const std::string& config, std::vector<Tensor> tensors) {
+  ASSERT_TRUE(WriteWholeFile(dir + "/config.json", config).ok());
+  std::vector<TensorSpec> specs;
+  for (const Tensor& t : tensors) specs.push_back(t.spec);
+  auto layout = SafetensorsLayout::Plan(std::move(specs));
+  ASSERT_TRUE(layout.ok()) << layout.status().message();
+  std::string file = layout->header_bytes();
+  file.resize(layout->file_size());
+  for (const Tensor& t : tensors) {
+    ASSERT_EQ(t.bytes.size(), layout->TensorBytes(t.spec.name)) << t.spec.name;
+    std::memcpy(file.data() + *layout->AbsoluteOffset(t.spec.name), t.bytes.data(), t.bytes.size());
+  }
+  ASSERT_TRUE(WriteWholeFile(dir + "/model.safetensors", file).ok());
+}
+
+constexpr char kNvfp4Config[] =
+    R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4",
+                                "config_groups": {"group_0": {"weights": {"group_size": 16}}}}})";
+
+// One NVFP4 row of 16 values: byte 0 = 0x81 (column 0: nibble 1 = 0.5, column 1: nibble 8 = +0),
+// byte 1 = 0xF7 (column 2: 6, column 3: nibble 15 = -6), the rest 0; block scale 2 (E4M3 0x40)
+// times weight_scale_2 0.25.
+std::vector<Tensor> Nvfp4Tensors(bool with_scale_2) {
+  std::vector<uint8_t> packed(8, 0);
+  packed[0] = 0x81;
+  packed[1] = 0xF7;
+  std::vector<Tensor> t = {
+      {{"q.weight", DType::kU8, {1, 8}}, packed},
+      {{"q.weight_scale", DType::kF8E4M3, {1, 1}}, {0x40}},
+      {{"q.input_scale", DType::kF32, {}}, F32Bytes(1.0f)},
+      {{"q.k_scale", DType::kF32, {}}, F32Bytes(1.0f)},
+      {{"norm.weight", DType::kBF16, {2}}, {0x80, 0x3F, 0x80, 0x3F}},
+  };
+  if (with_scale_2) t.push_back({{"q.weight_scale_2", DType::kF32, {}}, F32Bytes(0.25f)});
+  return t;
+}
+
+TEST(SourceDecodeTest, ModeloptNvfp4LowNibbleFirstNibble8IsPlusZeroScalesConsumed) {
+  spk::testing::ScopedTempDir dir;
+  WriteSource(dir.path(), kNvfp4Config, Nvfp4Tensors(/*with_scale_2=*/true));
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  ASSERT_TRUE(DecodeQuantizedSource(&*src).ok());
+  ASSERT_EQ(src->tensors.size(), 2u);  // the scales, input_scale and k_scale are consumed
+  auto q = FindSourceTensor(*src, "q.weight");
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(src->tensors[*q].dtype, DType::kBF16);
+  EXPECT_EQ(src->tensors[*q].shape, (std::vector<int64_t>{1, 16}));
+  std::vector<uint16_t> row(16);
+  ASSERT_TRUE(ReadSourceRows(*src, *q, 0, 1, {reinterpret_cast<uint8_t*>(row.data()), 32}).ok());
+  // 0.5 * 0.5, +0 (not -0), 6 * 0.5, -6 * 0.5, then zeros.
+  std::vector<uint16_t> want(16, 0x0000);
+  want[0] = 0x3E80;
+  want[2] = 0x4040;
+  want[3] = 0xC040;
+  EXPECT_EQ(row, want);
+  EXPECT_EQ(src->decoded_from_file, "config.json");
+}
+
+TEST(SourceDecodeTest, ModeloptNvfp4WithoutWeightScale2IsRefusedNamingFileAndTensor) {
+  spk::testing::ScopedTempDir dir;
+  WriteSource(dir.path(), kNvfp4Config, Nvfp4Tensors(/*with_scale_2=*/false));
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok());
+  Status s = DecodeQuantizedSource(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() + "/model.safetensors: tensor 'q.weight'"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("q.weight_scale_2"), std::string::npos) << s.message();
+}
+
+// F8_E4M3 1.5 (0x3C) and -1.5 with one F32 scale 1 + 2^-11, in an F16 model described by
+// hf_quant_config.json only: ModelOpt rounds the scale to F16 first (a tie, to 1.0), so the values
+// stay +-1.5; the F32 product rounded once would be 1.5 + 2^-10.
+TEST(SourceDecodeTest, ModeloptFp8RoundsTheScaleToTheDtypeFirstAndReadsHfQuantConfig) {
+  spk::testing::ScopedTempDir dir;
+  WriteSource(dir.path(),
+              R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                  "torch_dtype": "float16"})",
+              {{{"q.weight", DType::kF8E4M3, {1, 2}}, {0x3C, 0xBC}},
+               {{"q.weight_scale", DType::kF32, {}}, F32Bytes(1.0f + 1.0f / 2048)}});
+  ASSERT_TRUE(WriteWholeFile(dir / "hf_quant_config.json",
+                             R"({"producer": {"name": "modelopt", "version": "0.29.0"},
+                                 "quantization": {"quant_algo": "FP8"}})")
+                  .ok());
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  ASSERT_TRUE(DecodeQuantizedSource(&*src).ok());
+  ASSERT_EQ(src->tensors.size(), 1u);
+  EXPECT_EQ(src->tensors[0].dtype, DType::kF16);
+  std::vector<uint16_t> row(2);
+  ASSERT_TRUE(ReadSourceRows(*src, 0, 0, 1, {reinterpret_cast<uint8_t*>(row.data()), 4}).ok());
+  EXPECT_EQ(row, (std::vector<uint16_t>{0x3E00, 0xBE00}));
+  EXPECT_EQ(src->decoded_from_file, "hf_quant_config.json");
+  EXPECT_NE(src->decoded_from.find("\"quant_algo\":\"FP8\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace spk
