@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checkpoint/source_formats.h"
+#include "quant/float_formats.h"
 
 namespace spk {
 namespace {
@@ -52,6 +53,15 @@ Status RefuseSource(const SourceCheckpoint& src, std::string_view why) {
                   "only: quantize the original BF16/F16/F32 checkpoint instead",
                   src.dir, src.decoded_from_file.empty() ? "config.json" : src.decoded_from_file,
                   why, fmt::join(decodable, " and ")));
+}
+
+const std::array<float, 256>& E4M3Values() {
+  static const std::array<float, 256> table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[b] = E4M3ToFloat(static_cast<uint8_t>(b));
+    return t;
+  }();
+  return table;
 }
 
 Status BadSourceTensor(const SourceCheckpoint& src, size_t shard, std::string_view tensor,

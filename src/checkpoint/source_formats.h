@@ -9,6 +9,7 @@
 // caller stops at the first one.
 #pragma once
 
+#include <array>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -38,6 +39,9 @@ Status RefuseSource(const SourceCheckpoint& src, std::string_view why);
 // "<dir>/<shard file>: tensor '<tensor>': <why>".
 Status BadSourceTensor(const SourceCheckpoint& src, size_t shard, std::string_view tensor,
                        const std::string& why);
+
+// Every E4M3 byte's value (E4M3ToFloat), so that a decode loop is a load and a multiply.
+const std::array<float, 256>& E4M3Values();
 
 // Replaces `src`'s lists by the tensors `keep` says stay (each with its decode record), in order.
 void KeepSourceTensors(SourceCheckpoint* src, const std::vector<bool>& keep,

@@ -13,7 +13,6 @@
 
 #include "checkpoint/source_decode.h"
 #include "checkpoint/source_formats.h"
-#include "quant/float_formats.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -33,16 +32,6 @@ Result<std::pair<int64_t, int64_t>> BlockSize(const SourceCheckpoint& src,
                         "per-tensor FP8 is not decoded yet");
   }
   return std::pair<int64_t, int64_t>{(*it)[0].get<int64_t>(), (*it)[1].get<int64_t>()};
-}
-
-// Every E4M3 byte's value, so that the decode loop is a load and a multiply.
-const std::array<float, 256>& E4M3Values() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = E4M3ToFloat(static_cast<uint8_t>(b));
-    return t;
-  }();
-  return table;
 }
 
 int64_t Blocks(int64_t n, int64_t block) { return (n + block - 1) / block; }

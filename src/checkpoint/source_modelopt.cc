@@ -25,7 +25,6 @@
 
 #include "checkpoint/source_decode.h"
 #include "checkpoint/source_formats.h"
-#include "quant/float_formats.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -45,16 +44,6 @@ constexpr std::array<std::string_view, 4> kDecodedAlgos = {"NVFP4", "W4A16_NVFP4
 // decoded as +0 (not -0), as ModelOpt's NVFP4 dequantization does.
 constexpr std::array<float, 16> kE2M1 = {0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                          0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
-
-// Every E4M3 byte's value, so that the decode loops are a load and a multiply.
-const std::array<float, 256>& E4M3Values() {
-  static const std::array<float, 256> table = [] {
-    std::array<float, 256> t{};
-    for (int b = 0; b < 256; ++b) t[b] = E4M3ToFloat(static_cast<uint8_t>(b));
-    return t;
-  }();
-  return table;
-}
 
 // What the quantization config says: the algorithm and the NVFP4 group size.
 struct ModeloptConfig {

@@ -29,6 +29,8 @@ import pytest
 import torch
 from safetensors.torch import load_file, save_file
 
+from source_edits import broken_copy, edit_shard, tensors_of
+
 # (name, ModelOpt config expression, dtype): the sources the fixture exports.
 VARIANTS = {
     "nvfp4": ("NVFP4_DEFAULT_CFG", "bfloat16", True),
@@ -107,13 +109,6 @@ def exports(tmp_path_factory) -> Path:
     return root
 
 
-def tensors_of(d: Path) -> dict:
-    out = {}
-    for f in sorted(d.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out
-
-
 def assert_same_bytes(got: dict, want: dict):
     assert sorted(got) == sorted(want)
     for k in want:
@@ -174,17 +169,10 @@ def test_a_modelopt_source_quantizes_to_the_bytes_of_its_reference_decode(spk, e
     assert not (tmp_path / "from-modelopt" / "hf_quant_config.json").exists()
 
 
-def copy_of(src: Path, dst: Path) -> Path:
-    dst.mkdir()
-    for f in src.iterdir():
-        (dst / f.name).write_bytes(f.read_bytes())
-    return dst
-
-
 def test_an_export_described_by_hf_quant_config_json_only_decodes_the_same(spk, exports, tmp_path):
     """ModelOpt up to 0.29 wrote no quantization_config into config.json: vLLM then reads
     hf_quant_config.json in its place, and so does sparkulator."""
-    old = copy_of(exports / "nvfp4", tmp_path / "old")
+    old = broken_copy(exports / "nvfp4", tmp_path / "old")
     c = json.loads((old / "config.json").read_text())
     del c["quantization_config"]
     (old / "config.json").write_text(json.dumps(c))
@@ -202,7 +190,7 @@ def test_an_export_described_by_hf_quant_config_json_only_decodes_the_same(spk, 
 
 def test_scales_in_another_shard_than_their_weights_decode_the_same(spk, exports, tmp_path):
     """ModelOpt's export keeps a module's tensors together; a re-sharded copy need not."""
-    moved = copy_of(exports / "nvfp4", tmp_path / "moved")
+    moved = broken_copy(exports / "nvfp4", tmp_path / "moved")
     index = json.loads((moved / "model.safetensors.index.json").read_text())
     scales = {}
     for f in sorted(set(index["weight_map"].values())):
@@ -229,19 +217,6 @@ def test_compare_measures_against_a_modelopt_sources_decoded_weights(spk, export
 
 
 Q = "model.layers.0.self_attn.q_proj."
-
-
-def edit(d: Path, tensor: str, change) -> str:
-    """Applies change(tensors) to the shard holding `tensor`; returns the shard's name."""
-    index = json.loads((d / "model.safetensors.index.json").read_text())
-    f = d / index["weight_map"][tensor]
-    tensors = load_file(str(f))
-    change(tensors)
-    save_file(tensors, str(f), metadata={"format": "pt"})
-    index["weight_map"] = {k: v for k, v in index["weight_map"].items()
-                           if v != f.name or k in tensors}
-    (d / "model.safetensors.index.json").write_text(json.dumps(index))
-    return f.name
 
 
 def drop(name):
@@ -292,8 +267,8 @@ def poison_block(t):
 ])
 def test_a_bad_modelopt_source_fails_naming_the_file_and_tensor_and_writes_nothing(
         spk, exports, tmp_path, variant, tensor, change, words):
-    bad = copy_of(exports / variant, tmp_path / "bad")
-    edit(bad, tensor, change)
+    bad = broken_copy(exports / variant, tmp_path / "bad")
+    edit_shard(bad, tensor, change)
     r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", "--no-fsync", expect=None)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     # The file named is the one holding the tensor named first.
@@ -304,7 +279,7 @@ def test_a_bad_modelopt_source_fails_naming_the_file_and_tensor_and_writes_nothi
 
 
 def test_a_modelopt_algorithm_not_decoded_is_refused_saying_what_is(spk, exports, tmp_path):
-    bad = copy_of(exports / "nvfp4", tmp_path / "awq")
+    bad = broken_copy(exports / "nvfp4", tmp_path / "awq")
     c = json.loads((bad / "config.json").read_text())
     c["quantization_config"]["quant_algo"] = "NVFP4_AWQ"
     (bad / "config.json").write_text(json.dumps(c))
@@ -316,7 +291,7 @@ def test_a_modelopt_algorithm_not_decoded_is_refused_saying_what_is(spk, exports
 
 
 def test_an_hf_quant_config_json_of_another_producer_is_refused(spk, exports, tmp_path):
-    bad = copy_of(exports / "fp8", tmp_path / "other")
+    bad = broken_copy(exports / "fp8", tmp_path / "other")
     c = json.loads((bad / "config.json").read_text())
     del c["quantization_config"]
     (bad / "config.json").write_text(json.dumps(c))

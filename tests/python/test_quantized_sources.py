@@ -17,11 +17,12 @@ decoded. Bad sources (scale missing, misshapen, non-finite; a format not decoded
 and tensor, and write nothing.
 """
 import json
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file, save_file
+
+from source_edits import broken_copy, edit_shard, tensors_of
 
 HIDDEN, KV, INTERMEDIATE = 256, 128, 384
 BLOCK = 128
@@ -103,13 +104,6 @@ def sources(tmp_path_factory):
     return src, dense_dir
 
 
-def tensors_of(d: Path) -> dict:
-    out = {}
-    for f in sorted(d.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out
-
-
 @pytest.mark.parametrize("scheme", ["W4A16", "NVFP4A16", "FP8_BLOCK"])
 def test_an_fp8_source_quantizes_to_the_bytes_of_its_reference_decode(spk, sources, tmp_path,
                                                                      scheme):
@@ -135,26 +129,6 @@ def test_a_decoded_weight_kept_dense_is_written_decoded(spk, sources, tmp_path):
     got = tensors_of(tmp_path / "out")[L0 + "mlp.down_proj.weight"]
     want = load_file(str(ref / "model.safetensors"))[L0 + "mlp.down_proj.weight"]
     assert got.dtype == torch.bfloat16 and torch.equal(got.view(torch.int16), want.view(torch.int16))
-
-
-def broken_copy(src: Path, dst: Path, change) -> Path:
-    dst.mkdir()
-    for f in src.iterdir():
-        (dst / f.name).write_bytes(f.read_bytes())
-    change(dst)
-    return dst
-
-
-def edit_shard(d: Path, tensor: str, change):
-    index = json.loads((d / "model.safetensors.index.json").read_text())
-    f = d / index["weight_map"][tensor]
-    tensors = load_file(str(f))
-    change(tensors)
-    save_file(tensors, str(f), metadata={"format": "pt"})
-    index["weight_map"] = {k: v for k, v in index["weight_map"].items()
-                           if v != f.name or k in tensors}
-    (d / "model.safetensors.index.json").write_text(json.dumps(index))
-    return f.name
 
 
 SCALE = L0 + "self_attn.q_proj.weight_scale_inv"
