@@ -13,6 +13,7 @@
 #include "checkpoint/other_files.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
+#include "checkpoint/source_decode.h"
 #include "safetensors/checkpoint_writer.h"
 
 namespace spk {
@@ -70,16 +71,56 @@ std::optional<std::string> DTypeWarning(const std::string& config_dtype,
       count, fmt::join(written, "/"), config_dtype, config_dtype);
 }
 
+// A quantized module's stored tensors become one dense <module>.weight; every other tensor is
+// copied. The deque keeps each reader where its producer points while more are added.
+Status AddModules(const SourceCheckpoint& src, const CheckpointScheme& scheme,
+                  CheckpointWriter* writer, std::deque<QuantizedModuleReader>* modules,
+                  DequantizeSummary* summary) {
+  const WeightCodec& codec = *scheme.scheme->codec;
+  auto has = [&](const std::string& name) { return src.files.Find(name).has_value(); };
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    const TensorMeta& t = src.tensors[i];
+    const size_t shard = src.tensor_shard[i];
+    if (auto module = QuantizedModuleOf(codec, t.name, t.dtype, has)) {
+      SPK_ASSIGN_OR_RETURN(QuantizedModuleReader reader,
+                           QuantizedModuleReader::Open(src, *module, scheme));
+      modules->push_back(std::move(reader));
+      const QuantizedModuleReader& m = modules->back();
+      writer->AddTensors(shard, {{*module + ".weight", m.dtype(), {m.rows(), m.cols()}}},
+                         DequantizeProducer(m));
+      ++summary->dequantized_modules;
+    } else if (!IsQuantAuxName(codec, t.name) ||
+               !src.files.Find(ModuleOfAux(t.name) + std::string(ValueSuffix(codec)))) {
+      const SafetensorsReader& reader = src.files.shard(shard);
+      writer->AddTensors(shard, {{t.name, t.dtype, t.shape}},
+                         CopyTensorProducer(reader, *reader.header().Find(t.name)));
+      ++summary->copied_tensors;
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options, FileSystem* fs) {
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  if (!src.config.has_quantization_config) {
+  // A source of another format DecodeQuantizedSource reads (FP8 blocks, ModelOpt) is written as
+  // `quantize` reads it: the quantized weights decoded, their scales left out.
+  const bool decoded = (src.config.has_quantization_config &&
+                        SourceQuantMethod(src.config) != "compressed-tensors") ||
+                       !src.hf_quant_config.empty();
+  if (!decoded && !src.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
         "{}/config.json has no quantization_config: the checkpoint is already dense", src.dir));
   }
-  SPK_ASSIGN_OR_RETURN(CheckpointScheme scheme,
-                       SchemeFromConfig(src.dir + "/config.json", src.config));
+  std::optional<CheckpointScheme> scheme;
+  if (decoded) {
+    SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));
+  } else {
+    SPK_ASSIGN_OR_RETURN(CheckpointScheme s,
+                         SchemeFromConfig(src.dir + "/config.json", src.config));
+    scheme = std::move(s);
+  }
   DequantizeSummary summary;
   summary.source_dir = src.dir;
   summary.destination = options.destination;
@@ -90,28 +131,16 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   write.cancel = options.cancel;
   CheckpointWriter writer(fs, write);
   for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
-  // A quantized module's stored tensors become one dense <module>.weight; every other tensor is
-  // copied. A deque keeps each reader where its producer points while more are added.
-  const WeightCodec& codec = *scheme.scheme->codec;
-  auto has = [&](const std::string& name) { return src.files.Find(name).has_value(); };
   std::deque<QuantizedModuleReader> modules;
-  for (size_t i = 0; i < src.tensors.size(); ++i) {
-    const TensorMeta& t = src.tensors[i];
-    const size_t shard = src.tensor_shard[i];
-    if (auto module = QuantizedModuleOf(codec, t.name, t.dtype, has)) {
-      SPK_ASSIGN_OR_RETURN(QuantizedModuleReader reader,
-                           QuantizedModuleReader::Open(src, *module, scheme));
-      modules.push_back(std::move(reader));
-      const QuantizedModuleReader& m = modules.back();
-      writer.AddTensors(shard, {{*module + ".weight", m.dtype(), {m.rows(), m.cols()}}},
-                        DequantizeProducer(m));
-      ++summary.dequantized_modules;
-    } else if (!IsQuantAuxName(codec, t.name) ||
-               !src.files.Find(ModuleOfAux(t.name) + std::string(ValueSuffix(codec)))) {
-      const SafetensorsReader& reader = src.files.shard(shard);
-      writer.AddTensors(shard, {{t.name, t.dtype, t.shape}},
-                        CopyTensorProducer(reader, *reader.header().Find(t.name)));
-      ++summary.copied_tensors;
+  if (scheme) {
+    SPK_RETURN_IF_ERROR(AddModules(src, *scheme, &writer, &modules, &summary));
+  } else {
+    for (size_t i = 0; i < src.tensors.size(); ++i) {
+      const TensorMeta& t = src.tensors[i];
+      writer.AddTensors(src.tensor_shard[i], {{t.name, t.dtype, t.shape}},
+                        SourceTensorProducer(src, i));
+      const bool was_quantized = !src.decode.empty() && src.decode[i].decoded();
+      ++(was_quantized ? summary.dequantized_modules : summary.copied_tensors);
     }
   }
   writer.AddFile("config.json", DenseConfig(src));

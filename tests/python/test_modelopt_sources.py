@@ -148,6 +148,18 @@ def test_every_weight_kept_dense_is_modelopts_dequantize(spk, exports, tmp_path,
     assert not (out / "hf_quant_config.json").exists()
 
 
+@pytest.mark.parametrize("variant", ["nvfp4", "fp8_pc", "fp8_f16"])
+def test_dequantize_writes_modelopts_dequantize(spk, exports, tmp_path, variant):
+    """`sparkulator dequantize` of a ModelOpt export: the same decode, written as a dense checkpoint
+    whose config.json is the source's without quantization_config."""
+    out = tmp_path / "dense"
+    spk("dequantize", exports / variant, out, "--no-fsync")
+    assert_same_bytes(tensors_of(out), tensors_of(exports / (variant + "-ref")))
+    assert json.loads((out / "config.json").read_text()) == \
+        json.loads((exports / (variant + "-ref") / "config.json").read_text())
+    assert not (out / "hf_quant_config.json").exists()
+
+
 @pytest.mark.parametrize("variant,scheme", [
     ("nvfp4", "W4A16"), ("nvfp4", "NVFP4A16"), ("nvfp4", "FP8_BLOCK"), ("fp8", "W4A16"),
     ("fp8", "NVFP4A16"), ("fp8", "FP8_BLOCK"), ("w4a16_nvfp4", "W4A16"), ("fp8_pc", "W4A16"),

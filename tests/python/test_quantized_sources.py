@@ -122,6 +122,17 @@ def test_an_fp8_source_quantizes_to_the_bytes_of_its_reference_decode(spk, sourc
     assert out_config["sparkulator"]["decoded_source"]["quantization_config"] == FP8_CONFIG
 
 
+def test_dequantize_writes_an_fp8_sources_reference_decode(spk, sources, tmp_path):
+    src, ref = sources
+    spk("dequantize", src, tmp_path / "dense", "--no-fsync")
+    got, want = tensors_of(tmp_path / "dense"), tensors_of(ref)
+    assert sorted(got) == sorted(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and torch.equal(got[k].view(torch.uint8),
+                                                             want[k].view(torch.uint8)), k
+    assert "quantization_config" not in json.loads((tmp_path / "dense" / "config.json").read_text())
+
+
 def test_a_decoded_weight_kept_dense_is_written_decoded(spk, sources, tmp_path):
     src, ref = sources
     spk("quantize", src, tmp_path / "out", "--scheme", "W4A16", "--no-fsync",
