@@ -196,8 +196,10 @@ def test_an_export_described_by_hf_quant_config_json_only_decodes_the_same(spk, 
         "quantization_config": json.loads((old / "hf_quant_config.json").read_text()),
         "from": "hf_quant_config.json"}
     assert not (tmp_path / "from-old" / "hf_quant_config.json").exists()
-    report = spk("inspect", old).stdout
-    assert "decoded from quant_method modelopt" in report and "weight_scale" not in report, report
+    for folder in (old, exports / "nvfp4"):
+        report = spk("inspect", folder).stdout
+        assert "decoded from quant_method modelopt" in report, report
+        assert "weight_scale" not in report and "input_scale" not in report, report
 
 
 def test_scales_in_another_shard_than_their_weights_decode_the_same(spk, exports, tmp_path):
