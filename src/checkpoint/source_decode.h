@@ -13,12 +13,13 @@
 //   to BF16, as transformers' Fp8Dequantize does for a BF16 model; the scales are consumed and
 //   are not tensors of the decoded checkpoint.
 //   modelopt (NVIDIA ModelOpt's Hugging Face export, quant_algo NVFP4, W4A16_NVFP4, FP8 or
-//   FP8_PER_CHANNEL_PER_TOKEN): each U8 (NVFP4) or F8_E4M3 (FP8) `X.weight` decoded with its
-//   `X.weight_scale` (and NVFP4's `X.weight_scale_2`) as ModelOpt's NVFP4QTensor and FP8QTensor
-//   dequantize, into the config's torch_dtype (source_modelopt.cc); the scales and the
-//   activation/KV-cache scales (`input_scale`, `k_scale`, `v_scale`) are consumed. A source whose
-//   config.json has no quantization_config but whose folder has ModelOpt's hf_quant_config.json
-//   (ModelOpt up to 0.29) is read with that file as its quantization config, as vLLM does.
+//   FP8_PER_CHANNEL_PER_TOKEN, or MIXED_PRECISION of those): each U8 (NVFP4) or F8_E4M3 (FP8)
+//   `X.weight` decoded with its `X.weight_scale` (and NVFP4's `X.weight_scale_2`) as ModelOpt's
+//   NVFP4QTensor and FP8QTensor dequantize, into the config's torch_dtype (source_modelopt.cc); the
+//   scales and the activation/KV-cache scales (`input_scale`, `k_scale`, `v_scale`) are consumed. A
+//   source whose config.json has no quantization_config but whose folder has ModelOpt's
+//   hf_quant_config.json (ModelOpt up to 0.29) is read with that file as its quantization config,
+//   as vLLM does.
 //
 // Ownership: the decode records point into the shard readers of the SourceCheckpoint they
 // describe, which must outlive them (a move keeps the readers where they are). Thread safety:

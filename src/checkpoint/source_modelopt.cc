@@ -8,10 +8,11 @@
 //   FP8, FP8_PER_CHANNEL_PER_TOKEN: `X.weight` F8_E4M3; `X.weight_scale` one F32 (per tensor) or
 //   one per row. Decoded as FP8QTensor.dequantize: the value and the scale each in the model's
 //   dtype, their product rounded to it.
-// The model's dtype is config.json's torch_dtype (dtype) when it is bfloat16, float16 or float32
-// (what the export keeps its dense tensors in and dequantizes to), else BF16. The activation and
-// KV-cache scales (`input_scale`, `k_scale`, `v_scale`) are consumed. See
-// checkpoint/source_formats.h.
+// MIXED_PRECISION (quantized_layers: each layer's quant_algo and group_size) is decoded when every
+// layer's algorithm is one of those. The model's dtype is config.json's torch_dtype (dtype) when it
+// is bfloat16, float16 or float32 (what the export keeps its dense tensors in and dequantizes to),
+// else BF16. The activation and KV-cache scales (`input_scale`, `k_scale`, `v_scale`) are consumed.
+// See checkpoint/source_formats.h.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -45,49 +46,93 @@ constexpr std::array<std::string_view, 4> kDecodedAlgos = {"NVFP4", "W4A16_NVFP4
 constexpr std::array<float, 16> kE2M1 = {0.0f, 0.5f,  1.0f,  1.5f,  2.0f,  3.0f,  4.0f,  6.0f,
                                          0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-// What the quantization config says: the algorithm and the NVFP4 group size.
+// What the quantization config says: the algorithm and the NVFP4 group size, and for
+// MIXED_PRECISION the group size of each NVFP4 layer that names one.
 struct ModeloptConfig {
   std::string quant_algo;
   int64_t group_size = 16;
+  std::map<std::string, int64_t, std::less<>> layer_group_size;
+
+  int64_t GroupSizeOf(std::string_view module) const {
+    auto it = layer_group_size.find(module);
+    return it == layer_group_size.end() ? group_size : it->second;
+  }
 };
 
+std::string Upper(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
+  return s;
+}
+
+bool Decoded(const std::string& algo) {
+  return std::find(kDecodedAlgos.begin(), kDecodedAlgos.end(), algo) != kDecodedAlgos.end();
+}
+
+// `size` (a group_size entry, or null when there is none) into `out`.
+Status ReadGroupSize(const SourceCheckpoint& src, const Json* size, int64_t* out) {
+  if (size == nullptr || size->is_null()) return Status::Ok();
+  if (!size->is_number_integer() || size->get<int64_t>() <= 0 || size->get<int64_t>() % 2 != 0) {
+    return RefuseSource(
+        src, fmt::format("ModelOpt group_size {} is not a positive even integer", size->dump()));
+  }
+  *out = size->get<int64_t>();
+  return Status::Ok();
+}
+
+const Json* Member(const Json& j, std::string_view key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
 // Reads both forms ModelOpt writes: hf_quant_config.json's {"quantization": {"quant_algo",
-// "group_size", ...}} and config.json's {"quant_algo", "config_groups": {"group_0": {"weights":
-// {"group_size"}}}} (as vLLM reads them too); quant_algo is compared in upper case.
+// "group_size", "quantized_layers", ...}} and config.json's {"quant_algo", "quantized_layers",
+// "config_groups": {"group_0": {"weights": {"group_size"}}}} (as vLLM reads them too); quant_algo
+// is compared in upper case. MIXED_PRECISION is decoded when each of its layers is.
 Result<ModeloptConfig> ParseModeloptConfig(const SourceCheckpoint& src, const Json& qc) {
   const Json* q = &qc;
-  if (auto it = qc.find("quantization"); it != qc.end() && it->is_object()) q = &*it;
+  if (const Json* inner = Member(qc, "quantization"); inner && inner->is_object()) q = inner;
   ModeloptConfig c;
-  if (auto algo = q->find("quant_algo"); algo != q->end() && algo->is_string()) {
-    c.quant_algo = algo->get<std::string>();
+  if (const Json* algo = Member(*q, "quant_algo"); algo && algo->is_string()) {
+    c.quant_algo = Upper(algo->get<std::string>());
   }
-  std::transform(c.quant_algo.begin(), c.quant_algo.end(), c.quant_algo.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::toupper(ch)); });
-  if (std::find(kDecodedAlgos.begin(), kDecodedAlgos.end(), c.quant_algo) == kDecodedAlgos.end()) {
-    return RefuseSource(
-        src, fmt::format("ModelOpt quant_algo {}; ModelOpt sources are decoded for {} only",
-                         c.quant_algo.empty() ? std::string("missing") : c.quant_algo,
-                         fmt::join(kDecodedAlgos, ", ")));
-  }
-  const Json* size = nullptr;
-  if (auto it = q->find("group_size"); it != q->end()) size = &*it;
-  auto groups = q->find("config_groups");
-  if (size == nullptr && groups != q->end() && groups->is_object()) {
-    for (const auto& [name, group] : groups->items()) {
-      if (!group.is_object() || !group.contains("weights") || !group["weights"].is_object()) {
-        continue;
+  const std::string decoded =
+      fmt::format("{} (and MIXED_PRECISION of those)", fmt::join(kDecodedAlgos, ", "));
+  if (c.quant_algo == "MIXED_PRECISION") {
+    const Json* layers = Member(*q, "quantized_layers");
+    if (layers == nullptr || !layers->is_object()) {
+      return RefuseSource(src, "ModelOpt quant_algo MIXED_PRECISION without quantized_layers");
+    }
+    for (const auto& [name, layer] : layers->items()) {
+      const Json* algo = Member(layer, "quant_algo");
+      const std::string a = algo && algo->is_string() ? Upper(algo->get<std::string>()) : "";
+      if (!Decoded(a)) {
+        return RefuseSource(src, fmt::format("ModelOpt MIXED_PRECISION with layer {} in quant_algo "
+                                             "{}; ModelOpt sources are decoded for {} only",
+                                             name, a.empty() ? "missing" : a, decoded));
       }
-      if (auto it = group["weights"].find("group_size"); it != group["weights"].end()) size = &*it;
-      break;
+      int64_t size = c.group_size;
+      SPK_RETURN_IF_ERROR(ReadGroupSize(src, Member(layer, "group_size"), &size));
+      c.layer_group_size.emplace(name, size);
+    }
+    return c;
+  }
+  if (!Decoded(c.quant_algo)) {
+    return RefuseSource(src,
+                        fmt::format("ModelOpt quant_algo {}; ModelOpt sources are decoded for {} "
+                                    "only",
+                                    c.quant_algo.empty() ? "missing" : c.quant_algo, decoded));
+  }
+  const Json* size = Member(*q, "group_size");
+  if (const Json* groups = Member(*q, "config_groups"); size == nullptr && groups) {
+    for (const auto& [name, group] : groups->items()) {
+      if (const Json* weights = Member(group, "weights"); weights && !size) {
+        size = Member(*weights, "group_size");
+      }
     }
   }
-  if (size != nullptr && !size->is_null()) {
-    if (!size->is_number_integer() || size->get<int64_t>() <= 0 || size->get<int64_t>() % 2 != 0) {
-      return RefuseSource(
-          src, fmt::format("ModelOpt group_size {} is not a positive even integer", size->dump()));
-    }
-    c.group_size = size->get<int64_t>();
-  }
+  SPK_RETURN_IF_ERROR(ReadGroupSize(src, size, &c.group_size));
   return c;
 }
 
@@ -278,6 +323,7 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
     }
     const int64_t rows = t.shape[0];
     if (nvfp4) {
+      const int64_t group_size = mc.GroupSizeOf(module);
       auto s2 = by_name.find(module + std::string(kScale2));
       if (s2 == by_name.end()) {
         return BadSourceTensor(*src, shard, t.name,
@@ -287,12 +333,12 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
       }
       const TensorMeta& scale_2 = src->tensors[s2->second];
       const int64_t cols = 2 * t.shape[1];
-      if (cols % mc.group_size != 0) {
+      if (cols % group_size != 0) {
         return BadSourceTensor(
             *src, shard, t.name,
-            fmt::format("{} columns are not whole groups of {}", cols, mc.group_size));
+            fmt::format("{} columns are not whole groups of {}", cols, group_size));
       }
-      const std::vector<int64_t> grid = {rows, cols / mc.group_size};
+      const std::vector<int64_t> grid = {rows, cols / group_size};
       if (scale.dtype != DType::kF8E4M3) {
         return BadSourceTensor(
             *src, scale_shard, scale.name,
@@ -302,7 +348,7 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
         return BadSourceTensor(
             *src, scale_shard, scale.name,
             fmt::format("shape [{}] where the weight's {} x {} values in groups of {} need [{}]",
-                        fmt::join(scale.shape, ", "), rows, cols, mc.group_size,
+                        fmt::join(scale.shape, ", "), rows, cols, group_size,
                         fmt::join(grid, ", ")));
       }
       if (!IsFloatScale(scale_2.dtype) || Elements(scale_2.shape) != 1 ||
@@ -313,7 +359,7 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
                         fmt::join(scale_2.shape, ", ")));
       }
       decode[i].decoder = std::make_shared<NvFp4Decoder>(stored(i), stored(s->second),
-                                                         stored(s2->second), mc.group_size);
+                                                         stored(s2->second), group_size);
       keep[s2->second] = false;
       t.shape[1] = cols;
     } else {

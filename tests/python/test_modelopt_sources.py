@@ -2,7 +2,7 @@
 
 The sources are made by the real producer: a small Qwen3 model (seeded random weights) quantized on
 CPU by `modelopt.torch.quantization.quantize` (NVFP4_DEFAULT_CFG with FP8_KV_CFG, W4A16_NVFP4_CFG,
-FP8_DEFAULT_CFG, FP8_PER_CHANNEL_PER_TOKEN_CFG) and written by ModelOpt's own Hugging Face export
+FP8_DEFAULT_CFG, FP8_PER_CHANNEL_PER_TOKEN_CFG, NVFP4 with FP8 attention: MIXED_PRECISION) and written by ModelOpt's own Hugging Face export
 (`modelopt.torch.export.export_hf_checkpoint`, in small shards), in BF16 and in F16. The reference
 decode of each weight is ModelOpt's own: `NVFP4QTensor.dequantize(scale=weight_scale,
 double_scale=weight_scale_2)` and `FP8QTensor.dequantize(scale=weight_scale)` into the model's
@@ -39,6 +39,8 @@ VARIANTS = {
     "fp8_pc": ("FP8_PER_CHANNEL_PER_TOKEN_CFG", "bfloat16", False),
     "nvfp4_f16": ("NVFP4_DEFAULT_CFG", "float16", False),
     "fp8_f16": ("FP8_DEFAULT_CFG", "float16", False),
+    # NVFP4 with FP8 attention: ModelOpt exports it as MIXED_PRECISION with quantized_layers.
+    "mixed": ("NVFP4_DEFAULT_CFG", "bfloat16", False),
 }
 
 PRODUCER = textwrap.dedent("""
@@ -63,6 +65,11 @@ PRODUCER = textwrap.dedent("""
         cfg = copy.deepcopy(getattr(mtq, cfg_name))
         if kv:
             cfg["quant_cfg"] = cfg["quant_cfg"] + mtq.FP8_KV_CFG["quant_cfg"]
+        if name == "mixed":
+            fp8 = {"num_bits": (4, 3), "axis": None}
+            cfg["quant_cfg"] = cfg["quant_cfg"] + [
+                {"quantizer_name": "*self_attn*weight_quantizer", "cfg": fp8},
+                {"quantizer_name": "*self_attn*input_quantizer", "cfg": fp8}]
         calib = torch.randint(0, 64, (4, 16), generator=torch.Generator().manual_seed(5))
         model = mtq.quantize(model, cfg, lambda m: m(calib))
         src = root / name
@@ -70,8 +77,7 @@ PRODUCER = textwrap.dedent("""
         stored = {}
         for f in sorted(src.glob("*.safetensors")):
             stored.update(load_file(str(f)))
-        group = json.loads((src / "hf_quant_config.json").read_text())["quantization"].get(
-            "group_size", 16)
+        group = 16  # every NVFP4 export's (MIXED_PRECISION records it per layer)
         ref = {}
         for k, t in stored.items():
             if k.endswith((".weight_scale", ".weight_scale_2", ".input_scale", ".k_scale",
@@ -138,6 +144,11 @@ def test_the_exports_are_what_modelopt_writes(exports):
     assert any(((w & 0x0F) == 8).any() or ((w >> 4) == 8).any()
                for w in t.values() if w.dtype == torch.uint8)
     assert tensors_of(exports / "fp8_pc")[q + "weight_scale"].shape == (256,)
+    mixed = json.loads((exports / "mixed" / "config.json").read_text())["quantization_config"]
+    assert mixed["quant_algo"] == "MIXED_PRECISION"
+    assert mixed["quantized_layers"]["model.layers.0.self_attn.q_proj"]["quant_algo"] == "FP8"
+    assert mixed["quantized_layers"]["model.layers.0.mlp.up_proj"] == {"quant_algo": "NVFP4",
+                                                                      "group_size": 16}
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
@@ -148,7 +159,7 @@ def test_every_weight_kept_dense_is_modelopts_dequantize(spk, exports, tmp_path,
     assert not (out / "hf_quant_config.json").exists()
 
 
-@pytest.mark.parametrize("variant", ["nvfp4", "fp8_pc", "fp8_f16"])
+@pytest.mark.parametrize("variant", ["nvfp4", "fp8_pc", "fp8_f16", "mixed"])
 def test_dequantize_writes_modelopts_dequantize(spk, exports, tmp_path, variant):
     """`sparkulator dequantize` of a ModelOpt export: the same decode, written as a dense checkpoint
     whose config.json is the source's without quantization_config."""
@@ -163,7 +174,7 @@ def test_dequantize_writes_modelopts_dequantize(spk, exports, tmp_path, variant)
 @pytest.mark.parametrize("variant,scheme", [
     ("nvfp4", "W4A16"), ("nvfp4", "NVFP4A16"), ("nvfp4", "FP8_BLOCK"), ("fp8", "W4A16"),
     ("fp8", "NVFP4A16"), ("fp8", "FP8_BLOCK"), ("w4a16_nvfp4", "W4A16"), ("fp8_pc", "W4A16"),
-    ("nvfp4_f16", "W4A16"), ("fp8_f16", "W8A16")])
+    ("nvfp4_f16", "W4A16"), ("fp8_f16", "W8A16"), ("mixed", "W4A16"), ("mixed", "NVFP4A16")])
 def test_a_modelopt_source_quantizes_to_the_bytes_of_its_reference_decode(spk, exports, tmp_path,
                                                                          variant, scheme):
     src = exports / variant
@@ -300,6 +311,20 @@ def test_a_modelopt_algorithm_not_decoded_is_refused_saying_what_is(spk, exports
     r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
     assert r.returncode != 0 and "already quantized" in r.stderr
     for w in [f"{bad}/config.json", "ModelOpt quant_algo NVFP4_AWQ", "NVFP4, W4A16_NVFP4, FP8"]:
+        assert w in r.stderr, (w, r.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_mixed_precision_layer_not_decoded_is_refused_naming_it(spk, exports, tmp_path):
+    bad = broken_copy(exports / "mixed", tmp_path / "mixed")
+    c = json.loads((bad / "config.json").read_text())
+    c["quantization_config"]["quantized_layers"]["model.layers.0.mlp.up_proj"]["quant_algo"] = \
+        "W4A8_AWQ"
+    (bad / "config.json").write_text(json.dumps(c))
+    r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
+    assert r.returncode != 0
+    for w in [f"{bad}/config.json", "MIXED_PRECISION with layer model.layers.0.mlp.up_proj in "
+              "quant_algo W4A8_AWQ", "MIXED_PRECISION of those"]:
         assert w in r.stderr, (w, r.stderr)
     assert not (tmp_path / "out").exists()
 
