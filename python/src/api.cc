@@ -88,11 +88,11 @@ Result<int> ThreadsOf(const ApiRequest& r) {
   return IntOf("threads", r.OptionalInt("threads").value_or(0));
 }
 
-Result<std::string> RunQuantize(ApiRequest& r, const ApiEnv& env) {
+Result<std::string> RunQuantize(const ApiRequest& r, RunContext run) {
   SPK_ASSIGN_OR_RETURN(QuantizeOptions o, PlanRequest(r, r.Str("src")));
   o.destination = r.Str("dst");
   SPK_ASSIGN_OR_RETURN(o.method, ParseQuantMethod(r.Str("method")));
-  SPK_ASSIGN_OR_RETURN(o.threads, ThreadsOf(r));
+  SPK_ASSIGN_OR_RETURN(run.threads, ThreadsOf(r));
   o.force = r.Bool("force");
   o.dry_run = r.Bool("dry_run");
   o.target_precision = r.Str("target_precision");
@@ -101,18 +101,17 @@ Result<std::string> RunQuantize(ApiRequest& r, const ApiEnv& env) {
   if (auto shard = r.OptionalStr("shard")) {
     SPK_ASSIGN_OR_RETURN(o.part, ParsePart(*shard));
   }
-  SPK_ASSIGN_OR_RETURN(QuantizeSummary summary,
-                       QuantizeCheckpoint(o, FileSystem::Default(), env.progress, env.cancel));
+  SPK_ASSIGN_OR_RETURN(QuantizeSummary summary, QuantizeCheckpoint(run, o));
   return PlanReport(summary, /*with_tensors=*/true).dump();
 }
 
-Result<std::string> RunInspect(ApiRequest& r, const ApiEnv&) {
+Result<std::string> RunInspect(const ApiRequest& r, RunContext run) {
   SPK_ASSIGN_OR_RETURN(QuantizeOptions o, PlanRequest(r, r.Str("ckpt")));
-  SPK_ASSIGN_OR_RETURN(auto report, InspectCheckpoint(o, FileSystem::Default()));
+  SPK_ASSIGN_OR_RETURN(auto report, InspectCheckpoint(run, o));
   return report.dump();
 }
 
-Result<std::string> RunCheck(ApiRequest& r, const ApiEnv&) {
+Result<std::string> RunCheck(const ApiRequest& r, RunContext run) {
   CheckOptions o;
   o.checkpoint = r.Str("ckpt");
   o.target = r.OptionalStr("target").value_or("");
@@ -121,11 +120,11 @@ Result<std::string> RunCheck(ApiRequest& r, const ApiEnv&) {
   o.vllm_version = r.OptionalStr("vllm_version").value_or("");
   o.vllm_dir = r.OptionalStr("vllm").value_or("");
   o.vllm_batch_invariant = r.Bool("vllm_batch_invariant");
-  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(FileSystem::Default(), o));
+  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, o));
   return CheckReportToJson(report).dump();
 }
 
-Result<std::string> RunCompare(ApiRequest& r, const ApiEnv&) {
+Result<std::string> RunCompare(const ApiRequest& r, RunContext run) {
   CompareOptions o;
   o.source = r.Str("src");
   o.quantized = r.Str("q");
@@ -137,32 +136,31 @@ Result<std::string> RunCompare(ApiRequest& r, const ApiEnv&) {
     o.seed = static_cast<uint64_t>(*seed);
   }
   if (auto q2 = r.OptionalStr("q2")) {
-    SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(FileSystem::Default(), o, *q2));
+    SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(run, o, *q2));
     return GainReportToJson(report).dump();
   }
-  SPK_ASSIGN_OR_RETURN(CompareReport report, CompareCheckpoints(FileSystem::Default(), o));
+  SPK_ASSIGN_OR_RETURN(CompareReport report, CompareCheckpoints(run, o));
   return CompareReportToJson(report).dump();
 }
 
-Result<std::string> RunMerge(ApiRequest& r, const ApiEnv&) {
+Result<std::string> RunMerge(const ApiRequest& r, RunContext run) {
   MergeOptions o;
   o.destination = r.Str("dst");
   o.parts = r.StrList("parts");
   o.force = r.Bool("force");
   o.durability = DurabilityOf(r);
-  SPK_ASSIGN_OR_RETURN(MergeSummary summary, MergeParts(FileSystem::Default(), o));
+  SPK_ASSIGN_OR_RETURN(MergeSummary summary, MergeParts(run, o));
   return MergeSummaryToJson(summary).dump();
 }
 
-Result<std::string> RunDequantize(ApiRequest& r, const ApiEnv& env) {
+Result<std::string> RunDequantize(const ApiRequest& r, RunContext run) {
   DequantizeOptions o;
   o.source = r.Str("src");
   o.destination = r.Str("dst");
   o.force = r.Bool("force");
-  SPK_ASSIGN_OR_RETURN(o.threads, ThreadsOf(r));
+  SPK_ASSIGN_OR_RETURN(run.threads, ThreadsOf(r));
   o.durability = DurabilityOf(r);
-  o.cancel = env.cancel;
-  SPK_ASSIGN_OR_RETURN(DequantizeSummary summary, DequantizeCheckpoint(o, FileSystem::Default()));
+  SPK_ASSIGN_OR_RETURN(DequantizeSummary summary, DequantizeCheckpoint(run, o));
   return DequantizeSummaryToJson(summary).dump();
 }
 

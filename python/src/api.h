@@ -24,6 +24,7 @@
 
 #include "base/progress.h"
 #include "base/status.h"
+#include "io/run_context.h"
 
 namespace spk::python {
 
@@ -48,13 +49,6 @@ struct ApiParam {
   std::string_view doc;
 };
 
-// What a call hands its Run function besides the request: the progress counts the package draws
-// and the flag Ctrl-C sets.
-struct ApiEnv {
-  Progress* progress;
-  std::atomic<bool>* cancel;
-};
-
 class ApiRequest;
 
 // The package's function returns `type` when the report's JSON has a true `when` key (the first
@@ -72,7 +66,9 @@ struct ApiCommand {
   std::string_view returns_doc;
   std::string_view raises_doc;
   // The library call: its report's JSON text (what the CLI's --json prints).
-  Result<std::string> (*run)(ApiRequest& request, const ApiEnv& env);
+  // `run` holds the progress counts the package draws and the flag Ctrl-C sets; the row's function
+  // adds what its request says of the context (threads).
+  Result<std::string> (*run)(const ApiRequest& request, RunContext run);
 };
 
 // Every function of the package, in the order of its __all__.

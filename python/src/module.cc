@@ -148,8 +148,8 @@ std::string Call(const std::string& name, const std::string& request_json, nb::o
   if (!request.ok()) RaiseFor(request.status());
   std::atomic<bool> cancel{false};
   Progress progress = Progress::Observed();
-  const ApiEnv env{&progress, &cancel};
-  auto work = [&]() -> Result<std::string> { return command->run(*request, env); };
+  const RunContext run{.progress = &progress, .cancel = &cancel};
+  auto work = [&]() -> Result<std::string> { return command->run(*request, run); };
   return RunInterruptible(work, &cancel, progress, on_progress);
 }
 
