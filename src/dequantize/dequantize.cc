@@ -102,7 +102,9 @@ Status AddModules(const SourceCheckpoint& src, const CheckpointScheme& scheme,
 
 }  // namespace
 
-Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options, FileSystem* fs) {
+Result<DequantizeSummary> DequantizeCheckpoint(const RunContext& run,
+                                               const DequantizeOptions& options) {
+  FileSystem* fs = run.fs;
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
   // A source of another format DecodeQuantizedSource reads (FP8 blocks, ModelOpt) is written as
   // `quantize` reads it: the quantized weights decoded, their scales left out.
@@ -127,8 +129,8 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   summary.warnings = src.files.warnings();
 
   CheckpointWriterOptions write = CheckpointWriterOptions::For(
-      options.destination, options.force, options.threads, options.durability, src.files.sharded());
-  write.cancel = options.cancel;
+      options.destination, options.force, run.threads, options.durability, src.files.sharded());
+  write.cancel = run.cancel;
   CheckpointWriter writer(fs, write);
   for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
   std::deque<QuantizedModuleReader> modules;
