@@ -2,15 +2,16 @@
 
 The sources are made by the real producer: a small Qwen3 model (seeded random weights) quantized on
 CPU by `modelopt.torch.quantization.quantize` (NVFP4_DEFAULT_CFG with FP8_KV_CFG, W4A16_NVFP4_CFG,
-FP8_DEFAULT_CFG, FP8_PER_CHANNEL_PER_TOKEN_CFG, NVFP4 with FP8 attention: MIXED_PRECISION) and written by ModelOpt's own Hugging Face export
-(`modelopt.torch.export.export_hf_checkpoint`, in small shards), in BF16 and in F16. The reference
+FP8_DEFAULT_CFG, FP8_PER_CHANNEL_PER_TOKEN_CFG, NVFP4 with FP8 attention: MIXED_PRECISION) and
+written by ModelOpt's own Hugging Face export (`modelopt.torch.export.export_hf_checkpoint`, in
+small shards), in BF16 and in F16. The reference
 decode of each weight is ModelOpt's own: `NVFP4QTensor.dequantize(scale=weight_scale,
 double_scale=weight_scale_2)` and `FP8QTensor.dequantize(scale=weight_scale)` into the model's
 dtype (a per-channel FP8 scale, stored [rows], broadcast per row, as ModelOpt divided by it),
 saved as a dense checkpoint with the source's config.json minus its quantization_config.
 
-The decode is proven twice through the bytes: a run that keeps every weight dense (`--ignore re:.*`)
-writes exactly the reference decode, and quantizing the ModelOpt source writes exactly what
+The decode is proven through the bytes: a run that keeps every weight dense (`--ignore re:.*`) and
+`sparkulator dequantize` write exactly the reference decode, and quantizing the ModelOpt source writes exactly what
 quantizing the reference decode writes. The older form (the quantization described only in
 hf_quant_config.json, as ModelOpt up to 0.29 wrote it) decodes the same. Bad sources (a scale
 missing, misshapen, of the wrong dtype or non-finite; an algorithm not decoded) fail naming the
