@@ -29,6 +29,8 @@ struct SourceFormat {
 
 Status DecodeCompressedTensorsSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeFp8BlockSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
+Status DecodeGptqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
+Status DecodeAwqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 
 // "<dir>/config.json: the model is already quantized (<why>); ..." listing what is decoded.
 Status RefuseSource(const SourceCheckpoint& src, std::string_view why);

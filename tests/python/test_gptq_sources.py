@@ -1,0 +1,244 @@
+"""`sparkulator quantize` from GPTQ and AWQ int sources (quant_method "gptq" / "awq"), decoded on
+the fly.
+
+The decode is proven through the bytes against the libraries' own code (gptq_references.py:
+GPTQModel 7.7.0 and AutoAWQ 0.2.9 from their published sources):
+
+- GPTQ: the reference decode is GPTQModel's checkpoint dequantizer `convert_gptq_file` (to F16, the
+  scales' dtype), the same arithmetic as its TorchQuantLinear.dequantize_weight. The sources are
+  packed with GPTQModel's own `pack_cols` (qweight packs along the input dim: pack_cols of the
+  transpose, the inverse of the `unpack_rows` its dequantizer reads with) and, for v1
+  (checkpoint_format "gptq"), its own v2-to-v1 zero shift `_revert_gptq_v1_qzeros_correction`;
+  the codes, zeros, scales and g_idx are drawn at random (zeros of 0 and 2^bits - 1 included, the
+  v1 wrap-around), not computed by a GPTQ run: the decode does not depend on how they were found.
+- AWQ: the source is packed by AutoAWQ's WQLinear_GEMM.from_linear from a weight that is exactly
+  (q - z) * s, and the reference decode is AutoAWQ's dequantize_gemm. (GPTQModel 7.7.0's
+  checkpoint dequantizer `convert_awq_file` reads the columns without AutoAWQ's interleave, so it
+  is not the AWQ reference.)
+
+Each source must quantize to exactly the bytes its reference decode, saved dense, quantizes to;
+the decoded weights kept dense must equal the reference; inspect and compare see the decoded
+weights. Bad sources (a part missing, misshapen, of the wrong dtype, g_idx out of range, a
+non-finite scale, a variant not decoded) fail naming the file and tensor, and write nothing.
+"""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+import gptq_references
+
+HIDDEN, KV, INTER = 256, 128, 384
+L0 = "model.layers.0."
+SHAPES = {"self_attn.q_proj": (HIDDEN, HIDDEN), "self_attn.k_proj": (KV, HIDDEN),
+          "self_attn.v_proj": (KV, HIDDEN), "self_attn.o_proj": (HIDDEN, HIDDEN),
+          "mlp.gate_proj": (INTER, HIDDEN), "mlp.up_proj": (INTER, HIDDEN),
+          "mlp.down_proj": (HIDDEN, INTER)}
+# name: bits, group_size, desc_act (shuffled g_idx), checkpoint_format, sym.
+GPTQ_CASES = {
+    "v1-sym": (4, 64, False, "gptq", True),
+    "v1-asym-act": (4, 64, True, "gptq", False),
+    "v2-asym-act": (4, 64, True, "gptq_v2", False),
+    "v1-channel": (4, -1, False, "gptq", False),
+    "v1-8bit-act": (8, 64, True, "gptq", False),
+    "v2-2bit": (2, 32, False, "gptq_v2", False),
+}
+AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemm",
+              "zero_point": True, "modules_to_not_convert": ["down_proj"]}
+
+
+def config(quantization: dict | None) -> dict:
+    c = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": HIDDEN,
+         "intermediate_size": INTER, "num_hidden_layers": 1, "num_attention_heads": 2,
+         "num_key_value_heads": 1, "head_dim": 128, "vocab_size": 64, "torch_dtype": "float16"}
+    if quantization:
+        c["quantization_config"] = quantization
+    return c
+
+
+def gptq_config(case: str) -> dict:
+    bits, group_size, desc_act, fmt, sym = GPTQ_CASES[case]
+    return {"quant_method": "gptq", "bits": bits, "group_size": group_size, "desc_act": desc_act,
+            "sym": sym, "checkpoint_format": fmt, "damp_percent": 0.01, "true_sequential": True,
+            "static_groups": False, "lm_head": False}
+
+
+def dense(g) -> dict:
+    return {"model.embed_tokens.weight": torch.randn(64, HIDDEN, generator=g).half(),
+            "lm_head.weight": torch.randn(64, HIDDEN, generator=g).half(),
+            L0 + "input_layernorm.weight": torch.ones(HIDDEN, dtype=torch.float16),
+            L0 + "self_attn.q_proj.bias": torch.randn(HIDDEN, generator=g).half()}
+
+
+def gptq_module(dq, g, out: int, inp: int, case: str) -> dict:
+    bits, group_size, desc_act, fmt, sym = GPTQ_CASES[case]
+    maxq = 2 ** bits - 1
+    gs = inp if group_size == -1 else group_size
+    groups = -(-inp // gs)
+    g_idx = torch.arange(inp, dtype=torch.int32) // gs
+    if desc_act:
+        g_idx = g_idx[torch.randperm(inp, generator=g)].contiguous()
+    q = torch.randint(0, maxq + 1, (inp, out), generator=g, dtype=torch.int32)
+    if sym:
+        zeros = torch.full((groups, out), (maxq + 1) // 2, dtype=torch.int32)
+    else:
+        zeros = torch.randint(0, maxq + 1, (groups, out), generator=g, dtype=torch.int32)
+        zeros[0, :3] = torch.tensor([0, maxq, 0])
+    qzeros = dq.pack_cols(zeros, bits, pack_dtype=torch.int32)
+    if fmt == "gptq":
+        qzeros = dq._revert_gptq_v1_qzeros_correction(qzeros, bits)
+    return {"qweight": dq.pack_cols(q.t().contiguous(), bits, pack_dtype=torch.int32).t().contiguous(),
+            "qzeros": qzeros, "g_idx": g_idx,
+            "scales": (torch.rand(groups, out, generator=g) * 0.02 + 1e-3).half()}
+
+
+def write(d: Path, tensors: dict, quantization: dict | None, split=None) -> Path:
+    """A checkpoint folder; `split` (a name test) puts those tensors in a second shard."""
+    d.mkdir(parents=True)
+    if split is None:
+        save_file(tensors, str(d / "model.safetensors"), metadata={"format": "pt"})
+    else:
+        second = {k: v for k, v in tensors.items() if split(k)}
+        first = {k: v for k, v in tensors.items() if k not in second}
+        files = {"model-00001-of-00002.safetensors": first,
+                 "model-00002-of-00002.safetensors": second}
+        for name, part in files.items():
+            save_file(part, str(d / name), metadata={"format": "pt"})
+        (d / "model.safetensors.index.json").write_text(json.dumps(
+            {"metadata": {}, "weight_map": {k: n for n, part in files.items() for k in part}}))
+    (d / "config.json").write_text(json.dumps(config(quantization)))
+    return d
+
+
+def scales_apart(name: str) -> bool:
+    """The q_proj's scales and zeros in the other shard than its qweight."""
+    return name.startswith(L0 + "self_attn.q_proj.") and name.endswith((".scales", ".qzeros"))
+
+
+@pytest.fixture(scope="module")
+def gptq_sources(tmp_path_factory):
+    """Each GPTQ case: (source folder in two shards, its reference decode saved dense)."""
+    dq = gptq_references.gptqmodel_dequant()
+    root = tmp_path_factory.mktemp("gptq")
+    out = {}
+    for n, case in enumerate(GPTQ_CASES):
+        g = torch.Generator().manual_seed(11 + n)
+        t = dense(g)
+        for k, (rows, cols) in SHAPES.items():
+            for part, v in gptq_module(dq, g, rows, cols, case).items():
+                t[f"{L0}{k}.{part}"] = v
+        qc = gptq_config(case)
+        whole = write(root / case / "whole", t, qc)
+        ref = dq.convert_gptq_file(whole / "model.safetensors", torch.float16, qc, "cpu")
+        assert all(v.dtype == torch.float16 for v in ref.values())
+        out[case] = (write(root / case / "src", t, qc, split=scales_apart),
+                     write(root / case / "ref", ref, None))
+    return out
+
+
+@pytest.fixture(scope="module")
+def awq_source(tmp_path_factory):
+    """An AWQ GEMM source packed by AutoAWQ (down_proj left dense: modules_to_not_convert) and
+    its reference decode."""
+    gemm = gptq_references.autoawq_gemm()
+    root = tmp_path_factory.mktemp("awq")
+    g = torch.Generator().manual_seed(5)
+    gs = AWQ_CONFIG["group_size"]
+    t, ref = dense(g), {}
+    for k, (rows, cols) in SHAPES.items():
+        name = L0 + k
+        if k == "mlp.down_proj":
+            t[name + ".weight"] = (torch.randn(rows, cols, generator=g) * 0.05).half()
+            ref[name + ".weight"] = t[name + ".weight"]
+            continue
+        q = torch.randint(0, 16, (rows, cols), generator=g)
+        zeros = torch.randint(0, 16, (cols // gs, rows), generator=g)
+        scales = (torch.rand(cols // gs, rows, generator=g) * 0.02 + 1e-3).half().float()
+        linear = torch.nn.Linear(cols, rows, bias=False)
+        linear.weight.data = (q - zeros.repeat_interleave(gs, 0).t()) * \
+            scales.repeat_interleave(gs, 0).t()
+        m = gemm.WQLinear_GEMM.from_linear(linear, 4, gs, scales=scales, zeros=zeros.float())
+        t[name + ".qweight"], t[name + ".qzeros"], t[name + ".scales"] = \
+            m.qweight, m.qzeros, m.scales
+        w = gemm.dequantize_gemm(m.qweight, m.qzeros, m.scales, 4, gs).t().contiguous()
+        assert w.dtype == torch.float16 and torch.equal(w, linear.weight.data.half())
+        ref[name + ".weight"] = w
+    ref.update(dense(torch.Generator().manual_seed(5)))
+    return (write(root / "src", t, AWQ_CONFIG, split=scales_apart),
+            write(root / "ref", ref, None))
+
+
+def tensors_of(d: Path) -> dict:
+    out = {}
+    for f in sorted(d.glob("*.safetensors")):
+        out.update(load_file(str(f)))
+    return out
+
+
+def assert_same_bytes(got: dict, want: dict):
+    assert sorted(got) == sorted(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype and torch.equal(got[k].view(torch.uint8),
+                                                             want[k].view(torch.uint8)), k
+
+
+def quantizes_as_its_reference(spk, src: Path, ref: Path, tmp_path: Path, scheme: str,
+                               quantization: dict):
+    spk("quantize", src, tmp_path / "from-src", "--scheme", scheme, "--no-fsync")
+    spk("quantize", ref, tmp_path / "from-ref", "--scheme", scheme, "--no-fsync")
+    got = tensors_of(tmp_path / "from-src")
+    assert_same_bytes(got, tensors_of(tmp_path / "from-ref"))
+    assert not any(k.endswith((".qweight", ".qzeros", ".scales", ".g_idx")) for k in got)
+    out_config = json.loads((tmp_path / "from-src" / "config.json").read_text())
+    ref_config = json.loads((tmp_path / "from-ref" / "config.json").read_text())
+    assert out_config["quantization_config"] == ref_config["quantization_config"]
+    assert out_config["sparkulator"]["decoded_source"]["quantization_config"] == quantization
+
+
+@pytest.mark.parametrize("case", list(GPTQ_CASES))
+def test_a_gptq_source_quantizes_to_the_bytes_of_gptqmodels_decode(spk, gptq_sources, tmp_path,
+                                                                  case):
+    src, ref = gptq_sources[case]
+    quantizes_as_its_reference(spk, src, ref, tmp_path, "W4A16", gptq_config(case))
+
+
+def test_an_awq_source_quantizes_to_the_bytes_of_autoawqs_decode(spk, awq_source, tmp_path):
+    quantizes_as_its_reference(spk, *awq_source, tmp_path, "W4A16", AWQ_CONFIG)
+
+
+@pytest.mark.parametrize("scheme", ["NVFP4A16", "FP8_BLOCK"])
+def test_other_schemes_from_a_gptq_source(spk, gptq_sources, tmp_path, scheme):
+    src, ref = gptq_sources["v1-asym-act"]
+    quantizes_as_its_reference(spk, src, ref, tmp_path, scheme, gptq_config("v1-asym-act"))
+
+
+@pytest.mark.parametrize("case", ["v1-asym-act", "v1-8bit-act", "awq"])
+def test_decoded_weights_kept_dense_equal_the_reference(spk, gptq_sources, awq_source, tmp_path,
+                                                        case):
+    """Every linear layer ignored: the output holds the decoded weights themselves (F16)."""
+    src, ref = awq_source if case == "awq" else gptq_sources[case]
+    spk("quantize", src, tmp_path / "out", "--scheme", "W4A16", "--no-fsync",
+        "--ignore", "re:.*_proj$")
+    got, want = tensors_of(tmp_path / "out"), tensors_of(ref)
+    for k in SHAPES:
+        name = L0 + k + ".weight"
+        assert got[name].dtype == torch.float16, name
+        assert torch.equal(got[name].view(torch.int16), want[name].view(torch.int16)), name
+
+
+def test_inspect_and_compare_read_the_decoded_weights(spk, gptq_sources, tmp_path):
+    src, ref = gptq_sources["v2-asym-act"]
+    report = spk("inspect", src).stdout
+    assert "decoded from quant_method gptq" in report, report
+    assert "qweight" not in report and "g_idx" not in report, report
+    plan = json.loads(spk("quantize", src, tmp_path / "x", "--dry-run", "--json").stdout)
+    by_name = {x["name"]: x for x in plan["tensors"]}
+    assert by_name[L0 + "mlp.down_proj.weight"]["dtype"] == "F16"
+    assert by_name[L0 + "mlp.down_proj.weight"]["action"] == "quantize"
+    q = tmp_path / "q"
+    spk("quantize", src, q, "--scheme", "W4A16", "--no-fsync")
+    got = json.loads(spk("compare", src, q, "--json").stdout)
+    want = json.loads(spk("compare", ref, q, "--json").stdout)
+    assert got["layers"] and got["layers"] == want["layers"]
