@@ -206,6 +206,61 @@ Status Expect(const SourceCheckpoint& src, const Stored& t, std::initializer_lis
 
 constexpr std::string_view kQweight = ".qweight";
 
+// Checks a module's tensors against each other and the config; sets its in, out, groups and (AWQ)
+// group_size. `m` holds its tensors.
+Status CheckShapes(const SourceCheckpoint& src, bool gptq, int pf, int64_t config_group_size,
+                   PackedModule* mp) {
+  PackedModule& m = *mp;
+  const std::vector<int64_t>& qs = m.qweight.entry.shape;
+  if (m.qweight.entry.dtype != DType::kI32 || qs.size() != 2) {
+    return BadSourceTensor(src, m.qweight.shard, m.qweight.entry.name,
+                           fmt::format("{} [{}] where a 2-D I32 tensor of packed codes is "
+                                       "expected",
+                                       DTypeName(m.qweight.entry.dtype), fmt::join(qs, ", ")));
+  }
+  m.in = gptq ? qs[0] * pf : qs[0];
+  m.out = gptq ? qs[1] : qs[1] * pf;
+  const std::vector<int64_t>& ss = m.scales.entry.shape;
+  m.groups = ss.size() == 2 ? ss[0] : 0;
+  if (m.groups <= 0) {
+    return BadSourceTensor(src, m.scales.shard, m.scales.entry.name,
+                           fmt::format("shape [{}] where scales [groups, {}] are expected",
+                                       fmt::join(ss, ", "), m.out));
+  }
+  SPK_RETURN_IF_ERROR(Expect(src, m.scales, {DType::kF16, DType::kBF16, DType::kF32},
+                             {m.groups, m.out},
+                             fmt::format("the scales of [{}]", fmt::join(qs, ", "))));
+  if (!gptq) {
+    // AWQ groups consecutive input rows: group_size from the config (-1: one group), or
+    // from the shapes when the config has none.
+    const int64_t gs = config_group_size > 0    ? config_group_size
+                       : config_group_size == 0 ? m.in / m.groups
+                                                : m.in;
+    if (gs <= 0 || m.in % gs != 0 || m.groups != m.in / gs) {
+      return BadSourceTensor(
+          src, m.scales.shard, m.scales.entry.name,
+          fmt::format("{} groups where {} input rows in groups of {} need {}", m.groups, m.in, gs,
+                      gs > 0 && m.in % gs == 0 ? fmt::format("{}", m.in / gs)
+                                               : std::string("whole groups")));
+    }
+    m.group_size = gs;
+  }
+  if (m.out % pf != 0) {
+    return BadSourceTensor(
+        src, m.qweight.shard, m.qweight.entry.name,
+        fmt::format("{} outputs, not a multiple of the {} codes of a word", m.out, pf));
+  }
+  SPK_RETURN_IF_ERROR(Expect(src, m.qzeros, {DType::kI32}, {m.groups, m.out / pf},
+                             fmt::format("the packed zeros of {} groups", m.groups)));
+  if (gptq) {
+    // g_idx alone places each input column (a group count the config's group_size does not
+    // give is still decoded, as GPTQModel's dequantizer does).
+    SPK_RETURN_IF_ERROR(
+        Expect(src, m.g_idx, {DType::kI32}, {m.in}, "the group index of each input column"));
+  }
+  return Status::Ok();
+}
+
 Status DecodePackedSource(SourceCheckpoint* src, const PackedModule& proto, std::string_view method,
                           int64_t config_group_size) {
   std::map<std::string, size_t> by_name;
@@ -235,52 +290,7 @@ Status DecodePackedSource(SourceCheckpoint* src, const PackedModule& proto, std:
       *parts[k] = {src->tensor_shard[it->second], src->entries[it->second]};
       keep[it->second] = false;
     }
-    const std::vector<int64_t>& qs = m.qweight.entry.shape;
-    if (m.qweight.entry.dtype != DType::kI32 || qs.size() != 2) {
-      return BadSourceTensor(*src, m.qweight.shard, m.qweight.entry.name,
-                             fmt::format("{} [{}] where a 2-D I32 tensor of packed codes is "
-                                         "expected",
-                                         DTypeName(m.qweight.entry.dtype), fmt::join(qs, ", ")));
-    }
-    m.in = gptq ? qs[0] * pf : qs[0];
-    m.out = gptq ? qs[1] : qs[1] * pf;
-    const std::vector<int64_t>& ss = m.scales.entry.shape;
-    m.groups = ss.size() == 2 ? ss[0] : 0;
-    if (m.groups <= 0) {
-      return BadSourceTensor(*src, m.scales.shard, m.scales.entry.name,
-                             fmt::format("shape [{}] where scales [groups, {}] are expected",
-                                         fmt::join(ss, ", "), m.out));
-    }
-    SPK_RETURN_IF_ERROR(Expect(*src, m.scales, {DType::kF16, DType::kBF16, DType::kF32},
-                               {m.groups, m.out},
-                               fmt::format("the scales of [{}]", fmt::join(qs, ", "))));
-    if (m.out % pf != 0) {
-      return BadSourceTensor(
-          *src, m.qweight.shard, m.qweight.entry.name,
-          fmt::format("{} outputs, not a multiple of the {} codes of a word", m.out, pf));
-    }
-    SPK_RETURN_IF_ERROR(Expect(*src, m.qzeros, {DType::kI32}, {m.groups, m.out / pf},
-                               fmt::format("the packed zeros of {} groups", m.groups)));
-    if (gptq) {
-      // g_idx alone places each input column (a group count the config's group_size does not
-      // give is still decoded, as GPTQModel's dequantizer does).
-      SPK_RETURN_IF_ERROR(
-          Expect(*src, m.g_idx, {DType::kI32}, {m.in}, "the group index of each input column"));
-    } else {
-      // AWQ groups consecutive input rows: group_size from the config (-1: one group), or
-      // from the shapes when the config has none.
-      const int64_t gs = config_group_size > 0    ? config_group_size
-                         : config_group_size == 0 ? m.in / m.groups
-                                                  : m.in;
-      if (gs <= 0 || m.in % gs != 0 || m.groups != m.in / gs) {
-        return BadSourceTensor(
-            *src, m.scales.shard, m.scales.entry.name,
-            fmt::format("{} groups where {} input rows in groups of {} need {}", m.groups, m.in, gs,
-                        gs > 0 && m.in % gs == 0 ? fmt::format("{}", m.in / gs)
-                                                 : std::string("whole groups")));
-      }
-      m.group_size = gs;
-    }
+    SPK_RETURN_IF_ERROR(CheckShapes(*src, gptq, pf, config_group_size, &m));
     TensorMeta& t = src->tensors[i];
     t = TensorMeta{module + ".weight", m.scales.entry.dtype, {m.out, m.in}, ""};
     decode[i].decoder = std::make_shared<PackedIntDecoder>(std::move(m));

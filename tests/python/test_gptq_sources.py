@@ -242,3 +242,131 @@ def test_inspect_and_compare_read_the_decoded_weights(spk, gptq_sources, tmp_pat
     got = json.loads(spk("compare", src, q, "--json").stdout)
     want = json.loads(spk("compare", ref, q, "--json").stdout)
     assert got["layers"] and got["layers"] == want["layers"]
+
+
+# ---- bad sources ---------------------------------------------------------------------------
+
+Q = L0 + "self_attn.q_proj"
+
+
+def broken_copy(src: Path, dst: Path, tensor: str, change) -> str:
+    """A copy of `src` with change(tensors) applied to the shard holding `tensor`; its file name."""
+    dst.mkdir()
+    for f in src.iterdir():
+        (dst / f.name).write_bytes(f.read_bytes())
+    index = json.loads((dst / "model.safetensors.index.json").read_text())
+    f = dst / index["weight_map"][tensor]
+    tensors = load_file(str(f))
+    change(tensors)
+    save_file(tensors, str(f), metadata={"format": "pt"})
+    index["weight_map"] = {k: v for k, v in index["weight_map"].items()
+                           if v != f.name or k in tensors}
+    (dst / "model.safetensors.index.json").write_text(json.dumps(index))
+    return f.name
+
+
+def edit(name, fn):
+    def change(t):
+        t[name] = fn(t[name].clone())
+    return change
+
+
+def drop(name):
+    def change(t):
+        del t[name]
+    return change
+
+
+def set_at(index, value):
+    def fn(x):
+        x[index] = value
+        return x
+    return fn
+
+
+def fails_naming(spk, src: Path, tmp_path: Path, tensor: str, change, words, file_named=True):
+    shard = broken_copy(src, tmp_path / "bad", tensor, change)
+    r = spk("quantize", tmp_path / "bad", tmp_path / "out", "--scheme", "W4A16", "--no-fsync",
+            expect=None)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    for w in words + ([shard] if file_named else []):
+        assert w in r.stderr, (w, r.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("tensor,change,words", [
+    (Q + ".qzeros", drop(Q + ".qzeros"), [Q + ".qweight", "without its", Q + ".qzeros"]),
+    (Q + ".scales", drop(Q + ".scales"), [Q + ".qweight", "without its", Q + ".scales"]),
+    (Q + ".g_idx", drop(Q + ".g_idx"), [Q + ".qweight", "without its", Q + ".g_idx"]),
+    (Q + ".qweight", drop(Q + ".qweight"),
+     ["a gptq tensor whose", Q + ".qweight is not in the checkpoint"]),
+    (Q + ".scales", edit(Q + ".scales", lambda x: x[:, :128].contiguous()),
+     [Q + ".scales", "shape [4, 128]", "needs [4, 256]"]),
+    (Q + ".qzeros", edit(Q + ".qzeros", lambda x: x[:2].contiguous()),
+     [Q + ".qzeros", "shape [2, 32]", "needs [4, 32]"]),
+    (Q + ".scales", edit(Q + ".scales", lambda x: x.to(torch.int16)), [Q + ".scales", "dtype I16"]),
+    (Q + ".qweight", edit(Q + ".qweight", lambda x: x.to(torch.int16)),
+     [Q + ".qweight", "I16 [32, 256]", "I32"]),
+    (Q + ".g_idx", edit(Q + ".g_idx", lambda x: x.long()), [Q + ".g_idx", "dtype I64"]),
+    (Q + ".g_idx", edit(Q + ".g_idx", set_at(7, 99)),
+     [Q + ".g_idx", "group 99 at input column 7 outside [0, 4)"]),
+    (Q + ".g_idx", edit(Q + ".g_idx", set_at(3, -1)), [Q + ".g_idx", "group -1 at input column 3"]),
+    (Q + ".scales", edit(Q + ".scales", set_at((1, 0), float("inf"))),
+     [Q + ".scales", "non-finite scale inf at [1, 0]", Q + ".weight"]),
+    (Q + ".scales", edit(Q + ".scales", set_at((2, 200), float("nan"))),
+     [Q + ".scales", "non-finite scale nan at [2, 200]"]),
+])
+def test_a_bad_gptq_source_fails_naming_the_file_and_tensor(spk, gptq_sources, tmp_path, tensor,
+                                                           change, words):
+    fails_naming(spk, gptq_sources["v1-asym-act"][0], tmp_path, tensor, change, words,
+                 file_named="without its" not in words)
+
+
+@pytest.mark.parametrize("tensor,change,words", [
+    (Q + ".qzeros", drop(Q + ".qzeros"), [Q + ".qweight", "without its", Q + ".qzeros"]),
+    (Q + ".qzeros", edit(Q + ".qzeros", lambda x: x[:2].contiguous()),
+     [Q + ".qzeros", "shape [2, 32]", "needs [4, 32]"]),
+    (Q + ".scales", edit(Q + ".scales", lambda x: x[:3].contiguous()),
+     [Q + ".scales", "3 groups where 256 input rows in groups of 64 need 4"]),
+    (Q + ".scales", edit(Q + ".scales", set_at((0, 5), float("-inf"))),
+     [Q + ".scales", "non-finite scale -inf at [0, 5]"]),
+])
+def test_a_bad_awq_source_fails_naming_the_file_and_tensor(spk, awq_source, tmp_path, tensor,
+                                                          change, words):
+    fails_naming(spk, awq_source[0], tmp_path, tensor, change, words,
+                 file_named="without its" not in words)
+
+
+@pytest.mark.parametrize("quantization,words", [
+    ({**gptq_config("v1-sym"), "bits": 3}, ["quant_method gptq with bits 3", "2, 4 and 8"]),
+    ({**gptq_config("v1-sym"), "checkpoint_format": "marlin"},
+     ["checkpoint_format marlin", "gptq (v1) and gptq_v2"]),
+    ({**AWQ_CONFIG, "version": "gemv"}, ["quant_method awq with version gemv", "gemm"]),
+    ({**AWQ_CONFIG, "version": "exllama"}, ["version exllama"]),
+    ({**AWQ_CONFIG, "bits": 8}, ["quant_method awq with bits 8"]),
+    ({**AWQ_CONFIG, "zero_point": False}, ["zero_point false"]),
+])
+def test_a_variant_not_decoded_is_refused_saying_which(spk, gptq_sources, tmp_path, quantization,
+                                                       words):
+    src = gptq_sources["v1-sym"][0]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    for f in src.iterdir():
+        (bad / f.name).write_bytes(f.read_bytes())
+    (bad / "config.json").write_text(json.dumps(config(quantization)))
+    r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
+    assert r.returncode != 0 and "already quantized" in r.stderr
+    for w in words:
+        assert w in r.stderr, (w, r.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_gptq_config_over_dense_weights_is_refused(spk, gptq_sources, tmp_path):
+    ref = gptq_sources["v1-sym"][1]
+    (tmp_path / "bad").mkdir()
+    for f in ref.iterdir():
+        (tmp_path / "bad" / f.name).write_bytes(f.read_bytes())
+    (tmp_path / "bad" / "config.json").write_text(json.dumps(config(gptq_config("v1-sym"))))
+    r = spk("quantize", tmp_path / "bad", tmp_path / "out", "--scheme", "W4A16", expect=None)
+    assert r.returncode != 0 and "no tensor is a packed X.qweight" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()
