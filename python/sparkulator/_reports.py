@@ -105,7 +105,7 @@ class QuantizeSummary(_Report):
     path: str
     quantized: bool
     # A pre-quantized source's quantization_config, which its weights were decoded from (FP8
-    # blocks, compressed-tensors); None for a dense source.
+    # blocks, compressed-tensors, GPTQ, AWQ); None for a dense source.
     decoded_source: Optional[dict[str, Any]]
     destination: str
     family: str
