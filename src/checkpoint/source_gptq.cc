@@ -74,6 +74,18 @@ uint32_t Word(const std::vector<uint8_t>& bytes, size_t i) {
   return w;
 }
 
+// dst[i] = lut[group[i] * levels + codes[i]] for `n` elements of type T (unaligned bytes).
+template <typename T>
+void Gather(const uint8_t* lut, const int32_t* group, const uint8_t* codes, int levels, int64_t n,
+            uint8_t* dst) {
+  for (int64_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, lut + (static_cast<size_t>(group[i]) * levels + codes[i]) * sizeof(T),
+                sizeof(T));
+    std::memcpy(dst + i * sizeof(T), &v, sizeof(T));
+  }
+}
+
 class PackedIntDecoder : public SourceTensorDecoder {
  public:
   explicit PackedIntDecoder(PackedModule m) : m_(std::move(m)) {}
@@ -135,18 +147,47 @@ class PackedIntDecoder : public SourceTensorDecoder {
     } else {
       SPK_RETURN_IF_ERROR(ReadColumns(src, m_.qweight, m_.in / pf, m_.out, 4, r0, n, &bytes));
     }
-    std::vector<float> row(static_cast<size_t>(m_.in));
-    const size_t out_row_bytes = static_cast<size_t>(m_.in) * (DTypeBits(t.dtype) / 8);
+    // Row by row: its codes, then each value from a table of the row's (group, code) values
+    // (2^bits codes a group; 8-bit rows are computed value by value instead).
+    const int levels = 1 << m_.bits;
+    const bool table = m_.bits <= 4;
+    const size_t elem = DTypeBits(t.dtype) / 8;
+    std::vector<uint8_t> codes(static_cast<size_t>(m_.in));
+    std::vector<float> values(static_cast<size_t>(table ? m_.groups * levels : m_.in));
+    std::vector<uint8_t> lut(table ? values.size() * elem : 0);
     for (int64_t r = r0; r < r0 + n; ++r) {
       const int64_t rr = r - r0;
-      for (int64_t i = 0; i < m_.in; ++i) {
-        const uint32_t q =
-            awq ? (Word(bytes, i * nc + r / 8 - c0) >> (4 * kAwqNibble[r % 8])) & mask
-                : (Word(bytes, (i / pf) * n + rr) >> (m_.bits * (i % pf))) & mask;
-        const size_t gk = static_cast<size_t>(group[i] * n + rr);
-        row[i] = static_cast<float>(static_cast<int32_t>(q) - zeros[gk]) * scales[gk];
+      if (awq) {
+        const int64_t col = r / 8 - c0;
+        const int shift = 4 * kAwqNibble[r % 8];
+        for (int64_t i = 0; i < m_.in; ++i) codes[i] = (Word(bytes, i * nc + col) >> shift) & mask;
+      } else {
+        for (int64_t k = 0; k < m_.in / pf; ++k) {
+          const uint32_t w = Word(bytes, k * n + rr);
+          for (int j = 0; j < pf; ++j) codes[k * pf + j] = (w >> (m_.bits * j)) & mask;
+        }
       }
-      ConvertFromFloat(t.dtype, row.data(), out.data() + rr * out_row_bytes, row.size());
+      uint8_t* dst = out.data() + static_cast<size_t>(rr * m_.in) * elem;
+      if (!table) {
+        for (int64_t i = 0; i < m_.in; ++i) {
+          const size_t gk = static_cast<size_t>(group[i] * n + rr);
+          values[i] = static_cast<float>(codes[i] - zeros[gk]) * scales[gk];
+        }
+        ConvertFromFloat(t.dtype, values.data(), dst, values.size());
+        continue;
+      }
+      for (int64_t g = 0; g < m_.groups; ++g) {
+        const size_t gk = static_cast<size_t>(g * n + rr);
+        for (int c = 0; c < levels; ++c) {
+          values[g * levels + c] = static_cast<float>(c - zeros[gk]) * scales[gk];
+        }
+      }
+      ConvertFromFloat(t.dtype, values.data(), lut.data(), values.size());
+      if (elem == 2) {
+        Gather<uint16_t>(lut.data(), group.data(), codes.data(), levels, m_.in, dst);
+      } else {
+        Gather<uint32_t>(lut.data(), group.data(), codes.data(), levels, m_.in, dst);
+      }
     }
     return Status::Ok();
   }
