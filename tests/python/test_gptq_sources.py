@@ -29,6 +29,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import gptq_references
+from test_quantized_sources import broken_copy, edit_shard, tensors_of
 
 HIDDEN, KV, INTER = 256, 128, 384
 L0 = "model.layers.0."
@@ -170,13 +171,6 @@ def awq_source(tmp_path_factory):
             write(root / "ref", ref, None))
 
 
-def tensors_of(d: Path) -> dict:
-    out = {}
-    for f in sorted(d.glob("*.safetensors")):
-        out.update(load_file(str(f)))
-    return out
-
-
 def assert_same_bytes(got: dict, want: dict):
     assert sorted(got) == sorted(want)
     for k in want:
@@ -249,22 +243,6 @@ def test_inspect_and_compare_read_the_decoded_weights(spk, gptq_sources, tmp_pat
 Q = L0 + "self_attn.q_proj"
 
 
-def broken_copy(src: Path, dst: Path, tensor: str, change) -> str:
-    """A copy of `src` with change(tensors) applied to the shard holding `tensor`; its file name."""
-    dst.mkdir()
-    for f in src.iterdir():
-        (dst / f.name).write_bytes(f.read_bytes())
-    index = json.loads((dst / "model.safetensors.index.json").read_text())
-    f = dst / index["weight_map"][tensor]
-    tensors = load_file(str(f))
-    change(tensors)
-    save_file(tensors, str(f), metadata={"format": "pt"})
-    index["weight_map"] = {k: v for k, v in index["weight_map"].items()
-                           if v != f.name or k in tensors}
-    (dst / "model.safetensors.index.json").write_text(json.dumps(index))
-    return f.name
-
-
 def edit(name, fn):
     def change(t):
         t[name] = fn(t[name].clone())
@@ -285,7 +263,7 @@ def set_at(index, value):
 
 
 def fails_naming(spk, src: Path, tmp_path: Path, tensor: str, change, words, file_named=True):
-    shard = broken_copy(src, tmp_path / "bad", tensor, change)
+    shard = edit_shard(broken_copy(src, tmp_path / "bad", lambda d: None), tensor, change)
     r = spk("quantize", tmp_path / "bad", tmp_path / "out", "--scheme", "W4A16", "--no-fsync",
             expect=None)
     assert r.returncode != 0 and "Traceback" not in r.stderr
@@ -348,12 +326,8 @@ def test_a_bad_awq_source_fails_naming_the_file_and_tensor(spk, awq_source, tmp_
 ])
 def test_a_variant_not_decoded_is_refused_saying_which(spk, gptq_sources, tmp_path, quantization,
                                                        words):
-    src = gptq_sources["v1-sym"][0]
-    bad = tmp_path / "bad"
-    bad.mkdir()
-    for f in src.iterdir():
-        (bad / f.name).write_bytes(f.read_bytes())
-    (bad / "config.json").write_text(json.dumps(config(quantization)))
+    bad = broken_copy(gptq_sources["v1-sym"][0], tmp_path / "bad",
+                      lambda d: (d / "config.json").write_text(json.dumps(config(quantization))))
     r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
     assert r.returncode != 0 and "already quantized" in r.stderr
     for w in words:
@@ -362,11 +336,8 @@ def test_a_variant_not_decoded_is_refused_saying_which(spk, gptq_sources, tmp_pa
 
 
 def test_a_gptq_config_over_dense_weights_is_refused(spk, gptq_sources, tmp_path):
-    ref = gptq_sources["v1-sym"][1]
-    (tmp_path / "bad").mkdir()
-    for f in ref.iterdir():
-        (tmp_path / "bad" / f.name).write_bytes(f.read_bytes())
-    (tmp_path / "bad" / "config.json").write_text(json.dumps(config(gptq_config("v1-sym"))))
-    r = spk("quantize", tmp_path / "bad", tmp_path / "out", "--scheme", "W4A16", expect=None)
+    bad = broken_copy(gptq_sources["v1-sym"][1], tmp_path / "bad", lambda d: (
+        d / "config.json").write_text(json.dumps(config(gptq_config("v1-sym")))))
+    r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
     assert r.returncode != 0 and "no tensor is a packed X.qweight" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
