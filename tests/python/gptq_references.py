@@ -19,6 +19,7 @@ Error policy: a download that fails raises (pip's message); nothing is skipped.
 """
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -55,6 +56,7 @@ def _source(pin: str) -> Path:
         unpacked.rename(tree)
     except OSError:  # another worker unpacked it first
         pass
+    shutil.rmtree(tmp)
     return tree
 
 

@@ -4,8 +4,10 @@ the fly.
 The decode is proven through the bytes against the libraries' own code (gptq_references.py:
 GPTQModel 7.7.0 and AutoAWQ 0.2.9 from their published sources):
 
-- GPTQ: the reference decode is GPTQModel's checkpoint dequantizer `convert_gptq_file` (to F16, the
-  scales' dtype), the same arithmetic as its TorchQuantLinear.dequantize_weight. The sources are
+- GPTQ: the reference decode is GPTQModel's checkpoint dequantizer `convert_gptq_file` (to the
+  scales' dtype: F16 as published, BF16 in one case), the same arithmetic as its
+  TorchQuantLinear.dequantize_weight. (It also casts the dense tensors to that dtype; sparkulator
+  keeps them as stored, so the reference folder holds them as stored.) The sources are
   packed with GPTQModel's own `pack_cols` (qweight packs along the input dim: pack_cols of the
   transpose, the inverse of the `unpack_rows` its dequantizer reads with) and, for v1
   (checkpoint_format "gptq"), its own v2-to-v1 zero shift `_revert_gptq_v1_qzeros_correction`;
@@ -45,7 +47,9 @@ GPTQ_CASES = {
     "v1-channel": (4, -1, False, "gptq", False),
     "v1-8bit-act": (8, 64, True, "gptq", False),
     "v2-2bit": (2, 32, False, "gptq_v2", False),
+    "v2-bf16-scales": (4, 128, True, "gptq_v2", False),
 }
+SCALE_DTYPE = {"v2-bf16-scales": torch.bfloat16}  # else F16, as published
 AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemm",
               "zero_point": True, "modules_to_not_convert": ["down_proj"]}
 
@@ -92,7 +96,8 @@ def gptq_module(dq, g, out: int, inp: int, case: str) -> dict:
         qzeros = dq._revert_gptq_v1_qzeros_correction(qzeros, bits)
     return {"qweight": dq.pack_cols(q.t().contiguous(), bits, pack_dtype=torch.int32).t().contiguous(),
             "qzeros": qzeros, "g_idx": g_idx,
-            "scales": (torch.rand(groups, out, generator=g) * 0.02 + 1e-3).half()}
+            "scales": (torch.rand(groups, out, generator=g) * 0.02 + 1e-3).to(
+                SCALE_DTYPE.get(case, torch.float16))}
 
 
 def write(d: Path, tensors: dict, quantization: dict | None, split=None) -> Path:
@@ -132,8 +137,10 @@ def gptq_sources(tmp_path_factory):
                 t[f"{L0}{k}.{part}"] = v
         qc = gptq_config(case)
         whole = write(root / case / "whole", t, qc)
-        ref = dq.convert_gptq_file(whole / "model.safetensors", torch.float16, qc, "cpu")
-        assert all(v.dtype == torch.float16 for v in ref.values())
+        dtype = SCALE_DTYPE.get(case, torch.float16)
+        ref = dq.convert_gptq_file(whole / "model.safetensors", dtype, qc, "cpu")
+        assert all(v.dtype == dtype for v in ref.values())
+        ref.update(dense(torch.Generator().manual_seed(11 + n)))  # the dense ones as they are
         out[case] = (write(root / case / "src", t, qc, split=scales_apart),
                      write(root / case / "ref", ref, None))
     return out
