@@ -363,6 +363,43 @@ Status RefuseBits(const SourceCheckpoint& src, std::string_view method, int64_t 
       src, fmt::format("quant_method {} with bits {}: only {} are decoded", method, bits, decoded));
 }
 
+// GPTQModel's `dynamic` overrides (module pattern -> settings): one that changes the bit width
+// is refused, as every module is decoded with the config's bits.
+Status CheckDynamicBits(const SourceCheckpoint& src, const nlohmann::ordered_json& qc,
+                        std::string_view method, int64_t bits) {
+  auto dyn = qc.find("dynamic");
+  if (dyn == qc.end() || !dyn->is_object()) return Status::Ok();
+  for (const auto& [pattern, over] : dyn->items()) {
+    if (over.is_object() && over.contains("bits") && over["bits"] != bits) {
+      return RefuseSource(src, fmt::format("quant_method {} with dynamic bits {} for '{}' (the "
+                                           "config's are {}): modules of other bit widths are not "
+                                           "decoded",
+                                           method, over["bits"].dump(), pattern, bits));
+    }
+  }
+  return Status::Ok();
+}
+
+// GPTQModel writes the format as `format` and `checkpoint_format`; transformers as
+// `checkpoint_format`. Absent: v1 ("gptq").
+Result<std::string> GptqFormat(const SourceCheckpoint& src, const nlohmann::ordered_json& qc) {
+  const std::string format = ConfigString(qc, "format");
+  const std::string checkpoint_format = ConfigString(qc, "checkpoint_format");
+  if (!format.empty() && !checkpoint_format.empty() && format != checkpoint_format) {
+    return RefuseSource(src, fmt::format("quant_method gptq with format {} but checkpoint_format "
+                                         "{}: which one the zeros follow is unclear",
+                                         format, checkpoint_format));
+  }
+  std::string f = !format.empty() ? format : checkpoint_format;
+  if (f.empty()) f = "gptq";
+  if (f != "gptq" && f != "gptq_v2") {
+    return RefuseSource(src, fmt::format("quant_method gptq with checkpoint_format {}: only gptq "
+                                         "(v1) and gptq_v2 are decoded",
+                                         f));
+  }
+  return f;
+}
+
 }  // namespace
 
 Status DecodeGptqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc) {
@@ -371,13 +408,8 @@ Status DecodeGptqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc)
   SPK_ASSIGN_OR_RETURN(int64_t bits, ConfigInt(*src, qc, {"bits"}, 4, "gptq"));
   if (bits != 2 && bits != 4 && bits != 8) return RefuseBits(*src, "gptq", bits, "2, 4 and 8");
   proto.bits = static_cast<int>(bits);
-  std::string format = ConfigString(qc, "checkpoint_format");
-  if (format.empty()) format = "gptq";
-  if (format != "gptq" && format != "gptq_v2") {
-    return RefuseSource(*src, fmt::format("quant_method gptq with checkpoint_format {}: only "
-                                          "gptq (v1) and gptq_v2 are decoded",
-                                          format));
-  }
+  SPK_RETURN_IF_ERROR(CheckDynamicBits(*src, qc, "gptq", bits));
+  SPK_ASSIGN_OR_RETURN(std::string format, GptqFormat(*src, qc));
   proto.v1_zeros = format == "gptq";
   return DecodePackedSource(src, proto, "gptq", 0);
 }
@@ -387,6 +419,7 @@ Status DecodeAwqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc) 
   proto.layout = Layout::kAwq;
   SPK_ASSIGN_OR_RETURN(int64_t bits, ConfigInt(*src, qc, {"bits", "w_bit"}, 4, "awq"));
   if (bits != 4) return RefuseBits(*src, "awq", bits, "4");
+  SPK_RETURN_IF_ERROR(CheckDynamicBits(*src, qc, "awq", bits));
   SPK_ASSIGN_OR_RETURN(int64_t group_size,
                        ConfigInt(*src, qc, {"group_size", "q_group_size"}, 0, "awq"));
   std::string version = ConfigString(qc, "version");

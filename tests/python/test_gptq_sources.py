@@ -48,6 +48,7 @@ GPTQ_CASES = {
     "v1-8bit-act": (8, 64, True, "gptq", False),
     "v2-2bit": (2, 32, False, "gptq_v2", False),
     "v2-bf16-scales": (4, 128, True, "gptq_v2", False),
+    "v2-by-format": (4, 64, True, "gptq_v2", False),  # GPTQModel's `format` key, as it loads it
 }
 SCALE_DTYPE = {"v2-bf16-scales": torch.bfloat16}  # else F16, as published
 AWQ_CONFIG = {"quant_method": "awq", "bits": 4, "group_size": 64, "version": "gemm",
@@ -65,9 +66,11 @@ def config(quantization: dict | None) -> dict:
 
 def gptq_config(case: str) -> dict:
     bits, group_size, desc_act, fmt, sym = GPTQ_CASES[case]
+    key = "format" if case == "v2-by-format" else "checkpoint_format"
     return {"quant_method": "gptq", "bits": bits, "group_size": group_size, "desc_act": desc_act,
-            "sym": sym, "checkpoint_format": fmt, "damp_percent": 0.01, "true_sequential": True,
-            "static_groups": False, "lm_head": False}
+            "sym": sym, key: fmt, "damp_percent": 0.01, "true_sequential": True,
+            "static_groups": False, "lm_head": False,
+            "dynamic": {r"-:.*o_proj": {}, r"+:.*q_proj": {"bits": bits}}}
 
 
 def dense(g) -> dict:
@@ -138,7 +141,12 @@ def gptq_sources(tmp_path_factory):
         qc = gptq_config(case)
         whole = write(root / case / "whole", t, qc)
         dtype = SCALE_DTYPE.get(case, torch.float16)
-        ref = dq.convert_gptq_file(whole / "model.safetensors", dtype, qc, "cpu")
+        # The dequantizer reads checkpoint_format only; GPTQModel's config loader takes `format`
+        # first, so the reference is given the format as the loader reads it.
+        ref = dq.convert_gptq_file(whole / "model.safetensors", dtype,
+                                   {**qc, "checkpoint_format": qc.get("format",
+                                                                      qc.get("checkpoint_format"))},
+                                   "cpu")
         assert all(v.dtype == dtype for v in ref.values())
         ref.update(dense(torch.Generator().manual_seed(11 + n)))  # the dense ones as they are
         out[case] = (write(root / case / "src", t, qc, split=scales_apart),
@@ -326,6 +334,10 @@ def test_a_bad_awq_source_fails_naming_the_file_and_tensor(spk, awq_source, tmp_
     ({**gptq_config("v1-sym"), "bits": 3}, ["quant_method gptq with bits 3", "2, 4 and 8"]),
     ({**gptq_config("v1-sym"), "checkpoint_format": "marlin"},
      ["checkpoint_format marlin", "gptq (v1) and gptq_v2"]),
+    ({**gptq_config("v1-sym"), "format": "gptq_v2"},
+     ["format gptq_v2 but checkpoint_format gptq"]),
+    ({**gptq_config("v1-sym"), "dynamic": {r"+:.*down_proj": {"bits": 8}}},
+     ["dynamic bits 8 for '+:.*down_proj'"]),
     ({**AWQ_CONFIG, "version": "gemv"}, ["quant_method awq with version gemv", "gemm"]),
     ({**AWQ_CONFIG, "version": "exllama"}, ["version exllama"]),
     ({**AWQ_CONFIG, "bits": 8}, ["quant_method awq with bits 8"]),
