@@ -422,18 +422,20 @@ Status DecodeAwqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc) 
   SPK_RETURN_IF_ERROR(CheckDynamicBits(*src, qc, "awq", bits));
   SPK_ASSIGN_OR_RETURN(int64_t group_size,
                        ConfigInt(*src, qc, {"group_size", "q_group_size"}, 0, "awq"));
-  std::string version = ConfigString(qc, "version");
-  if (version.empty()) version = "gemm";
-  if (version != "gemm") {
+  // AutoAWQ writes `version`; GPTQModel `version` and `format`, the same. zero_point is not read:
+  // the zeros are always stored (GPTQModel writes zero_point false for its symmetric AWQ, with
+  // qzeros, and its dequantize_gemm reads them).
+  const std::string version = ConfigString(qc, "version"), format = ConfigString(qc, "format");
+  if (!version.empty() && !format.empty() && version != format) {
+    return RefuseSource(*src, fmt::format("quant_method awq with version {} but format {}: which "
+                                          "layout the weights follow is unclear",
+                                          version, format));
+  }
+  const std::string layout = !version.empty() ? version : format.empty() ? "gemm" : format;
+  if (layout != "gemm") {
     return RefuseSource(*src, fmt::format("quant_method awq with version {}: only version gemm is "
                                           "decoded",
-                                          version));
-  }
-  auto zp = qc.find("zero_point");
-  if (zp != qc.end() && zp->is_boolean() && !zp->get<bool>()) {
-    return RefuseSource(*src,
-                        "quant_method awq with zero_point false: only AWQ with zero points "
-                        "is decoded");
+                                          layout));
   }
   return DecodePackedSource(src, proto, "awq", group_size);
 }

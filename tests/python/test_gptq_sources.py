@@ -213,8 +213,17 @@ def test_a_gptq_source_quantizes_to_the_bytes_of_gptqmodels_decode(spk, gptq_sou
     quantizes_as_its_reference(spk, src, ref, tmp_path, "W4A16", gptq_config(case))
 
 
-def test_an_awq_source_quantizes_to_the_bytes_of_autoawqs_decode(spk, awq_source, tmp_path):
-    quantizes_as_its_reference(spk, *awq_source, tmp_path, "W4A16", AWQ_CONFIG)
+@pytest.mark.parametrize("quantization", [
+    AWQ_CONFIG,
+    # As GPTQModel writes a symmetric AWQ: zero_point false, qzeros still stored and read.
+    {**AWQ_CONFIG, "zero_point": False, "format": "gemm", "sym": True},
+])
+def test_an_awq_source_quantizes_to_the_bytes_of_autoawqs_decode(spk, awq_source, tmp_path,
+                                                                quantization):
+    src, ref = awq_source
+    src = broken_copy(src, tmp_path / "src", lambda d: (d / "config.json").write_text(
+        json.dumps(config(quantization))))
+    quantizes_as_its_reference(spk, src, ref, tmp_path, "W4A16", quantization)
 
 
 @pytest.mark.parametrize("scheme", ["NVFP4A16", "FP8_BLOCK"])
@@ -341,7 +350,7 @@ def test_a_bad_awq_source_fails_naming_the_file_and_tensor(spk, awq_source, tmp_
     ({**AWQ_CONFIG, "version": "gemv"}, ["quant_method awq with version gemv", "gemm"]),
     ({**AWQ_CONFIG, "version": "exllama"}, ["version exllama"]),
     ({**AWQ_CONFIG, "bits": 8}, ["quant_method awq with bits 8"]),
-    ({**AWQ_CONFIG, "zero_point": False}, ["zero_point false"]),
+    ({**AWQ_CONFIG, "format": "gemv_fast"}, ["version gemm but format gemv_fast"]),
 ])
 def test_a_variant_not_decoded_is_refused_saying_which(spk, gptq_sources, tmp_path, quantization,
                                                        words):
