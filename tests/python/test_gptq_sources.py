@@ -18,6 +18,9 @@ GPTQModel 7.7.0 and AutoAWQ 0.2.9 from their published sources):
   checkpoint dequantizer `convert_awq_file` reads the columns without AutoAWQ's interleave, so it
   is not the AWQ reference.)
 
+- The layout vLLM serves: vLLM's own packers (gptq_pack, pack_cols, awq_pack, in the vLLM CPU venv)
+  pack random codes and zeros, and the decoded weights must be (q - z) * s rounded to F16.
+
 Each source must quantize to exactly the bytes its reference decode, saved dense, quantizes to;
 the decoded weights kept dense must equal the reference; inspect and compare see the decoded
 weights. Bad sources (a part missing, misshapen, of the wrong dtype, g_idx out of range, a
@@ -369,3 +372,56 @@ def test_a_gptq_config_over_dense_weights_is_refused(spk, gptq_sources, tmp_path
     r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
     assert r.returncode != 0 and "no tensor is a packed X.qweight" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+# ---- the layout vLLM serves: packed by vLLM's own packers -----------------------------------
+
+VLLM_PACK = """
+import sys, torch
+from safetensors.torch import load_file, save_file
+from vllm.model_executor.layers.quantization.utils.quant_utils import awq_pack, gptq_pack, pack_cols
+t = load_file(sys.argv[1])
+out = {}
+for name in {k.rsplit(".", 1)[0] for k in t}:
+    q, z = t[name + ".q"], t[name + ".z"]
+    (k, n), groups = q.shape, z.shape[0]
+    out[name + ".gptq_qweight"] = gptq_pack(q, 4, k, n)
+    out[name + ".gptq_qzeros"] = pack_cols(z, 4, groups, n)
+    out[name + ".awq_qweight"] = awq_pack(q, 4, k, n)
+    out[name + ".awq_qzeros"] = awq_pack(z, 4, groups, n)
+save_file(out, sys.argv[2])
+"""
+
+
+def test_sources_packed_by_vllms_packers_decode_to_q_minus_z_times_s(spk, vllm_venv, tmp_path):
+    """vLLM's gptq_pack / pack_cols / awq_pack (the layouts its GPTQ and AWQ kernels load) pack
+    random codes and zeros; the decoded weights, kept dense, are (q - z) * s rounded to F16."""
+    import subprocess
+    g = torch.Generator().manual_seed(9)
+    codes, want = {}, {}
+    for k, (rows, cols) in SHAPES.items():
+        codes[k + ".q"] = torch.randint(0, 16, (cols, rows), generator=g, dtype=torch.int32)
+        codes[k + ".z"] = torch.randint(0, 16, (cols // 64, rows), generator=g, dtype=torch.int32)
+    save_file(codes, str(tmp_path / "codes.safetensors"))
+    subprocess.run([str(vllm_venv), "-c", VLLM_PACK, tmp_path / "codes.safetensors",
+                    tmp_path / "packed.safetensors"], check=True)
+    packed = load_file(str(tmp_path / "packed.safetensors"))
+    for method, qc in (("gptq", {**gptq_config("v2-asym-act"), "desc_act": False}),
+                       ("awq", {**AWQ_CONFIG, "modules_to_not_convert": None})):
+        t = dense(g)
+        for k, (rows, cols) in SHAPES.items():
+            s = (torch.rand(cols // 64, rows, generator=g) * 0.02 + 1e-3).half()
+            t[f"{L0}{k}.qweight"] = packed[f"{k}.{method}_qweight"]
+            t[f"{L0}{k}.qzeros"] = packed[f"{k}.{method}_qzeros"]
+            t[f"{L0}{k}.scales"] = s
+            if method == "gptq":
+                t[f"{L0}{k}.g_idx"] = torch.arange(cols, dtype=torch.int32) // 64
+            q, z = codes[k + ".q"], codes[k + ".z"].repeat_interleave(64, 0)
+            want[k] = ((q - z).float() * s.float().repeat_interleave(64, 0)).half().t()
+        src = write(tmp_path / method, t, qc)
+        spk("quantize", src, tmp_path / f"{method}-out", "--scheme", "W4A16", "--no-fsync",
+            "--ignore", "re:.*_proj$")
+        got = tensors_of(tmp_path / f"{method}-out")
+        for k in SHAPES:
+            assert torch.equal(got[f"{L0}{k}.weight"].view(torch.int16),
+                               want[k].contiguous().view(torch.int16)), (method, k)
