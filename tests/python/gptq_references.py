@@ -4,8 +4,9 @@ their published sources on PyPI, loaded without the rest of their packages.
 Neither library installs beside our pins: GPTQModel 7.7.0 requires torch>=2.14.1 and
 transformers>=5.20.2 (tests/requirements.txt pins 2.13.0 and 5.17.0) and builds CUDA extensions;
 AutoAWQ 0.2.9 pins an old transformers. Their decode and pack functions are pure torch, so
-`pip download --no-deps` fetches the two source archives (cached under $SPK_CACHE, default
-~/.cache/sparkulator, pip-refs/) and the few modules below are loaded from them as they are:
+`pip download --no-deps` fetches the two source archives (unpacked under $SPK_CACHE, default
+~/.cache/sparkulator, pip-refs/NAME-VERSION, renamed there when complete) and the few modules below
+are loaded from them as they are:
 
 - GPTQModel's checkpoint dequantizer `gptqmodel/utils/model_dequant.py` (`convert_gptq_file`,
   `pack_cols`, `_revert_gptq_v1_qzeros_correction`) with its `planar_packing.py`. Its other two
@@ -44,14 +45,14 @@ def _source(pin: str) -> Path:
     if (tree / "PKG-INFO").exists():
         return tree
     cache.mkdir(parents=True, exist_ok=True)
-    archive = cache / f"{name}-{version}.tar.gz"
-    if not archive.exists():
-        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                        "-d", str(cache), pin], check=True)
     tmp = cache / f".{name}-{version}.{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d",
+                    str(tmp / "dl"), pin], check=True)
+    (archive,) = (tmp / "dl").glob("*.tar.gz")
     with tarfile.open(archive) as tar:
-        tar.extractall(tmp, filter="data")
-    (unpacked,) = tmp.iterdir()
+        tar.extractall(tmp / "src", filter="data")
+    (unpacked,) = (tmp / "src").iterdir()
     try:
         unpacked.rename(tree)
     except OSError:  # another worker unpacked it first
