@@ -112,7 +112,8 @@ int RunMain(FileSystem* fs, bench::BenchConfig config, const BenchFlags& flags) 
     std::fprintf(stderr, "bench: %s\n", line.c_str());
   };
   nlohmann::json partial;
-  auto results = bench::RunBench(fs, config, &g_interrupted, progress, &partial);
+  auto results =
+      bench::RunBench(RunContext{.fs = fs, .cancel = &g_interrupted}, config, progress, &partial);
   std::signal(SIGINT, SIG_DFL);
   if (results.ok()) {
     Status written = WriteOutputs(fs, *results, flags);

@@ -36,7 +36,7 @@ int RunCard(FileSystem* fs, CardFlags flags) {
       flags.options.chart_files.push_back("bench-" + std::to_string(i + 1) + ".svg");
     }
   }
-  auto card = card::MakeCard(fs, flags.options, existing);
+  auto card = card::MakeCard(RunContext{.fs = fs}, flags.options, existing);
   if (!card.ok()) return ReportError(card.status());
   if (flags.output.empty()) {
     std::fputs(card->markdown.c_str(), stdout);

@@ -99,7 +99,7 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
       options->notice = [](const std::string& text) {
         std::fprintf(stderr, "check: %s\n", text.c_str());
       };
-      auto report = CheckCheckpoint(FileSystem::Default(), *options);
+      auto report = CheckCheckpoint(RunContext{}, *options);
       if (!report.ok()) return ReportError(report.status());
       if (*json) {
         std::printf("%s\n", CheckReportToJson(*report).dump(2).c_str());

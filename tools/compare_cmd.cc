@@ -56,12 +56,12 @@ void AddCompareCommand(CLI::App& app, CommandBody* run) {
   sub->callback([=] {
     *run = [=] {
       if (!quantized2->empty()) {
-        auto report = CompareGain(FileSystem::Default(), *options, *quantized2);
+        auto report = CompareGain(RunContext{}, *options, *quantized2);
         if (!report.ok()) return ReportError(report.status());
         return Emit(*report, *html, *json, *top, GainReportToJson, RenderGainReport,
                     GainReportHtml);
       }
-      auto report = CompareCheckpoints(FileSystem::Default(), *options);
+      auto report = CompareCheckpoints(RunContext{}, *options);
       if (!report.ok()) return ReportError(report.status());
       return Emit(*report, *html, *json, *top, CompareReportToJson, RenderCompareReport,
                   CompareReportHtml);

@@ -22,12 +22,13 @@ void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("SRC", options->source, "The quantized checkpoint")->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist)")->required();
   sub->add_flag("--force", options->force, "Replace DST if it exists");
-  AddWriteFlags(sub, &options->threads, no_fsync.get());
+  auto threads = std::make_shared<int>(0);
+  AddWriteFlags(sub, threads.get(), no_fsync.get());
   sub->add_flag("--json", *json, "Print a summary as JSON");
   sub->callback([=] {
     options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;
     *run = [=] {
-      auto summary = DequantizeCheckpoint(*options, FileSystem::Default());
+      auto summary = DequantizeCheckpoint(RunContext{.threads = *threads}, *options);
       if (!summary.ok()) return ReportError(summary.status());
       if (*json) {
         std::printf("%s\n", DequantizeSummaryToJson(*summary).dump(2).c_str());

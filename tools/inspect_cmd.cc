@@ -26,7 +26,7 @@ void AddInspectCommand(CLI::App& app, CommandBody* run) {
       QuantizeOptions o = *options;
       Status applied = ApplyPlanFlags(*flags, &o);
       if (!applied.ok()) return ReportError(applied);
-      auto report = InspectCheckpoint(o, FileSystem::Default());
+      auto report = InspectCheckpoint(RunContext{}, o);
       if (!report.ok()) return ReportError(report.status());
       if (*json) {
         std::printf("%s\n", report->dump(2).c_str());

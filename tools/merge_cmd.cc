@@ -31,7 +31,7 @@ void AddMergeCommand(CLI::App& app, CommandBody* run) {
   sub->callback([=] {
     options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;
     *run = [=] {
-      auto summary = MergeParts(FileSystem::Default(), *options);
+      auto summary = MergeParts(RunContext{}, *options);
       if (!summary.ok()) return ReportError(summary.status());
       if (*json) {
         std::printf("%s\n", MergeSummaryToJson(*summary).dump(2).c_str());

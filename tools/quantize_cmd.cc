@@ -16,13 +16,14 @@ std::atomic<bool> g_interrupted{false};  // set by SIGINT/SIGTERM; the run stops
 
 void OnSignal(int) { g_interrupted = true; }
 
-int RunQuantize(QuantizeOptions options, const PlanFlags& flags, bool json) {
+int RunQuantize(QuantizeOptions options, const PlanFlags& flags, int threads, bool json) {
   Status applied = ApplyPlanFlags(flags, &options);
   if (!applied.ok()) return ReportError(applied);
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
   Progress progress = Progress::ForStderr();
-  auto summary = QuantizeCheckpoint(options, FileSystem::Default(), &progress, &g_interrupted);
+  const RunContext run{.progress = &progress, .cancel = &g_interrupted, .threads = threads};
+  auto summary = QuantizeCheckpoint(run, options);
   if (!summary.ok()) return ReportError(summary.status());
   auto report = PlanReport(*summary, /*with_tensors=*/json);
   if (json) {
@@ -66,7 +67,8 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
                   "Scale choice: rtn (min-max round-to-nearest, bit-exact with llm-compressor) or "
                   "search (per-group scale search for a lower reconstruction error, same format)")
       ->capture_default_str();
-  AddWriteFlags(sub, &options->threads, no_fsync.get());
+  auto threads = std::make_shared<int>(0);
+  AddWriteFlags(sub, threads.get(), no_fsync.get());
   sub->add_flag("--force", options->force, "Replace DST if it exists");
   sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
   auto part = std::make_shared<std::string>();
@@ -94,7 +96,7 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
         if (!parsed_part.ok()) return ReportError(parsed_part.status());
         options->part = *parsed_part;
       }
-      return RunQuantize(*options, *flags, *json);
+      return RunQuantize(*options, *flags, *threads, *json);
     };
   });
 }

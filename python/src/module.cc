@@ -1,8 +1,10 @@
 // sparkulator._core: the nanobind module under the Python package (python/sparkulator/).
 //
-// One function per subcommand calls the same library function the CLI's subcommand calls and
-// returns the same JSON text `--json` prints (the package builds its dataclasses from it, so the
-// fields are defined once, in C++); main() is the CLI itself (tools/cli.cc) for the console script.
+// call(function, request) runs a row of the package's one declaration (api.h: every function, its
+// parameters and the library call it makes, the same the CLI's subcommand makes) and returns the
+// JSON text `--json` prints (the package builds its dataclasses from it, so the fields are defined
+// once, in C++); api() exports that table for python/generate_api.py; main() is the CLI itself
+// (tools/cli.cc) for the console script.
 //
 // Threads and signals: each call runs the library on a worker thread while the calling thread,
 // with the GIL released, wakes every 50 ms to pass progress to the Python callback and to run
@@ -28,18 +30,11 @@
 #include <thread>
 #include <vector>
 
+#include "api.h"
 #include "base/progress.h"
 #include "base/status.h"
 #include "base/version.h"
-#include "check/check.h"
-#include "checkpoint/family.h"
 #include "commands.h"
-#include "compare/compare.h"
-#include "compare/report.h"
-#include "dequantize/dequantize.h"
-#include "inspect/report.h"
-#include "quantize/merge.h"
-#include "quantize/quantize.h"
 
 namespace nb = nanobind;
 
@@ -144,143 +139,18 @@ std::string RunInterruptible(const std::function<Result<std::string>()>& work,
   return std::move(*result).value();
 }
 
-std::string RunWithoutProgress(const std::function<Result<std::string>()>& work) {
-  std::atomic<bool> cancel{false};
-  Progress none = Progress::Disabled();
-  return RunInterruptible(work, &cancel, none, nb::none());
-}
-
-// The plan options quantize and inspect share (the CLI's --scheme ... --target-layers).
-QuantizeOptions PlanOptions(std::string source, std::string scheme,
-                            std::optional<int64_t> group_size, const std::string& preset,
-                            std::vector<std::string> ignore, int tp,
-                            std::optional<int64_t> target_layers) {
-  Result<Preset> parsed = ParsePreset(preset);
-  if (!parsed.ok()) RaiseFor(parsed.status());
-  QuantizeOptions o;
-  o.source = std::move(source);
-  Result<SchemeSelection> selected = SelectScheme(scheme, group_size);
-  if (!selected.ok()) RaiseFor(selected.status());
-  o.plan.scheme = selected->scheme;
-  o.plan.group_size = selected->group_size;
-  o.plan.preset = *parsed;
-  o.plan.ignore = std::move(ignore);
-  o.plan.tp = tp;
-  if (target_layers) o.plan.target_layers = *target_layers;
-  return o;
-}
-
-Durability DurabilityFor(bool fsync) {
-  return fsync ? Durability::kSynced : Durability::kPageCache;
-}
-
-std::string Quantize(std::string source, std::string destination, std::string scheme,
-                     std::optional<int64_t> group_size, const std::string& preset,
-                     std::vector<std::string> ignore, std::string method, int threads, bool force,
-                     bool dry_run, std::string target_precision, int tp,
-                     std::optional<int64_t> target_layers, bool fsync, bool resume,
-                     std::optional<std::string> shard, nb::object on_progress) {
-  QuantizeOptions o = PlanOptions(std::move(source), std::move(scheme), group_size, preset,
-                                  std::move(ignore), tp, target_layers);
-  o.destination = std::move(destination);
-  Result<QuantMethod> parsed_method = ParseQuantMethod(method);
-  if (!parsed_method.ok()) RaiseFor(parsed_method.status());
-  o.method = *parsed_method;
-  o.threads = threads;
-  o.force = force;
-  o.dry_run = dry_run;
-  o.target_precision = std::move(target_precision);
-  o.durability = DurabilityFor(fsync);
-  o.resume = resume;
-  if (shard) {
-    Result<QuantizeOptions::Part> part = ParsePart(*shard);
-    if (!part.ok()) RaiseFor(part.status());
-    o.part = *part;
-  }
+// A function of the package (a row of api.h's table) on its request (JSON text), with its report's
+// JSON text back.
+std::string Call(const std::string& name, const std::string& request_json, nb::object on_progress) {
+  const ApiCommand* command = FindApiCommand(name);
+  if (command == nullptr) RaiseFor(Status::Usage("sparkulator._core has no function " + name));
+  Result<ApiRequest> request = ApiRequest::Parse(*command, request_json);
+  if (!request.ok()) RaiseFor(request.status());
   std::atomic<bool> cancel{false};
   Progress progress = Progress::Observed();
-  auto work = [&]() -> Result<std::string> {
-    SPK_ASSIGN_OR_RETURN(QuantizeSummary summary,
-                         QuantizeCheckpoint(o, FileSystem::Default(), &progress, &cancel));
-    return PlanReport(summary, /*with_tensors=*/true).dump();
-  };
+  const RunContext run{.progress = &progress, .cancel = &cancel};
+  auto work = [&]() -> Result<std::string> { return command->run(*request, run); };
   return RunInterruptible(work, &cancel, progress, on_progress);
-}
-
-std::string Inspect(std::string checkpoint, std::string scheme, std::optional<int64_t> group_size,
-                    const std::string& preset, std::vector<std::string> ignore, int tp,
-                    std::optional<int64_t> target_layers) {
-  QuantizeOptions o = PlanOptions(std::move(checkpoint), std::move(scheme), group_size, preset,
-                                  std::move(ignore), tp, target_layers);
-  return RunWithoutProgress([&]() -> Result<std::string> {
-    SPK_ASSIGN_OR_RETURN(auto report, InspectCheckpoint(o, FileSystem::Default()));
-    return report.dump();
-  });
-}
-
-std::string Check(std::string checkpoint, std::string target, int tp,
-                  std::optional<int64_t> target_layers, std::string vllm_version,
-                  std::string vllm_dir, bool vllm_batch_invariant) {
-  CheckOptions o;
-  o.checkpoint = std::move(checkpoint);
-  o.target = std::move(target);
-  o.tp = tp;
-  o.target_layers = target_layers;
-  o.vllm_version = std::move(vllm_version);
-  o.vllm_dir = std::move(vllm_dir);
-  o.vllm_batch_invariant = vllm_batch_invariant;
-  return RunWithoutProgress([&]() -> Result<std::string> {
-    SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(FileSystem::Default(), o));
-    return CheckReportToJson(report).dump();
-  });
-}
-
-std::string Compare(std::string source, std::string quantized,
-                    std::optional<std::string> quantized2, std::optional<int> samples,
-                    std::optional<uint64_t> seed) {
-  CompareOptions o;
-  o.source = std::move(source);
-  o.quantized = std::move(quantized);
-  if (samples) o.samples = *samples;
-  if (seed) o.seed = *seed;
-  return RunWithoutProgress([&]() -> Result<std::string> {
-    if (quantized2) {
-      SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(FileSystem::Default(), o, *quantized2));
-      return GainReportToJson(report).dump();
-    }
-    SPK_ASSIGN_OR_RETURN(CompareReport report, CompareCheckpoints(FileSystem::Default(), o));
-    return CompareReportToJson(report).dump();
-  });
-}
-
-std::string Dequantize(std::string source, std::string destination, bool force, int threads,
-                       bool fsync) {
-  DequantizeOptions o;
-  o.source = std::move(source);
-  o.destination = std::move(destination);
-  o.force = force;
-  o.threads = threads;
-  o.durability = DurabilityFor(fsync);
-  std::atomic<bool> cancel{false};
-  o.cancel = &cancel;
-  Progress none = Progress::Disabled();
-  auto work = [&]() -> Result<std::string> {
-    SPK_ASSIGN_OR_RETURN(DequantizeSummary summary, DequantizeCheckpoint(o, FileSystem::Default()));
-    return DequantizeSummaryToJson(summary).dump();
-  };
-  return RunInterruptible(work, &cancel, none, nb::none());
-}
-
-std::string Merge(std::string destination, std::vector<std::string> parts, bool force, bool fsync) {
-  MergeOptions o;
-  o.destination = std::move(destination);
-  o.parts = std::move(parts);
-  o.force = force;
-  o.durability = DurabilityFor(fsync);
-  return RunWithoutProgress([&]() -> Result<std::string> {
-    SPK_ASSIGN_OR_RETURN(MergeSummary summary, MergeParts(FileSystem::Default(), o));
-    return MergeSummaryToJson(summary).dump();
-  });
 }
 
 // The console script: the CLI on this thread, without the GIL. The CLI installs its own SIGINT
@@ -312,18 +182,10 @@ NB_MODULE(_core, m) {
   m.doc() = "sparkulator's native core; use the functions of the sparkulator package instead.";
   m.attr("__version__") = spk::kSparkulatorVersion;
   m.def("main", &sp::Main, "argv"_a, "Runs the sparkulator command line; returns its exit code.");
-  m.def("quantize", &sp::Quantize, "source"_a, "destination"_a, "scheme"_a, "group_size"_a.none(),
-        "preset"_a, "ignore"_a, "method"_a, "threads"_a, "force"_a, "dry_run"_a,
-        "target_precision"_a, "tp"_a, "target_layers"_a.none(), "fsync"_a, "resume"_a,
-        "shard"_a.none(), "on_progress"_a.none(), "quantize --json, as JSON text.");
-  m.def("inspect", &sp::Inspect, "checkpoint"_a, "scheme"_a, "group_size"_a.none(), "preset"_a,
-        "ignore"_a, "tp"_a, "target_layers"_a.none(), "inspect --json, as JSON text.");
-  m.def("check", &sp::Check, "checkpoint"_a, "target"_a, "tp"_a, "target_layers"_a.none(),
-        "vllm_version"_a, "vllm_dir"_a, "vllm_batch_invariant"_a, "check --json, as JSON text.");
-  m.def("compare", &sp::Compare, "source"_a, "quantized"_a, "quantized2"_a.none(),
-        "samples"_a.none(), "seed"_a.none(), "compare --json, as JSON text.");
-  m.def("merge", &sp::Merge, "destination"_a, "parts"_a, "force"_a, "fsync"_a,
-        "merge --json, as JSON text.");
-  m.def("dequantize", &sp::Dequantize, "source"_a, "destination"_a, "force"_a, "threads"_a,
-        "fsync"_a, "dequantize --json, as JSON text.");
+  m.def("call", &sp::Call, "function"_a, "request"_a, "on_progress"_a.none(),
+        "Runs the package function `function` (a row of python/src/api.h) on its request, JSON "
+        "text of every parameter; returns its report's JSON text.");
+  m.def(
+      "api", [] { return spk::python::ApiCommandsJson().dump(2); },
+      "The table of the package's functions (python/src/api.h) as JSON, for generate_api.py.");
 }

@@ -371,7 +371,7 @@ class Run {
 
 }  // namespace
 
-Result<json> RunBench(FileSystem* fs, const BenchConfig& config, const std::atomic<bool>* cancel,
+Result<json> RunBench(const RunContext& context, const BenchConfig& config,
                       const ProgressFn& progress, json* partial) {
   if (config.arms.empty()) return Status::Usage("give at least one --arm");
   if (config.prompt_lengths.empty()) return Status::Usage("--prompt-lengths is empty");
@@ -383,7 +383,7 @@ Result<json> RunBench(FileSystem* fs, const BenchConfig& config, const std::atom
       }
     }
   }
-  Run run(fs, config, cancel, progress);
+  Run run(context.fs, config, context.cancel, progress);
   Status status = run.Execute();
   json doc = run.Finish(status.code() == StatusCode::kCancelled);
   if (status.ok()) return doc;

@@ -23,6 +23,7 @@
 #include "base/status.h"
 #include "bench/arm.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk::bench {
 
@@ -47,10 +48,11 @@ struct BenchConfig {
 
 using ProgressFn = std::function<void(const std::string& line)>;
 
-// Runs the benchmark. On success returns the results document. On failure returns the Status and,
-// when `partial` is not null, stores the results gathered so far there.
-Result<nlohmann::json> RunBench(FileSystem* fs, const BenchConfig& config,
-                                const std::atomic<bool>* cancel, const ProgressFn& progress,
-                                nlohmann::json* partial);
+// Runs the benchmark (cancelled by run.cancel between requests; its progress is lines, to
+// `progress`, not run.progress's byte counts). On success returns the results document. On
+// failure returns the Status and, when `partial` is not null, stores the results gathered so far
+// there.
+Result<nlohmann::json> RunBench(const RunContext& run, const BenchConfig& config,
+                                const ProgressFn& progress, nlohmann::json* partial);
 
 }  // namespace spk::bench

@@ -162,7 +162,8 @@ std::string Serving(const CheckReport& report, const CardOptions& options) {
 }
 
 // The patches `check --vllm DIR` reports for that vLLM tree, and `check`'s findings.
-Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Card* card) {
+Result<std::string> CheckSections(const RunContext& run, const CardOptions& options, Card* card) {
+  FileSystem* fs = run.fs;
   std::string out;
   if (!options.vllm_dir.empty()) {
     SPK_ASSIGN_OR_RETURN(std::vector<Finding> patches, InspectVllmSource(fs, options.vllm_dir));
@@ -180,7 +181,7 @@ Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Ca
   CheckOptions check;
   check.checkpoint = options.checkpoint;
   check.vllm_dir = options.vllm_dir;
-  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(fs, check));
+  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, check));
   card->check_errors = CountSeverity(report.findings, Severity::kError);
   out += fmt::format(
       "\n## Check\n\n`sparkulator check` (judged for vLLM {}): {} error(s), {} "
@@ -194,7 +195,9 @@ Result<std::string> CheckSections(FileSystem* fs, const CardOptions& options, Ca
 
 }  // namespace
 
-Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::string& existing) {
+Result<Card> MakeCard(const RunContext& run, const CardOptions& options,
+                      const std::string& existing) {
+  FileSystem* fs = run.fs;
   const std::string config_path = options.checkpoint + "/config.json";
   SPK_ASSIGN_OR_RETURN(json config, ReadJson(fs, config_path));
   if (!config.contains("quantization_config") || !config.contains("sparkulator") ||
@@ -213,7 +216,7 @@ Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::str
   }
   CheckOptions check_options;
   check_options.checkpoint = options.checkpoint;
-  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(fs, check_options));
+  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, check_options));
 
   Card card;
   std::string source = Str(record, "source");
@@ -242,7 +245,7 @@ Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::str
   body += SizesAndRecipe(record, options.checkpoint);
   body += KeptDense(record, config["quantization_config"]);
   body += Serving(report, options);
-  SPK_ASSIGN_OR_RETURN(std::string checks, CheckSections(fs, options, &card));
+  SPK_ASSIGN_OR_RETURN(std::string checks, CheckSections(run, options, &card));
   body += checks;
   if (!results.empty()) {
     body +=

@@ -26,6 +26,7 @@
 
 #include "base/status.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk::card {
 
@@ -52,7 +53,8 @@ struct Card {
 
 // The card. `existing` is the current README.md (empty for a new one): its prose and front-matter
 // keys outside the card's are kept.
-Result<Card> MakeCard(FileSystem* fs, const CardOptions& options, const std::string& existing);
+Result<Card> MakeCard(const RunContext& run, const CardOptions& options,
+                      const std::string& existing);
 
 // The generated block's Markdown for a list of results documents (tables per machine, pooled
 // tables when there are several, memory per arm). `names` label them; `charts` are image paths.

@@ -33,7 +33,7 @@ TEST(MakeCard, ReadsTheCheckpointThroughItsFileSystem) {
   InMemoryFiles fs;
   CardOptions options;
   options.checkpoint = "/no/such/ckpt";
-  auto missing = MakeCard(&fs, options, "");
+  auto missing = MakeCard(RunContext{.fs = &fs}, options, "");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("in memory: no /no/such/ckpt/config.json"),
             std::string::npos)
@@ -41,7 +41,7 @@ TEST(MakeCard, ReadsTheCheckpointThroughItsFileSystem) {
 
   fs.files["/no/such/ckpt/config.json"] =
       R"({"quantization_config": {}, "sparkulator": {"scheme": "w9a16"}})";
-  auto unknown = MakeCard(&fs, options, "");
+  auto unknown = MakeCard(RunContext{.fs = &fs}, options, "");
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidInput);
   EXPECT_NE(unknown.status().message().find("/no/such/ckpt/config.json"), std::string::npos);
@@ -56,7 +56,7 @@ TEST(MakeCard, AFailedReadNamesTheFile) {
   fs.FailOperation(FileOp::kRead, "config.json", EIO);
   CardOptions options;
   options.checkpoint = dir.path();
-  auto card = MakeCard(&fs, options, "");
+  auto card = MakeCard(RunContext{.fs = &fs}, options, "");
   ASSERT_FALSE(card.ok());
   EXPECT_EQ(card.status().code(), StatusCode::kIoError);
   EXPECT_NE(card.status().message().find("cannot read " + (dir / "config.json")), std::string::npos)

@@ -91,9 +91,9 @@ Status Checker::ResolveVllm() {
 using Json = nlohmann::ordered_json;
 using check_internal::Checker;
 
-Result<CheckReport> CheckCheckpoint(FileSystem* fs, const CheckOptions& options) {
-  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(fs, options.checkpoint));
-  Checker checker(fs, options, dir);
+Result<CheckReport> CheckCheckpoint(const RunContext& run, const CheckOptions& options) {
+  SPK_ASSIGN_OR_RETURN(std::string dir, ResolveModelPath(run.fs, options.checkpoint));
+  Checker checker(run.fs, options, dir);
   return checker.Run();
 }
 

@@ -31,6 +31,7 @@
 #include "base/status.h"
 #include "check/findings.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk {
 
@@ -79,7 +80,7 @@ struct CheckReport {
   bool ok() const { return CountSeverity(findings, Severity::kError) == 0; }
 };
 
-Result<CheckReport> CheckCheckpoint(FileSystem* fs, const CheckOptions& options);
+Result<CheckReport> CheckCheckpoint(const RunContext& run, const CheckOptions& options);
 
 nlohmann::ordered_json CheckReportToJson(const CheckReport& report);
 std::string RenderCheckReport(const CheckReport& report);

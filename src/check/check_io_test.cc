@@ -39,13 +39,13 @@ std::string ShardedCheckpoint(const spk::testing::ScopedTempDir& dir) {
 void ExpectReadFaultFailsTheCheck(const std::string& ckpt, FileOp op, const std::string& path,
                                   CheckOptions options = {}) {
   options.checkpoint = ckpt;
-  auto clean = CheckCheckpoint(FileSystem::Default(), options);
+  auto clean = CheckCheckpoint(RunContext{}, options);
   ASSERT_TRUE(clean.ok()) << clean.status().message();
   EXPECT_TRUE(clean->ok()) << RenderCheckReport(*clean);
 
   FaultInjectingFileSystem faulty(FileSystem::Default());
   faulty.FailOperation(op, path, EIO);
-  auto report = CheckCheckpoint(&faulty, options);
+  auto report = CheckCheckpoint(RunContext{.fs = &faulty}, options);
   ASSERT_FALSE(report.ok()) << path << " failed, yet check reported:\n"
                             << RenderCheckReport(*report);
   EXPECT_EQ(report.status().code(), StatusCode::kIoError) << report.status().message();

@@ -202,9 +202,8 @@ TEST(CheckPackedLayout, LegacyWholeValuePackingOfThreeBitsIsNamed) {
   o.source = Example(dir, "src", "llm");
   o.destination = dir / "w3";
   o.plan.scheme = FindScheme("w3a16");
-  o.threads = 1;
   o.durability = Durability::kPageCache;
-  auto q = QuantizeCheckpoint(o, FileSystem::Default(), nullptr);
+  auto q = QuantizeCheckpoint(RunContext{.threads = 1}, o);
   ASSERT_TRUE(q.ok()) << q.status().message();
   ASSERT_FALSE(HasCode(Check(o.destination), "weight-packed-legacy-layout"));
   int64_t out = 0, in = 0;

@@ -53,7 +53,7 @@ TEST(CheckVllmVersion, Qwen3DFlashQuantizedQkvLoadsOn032FailsOnOld) {
   CheckOptions bad;
   bad.vllm_version = "newest";
   bad.checkpoint = q;
-  EXPECT_EQ(CheckCheckpoint(FileSystem::Default(), bad).status().code(), StatusCode::kUsage);
+  EXPECT_EQ(CheckCheckpoint(RunContext{}, bad).status().code(), StatusCode::kUsage);
 }
 
 void MakeLaguna(const std::string& dir) {

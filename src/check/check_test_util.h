@@ -43,9 +43,8 @@ inline std::string Quantize(const std::string& src, const std::string& dst, Pres
   o.destination = dst;
   o.plan.preset = preset;
   o.plan.ignore = std::move(ignore);
-  o.threads = 1;
   o.durability = Durability::kPageCache;
-  auto r = QuantizeCheckpoint(o, FileSystem::Default(), nullptr);
+  auto r = QuantizeCheckpoint(RunContext{.threads = 1}, o);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return dst;
 }
@@ -60,7 +59,7 @@ inline void EditConfig(const std::string& dir, const std::function<void(Json&)>&
 
 inline CheckReport Check(const std::string& dir, CheckOptions o = {}) {
   o.checkpoint = dir;
-  auto r = CheckCheckpoint(FileSystem::Default(), o);
+  auto r = CheckCheckpoint(RunContext{}, o);
   EXPECT_TRUE(r.ok()) << r.status().message();
   return r.ok() ? *r : CheckReport{};
 }

@@ -237,7 +237,8 @@ bool LargerGain(double ratio_a, const std::string& name_a, double ratio_b,
 
 }  // namespace
 
-Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options) {
+Result<CompareReport> CompareCheckpoints(const RunContext& run, const CompareOptions& options) {
+  FileSystem* fs = run.fs;
   if (options.samples < 0) return Status::Usage("--samples must not be negative");
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
   SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));     // as quantize read it (checkpoint/moe.h)
@@ -311,12 +312,12 @@ Result<GainReport> JoinCompareReports(CompareReport q, CompareReport q2) {
   return g;
 }
 
-Result<GainReport> CompareGain(FileSystem* fs, const CompareOptions& options,
+Result<GainReport> CompareGain(const RunContext& run, const CompareOptions& options,
                                const std::string& quantized2) {
-  SPK_ASSIGN_OR_RETURN(CompareReport q, CompareCheckpoints(fs, options));
+  SPK_ASSIGN_OR_RETURN(CompareReport q, CompareCheckpoints(run, options));
   CompareOptions second = options;
   second.quantized = quantized2;
-  SPK_ASSIGN_OR_RETURN(CompareReport q2, CompareCheckpoints(fs, second));
+  SPK_ASSIGN_OR_RETURN(CompareReport q2, CompareCheckpoints(run, second));
   return JoinCompareReports(std::move(q), std::move(q2));
 }
 

@@ -31,6 +31,7 @@
 
 #include "base/status.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk {
 
@@ -70,7 +71,7 @@ struct CompareReport {
   double total_sse = 0;      // sum of every layer's sse (not in the one-checkpoint JSON)
 };
 
-Result<CompareReport> CompareCheckpoints(FileSystem* fs, const CompareOptions& options);
+Result<CompareReport> CompareCheckpoints(const RunContext& run, const CompareOptions& options);
 
 // One module of two quantized outputs Q and Q2 of the same source.
 struct LayerGain {
@@ -94,7 +95,7 @@ struct GainReport {
 };
 
 // Compares `options.quantized` (Q) and `quantized2` (Q2) each against `options.source`.
-Result<GainReport> CompareGain(FileSystem* fs, const CompareOptions& options,
+Result<GainReport> CompareGain(const RunContext& run, const CompareOptions& options,
                                const std::string& quantized2);
 // The join itself (consumes both reports); InvalidInput when the module sets differ.
 Result<GainReport> JoinCompareReports(CompareReport q, CompareReport q2);

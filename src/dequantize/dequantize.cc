@@ -72,7 +72,9 @@ std::optional<std::string> DTypeWarning(const std::string& config_dtype,
 
 }  // namespace
 
-Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options, FileSystem* fs) {
+Result<DequantizeSummary> DequantizeCheckpoint(const RunContext& run,
+                                               const DequantizeOptions& options) {
+  FileSystem* fs = run.fs;
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
   if (!src.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
@@ -86,8 +88,8 @@ Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options,
   summary.warnings = src.files.warnings();
 
   CheckpointWriterOptions write = CheckpointWriterOptions::For(
-      options.destination, options.force, options.threads, options.durability, src.files.sharded());
-  write.cancel = options.cancel;
+      options.destination, options.force, run.threads, options.durability, src.files.sharded());
+  write.cancel = run.cancel;
   CheckpointWriter writer(fs, write);
   for (const std::string& file : src.files.shard_files()) writer.AddShard(file);
   // A quantized module's stored tensors become one dense <module>.weight; every other tensor is

@@ -24,6 +24,7 @@
 
 #include "base/status.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk {
 
@@ -31,11 +32,8 @@ struct DequantizeOptions {
   std::string source;       // quantized checkpoint: folder or org/name in the HF cache
   std::string destination;  // must not exist (or be empty) unless force
   bool force = false;
-  int threads = 0;  // 0: all cores
   // kPageCache (--no-fsync) skips every fsync; the rename stays atomic.
   Durability durability = Durability::kSynced;
-  // Polled between row blocks (Ctrl-C in Python): Status::Cancelled, the temporary folder removed.
-  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct DequantizeSummary {
@@ -48,7 +46,9 @@ struct DequantizeSummary {
   std::vector<std::string> warnings;
 };
 
-Result<DequantizeSummary> DequantizeCheckpoint(const DequantizeOptions& options, FileSystem* fs);
+// Cancelled (run.cancel) between row blocks: Status::Cancelled, the temporary folder removed.
+Result<DequantizeSummary> DequantizeCheckpoint(const RunContext& run,
+                                               const DequantizeOptions& options);
 
 // What `dequantize --json` prints (and the Python module's DequantizeSummary holds).
 nlohmann::ordered_json DequantizeSummaryToJson(const DequantizeSummary& summary);

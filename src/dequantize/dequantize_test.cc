@@ -28,7 +28,7 @@ std::string MakeQuantized(const spk::testing::ScopedTempDir& dir) {
   QuantizeOptions quantize;
   quantize.source = example.dir;
   quantize.destination = dir / "q";
-  auto q = QuantizeCheckpoint(quantize, FileSystem::Default(), nullptr);
+  auto q = QuantizeCheckpoint(RunContext{}, quantize);
   EXPECT_TRUE(q.ok()) << q.status().message();
   return quantize.destination;
 }
@@ -46,8 +46,8 @@ TEST(DequantizeTest, BytesDoNotDependOnThreadsOrFsync) {
   spk::testing::ScopedTempDir dir;
   const std::string q = MakeQuantized(dir);
   FaultInjectingFileSystem synced_fs(FileSystem::Default());
-  auto synced =
-      DequantizeCheckpoint({.source = q, .destination = dir / "one", .threads = 1}, &synced_fs);
+  auto synced = DequantizeCheckpoint({.fs = &synced_fs, .threads = 1},
+                                     {.source = q, .destination = dir / "one"});
   ASSERT_TRUE(synced.ok()) << synced.status().message();
   EXPECT_EQ(synced->shards, 2u);
   EXPECT_GT(synced->dequantized_modules, 0u);
@@ -55,8 +55,8 @@ TEST(DequantizeTest, BytesDoNotDependOnThreadsOrFsync) {
 
   FaultInjectingFileSystem cached_fs(FileSystem::Default());
   DequantizeOptions options{
-      .source = q, .destination = dir / "four", .threads = 4, .durability = Durability::kPageCache};
-  auto cached = DequantizeCheckpoint(options, &cached_fs);
+      .source = q, .destination = dir / "four", .durability = Durability::kPageCache};
+  auto cached = DequantizeCheckpoint({.fs = &cached_fs, .threads = 4}, options);
   ASSERT_TRUE(cached.ok()) << cached.status().message();
   EXPECT_EQ(cached_fs.syncs(), 0u);
   EXPECT_EQ(cached_fs.writeback_hints(), 0u);
@@ -71,7 +71,8 @@ TEST(DequantizeTest, FaultsAtConfigIndexAndCopiedFilesNameThePathAndLeaveNothing
   const std::string q = MakeQuantized(dir);
   test_util::ExpectEachFileFaultFailsCleanly(
       q, dir.path(), {"src", "q"}, [&](FileSystem* fs, const std::string& dst) {
-        return DequantizeCheckpoint({.source = q, .destination = dst, .threads = 2}, fs).status();
+        return DequantizeCheckpoint({.fs = fs, .threads = 2}, {.source = q, .destination = dst})
+            .status();
       });
 }
 

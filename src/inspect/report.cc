@@ -280,8 +280,8 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"seconds", s.seconds}};
 }
 
-Result<Json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs) {
-  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
+Result<Json> InspectCheckpoint(const RunContext& run, const QuantizeOptions& options) {
+  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(run.fs, options.source));
   // A compressed-tensors checkpoint is shown as it is stored; another pre-quantized source (FP8
   // blocks) with the plan for quantizing its decoded weights, as a dense source.
   if (SourceQuantMethod(src.config) == "compressed-tensors") {
@@ -290,7 +290,7 @@ Result<Json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs) {
   QuantizeOptions dry = options;
   dry.dry_run = true;
   dry.destination.clear();
-  SPK_ASSIGN_OR_RETURN(QuantizeSummary summary, QuantizeCheckpoint(dry, fs, nullptr));
+  SPK_ASSIGN_OR_RETURN(QuantizeSummary summary, QuantizeCheckpoint(run, dry));
   return PlanReport(summary, /*with_tensors=*/true);
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "io/file.h"
+#include "io/run_context.h"
 #include "quantize/quantize.h"
 
 namespace spk {
@@ -22,7 +23,8 @@ nlohmann::ordered_json PlanReport(const QuantizeSummary& summary, bool with_tens
 // Inspect: for an unquantized checkpoint, what `quantize` with these options would do; for a
 // compressed-tensors checkpoint of any format, its scheme and its quantized modules (shape, bytes
 // stored, bytes of the dense weight `dequantize` would write); its size is dense -> stored.
-Result<nlohmann::ordered_json> InspectCheckpoint(const QuantizeOptions& options, FileSystem* fs);
+Result<nlohmann::ordered_json> InspectCheckpoint(const RunContext& run,
+                                                 const QuantizeOptions& options);
 
 // Human-readable rendering of either report.
 std::string RenderReport(const nlohmann::ordered_json& report, bool with_tensors);

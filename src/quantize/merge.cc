@@ -129,7 +129,8 @@ Status CheckSharedFiles(FileSystem* fs, const std::vector<const LoadedPart*>& pa
 
 }  // namespace
 
-Result<MergeSummary> MergeParts(FileSystem* fs, const MergeOptions& options) {
+Result<MergeSummary> MergeParts(const RunContext& run, const MergeOptions& options) {
+  FileSystem* fs = run.fs;
   if (options.parts.empty()) return Status::Usage("merge needs the folders of the parts");
   std::vector<LoadedPart> loaded;
   for (const std::string& dir : options.parts) {

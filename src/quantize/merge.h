@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk {
 
@@ -37,7 +38,7 @@ struct MergeSummary {
   std::vector<std::string> copied_files;  // besides the shards, relative to a part
 };
 
-Result<MergeSummary> MergeParts(FileSystem* fs, const MergeOptions& options);
+Result<MergeSummary> MergeParts(const RunContext& run, const MergeOptions& options);
 
 // What `merge --json` prints (and the Python package's MergeSummary holds).
 nlohmann::ordered_json MergeSummaryToJson(const MergeSummary& summary);

@@ -255,11 +255,11 @@ std::vector<size_t> PartOfShards(const std::vector<uint64_t>& shard_bytes, int i
   return mine;
 }
 
-Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
-                                           Progress* progress, const std::atomic<bool>* cancel) {
+Result<QuantizeSummary> QuantizeCheckpoint(const RunContext& run, const QuantizeOptions& options) {
   auto start = std::chrono::steady_clock::now();
+  FileSystem* fs = run.fs;
   Progress no_progress = Progress::Disabled();
-  if (progress == nullptr) progress = &no_progress;
+  Progress* progress = run.progress != nullptr ? run.progress : &no_progress;
   SPK_ASSIGN_OR_RETURN(SchemeChoice choice, SchemeFromOptions(options));
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
   SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));
@@ -269,11 +269,11 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, options.plan));
   uint64_t source_bytes = 0;
   for (const TensorMeta& t : src.tensors) source_bytes += t.nbytes();
-  auto write = CheckpointWriterOptions::For(options.destination, options.force, options.threads,
+  auto write = CheckpointWriterOptions::For(options.destination, options.force, run.threads,
                                             options.durability, src.files.sharded());
   write.progress = progress;
   write.progress_label = "quantize";
-  write.cancel = cancel;
+  write.cancel = run.cancel;
   write.progress_total = source_bytes;
   write.resume = options.resume;
   if (options.resume || options.part) write.resume_identity = ResumeIdentity(fs, src, options);
@@ -290,7 +290,7 @@ Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileS
   }
   GlobalScales global_scales;
   if (choice.scheme->codec->HasGlobalScale() && !options.dry_run) {
-    SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, options.threads, cancel));
+    SPK_ASSIGN_OR_RETURN(global_scales, ComputeGlobalScales(src, plan, run.threads, run.cancel));
   }
   const std::optional<CheckpointWriterOptions::Part> write_part = write.part;
   CheckpointWriter writer(fs, std::move(write));

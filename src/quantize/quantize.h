@@ -26,6 +26,7 @@
 #include "base/status.h"
 #include "checkpoint/plan.h"
 #include "io/file.h"
+#include "io/run_context.h"
 
 namespace spk {
 
@@ -38,7 +39,6 @@ struct QuantizeOptions {
   std::string target_precision = "unquantized";
   PlanOptions plan;  // the scheme row and group size (quant/scheme.h SelectScheme) among them
   bool force = false;
-  int threads = 0;       // 0: all cores
   bool dry_run = false;  // plan and report, write nothing
   // Continue an interrupted run of the same job (--resume): the shards it finished, verified by
   // their content hash, are taken over; the rest are written (safetensors/checkpoint_writer.h).
@@ -83,10 +83,8 @@ struct QuantizeSummary {
   std::string decoded_from;
 };
 
-// `cancel`, when given, is polled between row blocks (Ctrl-C): the run stops with Status::Cancelled
-// and the temporary output folder is removed.
-Result<QuantizeSummary> QuantizeCheckpoint(const QuantizeOptions& options, FileSystem* fs,
-                                           Progress* progress,
-                                           const std::atomic<bool>* cancel = nullptr);
+// Cancelled (run.cancel, Ctrl-C) between row blocks, the run stops with Status::Cancelled and the
+// temporary output folder is removed.
+Result<QuantizeSummary> QuantizeCheckpoint(const RunContext& run, const QuantizeOptions& options);
 
 }  // namespace spk

@@ -44,11 +44,10 @@ std::string MakeSource(const spk::testing::ScopedTempDir& dir, int shards = 1) {
   return options.dir;
 }
 
-QuantizeOptions Options(const std::string& src, const std::string& dst, int threads) {
+QuantizeOptions Options(const std::string& src, const std::string& dst) {
   QuantizeOptions options;
   options.source = src;
   options.destination = dst;
-  options.threads = threads;
   return options;
 }
 
@@ -86,7 +85,8 @@ TEST(QuantizeTest, OutputBytesDoNotDependOnThreadCount) {
   std::map<std::string, std::string> first;
   for (int threads : {1, 2, 3, 8}) {
     const std::string dst = dir / ("out" + std::to_string(threads));
-    auto result = QuantizeCheckpoint(Options(src, dst, threads), FileSystem::Default(), nullptr);
+    auto result = QuantizeCheckpoint(RunContext{.fs = FileSystem::Default(), .threads = threads},
+                                     Options(src, dst));
     ASSERT_TRUE(result.ok()) << result.status().message();
     std::map<std::string, std::string> files = ReadFolder(dst);
     ASSERT_TRUE(files.count("model.safetensors")) << threads;
@@ -105,15 +105,16 @@ TEST(QuantizeTest, DurabilityDecidesSyncsButNotBytes) {
   spk::testing::ScopedTempDir dir;
   const std::string src = MakeSource(dir);
   FaultInjectingFileSystem synced_fs(FileSystem::Default());
-  auto synced = QuantizeCheckpoint(Options(src, dir / "synced", 2), &synced_fs, nullptr);
+  auto synced =
+      QuantizeCheckpoint(RunContext{.fs = &synced_fs, .threads = 2}, Options(src, dir / "synced"));
   ASSERT_TRUE(synced.ok()) << synced.status().message();
   EXPECT_EQ(synced_fs.syncs(), synced->shards);
   EXPECT_GT(synced_fs.writeback_hints(), synced->shards);
 
   FaultInjectingFileSystem cached_fs(FileSystem::Default());
-  QuantizeOptions options = Options(src, dir / "cached", 2);
+  QuantizeOptions options = Options(src, dir / "cached");
   options.durability = Durability::kPageCache;
-  auto cached = QuantizeCheckpoint(options, &cached_fs, nullptr);
+  auto cached = QuantizeCheckpoint(RunContext{.fs = &cached_fs, .threads = 2}, options);
   ASSERT_TRUE(cached.ok()) << cached.status().message();
   EXPECT_EQ(cached_fs.syncs(), 0u);
   EXPECT_EQ(cached_fs.writeback_hints(), 0u);
@@ -125,7 +126,8 @@ TEST(QuantizeTest, DiskFullMidWayIsAnIoErrorAndLeavesNothing) {
   const std::string src = MakeSource(dir);
   FaultInjectingFileSystem faulty(FileSystem::Default());
   faulty.SetWriteLimit(200000);  // the output is about 1 MB
-  auto result = QuantizeCheckpoint(Options(src, dir / "dst", 2), &faulty, nullptr);
+  auto result =
+      QuantizeCheckpoint(RunContext{.fs = &faulty, .threads = 2}, Options(src, dir / "dst"));
   ExpectFailedCleanly(result, dir.path(), "disk full while writing");
   EXPECT_GT(faulty.bytes_written(), 0u);
 }
@@ -136,7 +138,8 @@ TEST(QuantizeTest, ReadErrorIsAnIoErrorAndLeavesNothing) {
   const std::string shard = src + "/model.safetensors";
   FaultInjectingFileSystem faulty(FileSystem::Default());
   faulty.FailReadsFrom(shard, fs::file_size(shard) / 2);
-  auto result = QuantizeCheckpoint(Options(src, dir / "dst", 2), &faulty, nullptr);
+  auto result =
+      QuantizeCheckpoint(RunContext{.fs = &faulty, .threads = 2}, Options(src, dir / "dst"));
   ExpectFailedCleanly(result, dir.path(), "cannot read " + shard);
 }
 
@@ -182,7 +185,8 @@ TEST(QuantizeTest, SourceTruncatedWhileReadIsAnIoErrorAndLeavesNothing) {
   spk::testing::ScopedTempDir dir;
   const std::string src = MakeSource(dir);
   TruncatingFileSystem truncating(src + "/model.safetensors", 3);
-  auto result = QuantizeCheckpoint(Options(src, dir / "dst", 1), &truncating, nullptr);
+  auto result =
+      QuantizeCheckpoint(RunContext{.fs = &truncating, .threads = 1}, Options(src, dir / "dst"));
   ExpectFailedCleanly(result, dir.path(), "unexpected end of file in " + src);
 }
 
@@ -196,8 +200,8 @@ TEST(QuantizeTest, RealSmallTmpfsFillsUpCleanly) {
   if (::mount("tmpfs", mount_point.c_str(), "tmpfs", 0, "size=256k") != 0) {
     GTEST_SKIP() << "cannot mount a tmpfs here: " << std::strerror(errno);
   }
-  auto result =
-      QuantizeCheckpoint(Options(src, mount_point + "/dst", 2), FileSystem::Default(), nullptr);
+  auto result = QuantizeCheckpoint(RunContext{.fs = FileSystem::Default(), .threads = 2},
+                                   Options(src, mount_point + "/dst"));
   std::vector<std::string> left;
   for (const auto& entry : fs::directory_iterator(mount_point)) {
     left.push_back(entry.path().filename().string());
@@ -217,7 +221,7 @@ TEST(QuantizeTest, FaultsAtConfigIndexAndCopiedFilesNameThePathAndLeaveNothing) 
   const std::string src = MakeSource(dir, /*shards=*/2);
   test_util::ExpectEachFileFaultFailsCleanly(
       src, dir.path(), {"src"}, [&](FileSystem* fs, const std::string& dst) {
-        return QuantizeCheckpoint(Options(src, dst, 2), fs, nullptr).status();
+        return QuantizeCheckpoint(RunContext{.fs = fs, .threads = 2}, Options(src, dst)).status();
       });
 }
 

@@ -410,3 +410,55 @@ def test_split_job_parts_and_merge_match_the_cli(spk, sp, sources, tmp_path):
         sp.merge(tmp_path / "nothing", parts[:1])
     with pytest.raises(ValueError, match="expected I/N"):
         sp.quantize(sources / "llm", tmp_path / "bad", shard="3/2")
+
+
+# ---- the one declaration (python/src/api.h) and the package generated from it ------------------
+
+def test_the_package_functions_are_what_their_declaration_generates(sp, tmp_path):
+    """_api.py is python/generate_api.py's output for the built module's table; an edited copy is
+    caught."""
+    generator = [sys.executable, str(REPO / "python" / "generate_api.py"), "--build", str(build_dir())]
+    proc = subprocess.run(generator + ["--check"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    edited = tmp_path / "_api.py"
+    text = (REPO / "python" / "sparkulator" / "_api.py").read_text()
+    edited.write_text(text.replace('scheme: str = "W4A16"', 'scheme: str = "W8A16"', 1))
+    proc = subprocess.run(generator + ["--check", "--output", str(edited)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and "is not what python/src/api.h declares" in proc.stderr
+
+
+def test_signatures_keep_their_order_and_defaults(sp):
+    """Positional calls written against earlier releases keep working: the declaration's order."""
+    import inspect as pyinspect
+    params = pyinspect.signature(sp.quantize).parameters
+    assert list(params) == ["src", "dst", "scheme", "group_size", "preset", "ignore", "method",
+                            "threads", "force", "dry_run", "progress", "target_precision", "tp",
+                            "target_layers", "fsync", "resume", "shard"]
+    assert params["scheme"].default == "W4A16" and params["fsync"].default is True
+    assert list(pyinspect.signature(sp.check).parameters) == [
+        "ckpt", "target", "tp", "vllm_version", "vllm", "target_layers", "vllm_batch_invariant"]
+    assert "resume: continue an interrupted run" in sp.quantize.__doc__
+
+
+@pytest.mark.parametrize("function,request_,message", [
+    ("quantize", {"src": 1}, "quantize(): src must be PathLike, not 1"),
+    ("check", {"ckpt": "x", "no_such": True}, "check(): no parameter 'no_such'"),
+    ("merge", {"dst": "x", "force": False, "fsync": True}, "merge(): parameter 'parts' missing"),
+    ("merge", {"dst": "x", "parts": ["a", 2], "force": False, "fsync": True},
+     'merge(): parts must be Sequence[PathLike], not ["a",2]'),
+    ("quantize", {"progress": True}, "quantize(): no parameter 'progress'"),
+    ("no_such_function", {}, "sparkulator._core has no function no_such_function"),
+])
+def test_a_request_that_does_not_fit_its_declaration_is_a_value_error(sp, function, request_,
+                                                                      message):
+    with pytest.raises(ValueError) as raised:
+        sp._core.call(function, json.dumps(request_), None)
+    assert message in str(raised.value)
+
+
+def test_an_int_out_of_range_is_a_value_error_not_a_wrapped_value(sp, sources, tmp_path):
+    with pytest.raises(ValueError, match=r"tp = 4294967297 is out of range"):
+        sp.inspect(sources / "dflash", tp=2**32 + 1)
+    with pytest.raises(ValueError, match=r"seed = -1 is negative"):
+        sp.compare(sources / "dflash", sources / "dflash", seed=-1)

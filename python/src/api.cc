@@ -1,0 +1,447 @@
+#include "api.h"
+
+#include <fmt/format.h>
+
+#include <limits>
+#include <utility>
+
+#include "check/check.h"
+#include "checkpoint/family.h"
+#include "commands.h"
+#include "compare/compare.h"
+#include "compare/report.h"
+#include "dequantize/dequantize.h"
+#include "inspect/report.h"
+#include "quantize/merge.h"
+#include "quantize/quantize.h"
+
+namespace spk::python {
+namespace {
+
+using Json = nlohmann::json;
+
+// ---- the parameters, each declared once (quantize and inspect share the plan's) ----------------
+
+constexpr ApiParam kSrc{"src", ParamType::kPath, "",
+                        "the source: a folder, an ``org/name`` in the local Hugging Face cache, "
+                        "or a snapshot."};
+constexpr ApiParam kCkpt{"ckpt", ParamType::kPath, "",
+                         "the checkpoint: a folder, an ``org/name`` in the local Hugging Face "
+                         "cache, or a snapshot."};
+constexpr ApiParam kScheme{"scheme", ParamType::kStr, "\"W4A16\"",
+                           "a scheme name or llm-compressor preset name, any case (``sparkulator "
+                           "quantize --help`` lists them): W4A16, W8A16, W4A16_ASYM, ..."};
+constexpr ApiParam kGroupSize{"group_size", ParamType::kOptionalInt, "None",
+                              "columns per scale, one of the scheme's group sizes; -1 for one "
+                              "scale per output channel; None for the scheme's default (128 for "
+                              "the integer schemes)."};
+constexpr ApiParam kPreset{"preset", ParamType::kStr, "\"auto\"",
+                           "the draft-family rules: auto (from config.json), dflash, eagle3, mtp, "
+                           "llm, none."};
+constexpr ApiParam kIgnore{"ignore", ParamType::kStrList, "()",
+                           "modules kept dense: exact vLLM module names or ``re:REGEX`` (Python "
+                           "``re.match``)."};
+constexpr ApiParam kTp{"tp", ParamType::kInt, "1",
+                       "the tensor-parallel size the kernel shape rules are checked for."};
+constexpr ApiParam kTargetLayers{"target_layers", ParamType::kOptionalInt, "None",
+                                 "for drafts, the target's num_hidden_layers when config.json "
+                                 "lacks it."};
+constexpr ApiParam kThreads{"threads", ParamType::kOptionalInt, "None",
+                            "worker threads; None for all cores. The output does not depend on "
+                            "it."};
+constexpr ApiParam kForce{"force", ParamType::kBool, "False", "replace ``dst`` if it exists."};
+constexpr ApiParam kFsync{"fsync", ParamType::kBool, "True",
+                          "wait for every file to reach the disk before the rename (the CLI's "
+                          "default; False is ``--no-fsync``)."};
+
+// ---- turning a request into the library call -------------------------------------------------
+
+// An int parameter the library takes as `int`: Usage when it does not fit.
+Result<int> IntOf(std::string_view name, int64_t value) {
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    return Status::Usage(fmt::format("{} = {} is out of range", name, value));
+  }
+  return static_cast<int>(value);
+}
+
+// Raises nothing: a bad preset or scheme is the Status the CLI prints.
+Result<QuantizeOptions> PlanRequest(const ApiRequest& r, std::string source) {
+  SPK_ASSIGN_OR_RETURN(Preset preset, ParsePreset(r.Str("preset")));
+  std::optional<int64_t> group_size = r.OptionalInt("group_size");
+  SPK_ASSIGN_OR_RETURN(SchemeSelection selected, SelectScheme(r.Str("scheme"), group_size));
+  QuantizeOptions o;
+  o.source = std::move(source);
+  o.plan.scheme = selected.scheme;
+  o.plan.group_size = selected.group_size;
+  o.plan.preset = preset;
+  o.plan.ignore = r.StrList("ignore");
+  SPK_ASSIGN_OR_RETURN(o.plan.tp, IntOf("tp", r.Int("tp")));
+  if (auto layers = r.OptionalInt("target_layers")) o.plan.target_layers = *layers;
+  return o;
+}
+
+Durability DurabilityOf(const ApiRequest& r) {
+  return r.Bool("fsync") ? Durability::kSynced : Durability::kPageCache;
+}
+
+Result<int> ThreadsOf(const ApiRequest& r) {
+  return IntOf("threads", r.OptionalInt("threads").value_or(0));
+}
+
+Result<std::string> RunQuantize(const ApiRequest& r, RunContext run) {
+  SPK_ASSIGN_OR_RETURN(QuantizeOptions o, PlanRequest(r, r.Str("src")));
+  o.destination = r.Str("dst");
+  SPK_ASSIGN_OR_RETURN(o.method, ParseQuantMethod(r.Str("method")));
+  SPK_ASSIGN_OR_RETURN(run.threads, ThreadsOf(r));
+  o.force = r.Bool("force");
+  o.dry_run = r.Bool("dry_run");
+  o.target_precision = r.Str("target_precision");
+  o.durability = DurabilityOf(r);
+  o.resume = r.Bool("resume");
+  if (auto shard = r.OptionalStr("shard")) {
+    SPK_ASSIGN_OR_RETURN(o.part, ParsePart(*shard));
+  }
+  SPK_ASSIGN_OR_RETURN(QuantizeSummary summary, QuantizeCheckpoint(run, o));
+  return PlanReport(summary, /*with_tensors=*/true).dump();
+}
+
+Result<std::string> RunInspect(const ApiRequest& r, RunContext run) {
+  SPK_ASSIGN_OR_RETURN(QuantizeOptions o, PlanRequest(r, r.Str("ckpt")));
+  SPK_ASSIGN_OR_RETURN(auto report, InspectCheckpoint(run, o));
+  return report.dump();
+}
+
+Result<std::string> RunCheck(const ApiRequest& r, RunContext run) {
+  CheckOptions o;
+  o.checkpoint = r.Str("ckpt");
+  o.target = r.OptionalStr("target").value_or("");
+  SPK_ASSIGN_OR_RETURN(o.tp, IntOf("tp", r.Int("tp")));
+  o.target_layers = r.OptionalInt("target_layers");
+  o.vllm_version = r.OptionalStr("vllm_version").value_or("");
+  o.vllm_dir = r.OptionalStr("vllm").value_or("");
+  o.vllm_batch_invariant = r.Bool("vllm_batch_invariant");
+  SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, o));
+  return CheckReportToJson(report).dump();
+}
+
+Result<std::string> RunCompare(const ApiRequest& r, RunContext run) {
+  CompareOptions o;
+  o.source = r.Str("src");
+  o.quantized = r.Str("q");
+  if (auto samples = r.OptionalInt("samples")) {
+    SPK_ASSIGN_OR_RETURN(o.samples, IntOf("samples", *samples));
+  }
+  if (auto seed = r.OptionalInt("seed")) {
+    if (*seed < 0) return Status::Usage(fmt::format("seed = {} is negative", *seed));
+    o.seed = static_cast<uint64_t>(*seed);
+  }
+  if (auto q2 = r.OptionalStr("q2")) {
+    SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(run, o, *q2));
+    return GainReportToJson(report).dump();
+  }
+  SPK_ASSIGN_OR_RETURN(CompareReport report, CompareCheckpoints(run, o));
+  return CompareReportToJson(report).dump();
+}
+
+Result<std::string> RunMerge(const ApiRequest& r, RunContext run) {
+  MergeOptions o;
+  o.destination = r.Str("dst");
+  o.parts = r.StrList("parts");
+  o.force = r.Bool("force");
+  o.durability = DurabilityOf(r);
+  SPK_ASSIGN_OR_RETURN(MergeSummary summary, MergeParts(run, o));
+  return MergeSummaryToJson(summary).dump();
+}
+
+Result<std::string> RunDequantize(const ApiRequest& r, RunContext run) {
+  DequantizeOptions o;
+  o.source = r.Str("src");
+  o.destination = r.Str("dst");
+  o.force = r.Bool("force");
+  SPK_ASSIGN_OR_RETURN(run.threads, ThreadsOf(r));
+  o.durability = DurabilityOf(r);
+  SPK_ASSIGN_OR_RETURN(DequantizeSummary summary, DequantizeCheckpoint(run, o));
+  return DequantizeSummaryToJson(summary).dump();
+}
+
+constexpr std::string_view kRaisesAsQuantize =
+    "ValueError, FileNotFoundError, OSError: as :func:`quantize`.";
+
+std::vector<ApiCommand> MakeCommands() {
+  std::vector<ApiCommand> c;
+  c.push_back(ApiCommand{
+      .name = "quantize",
+      .doc = "Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst`` "
+             "(``sparkulator quantize SRC DST``).",
+      .params =
+          {kSrc,
+           {"dst", ParamType::kPath, "",
+            "the output folder; it must not exist (or be empty) unless ``force``. It is written "
+            "into a temporary folder beside it and renamed at the end."},
+           kScheme,
+           kGroupSize,
+           kPreset,
+           kIgnore,
+           {"method", ParamType::kStr, "\"rtn\"",
+            "``rtn`` (min-max round-to-nearest, bit-exact with llm-compressor) or ``search``."},
+           kThreads,
+           kForce,
+           {"dry_run", ParamType::kBool, "False", "plan and report only; write nothing."},
+           {"progress", ParamType::kProgress, "True",
+            "True draws a tqdm bar when tqdm is installed, False draws nothing, a callable "
+            "``(what, done_bytes, total_bytes, finished)`` gets the counts instead."},
+           {"target_precision", ParamType::kStr, "\"unquantized\"",
+            "for drafts, the precision of the target they were trained against."},
+           kTp,
+           kTargetLayers,
+           kFsync,
+           {"resume", ParamType::kBool, "False",
+            "continue an interrupted run of the same job (``--resume``): the shards it finished "
+            "and recorded, verified by their content hash, are taken over "
+            "(``summary.reused_shards``), the rest written; the result is the same bytes."},
+           {"shard", ParamType::kOptionalStr, "None",
+            "``\"I/N\"``: write part I of the job split into N (``--shard``), for :func:`merge` "
+            "(``summary.part_shards`` lists the shards this part wrote)."}},
+      .returns = {{"QuantizeSummary", ""}},
+      .returns_doc = "The summary ``quantize --json`` prints.",
+      .raises_doc = "ValueError: bad arguments or a malformed source. FileNotFoundError: ``src`` "
+                    "not found. FileExistsError: ``dst`` exists. OSError: the file system "
+                    "failed. KeyboardInterrupt: Ctrl-C (nothing is left behind).",
+      .run = RunQuantize});
+  c.push_back(ApiCommand{
+      .name = "inspect",
+      .doc = "What is in ``ckpt`` (``sparkulator inspect CKPT``); writes nothing.\n\nFor a dense "
+             "checkpoint: the plan ``quantize`` would follow with these arguments, as a "
+             "QuantizeSummary of a dry run. For a compressed-tensors checkpoint: its scheme and "
+             "quantized modules, as a QuantizedCheckpoint.",
+      .params = {kCkpt, kScheme, kGroupSize, kPreset, kIgnore, kTp, kTargetLayers},
+      .returns = {{"QuantizedCheckpoint", "quantized"}, {"QuantizeSummary", ""}},
+      .returns_doc = "The report ``inspect --json`` prints.",
+      .raises_doc = kRaisesAsQuantize,
+      .run = RunInspect});
+  c.push_back(ApiCommand{
+      .name = "check",
+      .doc = "Will vLLM load ``ckpt``, and load it right? (``sparkulator check CKPT``)\n\n"
+             "Findings are returned, never raised: ``report.ok`` is False when one is an error "
+             "(where the CLI exits 1), and ``report.findings`` lists them with what to do about "
+             "each.",
+      .params = {kCkpt,
+                 {"target", ParamType::kOptionalPath, "None",
+                  "the target model a draft is served with, for the pairing checks."},
+                 {"tp", ParamType::kInt, "1",
+                  "the tensor-parallel size the kernel rules are checked for."},
+                 {"vllm_version", ParamType::kOptionalStr, "None",
+                  "judge the version-dependent rules for this vLLM release (default: the newest "
+                  "one verified)."},
+                 {"vllm", ParamType::kOptionalPath, "None",
+                  "a vLLM installation (site-packages holding ``vllm``) or source tree whose "
+                  "version and model code decide those rules instead."},
+                 {"target_layers", ParamType::kOptionalInt, "None",
+                  "the target's layer count, when the draft's config.json lacks it."},
+                 {"vllm_batch_invariant", ParamType::kBool, "False",
+                  "the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check "
+                  "--vllm-batch-invariant``): where the release judged then loads a WNA16 Linear "
+                  "without choosing a kernel (0.33), kernel shape findings become the info "
+                  "finding ``vllm-batch-invariant-no-kernel``."}},
+      .returns = {{"CheckReport", ""}},
+      .returns_doc = "The report ``check --json`` prints.",
+      .raises_doc = "ValueError: bad arguments or an unreadable checkpoint. FileNotFoundError: "
+                    "``ckpt`` or ``target`` not found. OSError: the file system failed.",
+      .run = RunCheck});
+  c.push_back(ApiCommand{
+      .name = "compare",
+      .doc = "Per-layer error of the quantized checkpoint ``q`` against its source ``src`` "
+             "(``sparkulator compare SRC Q [Q2]``).\n\nWith ``q2`` (another quantization of "
+             "``src``, e.g. ``method=\"search\"``): both errors and the gain Q2/Q per layer, as "
+             "a GainReport.",
+      .params = {kSrc,
+                 {"q", ParamType::kPath, "", "the quantized checkpoint."},
+                 {"q2", ParamType::kOptionalPath, "None",
+                  "another quantization of ``src`` to compare with ``q``."},
+                 {"samples", ParamType::kOptionalInt, "None",
+                  "random inputs of the output error (the CLI's default when None)."},
+                 {"seed", ParamType::kOptionalInt, "None",
+                  "their seed (the CLI's default when None)."}},
+      .returns = {{"GainReport", "q2"}, {"CompareReport", ""}},
+      .returns_doc = "The report ``compare --json`` prints.",
+      .raises_doc = kRaisesAsQuantize,
+      .run = RunCompare});
+  c.push_back(ApiCommand{
+      .name = "dequantize",
+      .doc = "A dense copy of the compressed-tensors checkpoint ``src`` at ``dst`` "
+             "(``sparkulator dequantize SRC DST``), exactly as compressed-tensors decompresses "
+             "it.",
+      .params =
+          {kSrc, {"dst", ParamType::kPath, "", "the output folder."}, kForce, kThreads, kFsync},
+      .returns = {{"DequantizeSummary", ""}},
+      .returns_doc = "The summary ``dequantize --json`` prints.",
+      .raises_doc = "ValueError, FileNotFoundError, FileExistsError, OSError, KeyboardInterrupt: "
+                    "as :func:`quantize`.",
+      .run = RunDequantize});
+  c.push_back(ApiCommand{
+      .name = "merge",
+      .doc = "The parts of a job split across machines (``quantize(..., shard=\"I/N\")`` for I "
+             "= 1..N) made into one checkpoint at ``dst``, byte for byte the single-machine "
+             "output (``sparkulator merge DST PART...``; docs/distributed.md).",
+      .params = {{"dst", ParamType::kPath, "", "the output folder."},
+                 {"parts", ParamType::kPathList, "", "the part folders, one per part."},
+                 kForce,
+                 kFsync},
+      .returns = {{"MergeSummary", ""}},
+      .returns_doc = "The summary ``merge --json`` prints.",
+      .raises_doc = "ValueError: the parts are not one job's parts 1..N, or a shard changed "
+                    "since its part wrote it (the message names the part and the file). "
+                    "FileNotFoundError: a part folder or its record is missing. FileExistsError: "
+                    "``dst`` exists. OSError: the file system failed.",
+      .run = RunMerge});
+  return c;
+}
+
+std::string_view TypeName(ParamType t) {
+  switch (t) {
+    case ParamType::kPath:
+      return "PathLike";
+    case ParamType::kOptionalPath:
+      return "Optional[PathLike]";
+    case ParamType::kStr:
+      return "str";
+    case ParamType::kOptionalStr:
+      return "Optional[str]";
+    case ParamType::kInt:
+      return "int";
+    case ParamType::kOptionalInt:
+      return "Optional[int]";
+    case ParamType::kBool:
+      return "bool";
+    case ParamType::kStrList:
+      return "Sequence[str]";
+    case ParamType::kPathList:
+      return "Sequence[PathLike]";
+    case ParamType::kProgress:
+      return "ProgressArg";
+  }
+  return "";
+}
+
+// Whether `v` is a JSON value of type `t` (null where the type is optional).
+bool HasType(const Json& v, ParamType t) {
+  auto strings = [&] {
+    if (!v.is_array()) return false;
+    for (const Json& e : v) {
+      if (!e.is_string()) return false;
+    }
+    return true;
+  };
+  switch (t) {
+    case ParamType::kPath:
+    case ParamType::kStr:
+      return v.is_string();
+    case ParamType::kOptionalPath:
+    case ParamType::kOptionalStr:
+      return v.is_null() || v.is_string();
+    case ParamType::kInt:
+      return v.is_number_integer();
+    case ParamType::kOptionalInt:
+      return v.is_null() || v.is_number_integer();
+    case ParamType::kBool:
+      return v.is_boolean();
+    case ParamType::kStrList:
+    case ParamType::kPathList:
+      return strings();
+    case ParamType::kProgress:
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+const std::vector<ApiCommand>& ApiCommands() {
+  static const std::vector<ApiCommand> commands = MakeCommands();
+  return commands;
+}
+
+const ApiCommand* FindApiCommand(std::string_view name) {
+  for (const ApiCommand& c : ApiCommands()) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+nlohmann::ordered_json ApiCommandsJson() {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  for (const ApiCommand& c : ApiCommands()) {
+    nlohmann::ordered_json params = nlohmann::ordered_json::array();
+    for (const ApiParam& p : c.params) {
+      params.push_back({{"name", p.name},
+                        {"type", TypeName(p.type)},
+                        {"default", p.python_default},
+                        {"doc", p.doc}});
+    }
+    nlohmann::ordered_json returns = nlohmann::ordered_json::array();
+    for (const ApiReturn& r : c.returns) returns.push_back({{"type", r.type}, {"when", r.when}});
+    out.push_back({{"name", c.name},
+                   {"doc", c.doc},
+                   {"params", params},
+                   {"returns", returns},
+                   {"returns_doc", c.returns_doc},
+                   {"raises_doc", c.raises_doc}});
+  }
+  return out;
+}
+
+Result<ApiRequest> ApiRequest::Parse(const ApiCommand& command, std::string_view json_text) {
+  Json values = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (!values.is_object()) {
+    return Status::Usage(fmt::format("{}(): the request is not a JSON object", command.name));
+  }
+  for (const auto& [key, value] : values.items()) {
+    const ApiParam* declared = nullptr;
+    for (const ApiParam& p : command.params) {
+      if (p.name == key && p.type != ParamType::kProgress) declared = &p;
+    }
+    if (declared == nullptr) {
+      return Status::Usage(fmt::format("{}(): no parameter '{}'", command.name, key));
+    }
+    if (!HasType(value, declared->type)) {
+      return Status::Usage(fmt::format("{}(): {} must be {}, not {}", command.name, key,
+                                       TypeName(declared->type), value.dump()));
+    }
+  }
+  for (const ApiParam& p : command.params) {
+    if (p.type != ParamType::kProgress && !values.contains(std::string(p.name))) {
+      return Status::Usage(fmt::format("{}(): parameter '{}' missing", command.name, p.name));
+    }
+  }
+  return ApiRequest(std::move(values));
+}
+
+const Json& ApiRequest::Get(std::string_view name) const {
+  // A name the row does not declare is a bug in its Run function: .at() throws, and the module
+  // reports it as a RuntimeError (an internal error) rather than reading a default.
+  return values_.at(std::string(name));
+}
+
+std::string ApiRequest::Str(std::string_view name) const { return Get(name).get<std::string>(); }
+
+std::optional<std::string> ApiRequest::OptionalStr(std::string_view name) const {
+  const Json& v = Get(name);
+  if (v.is_null()) return std::nullopt;
+  return v.get<std::string>();
+}
+
+int64_t ApiRequest::Int(std::string_view name) const { return Get(name).get<int64_t>(); }
+
+std::optional<int64_t> ApiRequest::OptionalInt(std::string_view name) const {
+  const Json& v = Get(name);
+  if (v.is_null()) return std::nullopt;
+  return v.get<int64_t>();
+}
+
+bool ApiRequest::Bool(std::string_view name) const { return Get(name).get<bool>(); }
+
+std::vector<std::string> ApiRequest::StrList(std::string_view name) const {
+  return Get(name).get<std::vector<std::string>>();
+}
+
+}  // namespace spk::python

@@ -1,0 +1,101 @@
+// The Python API's one declaration: every function of the sparkulator package (quantize, inspect,
+// check, compare, merge, dequantize) as a row of kApiCommands, with its parameters in Python order
+// (name, Python type, default, doc), what it returns and raises, and the function that turns a
+// request into the library call.
+//
+// Who reads it: python/src/module.cc calls a row (`_core.call(name, request, on_progress)`) and
+// exports the whole table as JSON (`_core.api()`); python/generate_api.py writes the package's
+// python/sparkulator/_api.py from that JSON (signatures, defaults, docstrings), and
+// tests/python/test_python_api.py checks the committed file is what the generator writes. A new
+// parameter is one row here plus its line in the command's Run function.
+//
+// Errors: a request whose keys or value types do not match its row is Usage (ValueError in Python)
+// naming the function and the parameter; a row's Run returns the library's Status. No exception
+// leaves these functions except std::bad_alloc.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/progress.h"
+#include "base/status.h"
+#include "io/run_context.h"
+
+namespace spk::python {
+
+// A parameter's Python type; the request carries it as JSON (paths as strings, None as null).
+enum class ParamType {
+  kPath,          // PathLike (str or os.PathLike), a JSON string
+  kOptionalPath,  // Optional[PathLike]
+  kStr,
+  kOptionalStr,
+  kInt,
+  kOptionalInt,
+  kBool,
+  kStrList,   // Sequence[str]
+  kPathList,  // Sequence[PathLike]
+  kProgress,  // ProgressArg: stays in Python (the progress callback), never in the request
+};
+
+struct ApiParam {
+  std::string_view name;
+  ParamType type;
+  std::string_view python_default;  // a Python literal; "" for a required parameter
+  std::string_view doc;
+};
+
+class ApiRequest;
+
+// The package's function returns `type` when the report's JSON has a true `when` key (the first
+// such row), else the row without `when`.
+struct ApiReturn {
+  std::string_view type;
+  std::string_view when;
+};
+
+struct ApiCommand {
+  std::string_view name;
+  std::string_view doc;  // the docstring's text before Args
+  std::vector<ApiParam> params;
+  std::vector<ApiReturn> returns;
+  std::string_view returns_doc;
+  std::string_view raises_doc;
+  // The library call: its report's JSON text (what the CLI's --json prints).
+  // `run` holds the progress counts the package draws and the flag Ctrl-C sets; the row's function
+  // adds what its request says of the context (threads).
+  Result<std::string> (*run)(const ApiRequest& request, RunContext run);
+};
+
+// Every function of the package, in the order of its __all__.
+const std::vector<ApiCommand>& ApiCommands();
+const ApiCommand* FindApiCommand(std::string_view name);
+
+// The table as JSON for python/generate_api.py: [{name, doc, params: [{name, type, default,
+// doc}], returns: [{type, when}], returns_doc, raises_doc}].
+nlohmann::ordered_json ApiCommandsJson();
+
+// A request checked against its row: every declared parameter present with a value of its type,
+// nothing else. Accessors take a declared name (anything else is a bug in the row's Run).
+class ApiRequest {
+ public:
+  static Result<ApiRequest> Parse(const ApiCommand& command, std::string_view json_text);
+
+  std::string Str(std::string_view name) const;  // kPath, kStr
+  std::optional<std::string> OptionalStr(std::string_view name) const;
+  int64_t Int(std::string_view name) const;
+  std::optional<int64_t> OptionalInt(std::string_view name) const;
+  bool Bool(std::string_view name) const;
+  std::vector<std::string> StrList(std::string_view name) const;
+
+ private:
+  explicit ApiRequest(nlohmann::json values) : values_(std::move(values)) {}
+  const nlohmann::json& Get(std::string_view name) const;
+  nlohmann::json values_;
+};
+
+}  // namespace spk::python
