@@ -1,9 +1,10 @@
-// The tensors of the registry formats other than pack-quantized (FP8 channel and
-// block, INT8 / W4AFP8, NVFP4, MXFP4, MXFP8), verified by the checkpoint's codec
-// (quant/codec.h Tensors(): names, dtypes, shapes), their scale values by one rule per scale
-// dtype, NVFP4's global scale shared by fused partners, and the shape rules vLLM 0.32's kernels
-// state for the format (checkpoint/gemm.h JudgeGemm, the plan's judge, so that check and quantize
-// agree).
+// The registry formats other than pack-quantized (FP8 channel and block, INT8 / W4AFP8, NVFP4,
+// MXFP4, MXFP8): their tensors verified by the checkpoint's codec while the view is built
+// (VerifyCodecTensors: quant/codec.h Tensors(), names, dtypes, shapes; scale values by one rule per
+// scale dtype), NVFP4's global scale shared by fused partners (part of fused-agreement), and the
+// kernel rules: pack-quantized-kernels (the WNA16 kernels of the release judged) and format-kernels
+// (vLLM 0.32's rules for the format; both by checkpoint/gemm.h JudgeGemm, the plan's judge, so
+// that check and quantize agree).
 #include <cmath>
 #include <map>
 

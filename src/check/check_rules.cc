@@ -100,9 +100,25 @@ std::vector<FindingCode> CodesOf(const CheckRule& rule) {
   return codes;
 }
 
+std::string RulesMarkdown() {
+  std::string out = "| rule | runs | what it checks | codes |\n|---|---|---|---|\n";
+  for (const CheckRule& rule : CheckRules()) {
+    const char* runs = rule.kind == RuleKind::kLoad         ? "reading the files"
+                       : rule.kind == RuleKind::kCheckpoint ? "once"
+                       : rule.kind == RuleKind::kModule     ? "per module"
+                                                            : "`check --vllm DIR` alone";
+    std::string codes;
+    for (FindingCode code : CodesOf(rule)) {
+      codes += fmt::format("{}`{}`", codes.empty() ? "" : ", ", CodeName(code));
+    }
+    out += fmt::format("| `{}` | {} | {} | {} |\n", rule.name, runs, rule.doc, codes);
+  }
+  return out;
+}
+
 namespace {
 
-bool RuleRaises(const CheckRule* rule, std::string_view code) {
+[[maybe_unused]] bool RuleRaises(const CheckRule* rule, std::string_view code) {
   if (rule == nullptr) return false;
   for (const FindingCodeRow& row : kFindingCodes) {
     if (row.code != code) continue;

@@ -48,6 +48,10 @@ const CheckRule& RuleNamed(std::string_view name);  // REQUIRES: a name of the t
 // The codes whose row's raised_by names `rule`.
 std::vector<FindingCode> CodesOf(const CheckRule& rule);
 
+// docs/check.md's list of the rules in run order (between <!-- check-rules:begin --> and
+// <!-- check-rules:end -->), without the markers.
+std::string RulesMarkdown();
+
 // Where the findings of a check go: in order, one per (code, module, file) (fused layers are
 // reached once per shard), each with the rule that raised it.
 class FindingSink {

@@ -128,20 +128,16 @@ TEST(CheckRules, PlantedFaultsComeFromTheRulesTheirRowsName) {
   old_vllm.vllm_version = "0.20.0";
   note(CheckTraced(dflash));
   note(CheckTraced(dflash, old_vllm));
-  std::string target = Example(dir, "target", "llm");
-  EditConfig(target, [](Json& j) {
-    j["hidden_size"] = 512;
-    j["num_hidden_layers"] = 4;
-  });
   CheckOptions paired;
-  paired.target = target;
+  paired.target = Example(dir, "target", "llm");
+  EditConfig(paired.target, [](Json& j) { j["vocab_size"] = 7; });
   note(CheckTraced(Example(dir, "draft", "dflash"), paired));
   std::string eagle = Example(dir, "eagle", "eagle3");
   note(CheckTraced(eagle));
   // The run reached rules of every kind of fault planted.
   for (const char* code : {"format-not-checked", "ignore-matches-nothing", "vllm-expects-dense",
                            "quant-args-key", "no-vllm-kernel", "scale-zero", "missing-weight-shape",
-                           "kernel-rule", "dflash-qkv-quantized", "target-hidden-size"}) {
+                           "kernel-rule", "dflash-qkv-quantized", "target-vocab-size"}) {
     EXPECT_TRUE(codes.count(code)) << code;
   }
 }
