@@ -1,10 +1,10 @@
 // Internal to `sparkulator check` (not a public header): the rules table. One row per rule: its
 // name (kebab-case, shown in docs/check.md), its kind, one line of doc and its function over the
 // immutable CheckView (check/check_view.h). The codes a rule may raise are the finding-code rows
-// whose `raised_by` names it (check/finding_codes.h: one fact, one place); CodesOf reads them, and
-// the FindingSink asserts that a rule raises only those (finding_codes_test.cc checks the two
-// tables agree, and that the findings of a run of planted faults each come from a rule listing
-// their code).
+// whose `raised_by` names it (check/finding_codes.h: one fact, one place); CodesOf reads them. The
+// FindingSink asserts (debug builds) that a rule raises only those and records which rule raised
+// each finding; check_rules_test.cc checks the two tables agree and that the findings of planted
+// faults each come from a rule their row names, in table order.
 //
 // RunCheckRules runs the rows in table order, which is the order the findings are reported in:
 // kCheckpoint rows once over the view; a block of kModule rows for each module in name order, every
