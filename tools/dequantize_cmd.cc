@@ -18,8 +18,8 @@ void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
       "dequantize",
       "Write a dense copy of a compressed-tensors checkpoint of any --scheme sparkulator writes, "
       "bit for bit as compressed-tensors decompresses it (in the dtype of the scales for int and "
-      "FP8 formats, BF16 for NVFP4, MXFP4 and MXFP8); or of an FP8-block or ModelOpt NVFP4/FP8 "
-      "source, decoded as quantize reads it (docs/formats.md).");
+      "FP8 formats, BF16 for NVFP4, MXFP4 and MXFP8); or of an FP8-block, GPTQ/AWQ or ModelOpt "
+      "NVFP4/FP8 source, decoded as quantize reads it (docs/formats.md).");
   sub->add_option("SRC", options->source, "The quantized checkpoint")->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist)")->required();
   sub->add_flag("--force", options->force, "Replace DST if it exists");

@@ -105,8 +105,8 @@ class QuantizeSummary(_Report):
     path: str
     quantized: bool
     # A pre-quantized source's quantization_config, which its weights were decoded from (FP8
-    # blocks, compressed-tensors, ModelOpt; an older ModelOpt export's hf_quant_config.json); None
-    # for a dense source.
+    # blocks, compressed-tensors, GPTQ, AWQ, ModelOpt; an older ModelOpt export's
+    # hf_quant_config.json); None for a dense source.
     decoded_source: Optional[dict[str, Any]]
     destination: str
     family: str

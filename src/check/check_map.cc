@@ -1,12 +1,11 @@
-// Checker part: every module stored quantized, judged by vLLM's module map of the release the
-// check is for (checkpoint/map_rules.h): a module vLLM builds with no quantization scheme, a weight
-// its forward reads directly and a plain parameter cannot take quantized weights; MTP layers
+// The module-map rules: every module stored quantized, judged by vLLM's module map of the release
+// the check is for (checkpoint/map_rules.h): a module vLLM builds with no quantization scheme, a
+// weight its forward reads directly and a plain parameter cannot take quantized weights; MTP layers
 // stored at 4 bits or fewer (a quality risk, not a load failure).
 #include <algorithm>
 #include <set>
 
-#include "check/checker.h"
-#include "check/vllm_map_build.h"
+#include "check/check_rules.h"
 #include "checkpoint/map_rules.h"
 
 namespace spk::check_internal {
@@ -18,91 +17,51 @@ constexpr std::string_view kRequantize =
 
 }  // namespace
 
-Status Checker::ResolveModuleMap() {
-  report_.module_map_source = "compiled in";
-  if (!options_.vllm_module_map.empty()) {
-    SPK_ASSIGN_OR_RETURN(std::string text, fs_->ReadFile(options_.vllm_module_map));
-    SPK_ASSIGN_OR_RETURN(ModuleMap map, ParseModuleMap(text, options_.vllm_module_map));
-    own_map_ = std::move(map);
-    report_.module_map_source = options_.vllm_module_map;
-  } else if (!options_.vllm_dir.empty() && options_.build_map_from_tree) {
-    BuildTreeMap();
-  }
-  const ModuleMap* map = own_map_ ? &*own_map_ : nullptr;
-  if (map == nullptr) {
-    // By number: "0.32.0+cpu" is 0.32.0's map; a pre-release is judged by its release's.
-    const VllmVersion& v = vllm_.version;
-    auto choice = ChooseModuleMap(fmt::format("{}.{}.{}", v.major, v.minor, v.patch));
-    if (!choice.ok() || choice->map == nullptr) return Status::Ok();  // older than every map
-    map_warning_ = choice->warning;
-    map = choice->map;
-  }
-  map_ = ResolveMapContext(map, config_, family_);
-  ApplyModuleMap(map_, config_, &family_);
-  return Status::Ok();
+namespace {
+
+// The map knows the checkpoint's architecture (or its MTP layers).
+bool MapKnowsArchitecture(const MapContext& context) {
+  return context.map != nullptr && (context.architecture != nullptr || context.mtp != nullptr);
 }
 
-// The map of the --vllm tree, built by that tree; when it cannot be built the compiled-in maps
-// judge, and the finding says why.
-void Checker::BuildTreeMap() {
-  TreeMapRequest request;
-  request.vllm_dir = options_.vllm_dir;
-  request.python = options_.vllm_python;
-  request.architectures = ArchitecturesToMap(config_);
-  if (request.architectures.empty()) return;  // config.json names none: nothing to build
-  if (options_.notice) {
-    options_.notice(
-        fmt::format("building vLLM's module map from {} for {} (its own Python "
-                    "builds the model; about 15 s)",
-                    options_.vllm_dir, fmt::join(request.architectures, ", ")));
-  }
-  Result<TreeMap> built = BuildModuleMapFromTree(fs_, request);
-  if (!built.ok()) {
-    Add(FindingCode::kVllmMapNotBuilt, "", "", built.status().message(),
-        "pass --vllm-python PY (a Python that imports this vLLM and torch), or --vllm-module-map "
-        "FILE (generate.py --print run in that vLLM's environment)");
-    return;
-  }
-  report_.module_map_source =
-      fmt::format("built from {} by {}", options_.vllm_dir, built->built_by);
-  own_map_ = std::move(built->map);
+}  // namespace
+
+void MapRelease(const CheckView& v, FindingSink& sink) {
+  if (v.map.map == nullptr || v.map_warning.empty()) return;
+  sink.Add(FindingCode::kVllmReleaseNotMapped, "", "", v.map_warning,
+           "regenerate the map for that release (tools/vllm_module_map/generate.py) to verify it");
 }
 
-void Checker::CheckAgainstModuleMap() {
-  if (map_.map == nullptr) return;
-  if (!map_warning_.empty()) {
-    Add(FindingCode::kVllmReleaseNotMapped, "", "", map_warning_,
-        "regenerate the map for that release (tools/vllm_module_map/generate.py) to verify it");
-  }
-  const MapContext& context = map_;
-  report_.module_map = context.map->release;
-  CheckSpeculatorsFormat();
-  if (context.architecture == nullptr && context.mtp == nullptr) {
-    const std::string lacks = ReleaseLacksArchitecture(*context.map, context.architecture_name);
-    if (!lacks.empty()) {
-      Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json",
-          fmt::format("vLLM {}'s model registry has no architecture {} ({}): vLLM refuses to "
-                      "load it (\"Model architectures ['{}'] are not supported for now\")",
-                      context.map->release, context.architecture_name, lacks,
-                      context.architecture_name),
-          "serve it with a vLLM release that has the architecture (--vllm-version), or use a "
-          "draft kind this release serves");
-      return;
-    }
-    Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
-        fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
-                    "vLLM builds quantized is not verified",
-                    context.map->release, context.architecture_name),
-        "");
+void MapArchitecture(const CheckView& v, FindingSink& sink) {
+  const MapContext& context = v.map;
+  if (context.map == nullptr || MapKnowsArchitecture(context)) return;
+  const std::string lacks = ReleaseLacksArchitecture(*context.map, context.architecture_name);
+  if (!lacks.empty()) {
+    sink.Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json",
+             fmt::format("vLLM {}'s model registry has no architecture {} ({}): vLLM refuses to "
+                         "load it (\"Model architectures ['{}'] are not supported for now\")",
+                         context.map->release, context.architecture_name, lacks,
+                         context.architecture_name),
+             "serve it with a vLLM release that has the architecture (--vllm-version), or use a "
+             "draft kind this release serves");
     return;
   }
-  report_.module_map_architecture =
-      context.architecture != nullptr ? context.architecture->name : context.mtp->name;
-  if (context.architecture != nullptr) CheckWhoseQuantConfig(*context.architecture);
-  for (const auto& [module, mt] : modules_) {
+  sink.Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
+           fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
+                       "vLLM builds quantized is not verified",
+                       context.map->release, context.architecture_name),
+           "");
+}
+
+void MapModules(const CheckView& v, FindingSink& sink) {
+  const MapContext& context = v.map;
+  if (!MapKnowsArchitecture(context)) return;
+  for (const ModuleEntry& m : v.modules) {
+    const std::string& module = m.name;
+    const ModuleTensors& mt = m.tensors;
     if (!mt.packed) continue;
     MapJudgement j = JudgeByMap(context, module, module + std::string(kWeight));
-    const std::string file = FileOf(*mt.packed);
+    const std::string file = v.FileOf(*mt.packed);
     switch (j.verdict) {
       case MapVerdict::kQuantized:
       case MapVerdict::kUnmapped:
@@ -110,27 +69,28 @@ void Checker::CheckAgainstModuleMap() {
       case MapVerdict::kReadDirectly:
         // q/k/v read by a DFlash model file (laguna_dflash.py): the release rules of
         // draft_rules.h judge them, quoting vLLM's error (dflash-qkv-quantized).
-        if (family_.family == ModelFamily::kDFlash && IsAttentionQkv(module) &&
+        if (v.family.family == ModelFamily::kDFlash && IsAttentionQkv(module) &&
             j.read_at.find("_dflash.py:") != std::string::npos) {
           break;
         }
-        Add(FindingCode::kVllmMapWeightReadDirectly, module, file,
-            "stored quantized, but " + j.reason, std::string(kRequantize));
+        sink.Add(FindingCode::kVllmMapWeightReadDirectly, module, file,
+                 "stored quantized, but " + j.reason, std::string(kRequantize));
         break;
       case MapVerdict::kNoScheme:
-        Add(FindingCode::kVllmMapNoScheme, module, file, "stored quantized, but " + j.reason,
-            std::string(kRequantize));
+        sink.Add(FindingCode::kVllmMapNoScheme, module, file, "stored quantized, but " + j.reason,
+                 std::string(kRequantize));
         break;
       case MapVerdict::kPlainParam:
-        Add(FindingCode::kVllmMapPlainParam, module, file,
-            "stored quantized, but " + j.reason +
-                ": it loads by name, and no parameter is called "
-                "weight_packed",
-            std::string(kRequantize));
+        sink.Add(FindingCode::kVllmMapPlainParam, module, file,
+                 "stored quantized, but " + j.reason +
+                     ": it loads by name, and no parameter is called "
+                     "weight_packed",
+                 std::string(kRequantize));
         break;
       case MapVerdict::kNotListed:
-        Add(FindingCode::kVllmMapModuleUnknown, module, file, "stored quantized, but " + j.reason,
-            "check that vLLM builds it as a quantized Linear");
+        sink.Add(FindingCode::kVllmMapModuleUnknown, module, file,
+                 "stored quantized, but " + j.reason,
+                 "check that vLLM builds it as a quantized Linear");
         break;
     }
   }
@@ -142,17 +102,18 @@ void Checker::CheckAgainstModuleMap() {
 // mask_hidden through fc when the drafter loads (v1/spec_decode/llm_base_proposer.py,
 // combine_hidden_states), which the CPU build's WNA16 GEMM refuses (measured on vLLM 0.32 CPU:
 // tests/python/test_e2e_draft_kinds.py).
-void Checker::CheckSpeculatorsFormat() {
-  if (config_.speculators_model_type.empty()) return;
-  const ModuleMap& map = *map_.map;
-  const SpeculatorsFormat* format = FindSpeculatorsFormat(map, config_);
-  if (format == nullptr || SpeculatorsArchitecture(*format, config_).empty()) {
+void SpeculatorsFormatRule(const CheckView& v, FindingSink& sink) {
+  if (v.map.map == nullptr || v.config.speculators_model_type.empty()) return;
+  const ModuleMap& map = *v.map.map;
+  const SpeculatorsFormat* format = FindSpeculatorsFormat(map, v.config);
+  if (format == nullptr || SpeculatorsArchitecture(*format, v.config).empty()) {
     std::string known;
     for (const auto& [name, f] : map.speculators) known += (known.empty() ? "" : ", ") + name;
-    Add(FindingCode::kVllmSpeculatorsFormatUnknown, "", "config.json",
+    sink.Add(
+        FindingCode::kVllmSpeculatorsFormatUnknown, "", "config.json",
         fmt::format("vLLM {} does not read speculators_model_type '{}'{} (it reads {}): it stops "
                     "with ValueError before loading",
-                    map.release, config_.speculators_model_type,
+                    map.release, v.config.speculators_model_type,
                     format == nullptr ? "" : " with this transformer_layer_config model_type",
                     known),
         "convert the draft to a format the release reads, or serve it with a vLLM that reads it");
@@ -163,14 +124,16 @@ void Checker::CheckSpeculatorsFormat() {
                                          std::pair<std::string, std::string>(
                                              "parallel_drafting", "true")) != format->fields.end();
   if (!parallel_eagle3) return;
-  for (const auto& [module, mt] : modules_) {
+  for (const ModuleEntry& m : v.modules) {
+    const std::string& module = m.name;
+    const ModuleTensors& mt = m.tensors;
     if (!mt.packed || (module != "fc" && !module.ends_with(".fc"))) continue;
-    Add(FindingCode::kParallelDraftingFcCpu, module, FileOf(*mt.packed),
-        "stored quantized: it loads on CUDA, but vLLM's CPU build fails at load (its proposer "
-        "passes the 1-D mask_hidden through fc, and its WNA16 GEMM takes 2-D input only: "
-        "IndexError: Dimension out of range)",
-        "for the CPU build, requantize with --ignore " + ToVllmModuleName(naming_, module) +
-            " (fc stays dense)");
+    sink.Add(FindingCode::kParallelDraftingFcCpu, module, v.FileOf(*mt.packed),
+             "stored quantized: it loads on CUDA, but vLLM's CPU build fails at load (its proposer "
+             "passes the 1-D mask_hidden through fc, and its WNA16 GEMM takes 2-D input only: "
+             "IndexError: Dimension out of range)",
+             "for the CPU build, requantize with --ignore " + ToVllmModuleName(v.naming, module) +
+                 " (fc stays dense)");
   }
 }
 
@@ -178,22 +141,26 @@ void Checker::CheckSpeculatorsFormat() {
 // deepseek_eagle.py, ...: vllm_config.quant_config, not get_draft_quant_config): the draft's own
 // quantization_config is never read, so what loads is decided by the target's. MTP layers are
 // the target checkpoint's own, so for them this is the normal case.
-void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
+void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
+  if (v.map.map == nullptr || v.map.architecture == nullptr) return;
+  const MappedArchitecture& arch = *v.map.architecture;
   if (!arch.takes_target_quant_config()) return;
   const std::string where = fmt::format(
       "vLLM {} builds {} ({}) under the target's quantization config and never reads "
       "the draft's own",
-      map_.map->release, arch.name, arch.file);
-  const bool target_quantized = target_precision_ && !target_precision_->starts_with("unquantized");
-  if (report_.quantized_modules > 0) {
+      v.map.map->release, arch.name, arch.file);
+  const bool target_quantized =
+      v.target_precision && !v.target_precision->starts_with("unquantized");
+  if (v.quantized_modules > 0) {
     // Beside a BF16 target the draft's Linears are built dense: weight_packed has nowhere to go.
-    Add(FindingCode::kVllmMapDraftTakesTargetConfig,
+    sink.Add(
+        FindingCode::kVllmMapDraftTakesTargetConfig,
         target_quantized ? Severity::kWarning : Severity::kError, "", "config.json",
         fmt::format("{}: its {} quantized module(s) load only where the target's "
                     "quantization_config quantizes the same modules with the same scheme{}",
-                    where, report_.quantized_modules,
-                    target_precision_ ? fmt::format(" (the target is {})", *target_precision_)
-                                      : std::string(" (no --target given)")),
+                    where, v.quantized_modules,
+                    v.target_precision ? fmt::format(" (the target is {})", *v.target_precision)
+                                       : std::string(" (no --target given)")),
         "serve this draft unquantized (sparkulator dequantize), or pass --target with a target "
         "quantized by the same scheme and check that its ignore list leaves the draft's modules "
         "as the draft stores them");
@@ -202,11 +169,12 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
   if (target_quantized) {
     // A dense draft beside a quantized target: vLLM builds the draft's Linears from the target's
     // config, which expects quantized tensors the draft does not store.
-    Add(FindingCode::kVllmMapDraftTakesTargetConfig, Severity::kError, "", "config.json",
+    sink.Add(
+        FindingCode::kVllmMapDraftTakesTargetConfig, Severity::kError, "", "config.json",
         fmt::format("{}: this draft is dense, but the target is {}, so vLLM builds the draft's "
                     "Linears as that config says and they expect tensors this draft does not "
                     "store",
-                    where, *target_precision_),
+                    where, *v.target_precision),
         "serve beside an unquantized target, or quantize the draft with the target's scheme and "
         "ignore list (sparkulator quantize --scheme ...)");
   }
@@ -215,14 +183,15 @@ void Checker::CheckWhoseQuantConfig(const MappedArchitecture& arch) {
 // An MTP layer quantized to 4 bits or fewer (a model's own MTP layers, or an MTP draft): vLLM
 // builds them under the model's quant config and loads them, so nothing fails; the risk is the
 // acceptance rate (reported for int4 MTP heads, kept at int8), which only a measurement shows.
-void Checker::CheckMtpLayerBits() {
-  if (family_.family != ModelFamily::kMtp) return;
+void MtpLayerBits(const CheckView& v, FindingSink& sink) {
+  if (v.family.family != ModelFamily::kMtp) return;
   std::vector<std::pair<std::string, int>> quantized;
-  for (const LinearModule& lm : linears_) {
+  for (const LinearModule& lm : v.linears) {
     if (lm.packed_shape) quantized.emplace_back(lm.vllm_name, lm.packed_shape->bits);
   }
-  if (std::optional<MtpLowBitsNote> note = MtpLayersAtLowBits(config_, quantized)) {
-    Add(FindingCode::kMtpLayerLowBits, "", "", note->message,
+  if (std::optional<MtpLowBitsNote> note = MtpLayersAtLowBits(v.config, quantized)) {
+    sink.Add(
+        FindingCode::kMtpLayerLowBits, "", "", note->message,
         "measure acceptance against the dense MTP layers (sparkulator bench), or requantize with "
         "them dense: " +
             note->ignore_flags);
@@ -233,16 +202,17 @@ void Checker::CheckMtpLayerBits() {
 // KV-cache parameters, which only a kv_cache_scheme writes: vLLM refuses it whatever its Linears.
 // A parameter counts as stored when a tensor ends with its name (`.k_scale`): a kv_cache_scheme
 // checkpoint stores `self_attn.k_scale`, which vLLM's loaders remap onto `self_attn.attn`.
-void Checker::CheckUnstoredParams() {
-  if (!qc_ || qc_->quant_method != "compressed-tensors") return;
-  auto stored = [this](const std::string& vllm_name) {
+void UnstoredParams(const CheckView& v, FindingSink& sink) {
+  if (!v.quant.qc || v.quant.qc->quant_method != "compressed-tensors") return;
+  auto stored = [&v](const std::string& vllm_name) {
     const size_t dot = vllm_name.rfind('.');
     const std::string suffix = dot == std::string::npos ? "." + vllm_name : vllm_name.substr(dot);
-    return std::any_of(tensors_.begin(), tensors_.end(),
+    return std::any_of(v.tensors.begin(), v.tensors.end(),
                        [&](const auto& t) { return t.first.ends_with(suffix); });
   };
-  if (auto refusal = RefusalForUnstoredParams(map_, stored)) {
-    Add(FindingCode::kVllmRefusesUnstoredParams, "", "config.json", refusal->message, refusal->fix);
+  if (auto refusal = RefusalForUnstoredParams(v.map, stored)) {
+    sink.Add(FindingCode::kVllmRefusesUnstoredParams, "", "config.json", refusal->message,
+             refusal->fix);
   }
 }
 

@@ -1,5 +1,6 @@
-// Checker parts: the tensors of one packed module (shapes, dtypes, zero points, scale values).
-#include "check/checker.h"
+// The verdict on one pack-quantized module's tensors (shapes, dtypes, zero points, scale values),
+// taken while the CheckView is built (DeriveLinears); the rule module-tensors reports it.
+#include "check/check_view.h"
 
 #include <cmath>
 
@@ -23,36 +24,41 @@ bool IsLegacyWholeValuePacking(const std::vector<int64_t>& packed, int64_t out, 
 
 }  // namespace
 
-std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
-    const std::string& module, const ModuleTensors& mt, const WeightQuantArgs& args) {
+std::optional<std::pair<int64_t, int64_t>> VerifyPackedTensors(const CheckView& v,
+                                                               const std::string& module,
+                                                               const ModuleTensors& mt,
+                                                               const WeightQuantArgs& args,
+                                                               FindingList* problems) {
   const TensorEntry& packed = *mt.packed->entry;
-  const std::string file = FileOf(*mt.packed);
+  const std::string file = v.FileOf(*mt.packed);
   int bits = args.num_bits;
   if (packed.dtype != DType::kI32 || packed.shape.size() != 2 || bits < kMinIntBits ||
       bits > kMaxIntBits) {
-    Add(FindingCode::kWeightPackedShape, module, file,
-        fmt::format("weight_packed is {} {}; expected a 2-D I32 tensor", DTypeName(packed.dtype),
-                    ShapeToString(packed.shape)),
-        "requantize the module");
+    problems->Add(FindingCode::kWeightPackedShape, module, file,
+                  fmt::format("weight_packed is {} {}; expected a 2-D I32 tensor",
+                              DTypeName(packed.dtype), ShapeToString(packed.shape)),
+                  "requantize the module");
     return std::nullopt;
   }
   int64_t out = packed.shape[0], in = packed.shape[1] * 32 / bits;
   if (!mt.shape) {
-    Add(FindingCode::kMissingWeightShape, module, file,
-        "weight_shape is missing: vLLM cannot unpack the weight", "requantize the module");
+    problems->Add(FindingCode::kMissingWeightShape, module, file,
+                  "weight_shape is missing: vLLM cannot unpack the weight",
+                  "requantize the module");
   } else {
     const TensorEntry& shape = *mt.shape->entry;
     if (shape.dtype != DType::kI64 || shape.shape != std::vector<int64_t>{2}) {
-      Add(FindingCode::kWeightShapeInvalid, module, FileOf(*mt.shape),
-          fmt::format("weight_shape is {} {}; expected I64 [2]", DTypeName(shape.dtype),
-                      ShapeToString(shape.shape)),
-          "requantize the module");
+      problems->Add(FindingCode::kWeightShapeInvalid, module, v.FileOf(*mt.shape),
+                    fmt::format("weight_shape is {} {}; expected I64 [2]", DTypeName(shape.dtype),
+                                ShapeToString(shape.shape)),
+                    "requantize the module");
     } else {
       int64_t dims[2] = {0, 0};
       Status read =
-          Reader(*mt.shape).ReadTensor(shape, {reinterpret_cast<uint8_t*>(dims), sizeof dims});
+          v.Reader(*mt.shape).ReadTensor(shape, {reinterpret_cast<uint8_t*>(dims), sizeof dims});
       if (!read.ok()) {
-        Add(FindingCode::kSafetensorsInvalid, module, FileOf(*mt.shape), read.message(), "");
+        problems->Add(FindingCode::kSafetensorsInvalid, module, v.FileOf(*mt.shape), read.message(),
+                      "");
       } else {
         out = dims[0];
         in = dims[1];
@@ -60,7 +66,8 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     }
   }
   if (out > 0 && in > 0 && IsLegacyWholeValuePacking(packed.shape, out, in, bits)) {
-    Add(FindingCode::kWeightPackedLegacyLayout, module, file,
+    problems->Add(
+        FindingCode::kWeightPackedLegacyLayout, module, file,
         fmt::format("weight_packed is {}: {} whole int{} values per int32 word, as "
                     "compressed-tensors before 0.17 packed them; vLLM packs int{} across words "
                     "and expects {}, so its weight loader fails an assertion "
@@ -72,12 +79,12 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     return std::nullopt;
   }
   if (out <= 0 || in <= 0 || packed.shape != PackedShape(out, in, bits)) {
-    Add(FindingCode::kWeightPackedShape, module, file,
-        fmt::format(
-            "weight_packed is {} but weight_shape [{}, {}] at {} bits needs {}",
-            ShapeToString(packed.shape), out, in, bits,
-            out > 0 && in > 0 ? ShapeToString(PackedShape(out, in, bits)) : "positive dims"),
-        "requantize the module");
+    problems->Add(FindingCode::kWeightPackedShape, module, file,
+                  fmt::format("weight_packed is {} but weight_shape [{}, {}] at {} bits needs {}",
+                              ShapeToString(packed.shape), out, in, bits,
+                              out > 0 && in > 0 ? ShapeToString(PackedShape(out, in, bits))
+                                                : "positive dims"),
+                  "requantize the module");
     return std::nullopt;
   }
   int64_t g = args.strategy == "group" ? args.group_size.value_or(0) : kChannelWise;
@@ -85,33 +92,37 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
   // (group-size-unsupported); the shapes it would imply are not checked module by module.
   const bool group_known = IsKernelGroupSize(g);
   if (group_known && g != kChannelWise && in % g != 0) {
-    Add(FindingCode::kGroupDoesNotDivide, module, file,
-        fmt::format("in_features {} is not a multiple of group_size {}", in, g),
-        "keep the module dense (ignore it)");
+    problems->Add(FindingCode::kGroupDoesNotDivide, module, file,
+                  fmt::format("in_features {} is not a multiple of group_size {}", in, g),
+                  "keep the module dense (ignore it)");
     return std::nullopt;
   }
   if (!mt.scale) {
-    Add(FindingCode::kMissingWeightScale, module, file,
+    problems->Add(
+        FindingCode::kMissingWeightScale, module, file,
         "weight_scale is missing: vLLM does not report it and runs on uninitialised memory",
         "requantize the module (or restore the shard that held weight_scale)");
   } else if (group_known) {
     const TensorEntry& scale = *mt.scale->entry;
     std::vector<int64_t> want = ScaleShape(out, in, g);
     if (!IsQuantizableFloat(scale.dtype) || scale.shape != want) {
-      Add(FindingCode::kWeightScaleShape, module, FileOf(*mt.scale),
+      problems->Add(
+          FindingCode::kWeightScaleShape, module, v.FileOf(*mt.scale),
           fmt::format("weight_scale is {} {}; expected a BF16/F16/F32 tensor {}",
                       DTypeName(scale.dtype), ShapeToString(scale.shape), ShapeToString(want)),
           "requantize the module");
     } else {
-      CheckScaleValues(module, *mt.scale);
+      VerifyScaleValues(v, module, *mt.scale, problems);
     }
   }
   if (args.symmetric && mt.zero_point) {
-    Add(FindingCode::kZeroPointInSymmetric, module, FileOf(*mt.zero_point),
+    problems->Add(
+        FindingCode::kZeroPointInSymmetric, module, v.FileOf(*mt.zero_point),
         "weight_zero_point in a symmetric scheme: vLLM has no parameter for it and fails to load",
         "delete the weight_zero_point tensors, or declare symmetric: false if they are real");
   } else if (!args.symmetric && !mt.zero_point) {
-    Add(FindingCode::kMissingZeroPoint, module, file,
+    problems->Add(
+        FindingCode::kMissingZeroPoint, module, file,
         "asymmetric scheme without weight_zero_point: vLLM dequantizes with an uninitialised "
         "zero point",
         "requantize the module");
@@ -119,7 +130,8 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
     const TensorEntry& zp = *mt.zero_point->entry;
     std::vector<int64_t> want = ZeroPointShape(out, in, bits, g);
     if (zp.dtype != DType::kI32 || zp.shape != want) {
-      Add(FindingCode::kZeroPointShape, module, FileOf(*mt.zero_point),
+      problems->Add(
+          FindingCode::kZeroPointShape, module, v.FileOf(*mt.zero_point),
           fmt::format("weight_zero_point is {} {}; expected I32 {} (packed along the out dim)",
                       DTypeName(zp.dtype), ShapeToString(zp.shape), ShapeToString(want)),
           "requantize the module");
@@ -129,12 +141,13 @@ std::optional<std::pair<int64_t, int64_t>> Checker::CheckPackedTensors(
   return std::pair{out, in};
 }
 
-void Checker::CheckScaleValues(const std::string& module, const Located& scale) {
+void VerifyScaleValues(const CheckView& v, const std::string& module, const Located& scale,
+                       FindingList* problems) {
   const TensorEntry& e = *scale.entry;
   std::vector<uint8_t> bytes(e.nbytes());
-  Status read = Reader(scale).ReadTensor(e, bytes);
+  Status read = v.Reader(scale).ReadTensor(e, bytes);
   if (!read.ok()) {
-    Add(FindingCode::kSafetensorsInvalid, module, FileOf(scale), read.message(), "");
+    problems->Add(FindingCode::kSafetensorsInvalid, module, v.FileOf(scale), read.message(), "");
     return;
   }
   // E4M3 (NVFP4) and E8M0 (MX, 255 is NaN) scales decode as the formats define them.
@@ -159,7 +172,8 @@ void Checker::CheckScaleValues(const std::string& module, const Located& scale) 
   }
   auto add = [&](size_t count, FixedCode code, const char* what) {
     if (count == 0) return;
-    Add(code, module, FileOf(scale),
+    problems->Add(
+        code, module, v.FileOf(scale),
         fmt::format("{} of {} {}.weight_scale values are {}: the dequantized weights are garbage",
                     count, values.size(), module, what),
         "requantize the module from the source weights");

@@ -32,11 +32,26 @@ std::string SeveritiesInWords(uint8_t severities) {
   return out;
 }
 
+std::vector<std::string_view> RulesOf(const FindingCodeRow& row) {
+  std::vector<std::string_view> names;
+  std::string_view rest = row.raised_by;
+  while (!rest.empty()) {
+    const size_t comma = rest.find(", ");
+    names.push_back(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 2);
+  }
+  return names;
+}
+
 std::string FindingCodesMarkdown() {
   std::string out = "| code | severity | what | raised by |\n|---|---|---|---|\n";
   for (const FindingCodeRow& row : kFindingCodes) {
+    std::string rules;
+    for (std::string_view rule : RulesOf(row)) {
+      rules += fmt::format("{}`{}`", rules.empty() ? "" : ", ", rule);
+    }
     out += fmt::format("| `{}` | {} | {} | {} |\n", row.code, SeveritiesInWords(row.severities),
-                       row.doc, row.raised_by);
+                       row.doc, rules);
   }
   return out;
 }

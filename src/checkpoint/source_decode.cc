@@ -19,6 +19,8 @@ constexpr std::array kSourceFormats = {
                  DecodeCompressedTensorsSource},
     SourceFormat{"fp8", "fp8 (weight_scale_inv blocks: DeepSeek-V3, Kimi K2)",
                  DecodeFp8BlockSource},
+    SourceFormat{"gptq", "gptq (int2/4/8, v1 and v2 zeros, any g_idx)", DecodeGptqSource},
+    SourceFormat{"awq", "awq (int4, version gemm)", DecodeAwqSource},
     SourceFormat{"modelopt", "modelopt (NVIDIA ModelOpt NVFP4 and FP8)", DecodeModeloptSource},
 };
 

@@ -12,6 +12,11 @@
 //   F32 scale per block of weight_block_size, the grid rounded up), computed in F32 and rounded
 //   to BF16, as transformers' Fp8Dequantize does for a BF16 model; the scales are consumed and
 //   are not tensors of the decoded checkpoint.
+//   gptq (AutoGPTQ, GPTQModel: int2/4/8 `X.qweight` packed along the inputs, `X.qzeros`,
+//   `X.scales`, `X.g_idx`; v1 and v2 zeros) and awq (AutoAWQ version gemm: int4 packed along the
+//   outputs in AWQ's order): each module's `X.weight` [out, in] = (q - z) * s in F32, rounded
+//   once to the scales' dtype (F16), as GPTQModel's dequantizer and AutoAWQ's dequantize_gemm
+//   write it; the packed tensors are consumed (source_gptq.cc).
 //   modelopt (NVIDIA ModelOpt's Hugging Face export, quant_algo NVFP4, W4A16_NVFP4, FP8 or
 //   FP8_PER_CHANNEL_PER_TOKEN, or MIXED_PRECISION of those): each U8 (NVFP4) or F8_E4M3 (FP8)
 //   `X.weight` decoded with its `X.weight_scale` (and NVFP4's `X.weight_scale_2`) as ModelOpt's

@@ -31,6 +31,8 @@ struct SourceFormat {
 Status DecodeCompressedTensorsSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeFp8BlockSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
+Status DecodeGptqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
+Status DecodeAwqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 
 // "<dir>/<file>: the model is already quantized (<why>); ..." listing what is decoded, where <file>
 // is the one the quantization config was read from (SourceCheckpoint::quantization_config_file).

@@ -106,8 +106,8 @@ Result<DequantizeSummary> DequantizeCheckpoint(const RunContext& run,
                                                const DequantizeOptions& options) {
   FileSystem* fs = run.fs;
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  // A source of another format DecodeQuantizedSource reads (FP8 blocks, ModelOpt) is written as
-  // `quantize` reads it: the quantized weights decoded, their scales left out.
+  // A source of another format DecodeQuantizedSource reads (FP8 blocks, GPTQ/AWQ, ModelOpt) is
+  // written as `quantize` reads it: the quantized weights decoded, their scales left out.
   const bool decoded = (src.config.has_quantization_config &&
                         SourceQuantMethod(src.config) != "compressed-tensors") ||
                        !src.hf_quant_config.empty();

@@ -183,7 +183,8 @@ def test_a_bad_scale_fails_naming_the_file_and_tensor_and_writes_nothing(spk, so
 
 
 @pytest.mark.parametrize("quantization,words", [
-    ({"quant_method": "gptq", "bits": 4}, ["quant_method gptq", "fp8"]),
+    ({"quant_method": "bitsandbytes", "load_in_4bit": True}, ["quant_method bitsandbytes", "fp8",
+                                                              "gptq", "awq"]),
     ({"quant_method": "fp8", "fmt": "e4m3"}, ["weight_block_size", "per-tensor FP8"]),
 ])
 def test_a_source_format_not_decoded_is_refused_saying_what_is(spk, sources, tmp_path,
