@@ -12,10 +12,10 @@ saved as a dense checkpoint with the source's config.json minus its quantization
 
 The decode is proven through the bytes: a run that keeps every weight dense (`--ignore re:.*`) and
 `sparkulator dequantize` write exactly the reference decode, and quantizing the ModelOpt source
-writes exactly what quantizing the reference decode writes. The older form (the quantization described only in
-hf_quant_config.json, as ModelOpt up to 0.29 wrote it) decodes the same. Bad sources (a scale
-missing, misshapen, of the wrong dtype or non-finite; an algorithm not decoded) fail naming the
-file and tensor, and write nothing.
+writes exactly what quantizing the reference decode writes. The older form (the quantization
+described only in hf_quant_config.json, as ModelOpt up to 0.29 wrote it) decodes the same. Bad
+sources (a scale missing, misshapen, of the wrong dtype or non-finite; an algorithm not decoded)
+fail naming the file and tensor, and write nothing.
 
 ModelOpt runs in a child process (its import registers plugins into transformers and torch, which
 must not leak into the other tests of a worker).
