@@ -100,6 +100,33 @@ std::string SourceQuantMethod(const ModelConfig& config) {
   return QuantMethodOf(config.json["quantization_config"]);
 }
 
+namespace {
+
+// Names only a quantized checkpoint's tensors have: a source that holds one but declares no
+// quantization would otherwise be copied as it is, packed integers and all, and its "quantized"
+// output would load as garbage.
+constexpr std::array<std::string_view, 7> kQuantizedTensorSuffixes = {
+    ".qweight",          ".qzeros",       ".g_idx",         ".weight_packed",
+    ".weight_scale_inv", ".weight_scale", ".weight_scale_2"};
+
+}  // namespace
+
+Status RefuseUndeclaredQuantization(const SourceCheckpoint& src) {
+  for (size_t i = 0; i < src.tensors.size(); ++i) {
+    const std::string& name = src.tensors[i].name;
+    for (std::string_view suffix : kQuantizedTensorSuffixes) {
+      if (!name.ends_with(suffix)) continue;
+      return BadSourceTensor(
+          src, src.tensor_shard[i], name,
+          "a quantized checkpoint's tensor, but config.json has no quantization_config (an "
+          "AutoGPTQ quantize_config.json or AutoAWQ quant_config.json alone is not read, as "
+          "transformers and vLLM do not read it either): add the quantization_config its "
+          "producer writes to config.json, or quantize the original BF16/F16/F32 checkpoint");
+    }
+  }
+  return Status::Ok();
+}
+
 Status DecodeQuantizedSource(SourceCheckpoint* src) {
   nlohmann::ordered_json qc;
   if (src->config.has_quantization_config) {
@@ -115,7 +142,7 @@ Status DecodeQuantizedSource(SourceCheckpoint* src) {
           src->dir, kHfQuantConfigFile));
     }
   } else {
-    return Status::Ok();
+    return RefuseUndeclaredQuantization(*src);
   }
   const std::string method = QuantMethodOf(qc);
   const SourceFormat* format = FindSourceFormat(method);

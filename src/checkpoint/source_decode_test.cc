@@ -130,5 +130,25 @@ TEST(SourceDecodeTest, ModeloptFp8RoundsTheScaleToTheDtypeFirstAndReadsHfQuantCo
   EXPECT_NE(src->decoded_from.find("\"quant_algo\":\"FP8\""), std::string::npos);
 }
 
+// A GPTQ export whose config.json lost its quantization_config (an AutoGPTQ quantize_config.json
+// beside it is not read): its packed qweight must not be copied as if it were a dense tensor.
+TEST(SourceDecodeTest, QuantizedTensorsWithoutAQuantizationConfigAreRefusedNamingTheTensor) {
+  spk::testing::ScopedTempDir dir;
+  std::vector<Tensor> tensors = Nvfp4Tensors(/*with_scale_2=*/true);
+  tensors[0].spec.name = "model.layers.0.mlp.down_proj.qweight";
+  WriteSource(dir.path(), R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})",
+              std::move(tensors));
+  ASSERT_TRUE(WriteWholeFile(dir.path() + "/quantize_config.json", R"({"bits": 4})").ok());
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok());
+  Status s = DecodeQuantizedSource(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() +
+                             "/model.safetensors: tensor 'model.layers.0.mlp.down_proj.qweight'"),
+            std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("config.json has no quantization_config"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace spk

@@ -45,6 +45,11 @@ Status BadSourceTensor(const SourceCheckpoint& src, size_t shard, std::string_vi
 // Every E4M3 byte's value (E4M3ToFloat), so that a decode loop is a load and a multiply.
 const std::array<float, 256>& E4M3Values();
 
+// A source that declares no quantization (no quantization_config, no hf_quant_config.json) but
+// holds a tensor only a quantized checkpoint has (.qweight, .weight_packed, .weight_scale, ...):
+// InvalidInput naming the file and tensor; Ok otherwise.
+Status RefuseUndeclaredQuantization(const SourceCheckpoint& src);
+
 // Replaces `src`'s lists by the tensors `keep` says stay (each with its decode record), in order.
 void KeepSourceTensors(SourceCheckpoint* src, const std::vector<bool>& keep,
                        std::vector<SourceDecode> decode);
