@@ -24,16 +24,15 @@ def _rows() -> dict[str, dict[str, Any]]:
     return {row["name"]: row for row in json.loads(_core.api())}
 
 
-def _request_value(kind: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if kind.endswith("PathLike]") and kind.startswith("Sequence"):
-        return [os.fspath(v) for v in value]
-    if kind.endswith("PathLike") or kind.endswith("PathLike]"):
+def _request_value(passed_as: str, value: Any) -> Any:
+    """An argument as the request carries it, by its row's ``passed_as`` (python/src/api.cc)."""
+    if value is None or passed_as == "value":
+        return value
+    if passed_as == "path":
         return os.fspath(value)
-    if kind.startswith("Sequence"):
-        return list(value)
-    return value
+    if passed_as == "paths":
+        return [os.fspath(v) for v in value]
+    return list(value)  # "list"
 
 
 def call(function: str, arguments: dict[str, Any]) -> Any:
@@ -41,10 +40,10 @@ def call(function: str, arguments: dict[str, Any]) -> Any:
     row = _rows()[function]
     request, callback = {}, None
     for param in row["params"]:
-        if param["type"] == "ProgressArg":
+        if param["passed_as"] == "progress":
             callback = callback_for(arguments[param["name"]])
         else:
-            request[param["name"]] = _request_value(param["type"], arguments[param["name"]])
+            request[param["name"]] = _request_value(param["passed_as"], arguments[param["name"]])
     try:
         text = _core.call(function, json.dumps(request), callback)
     finally:

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <limits>
 #include <utility>
 
@@ -297,58 +299,52 @@ std::vector<ApiCommand> MakeCommands() {
   return c;
 }
 
-std::string_view TypeName(ParamType t) {
-  switch (t) {
-    case ParamType::kPath:
-      return "PathLike";
-    case ParamType::kOptionalPath:
-      return "Optional[PathLike]";
-    case ParamType::kStr:
-      return "str";
-    case ParamType::kOptionalStr:
-      return "Optional[str]";
-    case ParamType::kInt:
-      return "int";
-    case ParamType::kOptionalInt:
-      return "Optional[int]";
-    case ParamType::kBool:
-      return "bool";
-    case ParamType::kStrList:
-      return "Sequence[str]";
-    case ParamType::kPathList:
-      return "Sequence[PathLike]";
-    case ParamType::kProgress:
-      return "ProgressArg";
+// One row per ParamType: its Python annotation, the JSON value a request carries for it, and how
+// the package passes an argument of it (_call.py: "path" through os.fspath, "paths" each element,
+// "list" as a list, "progress" kept in Python, "value" as it is).
+enum class JsonValue { kString, kInteger, kBoolean, kStrings, kNone };
+struct ParamTypeRow {
+  ParamType type;
+  std::string_view annotation;
+  JsonValue json;
+  bool optional;
+  std::string_view passed_as;
+};
+constexpr std::array kParamTypes = {
+    ParamTypeRow{ParamType::kPath, "PathLike", JsonValue::kString, false, "path"},
+    ParamTypeRow{ParamType::kOptionalPath, "Optional[PathLike]", JsonValue::kString, true, "path"},
+    ParamTypeRow{ParamType::kStr, "str", JsonValue::kString, false, "value"},
+    ParamTypeRow{ParamType::kOptionalStr, "Optional[str]", JsonValue::kString, true, "value"},
+    ParamTypeRow{ParamType::kInt, "int", JsonValue::kInteger, false, "value"},
+    ParamTypeRow{ParamType::kOptionalInt, "Optional[int]", JsonValue::kInteger, true, "value"},
+    ParamTypeRow{ParamType::kBool, "bool", JsonValue::kBoolean, false, "value"},
+    ParamTypeRow{ParamType::kStrList, "Sequence[str]", JsonValue::kStrings, false, "list"},
+    ParamTypeRow{ParamType::kPathList, "Sequence[PathLike]", JsonValue::kStrings, false, "paths"},
+    ParamTypeRow{ParamType::kProgress, "ProgressArg", JsonValue::kNone, false, "progress"},
+};
+
+const ParamTypeRow& RowOf(ParamType t) {
+  for (const ParamTypeRow& row : kParamTypes) {
+    if (row.type == t) return row;
   }
-  return "";
+  return kParamTypes.back();  // unreachable: every ParamType has its row
 }
 
 // Whether `v` is a JSON value of type `t` (null where the type is optional).
 bool HasType(const Json& v, ParamType t) {
-  auto strings = [&] {
-    if (!v.is_array()) return false;
-    for (const Json& e : v) {
-      if (!e.is_string()) return false;
-    }
-    return true;
-  };
-  switch (t) {
-    case ParamType::kPath:
-    case ParamType::kStr:
+  const ParamTypeRow& row = RowOf(t);
+  if (row.optional && v.is_null()) return true;
+  switch (row.json) {
+    case JsonValue::kString:
       return v.is_string();
-    case ParamType::kOptionalPath:
-    case ParamType::kOptionalStr:
-      return v.is_null() || v.is_string();
-    case ParamType::kInt:
+    case JsonValue::kInteger:
       return v.is_number_integer();
-    case ParamType::kOptionalInt:
-      return v.is_null() || v.is_number_integer();
-    case ParamType::kBool:
+    case JsonValue::kBoolean:
       return v.is_boolean();
-    case ParamType::kStrList:
-    case ParamType::kPathList:
-      return strings();
-    case ParamType::kProgress:
+    case JsonValue::kStrings:
+      return v.is_array() &&
+             std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_string(); });
+    case JsonValue::kNone:
       return false;
   }
   return false;
@@ -374,7 +370,8 @@ nlohmann::ordered_json ApiCommandsJson() {
     nlohmann::ordered_json params = nlohmann::ordered_json::array();
     for (const ApiParam& p : c.params) {
       params.push_back({{"name", p.name},
-                        {"type", TypeName(p.type)},
+                        {"type", RowOf(p.type).annotation},
+                        {"passed_as", RowOf(p.type).passed_as},
                         {"default", p.python_default},
                         {"doc", p.doc}});
     }
@@ -405,7 +402,7 @@ Result<ApiRequest> ApiRequest::Parse(const ApiCommand& command, std::string_view
     }
     if (!HasType(value, declared->type)) {
       return Status::Usage(fmt::format("{}(): {} must be {}, not {}", command.name, key,
-                                       TypeName(declared->type), value.dump()));
+                                       RowOf(declared->type).annotation, value.dump()));
     }
   }
   for (const ApiParam& p : command.params) {
