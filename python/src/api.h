@@ -75,8 +75,8 @@ struct ApiCommand {
 const std::vector<ApiCommand>& ApiCommands();
 const ApiCommand* FindApiCommand(std::string_view name);
 
-// The table as JSON for python/generate_api.py: [{name, doc, params: [{name, type, passed_as, default,
-// passed_as, doc}], returns: [{type, when}], returns_doc, raises_doc}].
+// The table as JSON for python/generate_api.py and _call.py: [{name, doc, params: [{name, type,
+// passed_as, default, doc}], returns: [{type, when}], returns_doc, raises_doc}].
 nlohmann::ordered_json ApiCommandsJson();
 
 // A request checked against its row: every declared parameter present with a value of its type,
