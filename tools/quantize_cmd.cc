@@ -57,9 +57,12 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("DST", options->destination, "Output folder (must not exist unless --force)")
       ->required();
   AddPlanFlags(sub, options.get(), flags.get());
-  sub->add_option("--target-precision", options->target_precision,
-                  "For drafts: the precision of the target the draft was trained against (e.g. "
-                  "unquantized, fp8, w4a16), recorded in config.json for `check --target`")
+  auto precision = std::make_shared<std::string>(options->target_precision.Name());
+  sub->add_option("--target-precision", *precision,
+                  "For drafts: the precision of the target the draft was trained against: "
+                  "unquantized (or bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a "
+                  "scheme name (w4a16 is int4, nvfp4 fp4). Recorded in config.json as its weight "
+                  "format for `check --target`, which warns when the target's differs")
       ->capture_default_str();
   auto method = std::make_shared<std::string>(QuantMethodName(options->method));
   sub->add_option("--method", *method,
@@ -90,6 +93,9 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       Result<QuantMethod> parsed = ParseQuantMethod(*method);
       if (!parsed.ok()) return ReportError(parsed.status());
       options->method = *parsed;
+      Result<TargetPrecision> target_precision = ParseTargetPrecision(*precision);
+      if (!target_precision.ok()) return ReportError(target_precision.status());
+      options->target_precision = *target_precision;
       if (!part->empty()) {
         Result<QuantizeOptions::Part> parsed_part = ParsePart(*part);
         if (!parsed_part.ok()) return ReportError(parsed_part.status());

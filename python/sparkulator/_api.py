@@ -42,7 +42,9 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         dry_run: plan and report only; write nothing.
         progress: True draws a tqdm bar when tqdm is installed, False draws nothing, a callable
             ``(what, done_bytes, total_bytes, finished)`` gets the counts instead.
-        target_precision: for drafts, the precision of the target they were trained against.
+        target_precision: for drafts, the precision of the target they were trained against:
+            unquantized (or bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name
+            (w4a16, nvfp4, ...); recorded as its weight format.
         tp: the tensor-parallel size the kernel shape rules are checked for.
         target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
         fsync: wait for every file to reach the disk before the rename (the CLI's default; False is

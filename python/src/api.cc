@@ -97,7 +97,7 @@ Result<std::string> RunQuantize(const ApiRequest& r, RunContext run) {
   SPK_ASSIGN_OR_RETURN(run.threads, ThreadsOf(r));
   o.force = r.Bool("force");
   o.dry_run = r.Bool("dry_run");
-  o.target_precision = r.Str("target_precision");
+  SPK_ASSIGN_OR_RETURN(o.target_precision, ParseTargetPrecision(r.Str("target_precision")));
   o.durability = DurabilityOf(r);
   o.resume = r.Bool("resume");
   if (auto shard = r.OptionalStr("shard")) {
@@ -193,7 +193,9 @@ std::vector<ApiCommand> MakeCommands() {
             "True draws a tqdm bar when tqdm is installed, False draws nothing, a callable "
             "``(what, done_bytes, total_bytes, finished)`` gets the counts instead."},
            {"target_precision", ParamType::kStr, "\"unquantized\"",
-            "for drafts, the precision of the target they were trained against."},
+            "for drafts, the precision of the target they were trained against: unquantized (or "
+            "bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name (w4a16, "
+            "nvfp4, ...); recorded as its weight format."},
            kTp,
            kTargetLayers,
            kFsync,

@@ -149,8 +149,7 @@ void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
       "vLLM {} builds {} ({}) under the target's quantization config and never reads "
       "the draft's own",
       v.map.map->release, arch.name, arch.file);
-  const bool target_quantized =
-      v.target_precision && !v.target_precision->starts_with("unquantized");
+  const bool target_quantized = v.target_precision && v.target_precision->quantized;
   if (v.quantized_modules > 0) {
     // Beside a BF16 target the draft's Linears are built dense: weight_packed has nowhere to go.
     sink.Add(
@@ -159,7 +158,7 @@ void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
         fmt::format("{}: its {} quantized module(s) load only where the target's "
                     "quantization_config quantizes the same modules with the same scheme{}",
                     where, v.quantized_modules,
-                    v.target_precision ? fmt::format(" (the target is {})", *v.target_precision)
+                    v.target_precision ? fmt::format(" (the target is {})", v.target_label)
                                        : std::string(" (no --target given)")),
         "serve this draft unquantized (sparkulator dequantize), or pass --target with a target "
         "quantized by the same scheme and check that its ignore list leaves the draft's modules "
@@ -174,7 +173,7 @@ void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
         fmt::format("{}: this draft is dense, but the target is {}, so vLLM builds the draft's "
                     "Linears as that config says and they expect tensors this draft does not "
                     "store",
-                    where, *v.target_precision),
+                    where, v.target_label),
         "serve beside an unquantized target, or quantize the draft with the target's scheme and "
         "ignore list (sparkulator quantize --scheme ...)");
   }

@@ -35,23 +35,27 @@ void TargetPairing(const CheckView& v, FindingSink& sink) {
   }
   // The precision the draft was calibrated against: recorded by the producer when known
   // (config.json "sparkulator".target_precision), else the unquantized target drafts are
-  // published for.
-  std::string expected = "unquantized";
+  // published for. A record no spelling reads (another tool's words) is judged by whether it says
+  // unquantized.
+  std::string expected_text = "unquantized";
   auto rec = config.json.find("sparkulator");
   if (rec != config.json.end() && rec->is_object() && rec->contains("target_precision") &&
       (*rec)["target_precision"].is_string()) {
-    expected = (*rec)["target_precision"].get<std::string>();
+    expected_text = (*rec)["target_precision"].get<std::string>();
   }
-  const std::string& actual = *v.target_precision;
-  bool expected_quantized = !expected.starts_with("unquantized");
-  bool actual_quantized = target.has_quantization_config;
-  if (expected_quantized != actual_quantized ||
-      (expected_quantized && actual.find(expected) == std::string::npos)) {
+  Result<TargetPrecision> parsed = ParseTargetPrecision(expected_text);
+  TargetPrecision expected;
+  if (parsed.ok()) {
+    expected = *parsed;
+  } else {
+    expected.quantized = !expected_text.starts_with("unquantized");
+  }
+  if (!v.target_precision->Satisfies(expected)) {
     sink.Add(
         FindingCode::kTargetPrecisionMismatch, "", "config.json",
-        fmt::format("the draft was built for a {} target, this target is {}: acceptance can drop "
-                    "to ~0% while output stays correct (a silent slowdown)",
-                    expected, actual),
+        fmt::format("the draft was built for a {} target, this target is {} ({}): acceptance can "
+                    "drop to ~0% while output stays correct (a silent slowdown)",
+                    expected_text, v.target_precision->Name(), v.target_label),
         "pair the draft with the target precision it was calibrated for");
   }
 }

@@ -34,6 +34,7 @@
 #include "check/vllm_rules.h"
 #include "checkpoint/family.h"
 #include "checkpoint/map_rules.h"
+#include "checkpoint/target_precision.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/plan.h"
@@ -174,7 +175,10 @@ struct CheckView {
   std::optional<ModuleMap> own_map;             // a map given as a file or built from --vllm DIR
   std::string module_map_source;                // "compiled in", the file, or what built it
   std::optional<ModelConfig> target;            // --target's config.json
-  std::optional<std::string> target_precision;  // PrecisionOf the target, with --target
+  // With --target: its precision (checkpoint/target_precision.h, what the pairing compares), and
+  // its quantization in words for messages ("compressed-tensors w4a16 (group 128)").
+  std::optional<TargetPrecision> target_precision;
+  std::string target_label;
   // The layer count naming uses: --target-layers, else --target's when config.json lacks one.
   std::optional<int64_t> naming_target_layers;
   VllmNaming naming;
@@ -242,15 +246,6 @@ inline bool IsKernelGroupSize(int64_t g) { return g == kChannelWise || IsMarlinG
 
 inline bool HasSuffix(const std::string& name, std::string_view suffix) {
   return name.size() > suffix.size() && name.ends_with(suffix);
-}
-
-// Attention's q/k/v (or their fused qkv_proj) under a `self_attn` module.
-inline bool IsAttentionQkv(const std::string& module) {
-  const size_t leaf_at = module.rfind('.');
-  if (leaf_at == std::string::npos) return false;
-  const std::string_view parent = std::string_view(module).substr(0, leaf_at);
-  return (parent == "self_attn" || parent.ends_with(".self_attn")) &&
-         IsQkvLeaf(std::string_view(module).substr(leaf_at + 1));
 }
 
 }  // namespace spk::check_internal

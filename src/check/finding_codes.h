@@ -420,9 +420,9 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "beyond `N` collects nothing)"},
         {FindingCode::kTargetPrecisionMismatch, "target-precision-mismatch", kWarn,
          "target-pairing",
-         "`--target`'s precision differs from the one the draft records (`\"sparkulator\": "
-         "{\"target_precision\"}`, else unquantized): ~0% acceptance while the output stays "
-         "correct"},
+         "`--target`'s weight format (unquantized, int4, fp8, fp4, ...) differs from the one the "
+         "draft records (`\"sparkulator\": {\"target_precision\"}`, else unquantized): ~0% "
+         "acceptance while the output stays correct"},
         {FindingCode::kVllmDflashContextKv, "vllm-dflash-context-kv", kErr, "vllm-tree-scan",
          "`--vllm DIR`: a DFlash model file reads `qkv_proj.weight` to build the context K/V with "
          "no "

@@ -25,6 +25,7 @@
 #include "base/progress.h"
 #include "base/status.h"
 #include "checkpoint/plan.h"
+#include "checkpoint/target_precision.h"
 #include "io/file.h"
 #include "io/run_context.h"
 
@@ -34,9 +35,9 @@ struct QuantizeOptions {
   std::string source;                      // folder or "org/name" in the local Hugging Face cache
   std::string destination;                 // must not exist, or be empty, unless force
   QuantMethod method = QuantMethod::kRtn;  // min-max RTN (bit-exact) or the search (quant/search.h)
-  // For drafts: the target precision the draft was trained against ("unquantized", "fp8", ...),
-  // recorded in config.json so that `check --target` can catch a mismatched pairing.
-  std::string target_precision = "unquantized";
+  // For drafts: the precision of the target the draft was trained against, recorded in config.json
+  // (its Name(): "unquantized", "fp8", "int4") so that `check --target` catches a cross-pairing.
+  TargetPrecision target_precision;
   PlanOptions plan;  // the scheme row and group size (quant/scheme.h SelectScheme) among them
   bool force = false;
   bool dry_run = false;  // plan and report, write nothing

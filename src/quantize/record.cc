@@ -11,7 +11,7 @@ nlohmann::ordered_json QuantizeRecord(const QuantizeOptions& options, const Quan
   nlohmann::ordered_json record = {{"version", kSparkulatorVersion},
                                    {"scheme", std::string(plan.options.scheme->name)},
                                    {"method", std::string(QuantMethodName(options.method))}};
-  if (IsDraft(plan.family.family)) record["target_precision"] = options.target_precision;
+  if (IsDraft(plan.family.family)) record["target_precision"] = options.target_precision.Name();
   record["group_size"] = group_size;
   record["source"] = options.source;
   record["family"] = std::string(FamilyName(plan.family.family));

@@ -243,3 +243,31 @@ def test_draft_records_its_target_precision_for_check(spk, examples, tmp_path):
     quantize(spk, examples["dflash"], same)  # default: trained against the unquantized target
     report = json.loads(spk("check", same, "--target", target, "--json").stdout)
     assert report["ok"] and "target-precision-mismatch" not in [f["code"] for f in report["findings"]]
+
+
+def test_target_precision_is_a_weight_format(spk, examples, tmp_path):
+    """--target-precision takes a format or a scheme name, records the weight format, and check
+    compares formats: a w4a16-trained draft fits a GPTQ int4 target and not an FP8 one."""
+    bad = spk("quantize", examples["dflash"], tmp_path / "bad", "--target-precision", "fp9",
+              expect=2)
+    assert "'fp9' is not a precision" in bad.stderr and "int4" in bad.stderr
+    assert not (tmp_path / "bad").exists()
+    dst = tmp_path / "q"
+    quantize(spk, examples["dflash"], dst, "--target-precision", "W4A16")
+    assert json.loads((dst / "config.json").read_text())["sparkulator"]["target_precision"] == "int4"
+    target = tmp_path / "target"
+    spk("example", target, "--family", "llm", "--layers", "8")
+    cfg_path = target / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+
+    def mismatch(quantization_config):
+        cfg["quantization_config"] = quantization_config
+        cfg_path.write_text(json.dumps(cfg))
+        report = json.loads(spk("check", dst, "--target", target, "--json").stdout)
+        found = [f for f in report["findings"] if f["code"] == "target-precision-mismatch"]
+        return found[0]["message"] if found else None
+
+    assert mismatch({"quant_method": "gptq", "bits": 4, "group_size": 128}) is None
+    message = mismatch({"quant_method": "fp8", "weight_block_size": [128, 128]})
+    assert message and "this target is fp8" in message and "int4" in message
+    assert mismatch({"quant_method": "gptq", "bits": 8, "group_size": 128})
