@@ -10,7 +10,8 @@
 // kCheckpoint rows once over the view; a block of kModule rows for each module in name order, every
 // row of the block for one module before the next module. kLoad rows are the steps of
 // LoadCheckView, which names them when it reports what reading the files finds; the kVllmTree row
-// is `check --vllm DIR` alone (check/vllm_source.h), not run over a checkpoint.
+// is `check --vllm DIR` alone, not run over a checkpoint: InspectVllmSource (check/vllm_source.h)
+// enters it in its own sink, so its codes are held to the row like every other rule's.
 //
 // The table is static and read-only; a FindingSink belongs to one check, one thread. Errors: a
 // rule cannot fail (every problem is a Finding); RunCheck fails as CheckCheckpoint does.

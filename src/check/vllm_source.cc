@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "check/check_rules.h"
 #include "check/finding_codes.h"
 #include "check/vllm_code.h"
 #include "check/vllm_rules.h"
@@ -246,7 +247,11 @@ Result<std::vector<Finding>> InspectVllmSource(FileSystem* fs, const std::string
     SPK_RETURN_IF_ERROR(CollectPythonFiles(fs, vllm_root + "/models", "vllm/models", &files));
   }
   const VllmRule& context_kv = VllmRuleById("qwen3-dflash-quantized-qkv");
+  // The findings go through the rules table's sink, entered as the vllm-tree-scan row, so that
+  // the codes this scan raises are the ones its row's finding codes name (check/check_rules.h).
   std::vector<Finding> findings;
+  check_internal::FindingSink sink(&findings);
+  sink.Enter(check_internal::RuleNamed("vllm-tree-scan"));
   for (const auto& [path, rel] : files) {
     SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
     std::vector<std::string> lines = SplitSourceLines(text);
@@ -258,26 +263,24 @@ Result<std::vector<Finding>> InspectVllmSource(FileSystem* fs, const std::string
           "\"'QKVParallelLinear' object has no attribute 'weight'\" (vllm#51581)",
           fmt::join(unguarded, ", "), context_kv.guard);
       if (auto p = PatchContextKv(lines)) {
-        findings.push_back(MakeFinding(FindingCode::kVllmDflashContextKv, "", rel, message,
-                                       UnifiedDiff(rel, lines, p->lines)));
+        sink.Add(FindingCode::kVllmDflashContextKv, "", rel, message,
+                 UnifiedDiff(rel, lines, p->lines));
         lines = p->lines;
       } else {
-        findings.push_back(
-            MakeFinding(FindingCode::kVllmDflashContextKv, "", rel, message,
-                        "no patch for this file's shape: keep the draft's q/k/v dense "
-                        "(sparkulator quantize does)"));
+        sink.Add(FindingCode::kVllmDflashContextKv, "", rel, message,
+                 "no patch for this file's shape: keep the draft's q/k/v dense "
+                 "(sparkulator quantize does)");
       }
     }
     if (rel.ends_with("/laguna_dflash.py")) {
       // Against the text after the first patch, so that the two diffs apply one after the other.
       if (auto p = PatchGetCacheScale(lines)) {
-        findings.push_back(MakeFinding(
-            FindingCode::kVllmLagunaGetCacheScale, "", rel,
-            fmt::format("line(s) {} call quant_config.get_cache_scale(), which only FP8 "
-                        "quantization configs define; a compressed-tensors draft fails with "
-                        "AttributeError",
-                        fmt::join(p->changed, ", ")),
-            UnifiedDiff(rel, lines, p->lines)));
+        sink.Add(FindingCode::kVllmLagunaGetCacheScale, "", rel,
+                 fmt::format("line(s) {} call quant_config.get_cache_scale(), which only FP8 "
+                             "quantization configs define; a compressed-tensors draft fails with "
+                             "AttributeError",
+                             fmt::join(p->changed, ", ")),
+                 UnifiedDiff(rel, lines, p->lines));
       }
     }
   }

@@ -124,6 +124,14 @@ bool IsQkvLeaf(std::string_view leaf) {
   return leaf == "qkv_proj" || std::find(shards.begin(), shards.end(), leaf) != shards.end();
 }
 
+bool IsAttentionQkv(std::string_view module) {
+  const size_t leaf_at = module.rfind('.');
+  if (leaf_at == std::string_view::npos) return false;
+  const std::string_view parent = module.substr(0, leaf_at);
+  return (parent == "self_attn" || parent.ends_with(".self_attn")) &&
+         IsQkvLeaf(module.substr(leaf_at + 1));
+}
+
 namespace {
 
 bool ListedLiterally(const std::vector<ModulePattern>& ignore, std::string_view name) {

@@ -58,6 +58,9 @@ const FusedMapping& StandardFusedMapping();
 // True for the leaf names of attention's fused q/k/v module and its shards (StandardFusedMapping's
 // "qkv_proj": qkv_proj, q_proj, k_proj, v_proj).
 bool IsQkvLeaf(std::string_view leaf);
+// A module that is attention's q/k/v or their fused qkv_proj: an IsQkvLeaf leaf under a
+// `self_attn` module ("model.layers.0.self_attn.k_proj").
+bool IsAttentionQkv(std::string_view module);
 
 struct IgnoreDecision {
   bool ignored = false;

@@ -53,5 +53,18 @@ TEST(ModulePatternTest, FusedLayersAreDecidedShardByShard) {
   EXPECT_TRUE(d.ignored);
 }
 
+// q/k/v come from the module map's fused qkv_proj set, and only under attention.
+TEST(ModulePatternTest, AttentionQkvIsTheMapsQkvSetUnderSelfAttn) {
+  for (const char* m : {"model.layers.0.self_attn.q_proj", "layers.3.self_attn.k_proj",
+                        "self_attn.v_proj", "model.layers.1.self_attn.qkv_proj"}) {
+    EXPECT_TRUE(IsAttentionQkv(m)) << m;
+  }
+  for (const char* m : {"model.layers.0.self_attn.o_proj", "model.layers.0.mlp.q_proj",
+                        "q_proj", "model.layers.0.cross_self_attn.q_proj",
+                        "model.layers.0.self_attn.q_proj.bias_q_proj"}) {
+    EXPECT_FALSE(IsAttentionQkv(m)) << m;
+  }
+}
+
 }  // namespace
 }  // namespace spk
