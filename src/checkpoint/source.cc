@@ -73,10 +73,14 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
   SPK_ASSIGN_OR_RETURN(std::string config_text, fs->ReadFile(config_path));
   SPK_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_path, config_text));
   SPK_ASSIGN_OR_RETURN(SafetensorsCheckpoint files, SafetensorsCheckpoint::Open(fs, dir));
-  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}, {}, {}, {}, {}};
-  const std::string hf_quant_config = dir + "/" + std::string(kHfQuantConfigFile);
-  if (!source.config.has_quantization_config && fs->FileExists(hf_quant_config)) {
-    SPK_ASSIGN_OR_RETURN(source.hf_quant_config, fs->ReadFile(hf_quant_config));
+  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}, {}, {}, {}, {}, {}};
+  for (std::string_view side : kQuantizationSideFiles) {
+    if (source.config.has_quantization_config) break;
+    const std::string path = dir + "/" + std::string(side);
+    if (!fs->FileExists(path)) continue;
+    SPK_ASSIGN_OR_RETURN(source.side_config, fs->ReadFile(path));
+    source.side_config_file = std::string(side);
+    break;
   }
   for (size_t s = 0; s < source.files.shard_files().size(); ++s) {
     for (const TensorEntry& t : source.files.shard(s).header().tensors) {
