@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <set>
+#include <string_view>
 
 #include "checkpoint/moe.h"
 
@@ -93,6 +95,20 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
 }
 
 Status ExpandFusedExperts(SourceCheckpoint* src) {
+  // A quantized fused tensor (ModelOpt's export of Llama4's and gpt-oss's BMM experts: the packed
+  // `X` [E, in / 2, out] beside `X_weight_scale`) is not split: its experts are not decoded.
+  std::set<std::string_view> names;
+  for (const TensorMeta& t : src->tensors) names.insert(t.name);
+  for (size_t i = 0; i < src->tensors.size(); ++i) {
+    const TensorMeta& t = src->tensors[i];
+    if (t.shape.size() != 3 || !names.contains(t.name + "_weight_scale")) continue;
+    return Status::InvalidInput(fmt::format(
+        "{}/{}: tensor '{}': a quantized fused 3-D expert tensor ({} [{}] with its "
+        "{}_weight_scale, as ModelOpt exports Llama4's and gpt-oss's experts): its experts are not "
+        "decoded; quantize the original BF16/F16/F32 checkpoint",
+        src->dir, src->files.shard_files()[src->tensor_shard[i]], t.name, DTypeName(t.dtype),
+        fmt::join(t.shape, ", "), t.name));
+  }
   std::vector<TensorMeta> tensors;
   std::vector<size_t> shards;
   std::vector<TensorEntry> entries;

@@ -74,7 +74,9 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
 
 // Replaces every fused 3-D expert tensor by the per-expert 2-D weights model_free_ptq splits it
 // into (checkpoint/moe.h SplitFusedExperts), in its place and shard; each slice reads its rows of
-// the fused tensor and records the fused tensor's name in TensorMeta::split_from.
+// the fused tensor and records the fused tensor's name in TensorMeta::split_from. A quantized fused
+// tensor (`X` 3-D beside `X_weight_scale`: ModelOpt's Llama4 and gpt-oss experts) is refused,
+// InvalidInput naming its file and name.
 Status ExpandFusedExperts(SourceCheckpoint* src);
 
 // The index in `src`'s lists of tensor `name` (after ExpandFusedExperts, also a split expert;

@@ -153,6 +153,26 @@ TEST(SourceDecodeTest, QuantizedTensorsWithoutAQuantizationConfigAreRefusedNamin
   EXPECT_NE(s.message().find("config.json has no quantization_config"), std::string::npos);
 }
 
+// ModelOpt's fused 3-D experts (gpt-oss, Llama4: packed U8 [E, in / 2, out] beside a 3-D
+// X_weight_scale) are refused naming the fused tensor, not split as if their bytes were dense rows.
+TEST(SourceDecodeTest, ModeloptFusedExpertsAreRefusedBeforeSplitting) {
+  spk::testing::ScopedTempDir dir;
+  const std::string fused = "model.layers.0.mlp.experts.gate_up_proj";
+  WriteSource(
+      dir.path(), kNvfp4Config,
+      {{{fused, DType::kU8, {2, 8, 4}}, std::vector<uint8_t>(64, 0x11)},
+       {{fused + "_weight_scale", DType::kF8E4M3, {2, 1, 4}}, std::vector<uint8_t>(8, 0x38)},
+       {{fused + "_weight_scale_2", DType::kF32, {}}, F32Bytes(1.0f)}});
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  Status s = ExpandFusedExperts(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() + "/model.safetensors: tensor '" + fused +
+                             "': a quantized fused 3-D expert tensor (U8 [2, 8, 4]"),
+            std::string::npos)
+      << s.message();
+}
+
 using Json = nlohmann::ordered_json;
 
 Json Translate(std::string_view file, std::string_view text) {
