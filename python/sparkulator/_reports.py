@@ -106,7 +106,8 @@ class QuantizeSummary(_Report):
     quantized: bool
     # A pre-quantized source's quantization_config, which its weights were decoded from (FP8
     # blocks, compressed-tensors, GPTQ, AWQ, ModelOpt; an older ModelOpt export's
-    # hf_quant_config.json); None for a dense source.
+    # hf_quant_config.json; what AutoGPTQ's quantize_config.json or AutoAWQ's quant_config.json
+    # stands for); None for a dense source.
     decoded_source: Optional[dict[str, Any]]
     destination: str
     family: str

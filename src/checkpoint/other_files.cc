@@ -13,12 +13,13 @@ namespace spk {
 namespace {
 
 // What the writers produce (a split job's part record too: `merge` copies a part's other files),
-// what model_free_ptq skips too, or ModelOpt's description of the source's quantization, which
-// the output's config.json replaces: never copied from the top level.
+// what model_free_ptq skips too, or a description of the source's quantization (ModelOpt's,
+// AutoGPTQ's, AutoAWQ's), which the output's config.json replaces: never copied from the top level.
 bool LeftOut(const std::string& name) {
   return name == "config.json" || name == kShardIndexFileName || name.ends_with(".safetensors") ||
          name == ".cache" || name == ".gitattributes" || name == kPartRecordFile ||
-         name == kHfQuantConfigFile;
+         std::find(kQuantizationSideFiles.begin(), kQuantizationSideFiles.end(), name) !=
+             kQuantizationSideFiles.end();
 }
 
 // Whether the resolved `path` is `folder` or under it (both as RealPath gives them).

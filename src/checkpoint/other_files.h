@@ -34,11 +34,11 @@ namespace spk {
 // Declares to `out` a copy of every file of `src_dir`, sub-folders included, in name order, except
 // what the writers produce (the top-level config.json, shard index and *.safetensors), what
 // model_free_ptq skips too (the top-level .cache/ that `huggingface-cli download --local-dir`
-// leaves, and .gitattributes), and a top-level hf_quant_config.json (ModelOpt's description of the
-// source's quantization: vLLM and TensorRT-LLM would read it as the output's). Entries that are
-// neither files nor folders (sockets, pipes) are reported in `warnings`. Returns the names to be
-// copied, relative to `src_dir`
-// ("1_Pooling/config.json").
+// leaves, and .gitattributes), and the top-level files that describe the source's quantization
+// beside config.json (kQuantizationSideFiles: hf_quant_config.json, quantize_config.json,
+// quant_config.json; vLLM, TensorRT-LLM, GPTQModel and AutoAWQ would read them as the output's).
+// Entries that are neither files nor folders (sockets, pipes) are reported in `warnings`. Returns
+// the names to be copied, relative to `src_dir` ("1_Pooling/config.json").
 Result<std::vector<std::string>> CopyOtherFiles(FileSystem* fs, const std::string& src_dir,
                                                 CheckpointWriter* out,
                                                 std::vector<std::string>* warnings);

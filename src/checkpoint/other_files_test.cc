@@ -59,14 +59,16 @@ TEST(OtherFilesTest, CopiesEverythingButWhatTheWritersProduceSubFoldersIncluded)
        {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
         "tokenizer.json", "README.md", "1_Pooling/config.json", "2_Dense/model.safetensors",
         "code/layers/attention.py", ".gitattributes", ".cache/huggingface/x",
-        "hf_quant_config.json"}) {
+        "hf_quant_config.json", "quantize_config.json", "quant_config.json",
+        "sub/quantize_config.json"}) {
     Write(src + "/" + name, std::string("bytes of ") + name);
   }
   std::vector<std::string> warnings;
   // Sub-folders keep their config.json and *.safetensors: only the top level's are the model's.
   EXPECT_EQ(Copy(src, dst, &warnings),
             (std::vector<std::string>{"1_Pooling/config.json", "2_Dense/model.safetensors",
-                                      "README.md", "code/layers/attention.py", "tokenizer.json"}));
+                                      "README.md", "code/layers/attention.py",
+                                      "sub/quantize_config.json", "tokenizer.json"}));
   EXPECT_TRUE(warnings.empty());
   EXPECT_EQ(ReadWholeFile(dst + "/code/layers/attention.py").value(),
             "bytes of code/layers/attention.py");
@@ -75,7 +77,10 @@ TEST(OtherFilesTest, CopiesEverythingButWhatTheWritersProduceSubFoldersIncluded)
   EXPECT_FALSE(FileExists(dst + "/config.json"));
   EXPECT_FALSE(FileExists(dst + "/model-00001-of-00002.safetensors"));
   EXPECT_FALSE(FileExists(dst + "/.gitattributes"));
-  EXPECT_FALSE(FileExists(dst + "/hf_quant_config.json"));  // the source's ModelOpt quantization
+  // The source's quantization, as ModelOpt, AutoGPTQ and AutoAWQ describe it beside config.json.
+  EXPECT_FALSE(FileExists(dst + "/hf_quant_config.json"));
+  EXPECT_FALSE(FileExists(dst + "/quantize_config.json"));
+  EXPECT_FALSE(FileExists(dst + "/quant_config.json"));
   EXPECT_FALSE(fs::exists(dst + "/.cache"));
 }
 

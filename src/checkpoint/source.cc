@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <set>
+#include <string_view>
 
 #include "checkpoint/moe.h"
 
@@ -73,10 +75,14 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
   SPK_ASSIGN_OR_RETURN(std::string config_text, fs->ReadFile(config_path));
   SPK_ASSIGN_OR_RETURN(ModelConfig config, ParseModelConfig(config_path, config_text));
   SPK_ASSIGN_OR_RETURN(SafetensorsCheckpoint files, SafetensorsCheckpoint::Open(fs, dir));
-  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}, {}, {}, {}, {}};
-  const std::string hf_quant_config = dir + "/" + std::string(kHfQuantConfigFile);
-  if (!source.config.has_quantization_config && fs->FileExists(hf_quant_config)) {
-    SPK_ASSIGN_OR_RETURN(source.hf_quant_config, fs->ReadFile(hf_quant_config));
+  SourceCheckpoint source{dir, std::move(files), std::move(config), {}, {}, {}, {}, {}, {}, {}, {}};
+  for (std::string_view side : kQuantizationSideFiles) {
+    if (source.config.has_quantization_config) break;
+    const std::string path = dir + "/" + std::string(side);
+    if (!fs->FileExists(path)) continue;
+    SPK_ASSIGN_OR_RETURN(source.side_config, fs->ReadFile(path));
+    source.side_config_file = std::string(side);
+    break;
   }
   for (size_t s = 0; s < source.files.shard_files().size(); ++s) {
     for (const TensorEntry& t : source.files.shard(s).header().tensors) {
@@ -89,6 +95,20 @@ Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string&
 }
 
 Status ExpandFusedExperts(SourceCheckpoint* src) {
+  // A quantized fused tensor (ModelOpt's export of Llama4's and gpt-oss's BMM experts: the packed
+  // `X` [E, in / 2, out] beside `X_weight_scale`) is not split: its experts are not decoded.
+  std::set<std::string_view> names;
+  for (const TensorMeta& t : src->tensors) names.insert(t.name);
+  for (size_t i = 0; i < src->tensors.size(); ++i) {
+    const TensorMeta& t = src->tensors[i];
+    if (t.shape.size() != 3 || !names.contains(t.name + "_weight_scale")) continue;
+    return Status::InvalidInput(fmt::format(
+        "{}/{}: tensor '{}': a quantized fused 3-D expert tensor ({} [{}] with its "
+        "{}_weight_scale, as ModelOpt exports Llama4's and gpt-oss's experts): its experts are not "
+        "decoded; quantize the original BF16/F16/F32 checkpoint",
+        src->dir, src->files.shard_files()[src->tensor_shard[i]], t.name, DTypeName(t.dtype),
+        fmt::join(t.shape, ", "), t.name));
+  }
   std::vector<TensorMeta> tensors;
   std::vector<size_t> shards;
   std::vector<TensorEntry> entries;

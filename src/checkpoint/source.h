@@ -8,6 +8,7 @@
 // config.json or repo id; InvalidInput for malformed files (the message names the file).
 #pragma once
 
+#include <array>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,6 +30,13 @@ Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec);
 
 // ModelOpt's file beside config.json that describes its quantization (SourceCheckpoint).
 inline constexpr std::string_view kHfQuantConfigFile = "hf_quant_config.json";
+// The files beside config.json that describe a quantized export when config.json has no
+// quantization_config, in the order they are looked for: ModelOpt's (up to 0.29), AutoGPTQ's and
+// GPTQModel's quantize_config.json, then AutoAWQ's quant_config.json (GPTQModel's order,
+// QuantizeConfig.from_pretrained). None of them is copied into an output
+// (checkpoint/other_files.h).
+inline constexpr std::array<std::string_view, 3> kQuantizationSideFiles = {
+    kHfQuantConfigFile, "quantize_config.json", "quant_config.json"};
 
 class SourceTensorDecoder;  // checkpoint/source_decode.h
 
@@ -51,19 +59,24 @@ struct SourceCheckpoint {
   // Parallel to tensors after DecodeQuantizedSource decoded a pre-quantized source, else empty.
   std::vector<SourceDecode> decode;
   std::string decoded_from;  // the source's quantization_config (JSON text), when decoded
-  // The file decoded_from is read from: "config.json" (its quantization_config), or
-  // "hf_quant_config.json" for a ModelOpt export that keeps its config there only.
+  // The file decoded_from is read from: "config.json" (its quantization_config), or the side file
+  // (side_config_file) of an export that describes its quantization there only.
   std::string decoded_from_file;
-  // The folder's hf_quant_config.json (text) when config.json has no quantization_config: ModelOpt
-  // up to 0.29 describes its export there only, and vLLM reads it in config.json's place.
-  std::string hf_quant_config;
+  // When config.json has no quantization_config: the first of kQuantizationSideFiles the folder
+  // holds (its name, and its text), else both empty. ModelOpt up to 0.29 describes its export in
+  // hf_quant_config.json only (vLLM reads it in config.json's place); AutoGPTQ and older AutoAWQ
+  // in quantize_config.json and quant_config.json only (GPTQModel and AutoAWQ load them).
+  std::string side_config_file;
+  std::string side_config;
 };
 
 Result<SourceCheckpoint> OpenSourceCheckpoint(FileSystem* fs, const std::string& spec);
 
 // Replaces every fused 3-D expert tensor by the per-expert 2-D weights model_free_ptq splits it
 // into (checkpoint/moe.h SplitFusedExperts), in its place and shard; each slice reads its rows of
-// the fused tensor and records the fused tensor's name in TensorMeta::split_from.
+// the fused tensor and records the fused tensor's name in TensorMeta::split_from. A quantized fused
+// tensor (`X` 3-D beside `X_weight_scale`: ModelOpt's Llama4 and gpt-oss experts) is refused,
+// InvalidInput naming its file and name.
 Status ExpandFusedExperts(SourceCheckpoint* src);
 
 // The index in `src`'s lists of tensor `name` (after ExpandFusedExperts, also a split expert;

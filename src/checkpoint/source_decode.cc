@@ -118,10 +118,10 @@ Status RefuseUndeclaredQuantization(const SourceCheckpoint& src) {
       if (!name.ends_with(suffix)) continue;
       return BadSourceTensor(
           src, src.tensor_shard[i], name,
-          "a quantized checkpoint's tensor, but config.json has no quantization_config (an "
-          "AutoGPTQ quantize_config.json or AutoAWQ quant_config.json alone is not read, as "
-          "transformers and vLLM do not read it either): add the quantization_config its "
-          "producer writes to config.json, or quantize the original BF16/F16/F32 checkpoint");
+          "a quantized checkpoint's tensor, but config.json has no quantization_config and the "
+          "folder no hf_quant_config.json, quantize_config.json or quant_config.json: add the "
+          "quantization_config its producer writes to config.json, or quantize the original "
+          "BF16/F16/F32 checkpoint");
     }
   }
   return Status::Ok();
@@ -132,15 +132,10 @@ Status DecodeQuantizedSource(SourceCheckpoint* src) {
   if (src->config.has_quantization_config) {
     qc = src->config.json["quantization_config"];
     src->decoded_from_file = "config.json";
-  } else if (!src->hf_quant_config.empty()) {
-    src->decoded_from_file = std::string(kHfQuantConfigFile);
-    qc = nlohmann::ordered_json::parse(src->hf_quant_config, nullptr, /*allow_exceptions=*/false);
-    if (!qc.is_object()) {
-      return Status::InvalidInput(fmt::format(
-          "{}/{}: not a JSON object; vLLM reads this file as the model's quantization config "
-          "when config.json has none: fix or remove it",
-          src->dir, kHfQuantConfigFile));
-    }
+  } else if (!src->side_config_file.empty()) {
+    src->decoded_from_file = src->side_config_file;
+    SPK_ASSIGN_OR_RETURN(
+        qc, SideFileQuantizationConfig(src->dir, src->side_config_file, src->side_config));
   } else {
     return RefuseUndeclaredQuantization(*src);
   }

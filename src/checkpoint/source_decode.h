@@ -25,6 +25,12 @@
 //   source whose config.json has no quantization_config but whose folder has ModelOpt's
 //   hf_quant_config.json (ModelOpt up to 0.29) is read with that file as its quantization config,
 //   as vLLM does.
+//   Side files: a source whose config.json has no quantization_config is read with the first side
+//   file it has (kQuantizationSideFiles, checkpoint/source.h) in its place: ModelOpt's
+//   hf_quant_config.json as it is, AutoGPTQ's / GPTQModel's quantize_config.json and AutoAWQ's
+//   quant_config.json translated to the quantization_config they stand for
+//   (SideFileQuantizationConfig), so that such a checkpoint decodes exactly as it would with that
+//   quantization_config in config.json.
 //
 // Ownership: the decode records point into the shard readers of the SourceCheckpoint they
 // describe, which must outlive them (a move keeps the readers where they are). Thread safety:
@@ -36,8 +42,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "base/status.h"
 #include "checkpoint/source.h"
@@ -61,10 +69,22 @@ class SourceTensorDecoder {
 // for a config without one whose producer is ModelOpt), or "" when there is none.
 std::string SourceQuantMethod(const ModelConfig& config);
 
+// The quantization_config side file `file` (one of kQuantizationSideFiles) of folder `dir`, whose
+// text is `text`, stands for: hf_quant_config.json as it is; quantize_config.json and
+// quant_config.json with quant_method set (absent: gptq in quantize_config.json unless AutoAWQ's
+// keys are there, awq in quant_config.json), AutoAWQ's w_bit and q_group_size as bits and
+// group_size, version lower-cased, AutoGPTQ's is_marlin_format false dropped, every other key kept.
+// Errors (InvalidInput naming "<dir>/<file>" and the key): not JSON or not an object, a
+// quant_method other than gptq or awq, is_marlin_format true, no bits (and for awq no group_size),
+// and a synonym that disagrees with its transformers name.
+Result<nlohmann::ordered_json> SideFileQuantizationConfig(std::string_view dir,
+                                                          std::string_view file,
+                                                          std::string_view text);
+
 // Pairs every quantized weight of `src` with its scales and presents it in the dtype it decodes
 // to (TensorMeta::dtype), dropping the scale tensors from `src`'s lists; records what the source
 // was (SourceCheckpoint::decoded_from, decoded_from_file). A source without a quantization_config
-// (nor an hf_quant_config.json) is left as it is.
+// (nor a side file) is left as it is, unless it holds a quantized checkpoint's tensors (refused).
 Status DecodeQuantizedSource(SourceCheckpoint* src);
 
 // Rows [r0, r0 + n) of 2-D tensor `i` of `src` in its TensorMeta::dtype, decoded when the source

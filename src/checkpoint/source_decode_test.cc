@@ -1,12 +1,15 @@
 // DecodeQuantizedSource on small hand-made ModelOpt sources whose decoded values are worked out by
 // hand: the NVFP4 nibble order and ModelOpt's +0 for nibble 8, the FP8 scale rounded to the model's
 // dtype before the product, the scales consumed, hf_quant_config.json read in place of a missing
-// quantization_config, and a missing scale named with its file. The decode against ModelOpt itself
-// is tests/python/test_modelopt_sources.py.
+// quantization_config, and a missing scale named with its file; the translation of AutoGPTQ's
+// quantize_config.json and AutoAWQ's quant_config.json (SideFileQuantizationConfig). The decode
+// against ModelOpt itself is tests/python/test_modelopt_sources.py, against GPTQModel and AutoAWQ
+// tests/python/test_gptq_sources.py.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -130,17 +133,17 @@ TEST(SourceDecodeTest, ModeloptFp8RoundsTheScaleToTheDtypeFirstAndReadsHfQuantCo
   EXPECT_NE(src->decoded_from.find("\"quant_algo\":\"FP8\""), std::string::npos);
 }
 
-// A GPTQ export whose config.json lost its quantization_config (an AutoGPTQ quantize_config.json
-// beside it is not read): its packed qweight must not be copied as if it were a dense tensor.
+// A GPTQ export whose config.json lost its quantization_config and that has no side file either:
+// its packed qweight must not be copied as if it were a dense tensor.
 TEST(SourceDecodeTest, QuantizedTensorsWithoutAQuantizationConfigAreRefusedNamingTheTensor) {
   spk::testing::ScopedTempDir dir;
   std::vector<Tensor> tensors = Nvfp4Tensors(/*with_scale_2=*/true);
   tensors[0].spec.name = "model.layers.0.mlp.down_proj.qweight";
   WriteSource(dir.path(), R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})",
               std::move(tensors));
-  ASSERT_TRUE(WriteWholeFile(dir.path() + "/quantize_config.json", R"({"bits": 4})").ok());
   auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
   ASSERT_TRUE(src.ok());
+  EXPECT_TRUE(src->side_config_file.empty());
   Status s = DecodeQuantizedSource(&*src);
   EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
   EXPECT_NE(s.message().find(dir.path() +
@@ -148,6 +151,133 @@ TEST(SourceDecodeTest, QuantizedTensorsWithoutAQuantizationConfigAreRefusedNamin
             std::string::npos)
       << s.message();
   EXPECT_NE(s.message().find("config.json has no quantization_config"), std::string::npos);
+}
+
+// ModelOpt's fused 3-D experts (gpt-oss, Llama4: packed U8 [E, in / 2, out] beside a 3-D
+// X_weight_scale) are refused naming the fused tensor, not split as if their bytes were dense rows.
+TEST(SourceDecodeTest, ModeloptFusedExpertsAreRefusedBeforeSplitting) {
+  spk::testing::ScopedTempDir dir;
+  const std::string fused = "model.layers.0.mlp.experts.gate_up_proj";
+  WriteSource(
+      dir.path(), kNvfp4Config,
+      {{{fused, DType::kU8, {2, 8, 4}}, std::vector<uint8_t>(64, 0x11)},
+       {{fused + "_weight_scale", DType::kF8E4M3, {2, 1, 4}}, std::vector<uint8_t>(8, 0x38)},
+       {{fused + "_weight_scale_2", DType::kF32, {}}, F32Bytes(1.0f)}});
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  Status s = ExpandFusedExperts(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() + "/model.safetensors: tensor '" + fused +
+                             "': a quantized fused 3-D expert tensor (U8 [2, 8, 4]"),
+            std::string::npos)
+      << s.message();
+}
+
+using Json = nlohmann::ordered_json;
+
+Json Translate(std::string_view file, std::string_view text) {
+  auto qc = SideFileQuantizationConfig("/m", file, text);
+  EXPECT_TRUE(qc.ok()) << qc.status().message();
+  return qc.ok() ? *qc : Json();
+}
+
+// AutoGPTQ's quantize_config.json (0.4: no quant_method, no checkpoint_format; 0.6:
+// is_marlin_format false) is the gptq quantization_config with quant_method added; every key kept.
+TEST(SourceDecodeTest, AutoGptqQuantizeConfigIsGptqWithEveryKeyKept) {
+  EXPECT_EQ(Translate("quantize_config.json",
+                      R"({"bits": 4, "group_size": 128, "damp_percent": 0.01, "desc_act": true,
+                          "static_groups": false, "sym": true, "true_sequential": true,
+                          "model_name_or_path": null,
+                          "model_file_base_name": "gptq_model-4bit-128g"})"),
+            Json::parse(R"({"quant_method": "gptq", "bits": 4, "group_size": 128,
+                            "damp_percent": 0.01, "desc_act": true, "static_groups": false,
+                            "sym": true, "true_sequential": true, "model_name_or_path": null,
+                            "model_file_base_name": "gptq_model-4bit-128g"})"));
+  EXPECT_EQ(Translate("quantize_config.json",
+                      R"({"bits": 8, "is_marlin_format": false, "quant_method": "GPTQ",
+                          "checkpoint_format": "gptq_v2"})"),
+            Json::parse(R"({"quant_method": "gptq", "bits": 8, "checkpoint_format": "gptq_v2"})"));
+}
+
+// AutoAWQ's quant_config.json as AwqConfig.to_transformers_dict writes it: w_bit -> bits,
+// q_group_size -> group_size, version lower-cased; quant_method awq. A quantize_config.json with
+// AutoAWQ's keys (vLLM's AWQConfig reads both names) is awq too; GPTQModel's says so itself.
+TEST(SourceDecodeTest, AutoAwqQuantConfigIsAwqWithTransformersNames) {
+  const Json want = Json::parse(
+      R"({"quant_method": "awq", "zero_point": true, "group_size": 128, "bits": 4,
+          "version": "gemm"})");
+  const char* autoawq = R"({"zero_point": true, "q_group_size": 128, "w_bit": 4,
+                            "version": "GEMM"})";
+  EXPECT_EQ(Translate("quant_config.json", autoawq), want);
+  EXPECT_EQ(Translate("quantize_config.json", autoawq), want);
+  EXPECT_EQ(Translate("quantize_config.json",
+                      R"({"bits": 4, "group_size": 64, "quant_method": "awq", "format": "gemm"})"),
+            Json::parse(R"({"quant_method": "awq", "bits": 4, "group_size": 64,
+                            "format": "gemm"})"));
+}
+
+// ModelOpt's hf_quant_config.json is its quantization config as it is.
+TEST(SourceDecodeTest, HfQuantConfigIsReadAsItIs) {
+  const char* text = R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8"}})";
+  EXPECT_EQ(Translate("hf_quant_config.json", text), Json::parse(text));
+}
+
+// What cannot be decoded is refused naming the file and the key.
+TEST(SourceDecodeTest, SideFilesThatCannotBeDecodedAreRefusedNamingFileAndKey) {
+  const std::vector<std::tuple<std::string, std::string, std::vector<std::string>>> cases = {
+      {"quantize_config.json", R"({"bits": 4,)", {"/m/quantize_config.json: "}},
+      {"quantize_config.json", R"([4])", {"/m/quantize_config.json: not a JSON object"}},
+      {"quantize_config.json",
+       R"({"group_size": 128, "desc_act": false})",
+       {"/m/quantize_config.json: no bits"}},
+      {"quant_config.json",
+       R"({"zero_point": true, "w_bit": 4, "version": "GEMM"})",
+       {"/m/quant_config.json: no group_size (AutoAWQ's q_group_size)"}},
+      {"quant_config.json",
+       R"({"q_group_size": 128, "version": "GEMM"})",
+       {"/m/quant_config.json: no bits (AutoAWQ's w_bit)"}},
+      {"quant_config.json",
+       R"({"w_bit": 4, "bits": 8, "q_group_size": 128})",
+       {"/m/quant_config.json: w_bit 4 but bits 8"}},
+      {"quantize_config.json",
+       R"({"bits": 4, "is_marlin_format": true})",
+       {"/m/quantize_config.json: is_marlin_format true"}},
+      {"quantize_config.json",
+       R"({"bits": 4, "quant_method": "bitblas"})",
+       {"/m/quantize_config.json: quant_method bitblas"}},
+      {"quantize_config.json",
+       R"({"bits": 4, "quant_method": 1})",
+       {"/m/quantize_config.json: quant_method 1 is not a string"}},
+  };
+  for (const auto& [file, text, words] : cases) {
+    auto qc = SideFileQuantizationConfig("/m", file, text);
+    ASSERT_FALSE(qc.ok()) << file << " " << text;
+    EXPECT_EQ(qc.status().code(), StatusCode::kInvalidInput);
+    for (const std::string& w : words) {
+      EXPECT_NE(qc.status().message().find(w), std::string::npos) << qc.status().message();
+    }
+  }
+}
+
+// A folder with quantize_config.json only: read in config.json's place (and named as its source),
+// a bits value the gptq format does not decode refused naming the file and the key.
+TEST(SourceDecodeTest, QuantizeConfigJsonIsReadInPlaceOfAMissingQuantizationConfig) {
+  spk::testing::ScopedTempDir dir;
+  WriteSource(dir.path(), R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3"})",
+              {{{"norm.weight", DType::kBF16, {2}}, {0x80, 0x3F, 0x80, 0x3F}}});
+  ASSERT_TRUE(
+      WriteWholeFile(dir / "quantize_config.json", R"({"bits": 3, "group_size": 128})").ok());
+  ASSERT_TRUE(WriteWholeFile(dir / "quant_config.json", R"({"w_bit": 4})").ok());  // not read
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  EXPECT_EQ(src->side_config_file, "quantize_config.json");
+  Status s = DecodeQuantizedSource(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() + "/quantize_config.json: the model is already quantized "
+                                          "(quant_method gptq with bits 3"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(src->decoded_from_file, "quantize_config.json");
 }
 
 }  // namespace

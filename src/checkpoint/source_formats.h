@@ -45,7 +45,7 @@ Status BadSourceTensor(const SourceCheckpoint& src, size_t shard, std::string_vi
 // Every E4M3 byte's value (E4M3ToFloat), so that a decode loop is a load and a multiply.
 const std::array<float, 256>& E4M3Values();
 
-// A source that declares no quantization (no quantization_config, no hf_quant_config.json) but
+// A source that declares no quantization (no quantization_config, no side file) but
 // holds a tensor only a quantized checkpoint has (.qweight, .weight_packed, .weight_scale, ...):
 // InvalidInput naming the file and tensor; Ok otherwise.
 Status RefuseUndeclaredQuantization(const SourceCheckpoint& src);

@@ -110,7 +110,7 @@ Result<DequantizeSummary> DequantizeCheckpoint(const RunContext& run,
   // written as `quantize` reads it: the quantized weights decoded, their scales left out.
   const bool decoded = (src.config.has_quantization_config &&
                         SourceQuantMethod(src.config) != "compressed-tensors") ||
-                       !src.hf_quant_config.empty();
+                       !src.side_config_file.empty();
   if (!decoded && !src.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(
         "{}/config.json has no quantization_config: the checkpoint is already dense", src.dir));

@@ -14,7 +14,9 @@ are loaded from them as they are:
   tables, serve only other formats' paths and are replaced by empty stand-ins.
 - AutoAWQ's `awq/utils/packing_utils.py` (`dequantize_gemm`) and `awq/modules/linear/gemm.py`
   (`WQLinear_GEMM.from_linear`, its packer), without `awq/__init__.py`, which imports its model
-  zoo through transformers.
+  zoo through transformers; and `awq/models/_config.py` (`AwqConfig`: its quant_config.json keys
+  and `to_transformers_dict`, the quantization_config they stand for), which imports only
+  transformers' hub helpers.
 
 Error policy: a download that fails raises (pip's message); nothing is skipped.
 """
@@ -106,3 +108,11 @@ def autoawq_gemm():
     _package("awq.modules", root / "modules")
     _package("awq.modules.linear", root / "modules" / "linear")
     return _load("awq.modules.linear.gemm", root / "modules" / "linear" / "gemm.py")
+
+
+def autoawq_config():
+    """AutoAWQ's awq/models/_config.py (AwqConfig)."""
+    root = _source(AUTOAWQ) / "awq"
+    _package("awq", root)
+    _package("awq.models", root / "models")
+    return _load("awq.models._config", root / "models" / "_config.py")

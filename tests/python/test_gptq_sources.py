@@ -23,8 +23,11 @@ GPTQModel 7.7.0 and AutoAWQ 0.2.9 from their published sources):
 
 Each source must quantize to exactly the bytes its reference decode, saved dense, quantizes to;
 the decoded weights kept dense must equal the reference; inspect and compare see the decoded
-weights. Bad sources (a part missing, misshapen, of the wrong dtype, g_idx out of range, a
-non-finite scale, a variant not decoded) fail naming the file and tensor, and write nothing.
+weights. A source described only by AutoGPTQ's quantize_config.json or AutoAWQ's quant_config.json
+decodes to the bytes of the same tensors with the quantization_config that file stands for in
+config.json (AutoAWQ's own AwqConfig.to_transformers_dict for the AWQ keys), and to the reference. Bad sources (a part missing, misshapen, of the wrong dtype, g_idx out of range, a
+non-finite scale, a variant not decoded) fail naming the file and tensor, and a side file that
+cannot be decoded naming the file and the key; nothing is written.
 """
 import json
 from pathlib import Path
@@ -277,6 +280,124 @@ def test_inspect_and_compare_read_the_decoded_weights(spk, gptq_sources, tmp_pat
     got = json.loads(spk("compare", src, q, "--json").stdout)
     want = json.loads(spk("compare", ref, q, "--json").stdout)
     assert got["layers"] and got["layers"] == want["layers"]
+
+
+# ---- quantization described in a side file only ----------------------------------------------
+
+# quantize_config.json as AutoGPTQ writes it (no quant_method nor checkpoint_format in its early
+# releases, is_marlin_format in some) and with quant_method and checkpoint_format gptq_v2 (as
+# GPTQModel can write it): case -> the file.
+AUTOGPTQ_FILE = {"bits": 4, "group_size": 64, "damp_percent": 0.01, "desc_act": True,
+                 "static_groups": False, "sym": False, "true_sequential": True,
+                 "model_name_or_path": None, "model_file_base_name": "gptq_model-4bit-64g"}
+QUANTIZE_CONFIG_JSON = {
+    "v1-asym-act": AUTOGPTQ_FILE,
+    "v1-8bit-act": {**AUTOGPTQ_FILE, "bits": 8, "is_marlin_format": False},
+    "v2-asym-act": {**AUTOGPTQ_FILE, "quant_method": "gptq", "checkpoint_format": "gptq_v2"},
+}
+AUTOAWQ_FILE = {"zero_point": True, "q_group_size": 64, "w_bit": 4, "version": "GEMM"}
+
+
+def side_source(d: Path, shards: Path, side: str, content: dict | str,
+                shard_name: str | None = None) -> Path:
+    """A copy of `shards` (the safetensors, and the index if any) with a config.json without
+    quantization_config and `side` holding `content`."""
+    d.mkdir()
+    for f in shards.iterdir():
+        if f.suffix == ".safetensors" or f.name.endswith(".index.json"):
+            (d / (shard_name or f.name)).write_bytes(f.read_bytes())
+    (d / "config.json").write_text(json.dumps(config(None)))
+    (d / side).write_text(content if isinstance(content, str) else json.dumps(content))
+    return d
+
+
+def decodes_as_config_json(spk, side: Path, same: Path, tmp_path: Path, file: str, qc: dict):
+    """`side` (quantization in `file` only) quantizes, and keeps its weights dense, to the bytes of
+    `same` (the same tensors with quantization_config `qc` in config.json); the output records the
+    file and `qc`, and holds no side file."""
+    for name, extra in (("q", []), ("dense", ["--ignore", "re:.*_proj$"])):
+        for src in (side, same):
+            spk("quantize", src, tmp_path / f"{name}-{src.name}", "--scheme", "W4A16",
+                "--no-fsync", *extra)
+        got, want = tmp_path / f"{name}-{side.name}", tmp_path / f"{name}-{same.name}"
+        assert_same_bytes(tensors_of(got), tensors_of(want))
+        assert sorted(p.name for p in got.iterdir()) == sorted(p.name for p in want.iterdir())
+        assert not (got / file).exists()
+        out, ref = (json.loads((d / "config.json").read_text()) for d in (got, want))
+        assert out["quantization_config"] == ref["quantization_config"]
+        assert out["sparkulator"]["decoded_source"] == {"quantization_config": qc, "from": file}
+        assert ref["sparkulator"]["decoded_source"] == {"quantization_config": qc}
+    return tensors_of(tmp_path / f"dense-{side.name}")
+
+
+@pytest.mark.parametrize("case", list(QUANTIZE_CONFIG_JSON))
+def test_a_quantize_config_json_alone_decodes_as_its_quantization_config(spk, gptq_sources,
+                                                                         tmp_path, case):
+    """AutoGPTQ's weights file (named by model_file_base_name) and its quantize_config.json,
+    no quantization_config: decoded as with {"quant_method": "gptq", ...the file} in config.json,
+    and to what GPTQModel's dequantizer gives reading the file's own keys."""
+    file = QUANTIZE_CONFIG_JSON[case]
+    whole = gptq_sources[case][0].parent / "whole"
+    side = side_source(tmp_path / "side", whole, "quantize_config.json", file,
+                       shard_name="gptq_model-4bit-64g.safetensors")
+    qc = {"quant_method": "gptq", **{k: v for k, v in file.items() if k != "is_marlin_format"}}
+    same = write(tmp_path / "same", load_file(str(whole / "model.safetensors")), qc)
+    (same / "model.safetensors").rename(same / "gptq_model-4bit-64g.safetensors")
+    got = decodes_as_config_json(spk, side, same, tmp_path, "quantize_config.json", qc)
+    want = gptq_references.gptqmodel_dequant().convert_gptq_file(
+        whole / "model.safetensors", torch.float16, file, "cpu")
+    same_weights(got, want)
+
+
+def same_weights(got: dict, want: dict):
+    for k in SHAPES:
+        name = L0 + k + ".weight"
+        assert got[name].dtype == torch.float16, name
+        assert torch.equal(got[name].view(torch.int16), want[name].view(torch.int16)), name
+
+
+def test_an_autoawq_quant_config_json_alone_decodes_as_its_quantization_config(spk, awq_source,
+                                                                               tmp_path):
+    """AutoAWQ's quant_config.json ({zero_point, q_group_size, w_bit, version "GEMM"}) stands for
+    AutoAWQ's own AwqConfig.to_transformers_dict of it; decoded as AutoAWQ's dequantize_gemm."""
+    src, ref = awq_source
+    side = side_source(tmp_path / "side", src, "quant_config.json", AUTOAWQ_FILE)
+    full = gptq_references.autoawq_config().AwqConfig(**AUTOAWQ_FILE).to_transformers_dict()
+    qc = {k: v for k, v in full.items() if v is not None}  # modules_to_not_convert: None
+    same = broken_copy(src, tmp_path / "same", lambda d: (d / "config.json").write_text(
+        json.dumps(config(qc))))
+    got = decodes_as_config_json(spk, side, same, tmp_path, "quant_config.json", qc)
+    same_weights(got, tensors_of(ref))
+    spk("dequantize", side, tmp_path / "dq", "--no-fsync")
+    same_weights(tensors_of(tmp_path / "dq"), tensors_of(ref))
+    assert not (tmp_path / "dq" / "quant_config.json").exists()
+
+
+@pytest.mark.parametrize("file,content,words", [
+    ("quantize_config.json", {**AUTOGPTQ_FILE, "bits": 3},
+     ["quant_method gptq with bits 3", "2, 4 and 8"]),
+    ("quantize_config.json", {**AUTOGPTQ_FILE, "checkpoint_format": "marlin"},
+     ["checkpoint_format marlin"]),
+    ("quantize_config.json", {**AUTOGPTQ_FILE, "is_marlin_format": True},
+     ["is_marlin_format true"]),
+    ("quantize_config.json", {k: v for k, v in AUTOGPTQ_FILE.items() if k != "bits"},
+     ["no bits"]),
+    ("quant_config.json", {k: v for k, v in AUTOAWQ_FILE.items() if k != "q_group_size"},
+     ["no group_size (AutoAWQ's q_group_size)"]),
+    ("quant_config.json", {**AUTOAWQ_FILE, "version": "GEMV"},
+     ["quant_method awq with version gemv"]),
+    ("quant_config.json", {**AUTOAWQ_FILE, "w_bit": 8}, ["quant_method awq with bits 8"]),
+    ("quantize_config.json", '{"bits": 4, "group_size": 64', ["invalid JSON"]),
+])
+def test_a_side_file_that_cannot_be_decoded_is_refused_naming_file_and_key(
+        spk, gptq_sources, tmp_path, file, content, words):
+    bad = side_source(tmp_path / "bad", gptq_sources["v1-asym-act"][0].parent / "whole", file,
+                      content)
+    r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    for w in [f"{bad}/{file}: "] + words:
+        assert w in r.stderr, (w, r.stderr)
+    assert not (tmp_path / "out").exists()
 
 
 # ---- bad sources ---------------------------------------------------------------------------

@@ -14,8 +14,9 @@ The decode is proven through the bytes: a run that keeps every weight dense (`--
 `sparkulator dequantize` write exactly the reference decode, and quantizing the ModelOpt source
 writes exactly what quantizing the reference decode writes. The older form (the quantization
 described only in hf_quant_config.json, as ModelOpt up to 0.29 wrote it) decodes the same. Bad
-sources (a scale missing, misshapen, of the wrong dtype or non-finite; an algorithm not decoded)
-fail naming the file and tensor, and write nothing.
+sources (a scale missing, misshapen, of the wrong dtype or non-finite; an algorithm not decoded;
+ModelOpt's own export of gpt-oss's fused 3-D experts, not decoded yet) fail naming the file and
+tensor, and write nothing.
 
 ModelOpt runs in a child process (its import registers plugins into transformers and torch, which
 must not leak into the other tests of a worker).
@@ -340,5 +341,46 @@ def test_an_hf_quant_config_json_of_another_producer_is_refused(spk, exports, tm
     r = spk("quantize", bad, tmp_path / "out", "--scheme", "W4A16", expect=None)
     assert r.returncode != 0
     for w in [f"{bad}/hf_quant_config.json", "already quantized", "without a ModelOpt producer"]:
+        assert w in r.stderr, (w, r.stderr)
+    assert not (tmp_path / "out").exists()
+
+
+# ModelOpt 0.47's export of gpt-oss's BMM experts (_export_bmm_experts, GptOssExperts): the fused
+# `experts.gate_up_proj` stays 3-D, packed U8 [E, hidden / 2, 2 * inter] beside its 3-D
+# `gate_up_proj_weight_scale` [E, hidden / 16, 2 * inter] and a scalar `_weight_scale_2`.
+GPT_OSS_PRODUCER = textwrap.dedent("""
+    import sys
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+    import modelopt.torch.quantization as mtq
+    from modelopt.torch.export import export_hf_checkpoint
+
+    config = GptOssConfig(hidden_size=64, intermediate_size=64, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                          num_local_experts=4, num_experts_per_tok=2, vocab_size=128,
+                          layer_types=["full_attention"], architectures=["GptOssForCausalLM"])
+    torch.manual_seed(0)
+    model = GptOssForCausalLM(config).to(torch.bfloat16)
+    calib = torch.randint(0, 128, (2, 16), generator=torch.Generator().manual_seed(5))
+    model = mtq.quantize(model, mtq.NVFP4_DEFAULT_CFG, lambda m: m(calib))
+    export_hf_checkpoint(model, export_dir=sys.argv[1])
+    """)
+
+
+def test_modelopts_fused_3d_experts_are_refused_naming_the_tensor(spk, tmp_path):
+    """Not decoded yet: refused naming the fused tensor and its file, nothing written (before, the
+    packed bytes were split as dense rows and the error blamed a missing scale)."""
+    src = tmp_path / "gpt-oss"
+    proc = subprocess.run([sys.executable, "-c", GPT_OSS_PRODUCER, str(src)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    fused = "model.layers.0.mlp.experts.gate_up_proj"
+    stored = load_file(str(src / "model.safetensors"))
+    assert stored[fused].dtype == torch.uint8 and stored[fused].shape == (4, 32, 128)
+    assert stored[fused + "_weight_scale"].shape == (4, 4, 128)
+    r = spk("quantize", src, tmp_path / "out", "--scheme", "W4A16", expect=None)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    for w in [f"{src}/model.safetensors: tensor 'model.layers.0.mlp.experts.",
+              "a quantized fused 3-D expert tensor", "_weight_scale, as ModelOpt exports"]:
         assert w in r.stderr, (w, r.stderr)
     assert not (tmp_path / "out").exists()
