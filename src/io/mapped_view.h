@@ -1,9 +1,9 @@
 // FileView: a read-only window on a byte range of an open file, so that a reader can consume a
 // file's bytes straight from the page cache instead of copying them into a buffer first. A view
-// holds either a mapping of the range (mmap of the pages that cover it, with MADV_SEQUENTIAL and
-// MADV_WILLNEED hints; RandomAccessFile::View of the POSIX file system) or a buffer the range was
-// read into (the default RandomAccessFile::View: any other file, a fault-injecting one included,
-// and the POSIX file under SPARKULATOR_READ=pread).
+// holds either a mapping of the range (mmap of the pages that cover it, MAP_POPULATE, with
+// MADV_SEQUENTIAL and MADV_WILLNEED hints; RandomAccessFile::View of the POSIX file system) or a
+// buffer the range was read into (the default RandomAccessFile::View: any other file, a
+// fault-injecting one included, and the POSIX file under SPARKULATOR_READ=pread).
 //
 // A mapped file that is truncated under us makes the next touch of a page past its new end raise
 // SIGBUS. Consume() guards the reads: while its callback runs, a SIGBUS on the view's pages is
