@@ -11,7 +11,9 @@
 // that was there before, or kills the process as it would have), the missing page is replaced by
 // a page of zeros so that the callback runs to its end, and Consume returns an IoError naming the
 // path. No longjmp: the callback's destructors all run. A file found shorter than the range when
-// the view is made is the same IoError at once (fstat).
+// the view is made is the same IoError at once (fstat). Under AddressSanitizer this needs its
+// default handle_sigbus=1 (ours is installed after ASan's and chains to it); handle_sigbus=2
+// blocks our handler, and a truncation then ends the process.
 //
 // Ownership: a FileView owns its mapping (munmap when destroyed) or its buffer; it is movable, not
 // copyable. A mapped view borrows the descriptor of the file it maps, for the error message only:
