@@ -11,13 +11,18 @@
 #   qn     quantize --no-fsync           (like cp)
 #   qn1    quantize --no-fsync --threads 1
 #   qn2    quantize --no-fsync --threads 2
-# Prints one line per run and a summary with the ratios, peak RSS (MiB, /usr/bin/time -v), and the
-# thread speedup (measured without fsync, so that it shows the compute, not the disk).
+#   qp     quantize --no-fsync with SPARKULATOR_READ=pread (source copied with pread, not mapped)
+#   floor  cat of every source file to /dev/null: reading the checkpoint once from the page
+#          cache, the least any tool that reads it all must spend
+# Quantize arms run with SPARKULATOR_READ unset (mapped reads) unless named otherwise.
+# Prints one line per run and a summary with the ratios, peak RSS (MiB, /usr/bin/time -v), CPU
+# time (user + system, /usr/bin/time -v) and the thread speedup (measured without fsync, so that
+# it shows the compute, not the disk).
 set -euo pipefail
 spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-5}
 work=${WORK:-$(dirname "$ckpt")/bench-work.$$}
 scheme=${SCHEME:-w4a16} method=${METHOD:-rtn}
-arms=${ARMS:-cp cps q qn qn1 qn2}
+arms=${ARMS:-cp cps q qn qn1 qn2 qp floor}
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 command -v /usr/bin/time >/dev/null || { echo "install GNU time (apt-get install time)" >&2; exit 2; }
@@ -36,50 +41,79 @@ run_copy() {
   rm -rf "$work/cp_out"
   echo "$t1 - $t0" | bc -l
 }
-# run_q THREADS EXTRA_FLAGS...: prints "seconds rss_mib"
-run_q() {
-  local t0 t1 rss threads=$1
-  shift
+# run_floor: prints seconds
+run_floor() {
+  local t0 t1
   sync
   t0=$(now)
-  /usr/bin/time -v -o "$work/time.txt" "$spk" quantize "$ckpt" "$work/q_out" --scheme "$scheme" \
-    --method "$method" --threads "$threads" "$@" >/dev/null
+  cat "$ckpt"/* >/dev/null
+  t1=$(now)
+  echo "$t1 - $t0" | bc -l
+}
+# run_q THREADS READ EXTRA_FLAGS...: READ is mmap (the default) or pread (SPARKULATOR_READ=pread);
+# prints "seconds rss_mib cpu_seconds"
+run_q() {
+  local t0 t1 rss cpu threads=$1 read=$2
+  local envs=(env -u SPARKULATOR_READ)
+  if [[ $read == pread ]]; then envs=(env SPARKULATOR_READ=pread); fi
+  shift 2
+  sync
+  t0=$(now)
+  "${envs[@]}" /usr/bin/time -v -o "$work/time.txt" "$spk" quantize "$ckpt" "$work/q_out" \
+    --scheme "$scheme" --method "$method" --threads "$threads" "$@" >/dev/null
   t1=$(now)
   rss=$(awk -F: '/Maximum resident set size/ {print $2}' "$work/time.txt")
+  cpu=$(awk -F: '/User time|System time/ {s += $2} END {print s}' "$work/time.txt")
   rm -rf "$work/q_out"
-  echo "$(echo "$t1 - $t0" | bc -l) $((rss / 1024))"
+  echo "$(echo "$t1 - $t0" | bc -l) $((rss / 1024)) $cpu"
 }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 : >"$work/rss"
-for arm in $arms; do : >"$work/$arm"; done
+for arm in $arms; do : >"$work/$arm"; : >"$work/$arm.cpu"; done
 for ((i = 1; i <= rounds; ++i)); do
   order=$arms
   if ((i % 2 == 0)); then order=$(echo "$arms" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for arm in $order; do
+    cpu=
     case $arm in
       cp) t=$(run_copy 0) ;;
       cps) t=$(run_copy 1) ;;
-      q) read -r t rss < <(run_q 0) ;;
-      qn) read -r t rss < <(run_q 0 --no-fsync) ;;
-      qn1) read -r t rss < <(run_q 1 --no-fsync) ;;
-      qn2) read -r t rss < <(run_q 2 --no-fsync) ;;
+      floor) t=$(run_floor) ;;
+      q) read -r t rss cpu < <(run_q 0 mmap) ;;
+      qn) read -r t rss cpu < <(run_q 0 mmap --no-fsync) ;;
+      qn1) read -r t rss cpu < <(run_q 1 mmap --no-fsync) ;;
+      qn2) read -r t rss cpu < <(run_q 2 mmap --no-fsync) ;;
+      qp) read -r t rss cpu < <(run_q 0 pread --no-fsync) ;;
       *) echo "unknown arm $arm" >&2; exit 2 ;;
     esac
     echo "$t" >>"$work/$arm"
-    case $arm in q*) echo "$rss" >>"$work/rss"; echo "round $i $arm: $t s, peak RSS $rss MiB" ;;
+    case $arm in q*) echo "$rss" >>"$work/rss"; echo "$cpu" >>"$work/$arm.cpu"
+        echo "round $i $arm: $t s, CPU $cpu s, peak RSS $rss MiB" ;;
       *) echo "round $i $arm: $t s" ;; esac
   done
 done
-declare -A m
-for arm in $arms; do m[$arm]=$(median <"$work/$arm"); done
+declare -A m c
+for arm in $arms; do
+  m[$arm]=$(median <"$work/$arm")
+  if [[ -s $work/$arm.cpu ]]; then c[$arm]=$(median <"$work/$arm.cpu"); fi
+done
 ratio() { [[ -n ${m[$1]:-} && -n ${m[$2]:-} ]] && printf "%.2f" "$(echo "${m[$1]} / ${m[$2]}" | bc -l)"; }
+cpu_ratio() { [[ -n ${c[$1]:-} && -n ${c[$2]:-} ]] && printf "%.2f" "$(echo "${c[$1]} / ${c[$2]}" | bc -l)"; }
 echo "---"
 echo "checkpoint: $ckpt ($(du -sb "$ckpt" | cut -f1) bytes), $(nproc) cores," \
-  "scheme $scheme, method $method, $rounds rounds"
-for arm in $arms; do printf "median %-4s %.3f s\n" "$arm" "${m[$arm]}"; done
+  "scheme $scheme, method $method, $rounds rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for arm in $arms; do
+  printf "median %-5s %.3f s" "$arm" "${m[$arm]}"
+  if [[ -n ${c[$arm]:-} ]]; then printf ", CPU %.3f s" "${c[$arm]}"; fi
+  echo
+done
 r=$(ratio q cps) && echo "ratio quantize / (cp -r + sync), both on disk: $r"
 r=$(ratio qn cp) && echo "ratio quantize --no-fsync / cp -r, both in page cache: $r"
 r=$(ratio q cp) && echo "ratio quantize (fsync) / cp -r (no sync): $r"
+r=$(ratio qn floor) && echo "ratio quantize --no-fsync / floor (reading the source once): $r"
+r=$(ratio qp cp) && echo "ratio quantize --no-fsync (pread) / cp -r: $r"
+r=$(ratio qn qp) && echo "ratio mapped / pread reads (quantize --no-fsync), wall: $r"
+r=$(cpu_ratio qn qp) && echo "ratio mapped / pread reads (quantize --no-fsync), CPU: $r"
 r=$(ratio qn1 qn2) && echo "speedup 2 threads vs 1 (--no-fsync): $r"
 echo "peak RSS (max over all quantize runs): $(sort -g "$work/rss" | tail -1) MiB"

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstring>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -155,16 +157,56 @@ Status DecodeQuantizedSource(SourceCheckpoint* src) {
   return Status::Ok();
 }
 
+namespace {
+
+bool IsDecoded(const SourceCheckpoint& src, size_t i) {
+  return !src.decode.empty() && src.decode[i].decoded();
+}
+
+// Bytes of one row of tensor `t` as read (its dtype, its shape past the first dimension).
+uint64_t RowBytes(const TensorMeta& t) {
+  const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
+  return static_cast<uint64_t>(cols) * (DTypeBits(t.dtype) / 8);
+}
+
+}  // namespace
+
 Status ReadSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t n,
                       std::span<uint8_t> out) {
   const TensorMeta& t = src.tensors[i];
-  if (!src.decode.empty() && src.decode[i].decoded()) {
-    return src.decode[i].decoder->ReadRows(src, t, r0, n, out);
-  }
-  const int64_t cols = t.shape.size() > 1 ? t.shape[1] : 1;
-  const uint64_t row_bytes = static_cast<uint64_t>(cols) * (DTypeBits(t.dtype) / 8);
+  if (IsDecoded(src, i)) return src.decode[i].decoder->ReadRows(src, t, r0, n, out);
   return src.files.shard(src.tensor_shard[i])
-      .ReadTensorBytes(src.entries[i], static_cast<uint64_t>(r0) * row_bytes, out);
+      .ReadTensorBytes(src.entries[i], static_cast<uint64_t>(r0) * RowBytes(t), out);
+}
+
+Status ConsumeSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t n,
+                         const std::function<Status(std::span<const uint8_t>)>& consume) {
+  const TensorMeta& t = src.tensors[i];
+  const size_t bytes = static_cast<size_t>(static_cast<uint64_t>(n) * RowBytes(t));
+  if (IsDecoded(src, i)) {
+    // Not zero-filled: the decoder writes every byte or fails.
+    std::unique_ptr<uint8_t[]> rows(new uint8_t[bytes]);
+    SPK_RETURN_IF_ERROR(ReadSourceRows(src, i, r0, n, {rows.get(), bytes}));
+    return consume({rows.get(), bytes});
+  }
+  const SafetensorsReader& reader = src.files.shard(src.tensor_shard[i]);
+  SPK_ASSIGN_OR_RETURN(
+      FileView view,
+      reader.ViewTensorBytes(src.entries[i], static_cast<uint64_t>(r0) * RowBytes(t), bytes));
+  Status consumed;
+  const Status s = view.Consume([&](std::span<const uint8_t> rows) {
+    if (reinterpret_cast<uintptr_t>(rows.data()) % 8 == 0) return consumed = consume(rows);
+    // A tensor at a file offset its dtype's loads may not assume (a header not padded to a
+    // multiple of 8 bytes): copied, still under the view's guard.
+    std::unique_ptr<uint8_t[]> copy(new uint8_t[rows.size()]);
+    std::memcpy(copy.get(), rows.data(), rows.size());
+    return consumed = consume({copy.get(), rows.size()});
+  });
+  // The view's own error (the file was truncated while read) lacks the tensor's name.
+  if (!s.ok() && s.message() != consumed.message()) {
+    return s.WithContext("tensor '" + t.name + "'");
+  }
+  return s;
 }
 
 TensorProducer SourceTensorProducer(const SourceCheckpoint& src, size_t i) {

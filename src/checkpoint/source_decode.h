@@ -34,14 +34,15 @@
 //
 // Ownership: the decode records point into the shard readers of the SourceCheckpoint they
 // describe, which must outlive them (a move keeps the readers where they are). Thread safety:
-// ReadSourceRows may be called from several threads at once. Errors: InvalidInput naming the
-// folder, file and tensor for a format not listed (with what to do), a weight without its scale,
-// a scale of the wrong dtype or shape, and a non-finite scale (found as its rows are read);
-// read errors as the safetensors reader returns them.
+// ReadSourceRows and ConsumeSourceRows may be called from several threads at once. Errors:
+// InvalidInput naming the folder, file and tensor for a format not listed (with what to do), a
+// weight without its scale, a scale of the wrong dtype or shape, and a non-finite scale (found as
+// its rows are read); read errors as the safetensors reader returns them.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -91,6 +92,14 @@ Status DecodeQuantizedSource(SourceCheckpoint* src);
 // stores it quantized; `out` holds exactly n rows.
 Status ReadSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t n,
                       std::span<uint8_t> out);
+
+// Runs `consume` on the same rows: straight from the shard's mapping (RandomAccessFile::View, no
+// copy) when `src` stores the tensor as it is read, from a buffer they were decoded into
+// otherwise. A shard truncated while `consume` reads it is an IoError naming the file and the
+// tensor (whatever `consume` computed from the rows is then to be dropped). `consume` must not
+// keep the span beyond its return; the rows start at an 8-byte aligned address.
+Status ConsumeSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t n,
+                         const std::function<Status(std::span<const uint8_t>)>& consume);
 
 // The producer that writes tensor `i` of `src` as it is read: a copy of its bytes, or its decoded
 // rows.

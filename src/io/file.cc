@@ -2,10 +2,22 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 namespace spk {
 
 RandomAccessFile::~RandomAccessFile() = default;
+
+Result<FileView> RandomAccessFile::View(uint64_t offset, uint64_t length) const {
+  if (length > std::numeric_limits<size_t>::max()) {
+    return Status::IoError("cannot read " + path() + ": " + std::to_string(length) +
+                           " bytes do not fit in memory");
+  }
+  // Not zero-filled: ReadAt overwrites every byte or fails.
+  std::unique_ptr<uint8_t[]> bytes(new uint8_t[static_cast<size_t>(length)]);
+  SPK_RETURN_IF_ERROR(ReadAt(offset, {bytes.get(), static_cast<size_t>(length)}));
+  return FileView::Owned(std::move(bytes), static_cast<size_t>(length));
+}
 WritableFile::~WritableFile() = default;
 void WritableFile::StartWriteback(uint64_t /*offset*/, uint64_t /*length*/) {}
 FileSystem::~FileSystem() = default;

@@ -14,6 +14,11 @@
 // where noted); a disk that fills up reads "disk full while writing <path>". A short read (the file
 // is shorter than expected, e.g. truncated while we read it) is an IoError too, never a silently
 // zero-filled buffer.
+//
+// Reading without copying: RandomAccessFile::View returns the bytes of a range as an
+// io/mapped_view.h FileView, a mapping of the file for the POSIX file system (unless the
+// environment variable SPARKULATOR_READ is "pread": then, as for every other file, a buffer filled
+// by ReadAt), so that the quantizers read weights straight from the page cache.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +29,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "io/mapped_view.h"
 
 namespace spk {
 
@@ -35,6 +41,10 @@ class RandomAccessFile {
   virtual uint64_t size() const = 0;
   // Reads exactly out.size() bytes starting at `offset`, or fails.
   virtual Status ReadAt(uint64_t offset, std::span<uint8_t> out) const = 0;
+  // The bytes [offset, offset + length), or fails as ReadAt does. The default reads them into a
+  // buffer the view owns (through ReadAt, so that wrappers such as the fault-injecting file system
+  // see every read); the POSIX file maps them. The file must outlive the view.
+  virtual Result<FileView> View(uint64_t offset, uint64_t length) const;
 };
 
 class WritableFile {

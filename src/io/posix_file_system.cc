@@ -1,6 +1,6 @@
 // The POSIX FileSystem behind FileSystem::Default(): the only place that calls open/pread/pwrite,
 // readdir, rename, fsync, lstat, readlink and realpath for files (see io/file.h for the
-// contract).
+// contract), and the one that maps files (io/mapped_view.h).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -64,10 +64,17 @@ Status CopyByReadWrite(int in, int out, const std::string& src, const std::strin
   }
 }
 
+// Whether View maps (the default) or reads into a buffer: SPARKULATOR_READ=pread forces the
+// copying path (docs/performance.md), read when a file is opened so that a test can switch it.
+bool MapForViews() {
+  const char* mode = std::getenv("SPARKULATOR_READ");
+  return mode == nullptr || std::strcmp(mode, "pread") != 0;
+}
+
 class PosixRandomAccessFile final : public RandomAccessFile {
  public:
   PosixRandomAccessFile(std::string path, int fd, uint64_t size)
-      : path_(std::move(path)), fd_(fd), size_(size) {}
+      : path_(std::move(path)), fd_(fd), size_(size), map_(MapForViews()) {}
   ~PosixRandomAccessFile() override { ::close(fd_); }
 
   const std::string& path() const override { return path_; }
@@ -90,10 +97,16 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     return Status::Ok();
   }
 
+  Result<FileView> View(uint64_t offset, uint64_t length) const override {
+    if (!map_) return RandomAccessFile::View(offset, length);
+    return FileView::Map(fd_, path_, offset, length);
+  }
+
  private:
   std::string path_;
   int fd_;
   uint64_t size_;
+  bool map_;
 };
 
 class PosixWritableFile final : public WritableFile {

@@ -35,12 +35,10 @@ Result<float> TensorAbsMax(const SourceCheckpoint& src, size_t i, int threads,
       [&](size_t b) -> Status {
         const int64_t r0 = static_cast<int64_t>(b) * per_block;
         const int64_t n = std::min(per_block, rows - r0);
-        // Not zero-filled: the read overwrites every byte.
-        const size_t size = static_cast<size_t>(n) * row_bytes;
-        std::unique_ptr<uint8_t[]> buf(new uint8_t[size]);
-        SPK_RETURN_IF_ERROR(ReadSourceRows(src, i, r0, n, {buf.get(), size}));
-        block_max[b] = simd::AbsMaxOf(t.dtype, buf.get(), size / elem);
-        return Status::Ok();
+        return ConsumeSourceRows(src, i, r0, n, [&](std::span<const uint8_t> rows) {
+          block_max[b] = simd::AbsMaxOf(t.dtype, rows.data(), rows.size() / elem);
+          return Status::Ok();
+        });
       },
       cancel));
   return *std::max_element(block_max.begin(), block_max.end());

@@ -83,14 +83,10 @@ TensorProducer QuantizeProducer(const SourceCheckpoint& src, size_t tensor,
   p.write_block = [=, &src, &reader, &meta](size_t b, const TensorSink& out) -> Status {
     int64_t r0 = static_cast<int64_t>(b) * rows_per_block;
     int64_t n = std::min(rows_per_block, rows - r0);
-    // Not zero-filled (a memset of every block cost a tenth of the CPU time): the read
-    // overwrites every byte or fails.
     const size_t weight_bytes = static_cast<size_t>(n) * row_bytes;
-    const std::unique_ptr<uint8_t[]> weight(new uint8_t[weight_bytes]);
-    SPK_RETURN_IF_ERROR(ReadSourceRows(src, tensor, r0, n, {weight.get(), weight_bytes}));
     // One buffer per row-wise stored tensor, holding this block's rows of it; not zero-filled
-    // either (a memset of the codes cost a twentieth of FP8's CPU time): the codecs write every
-    // byte of their rows, padding of partial words included.
+    // (a memset of the codes cost a twentieth of FP8's CPU time): the codecs write every byte of
+    // their rows, padding of partial words included.
     std::vector<std::unique_ptr<uint8_t[]>> parts(stored.size());
     std::vector<size_t> part_bytes(stored.size(), 0);
     RowBlockBytes q;
@@ -104,11 +100,16 @@ TensorProducer QuantizeProducer(const SourceCheckpoint& src, size_t tensor,
     if (groups > 0) {
       q[TensorRole::kZeroPoint] = reinterpret_cast<uint8_t*>(zero_points->data() + r0 * groups);
     }
-    Status qs = codec->QuantizeRows(qp, method, meta.dtype, weight.get(), n, cols, global_scale, q);
-    if (!qs.ok()) {
-      return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
-                                           meta.name, r0, r0 + n - 1, qs.message()));
-    }
+    // The kernels read the source rows where they are: the shard's mapping in the page cache
+    // (a buffer under SPARKULATOR_READ=pread, or for a source decoded from a quantized format).
+    SPK_RETURN_IF_ERROR(
+        ConsumeSourceRows(src, tensor, r0, n, [&](std::span<const uint8_t> weight) -> Status {
+          Status qs =
+              codec->QuantizeRows(qp, method, meta.dtype, weight.data(), n, cols, global_scale, q);
+          if (qs.ok()) return qs;
+          return Status(qs.code(), fmt::format("{}: tensor '{}': rows {}..{}: {}", reader.path(),
+                                               meta.name, r0, r0 + n - 1, qs.message()));
+        }));
     for (size_t i = 0; i < stored.size(); ++i) {
       if (part_bytes[i] == 0) continue;
       const uint64_t first_row = static_cast<uint64_t>(r0 / stored[i].weight_rows_per_row);

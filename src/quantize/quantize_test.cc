@@ -2,7 +2,8 @@
 // up, a read error, a source truncated while it is read (real truncation of the file on disk), and
 // a real small tmpfs when the test may mount one. Every failure must be an IoError with a message
 // that names the file, and must leave neither the destination nor the temporary folder behind.
-// The output bytes must not depend on the thread count.
+// The output bytes must not depend on the thread count, nor on how the source is read (mapped, or
+// copied with pread under SPARKULATOR_READ=pread).
 #include "quantize/quantize.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,6 +25,7 @@
 #include "io/fault_injection.h"
 #include "io/file.h"
 #include "io/test_util.h"
+#include "quant/scheme.h"
 
 namespace spk {
 namespace {
@@ -99,6 +102,47 @@ TEST(QuantizeTest, OutputBytesDoNotDependOnThreadCount) {
   }
 }
 
+// SPARKULATOR_READ for one scope ("" unsets it: the default, mapped reads).
+class ScopedReadMode {
+ public:
+  explicit ScopedReadMode(const char* mode) {
+    if (*mode != '\0') {
+      ::setenv("SPARKULATOR_READ", mode, 1);
+    } else {
+      ::unsetenv("SPARKULATOR_READ");
+    }
+  }
+  ~ScopedReadMode() { ::unsetenv("SPARKULATOR_READ"); }
+};
+
+// Mapped reads (the kernels read the page cache) and pread copies write the same bytes, for the
+// integer, FP8, NVFP4 (whose global scale reads the rows too) and MX schemes.
+TEST(QuantizeTest, MappedAndPreadReadsWriteTheSameBytes) {
+  spk::testing::ScopedTempDir dir;
+  const std::string src = MakeSource(dir, /*shards=*/2);
+  for (const char* name : {"w4a16", "w8a16-asym", "w4a16-asym", "fp8-dynamic", "fp8-block",
+                           "nvfp4a16", "mxfp4a16", "w8a8"}) {
+    const QuantScheme* scheme = FindScheme(name);
+    ASSERT_NE(scheme, nullptr) << name;
+    std::map<std::string, std::string> outputs[2];
+    int k = 0;
+    for (const char* mode : {"", "pread"}) {
+      ScopedReadMode read_mode(mode);
+      const std::string dst = dir / (std::string(name) + (*mode ? "_pread" : "_mmap"));
+      QuantizeOptions options = Options(src, dst);
+      options.plan.scheme = scheme;
+      options.plan.group_size = scheme->default_group_size;
+      auto result =
+          QuantizeCheckpoint(RunContext{.fs = FileSystem::Default(), .threads = 2}, options);
+      ASSERT_TRUE(result.ok()) << name << " " << mode << ": " << result.status().message();
+      outputs[k++] = ReadFolder(dst);
+    }
+    ASSERT_TRUE(outputs[0].count("model-00001-of-00002.safetensors")) << name;
+    EXPECT_GT(outputs[0]["model-00001-of-00002.safetensors"].size(), 10000u) << name;
+    EXPECT_TRUE(outputs[0] == outputs[1]) << name << ": mapped and pread reads differ";
+  }
+}
+
 // By default every shard is fsynced and its blocks' writeback started as they are written;
 // --no-fsync (kPageCache) does neither, and the two write the same bytes.
 TEST(QuantizeTest, DurabilityDecidesSyncsButNotBytes) {
@@ -147,10 +191,16 @@ TEST(QuantizeTest, ReadErrorIsAnIoErrorAndLeavesNothing) {
 // another process truncating the source while we read it would.
 class TruncatingFileSystem final : public FileSystemWrapper {
  public:
-  TruncatingFileSystem(std::string victim, int reads_before)
+  // Truncates `victim` to `truncate_to` bytes (-1: half its size) at its read or view number
+  // `reads_before` + 1 (only views count when `views_only`).
+  TruncatingFileSystem(std::string victim, int reads_before, int64_t truncate_to = -1,
+                       bool views_only = false)
       : FileSystemWrapper(FileSystem::Default()),
         victim_(std::move(victim)),
-        reads_left_(reads_before) {}
+        reads_left_(reads_before),
+        views_only_(views_only),
+        truncate_to_(truncate_to >= 0 ? static_cast<uint64_t>(truncate_to)
+                                      : std::filesystem::file_size(victim_) / 2) {}
 
   Result<std::unique_ptr<RandomAccessFile>> OpenForRead(const std::string& path) override {
     SPK_ASSIGN_OR_RETURN(auto file, target()->OpenForRead(path));
@@ -166,28 +216,62 @@ class TruncatingFileSystem final : public FileSystemWrapper {
     const std::string& path() const override { return base_->path(); }
     uint64_t size() const override { return base_->size(); }
     Status ReadAt(uint64_t offset, std::span<uint8_t> out) const override {
-      if (owner_->reads_left_.fetch_sub(1) == 0) {
-        EXPECT_EQ(::truncate(path().c_str(), static_cast<off_t>(size() / 2)), 0);
-      }
+      if (!owner_->views_only_ && owner_->reads_left_.fetch_sub(1) == 0) Truncate();
       return base_->ReadAt(offset, out);
+    }
+    // A mapped view is truncated after it is made, so that the pages vanish under the kernels
+    // that read them (the SIGBUS guard of io/mapped_view.h); under SPARKULATOR_READ=pread the
+    // view was read already and the next read finds the end.
+    Result<FileView> View(uint64_t offset, uint64_t length) const override {
+      Result<FileView> view = base_->View(offset, length);
+      if (owner_->reads_left_.fetch_sub(1) == 0) Truncate();
+      return view;
     }
 
    private:
+    void Truncate() const {
+      EXPECT_EQ(::truncate(path().c_str(), static_cast<off_t>(owner_->truncate_to_)), 0);
+    }
+
     std::unique_ptr<RandomAccessFile> base_;
     TruncatingFileSystem* owner_;
   };
 
   std::string victim_;
   std::atomic<int> reads_left_;
+  bool views_only_;
+  uint64_t truncate_to_;
 };
 
 TEST(QuantizeTest, SourceTruncatedWhileReadIsAnIoErrorAndLeavesNothing) {
-  spk::testing::ScopedTempDir dir;
-  const std::string src = MakeSource(dir);
-  TruncatingFileSystem truncating(src + "/model.safetensors", 3);
-  auto result =
-      QuantizeCheckpoint(RunContext{.fs = &truncating, .threads = 1}, Options(src, dir / "dst"));
-  ExpectFailedCleanly(result, dir.path(), "unexpected end of file in " + src);
+  for (const char* mode : {"", "pread"}) {
+    ScopedReadMode read_mode(mode);
+    spk::testing::ScopedTempDir dir;
+    const std::string src = MakeSource(dir);
+    TruncatingFileSystem truncating(src + "/model.safetensors", 3);
+    auto result =
+        QuantizeCheckpoint(RunContext{.fs = &truncating, .threads = 1}, Options(src, dir / "dst"));
+    ExpectFailedCleanly(result, dir.path(), "unexpected end of file in " + src);
+  }
+}
+
+// Truncated to nothing under the mapping a worker is quantizing from: the fault is caught, the
+// run fails with the shard and the tensor named, and leaves nothing (both read modes).
+TEST(QuantizeTest, SourceTruncatedUnderAMappedBlockIsAnIoErrorAndLeavesNothing) {
+  for (const char* mode : {"", "pread"}) {
+    for (int threads : {1, 2}) {
+      ScopedReadMode read_mode(mode);
+      spk::testing::ScopedTempDir dir;
+      const std::string src = MakeSource(dir);
+      TruncatingFileSystem truncating(src + "/model.safetensors", 0, /*truncate_to=*/0,
+                                      /*views_only=*/true);
+      auto result = QuantizeCheckpoint(RunContext{.fs = &truncating, .threads = threads},
+                                       Options(src, dir / "dst"));
+      ExpectFailedCleanly(result, dir.path(), "unexpected end of file in " + src);
+      EXPECT_NE(result.status().message().find("tensor '"), std::string::npos)
+          << result.status().message();
+    }
+  }
 }
 
 // A real file system that fills up: a 256 KiB tmpfs. Needs the right to mount (root in a

@@ -42,16 +42,35 @@ Status SafetensorsReader::ReadTensor(const TensorEntry& t, std::span<uint8_t> ou
   return ReadTensorBytes(t, 0, out);
 }
 
-Status SafetensorsReader::ReadTensorBytes(const TensorEntry& t, uint64_t byte_offset,
-                                          std::span<uint8_t> out) const {
+namespace {
+
+// Internal error unless [byte_offset, byte_offset + length) lies inside tensor `t`.
+Status CheckSlice(const std::string& path, const TensorEntry& t, uint64_t byte_offset,
+                  uint64_t length) {
   uint64_t slice_end;
-  if (!CheckedAdd(byte_offset, out.size(), &slice_end) || slice_end > t.nbytes()) {
-    return Status::Internal(path() + ": tensor '" + t.name + "': slice at byte " +
-                            std::to_string(byte_offset) + " of " + std::to_string(out.size()) +
+  if (!CheckedAdd(byte_offset, length, &slice_end) || slice_end > t.nbytes()) {
+    return Status::Internal(path + ": tensor '" + t.name + "': slice at byte " +
+                            std::to_string(byte_offset) + " of " + std::to_string(length) +
                             " bytes lies outside its " + std::to_string(t.nbytes()) + " bytes");
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status SafetensorsReader::ReadTensorBytes(const TensorEntry& t, uint64_t byte_offset,
+                                          std::span<uint8_t> out) const {
+  SPK_RETURN_IF_ERROR(CheckSlice(path(), t, byte_offset, out.size()));
   return file_->ReadAt(header_.data_start + t.begin + byte_offset, out)
       .WithContext("tensor '" + t.name + "'");
+}
+
+Result<FileView> SafetensorsReader::ViewTensorBytes(const TensorEntry& t, uint64_t byte_offset,
+                                                    uint64_t length) const {
+  SPK_RETURN_IF_ERROR(CheckSlice(path(), t, byte_offset, length));
+  Result<FileView> view = file_->View(header_.data_start + t.begin + byte_offset, length);
+  if (!view.ok()) return view.status().WithContext("tensor '" + t.name + "'");
+  return view;
 }
 
 }  // namespace spk

@@ -1,5 +1,6 @@
 // SafetensorsReader: opens one .safetensors file, validates its header against the file (every rule
-// of ParseSafetensorsHeader plus the 8-byte length prefix), and reads tensor bytes with pread.
+// of ParseSafetensorsHeader plus the 8-byte length prefix), and reads tensor bytes with pread
+// or hands them out as views of the file (mapped, io/mapped_view.h).
 //
 // Ownership: the reader owns its file handle; TensorEntry references from header() stay valid for
 // the reader's lifetime (also across moves). The FileSystem passed to Open must outlive the reader.
@@ -31,6 +32,11 @@ class SafetensorsReader {
   // Reads out.size() bytes starting `byte_offset` bytes into the tensor (a block of rows, for
   // streaming). Fails if the slice does not lie inside the tensor.
   Status ReadTensorBytes(const TensorEntry& t, uint64_t byte_offset, std::span<uint8_t> out) const;
+  // The same bytes as a view (io/mapped_view.h): mapped rather than copied where the file system
+  // maps; consume them with FileView::Consume, which turns a truncation of the file while they
+  // are read into an IoError naming the file (and the tensor, added here for errors of View).
+  Result<FileView> ViewTensorBytes(const TensorEntry& t, uint64_t byte_offset,
+                                   uint64_t length) const;
 
  private:
   SafetensorsReader(std::unique_ptr<RandomAccessFile> file, SafetensorsHeader header)
