@@ -550,26 +550,11 @@ class Builder:
         return None
 
 
-def as_on_a_host_without_amx() -> None:
-    """vLLM's CPU W4A16 MoE experts (CPUExpertsInt4) exist only where the CPU has AMX tiles
-    (fused_moe/experts/cpu_moe.py _supports_current_device; ZentorchExpertsInt4 only on AMD Zen
-    with zentorch), so a MoE model's build depended on the host that ran the generator: on a
-    Sapphire Rapids host Qwen3NextMTP built, elsewhere it failed with "No WNA16 MoE backend supports
-    the deployment configuration." The map is made as on a host without them, on every host."""
-    try:
-        from vllm.model_executor.layers.fused_moe.experts import cpu_moe
-    except ImportError:
-        return
-    for name in ("CPUExpertsInt4", "ZentorchExpertsInt4"):
-        experts = getattr(cpu_moe, name, None)
-        if experts is not None and hasattr(experts, "_supports_current_device"):
-            experts._supports_current_device = staticmethod(lambda: False)
-
-
 def generate(cc: int | None, only: set[str] | None) -> dict:
     import logging
     logging.disable(logging.WARNING)
     if cc is None:
+        from tools.vllm_module_map.host import as_on_a_host_without_amx
         as_on_a_host_without_amx()
     b = Builder(cc)
     return b.run(only)

@@ -23,7 +23,8 @@ The code: this file is the command line; configs.py the hand-written inputs (qua
 tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_ins.py the stand-ins
 for absent modules, build.py the model builds and what is recorded, scan.py the model files'
 source and source-derived checkpoint names, load_probe.py the names load_weights accepts,
-kernel_probe.py the "kernels" section, docs.py the page.
+kernel_probe.py the "kernels" section, host.py the CPU held fixed (as without AMX) on every host,
+docs.py the page.
 
 Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
 (exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier

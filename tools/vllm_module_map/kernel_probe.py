@@ -64,11 +64,8 @@ def run_case(cc: int | None) -> dict:
         from tools.vllm_module_map.fake_cuda import fake_cuda
         fake_cuda(cc)
     else:
-        # As build.as_on_a_host_without_amx: the map is made as on a host without AMD Zen's
-        # zentorch kernel, whose refusal text would otherwise depend on the host's CPU.
-        from vllm.platforms import current_platform
-        if hasattr(current_platform, "is_zen_cpu"):
-            type(current_platform).is_zen_cpu = lambda *a: False
+        from tools.vllm_module_map.host import as_on_a_host_without_amx
+        as_on_a_host_without_amx()
     import torch
     from vllm.config import VllmConfig, set_current_vllm_config
     from vllm.distributed import init_distributed_environment, initialize_model_parallel
