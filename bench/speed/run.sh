@@ -14,6 +14,9 @@
 #   qp     quantize --no-fsync with SPARKULATOR_READ=pread (source copied with pread, not mapped)
 #   floor  cat of every source file to /dev/null: reading the checkpoint once from the page
 #          cache, the least any tool that reads it all must spend
+#   floorw the I/O floor of a quantizer: floor, then writing as many bytes as quantize's output
+#          holds (each output file's size, from /dev/zero, with dd in 4 MiB blocks) into the page
+#          cache; the output's sizes come from one quantize run before the rounds
 # Quantize arms run with SPARKULATOR_READ unset (mapped reads) unless named otherwise.
 # Prints one line per run and a summary with the ratios, peak RSS (MiB, /usr/bin/time -v), CPU
 # time (user + system, /usr/bin/time -v) and the thread speedup (measured without fsync, so that
@@ -22,7 +25,7 @@ set -euo pipefail
 spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-5}
 work=${WORK:-$(dirname "$ckpt")/bench-work.$$}
 scheme=${SCHEME:-w4a16} method=${METHOD:-rtn}
-arms=${ARMS:-cp cps q qn qn1 qn2 qp floor}
+arms=${ARMS:-cp cps q qn qn1 qn2 qp floor floorw}
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 command -v /usr/bin/time >/dev/null || { echo "install GNU time (apt-get install time)" >&2; exit 2; }
@@ -50,6 +53,20 @@ run_floor() {
   t1=$(now)
   echo "$t1 - $t0" | bc -l
 }
+# run_floorw: prints seconds (the sizes in $work/out_sizes: "NAME BYTES" per output file)
+run_floorw() {
+  local t0 t1 name bytes
+  sync
+  mkdir -p "$work/fw_out"
+  t0=$(now)
+  cat "$ckpt"/* >/dev/null
+  while read -r name bytes; do
+    dd if=/dev/zero of="$work/fw_out/$name" bs=4M count="$bytes" iflag=count_bytes status=none
+  done <"$work/out_sizes"
+  t1=$(now)
+  rm -rf "$work/fw_out"
+  echo "$t1 - $t0" | bc -l
+}
 # run_q THREADS READ EXTRA_FLAGS...: READ is mmap (the default) or pread (SPARKULATOR_READ=pread);
 # prints "seconds rss_mib cpu_seconds"
 run_q() {
@@ -70,6 +87,12 @@ run_q() {
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 : >"$work/rss"
+if [[ " $arms " == *" floorw "* ]]; then # the output's file sizes, for floorw
+  "$spk" quantize "$ckpt" "$work/sizes_out" --scheme "$scheme" --method "$method" --no-fsync \
+    >/dev/null
+  (cd "$work/sizes_out" && find . -maxdepth 1 -type f -printf '%f %s\n') >"$work/out_sizes"
+  rm -rf "$work/sizes_out"
+fi
 for arm in $arms; do : >"$work/$arm"; : >"$work/$arm.cpu"; done
 for ((i = 1; i <= rounds; ++i)); do
   order=$arms
@@ -80,6 +103,7 @@ for ((i = 1; i <= rounds; ++i)); do
       cp) t=$(run_copy 0) ;;
       cps) t=$(run_copy 1) ;;
       floor) t=$(run_floor) ;;
+      floorw) t=$(run_floorw) ;;
       q) read -r t rss cpu < <(run_q 0 mmap) ;;
       qn) read -r t rss cpu < <(run_q 0 mmap --no-fsync) ;;
       qn1) read -r t rss cpu < <(run_q 1 mmap --no-fsync) ;;
@@ -112,6 +136,7 @@ r=$(ratio q cps) && echo "ratio quantize / (cp -r + sync), both on disk: $r"
 r=$(ratio qn cp) && echo "ratio quantize --no-fsync / cp -r, both in page cache: $r"
 r=$(ratio q cp) && echo "ratio quantize (fsync) / cp -r (no sync): $r"
 r=$(ratio qn floor) && echo "ratio quantize --no-fsync / floor (reading the source once): $r"
+r=$(ratio qn floorw) && echo "ratio quantize --no-fsync / I/O floor (reading the source, writing the output): $r"
 r=$(ratio qp cp) && echo "ratio quantize --no-fsync (pread) / cp -r: $r"
 r=$(ratio qn qp) && echo "ratio mapped / pread reads (quantize --no-fsync), wall: $r"
 r=$(cpu_ratio qn qp) && echo "ratio mapped / pread reads (quantize --no-fsync), CPU: $r"

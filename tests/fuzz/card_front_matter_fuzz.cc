@@ -11,7 +11,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string existing(reinterpret_cast<const char*>(data), size);
   (void)spk::card::FrontMatterScalar(existing, "license");
-  spk::card::OwnedKeys keys{"org/model", "apache-2.0", "w4a16", "dflash"};
+  spk::card::OwnedKeys keys{"org/model", "apache-2.0", "w4a16", "dflash", "int4"};
   const std::string generated = "GENERATED-BODY\n";
   std::string card = spk::card::MergeCard(existing, keys, generated);
   if (card.find(generated) == std::string::npos) std::abort();
