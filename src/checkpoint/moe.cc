@@ -13,14 +13,18 @@ namespace {
 
 // model_free_ptq's params_to_split (llmcompressor 0.14.0.1, entrypoints/model_free/converter.py:
 // 212-219): a 3-D tensor whose name contains the key becomes the parts, in order, per expert.
+// `hidden_axis` is where the model's hidden size sits in the [E, rows, cols] layout the split
+// assumes (each expert a Linear weight [out, in]): gate/up read the hidden state (cols), down
+// writes it (rows).
 struct FusedExpertKey {
   std::string_view key;
   std::vector<std::string_view> parts;
+  size_t hidden_axis;
 };
 const std::array<FusedExpertKey, 2>& FusedExpertKeys() {
   static const std::array<FusedExpertKey, 2> kKeys = {{
-      {"gate_up_proj", {"gate_proj", "up_proj"}},
-      {"down_proj", {"down_proj"}},
+      {"gate_up_proj", {"gate_proj", "up_proj"}, 2},
+      {"down_proj", {"down_proj"}, 1},
   }};
   return kKeys;
 }
@@ -67,7 +71,8 @@ bool HasArchitecture(const ModelConfig& config, std::string_view needle) {
 }  // namespace
 
 Result<std::vector<ExpertSlice>> SplitFusedExperts(std::string_view file, std::string_view name,
-                                                   DType dtype, const std::vector<int64_t>& shape) {
+                                                   DType dtype, const std::vector<int64_t>& shape,
+                                                   std::optional<int64_t> hidden_size) {
   std::vector<const FusedExpertKey*> keys;
   for (const FusedExpertKey& k : FusedExpertKeys()) {
     if (name.find(k.key) != std::string_view::npos) keys.push_back(&k);
@@ -81,6 +86,17 @@ Result<std::vector<ExpertSlice>> SplitFusedExperts(std::string_view file, std::s
   if (keys.empty() || shape.size() != 3) return std::vector<ExpertSlice>{};
   const FusedExpertKey& key = *keys.front();
   const int64_t parts = static_cast<int64_t>(key.parts.size());
+  const size_t other_axis = 3 - key.hidden_axis;
+  if (hidden_size && shape[key.hidden_axis] != *hidden_size && shape[other_axis] == *hidden_size) {
+    return Status::InvalidInput(fmt::format(
+        "{}: fused expert tensor '{}' [{}, {}, {}] holds the hidden size ({}) on axis {}, where a "
+        "Linear weight [out, in] has it on axis {}: its experts are stored [in, out] "
+        "(transformers' batched-matmul layout of Llama4 and gpt-oss). model_free_ptq would split "
+        "it as [out, in] and write experts no model loads ({}), so sparkulator refuses it; "
+        "quantize a checkpoint whose experts are per-expert gate_proj/up_proj/down_proj weights",
+        file, name, shape[0], shape[1], shape[2], *hidden_size, other_axis, key.hidden_axis,
+        key.parts.size() > 1 ? "gate and up cut out of the hidden axis" : "each one transposed"));
+  }
   if (shape[1] % parts != 0) {
     return Status::InvalidInput(fmt::format(
         "{}: fused expert tensor '{}' [{}, {}, {}]: {} needs a second dimension divisible by {} "

@@ -4,7 +4,9 @@
 // 1. Fused 3-D experts (transformers 5's Qwen3-MoE/Mixtral `mlp.experts.gate_up_proj` [E, 2I, H],
 //    `mlp.experts.down_proj` [E, H, I]) are split into per-expert 2-D weights exactly as
 //    llm-compressor's model_free_ptq splits them (entrypoints/model_free/converter.py,
-//    split_fused_moe_experts): same names, same rows, same bytes.
+//    split_fused_moe_experts): same names, same rows, same bytes. Experts stored hidden-first
+//    (Llama4's and gpt-oss's [E, H, 2I]), which the reference splits across the hidden axis, are
+//    refused instead.
 // 2. Per-expert projections (`...experts.N.{gate,up,down}_proj`, Mixtral's w1/w3/w2) belong to one
 //    vLLM module, the layer's RoutedExperts (`...experts`): vLLM loads all of them with the one
 //    MoE method it picks from expert 0's scheme (compressed_tensors_moe.py get_moe_method), so
@@ -41,9 +43,13 @@ struct ExpertSlice {
 
 // The per-expert weights model_free_ptq writes for `name` (dtype, shape): for a 3-D tensor whose
 // name contains "gate_up_proj" (split into gate_proj then up_proj, half the rows each) or
-// "down_proj" (one down_proj per expert); empty for every other tensor.
+// "down_proj" (one down_proj per expert); empty for every other tensor. With the model's
+// `hidden_size`, a fused tensor stored hidden-first ([E, H, 2I] gate_up_proj, [E, I, H] down_proj:
+// Llama4's and gpt-oss's batched-matmul experts) is refused (InvalidInput) where model_free_ptq
+// would split the hidden axis; a shape that cannot tell (2I = H) is split as the reference does.
 Result<std::vector<ExpertSlice>> SplitFusedExperts(std::string_view file, std::string_view name,
-                                                   DType dtype, const std::vector<int64_t>& shape);
+                                                   DType dtype, const std::vector<int64_t>& shape,
+                                                   std::optional<int64_t> hidden_size);
 
 // The RoutedExperts module ("...mlp.experts") that the per-expert projection `module` (a vLLM
 // module name without ".weight") is loaded into, or nullopt when it is not an expert projection.

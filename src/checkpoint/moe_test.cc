@@ -13,7 +13,7 @@ namespace {
 TEST(MoeTest, SplitsGateUpLikeModelFreePtq) {
   // [E=2, 2I=4, H=8] BF16: expert e, part p holds rows [p*2, p*2+2) of expert e.
   auto s = SplitFusedExperts("m.safetensors", "model.layers.0.mlp.experts.gate_up_proj",
-                             DType::kBF16, {2, 4, 8});
+                             DType::kBF16, {2, 4, 8}, std::nullopt);
   ASSERT_TRUE(s.ok()) << s.status().message();
   ASSERT_EQ(s->size(), 4u);
   EXPECT_EQ((*s)[0].name, "model.layers.0.mlp.experts.0.gate_proj.weight");
@@ -25,25 +25,57 @@ TEST(MoeTest, SplitsGateUpLikeModelFreePtq) {
 }
 
 TEST(MoeTest, SplitKeepsAWeightSuffixAndLeavesOtherTensors) {
-  auto down = SplitFusedExperts("f", "l.experts.down_proj.weight", DType::kF32, {3, 8, 4});
+  auto down =
+      SplitFusedExperts("f", "l.experts.down_proj.weight", DType::kF32, {3, 8, 4}, std::nullopt);
   ASSERT_TRUE(down.ok());
   ASSERT_EQ(down->size(), 3u);
   EXPECT_EQ((*down)[2].name, "l.experts.2.down_proj.weight");
   EXPECT_EQ((*down)[2].byte_offset, 2u * 8 * 4 * 4);
   // 2-D (gpt-oss's bias [E, 2I]) and unrelated 3-D tensors stay as they are, as in the reference.
-  EXPECT_TRUE(SplitFusedExperts("f", "l.experts.gate_up_proj_bias", DType::kBF16, {2, 8})->empty());
-  EXPECT_TRUE(SplitFusedExperts("f", "l.conv.weight", DType::kBF16, {2, 8, 3})->empty());
+  EXPECT_TRUE(
+      SplitFusedExperts("f", "l.experts.gate_up_proj_bias", DType::kBF16, {2, 8}, std::nullopt)
+          ->empty());
+  EXPECT_TRUE(
+      SplitFusedExperts("f", "l.conv.weight", DType::kBF16, {2, 8, 3}, std::nullopt)->empty());
+}
+
+TEST(MoeTest, SplitRefusesExpertsStoredHiddenFirst) {
+  // Llama4's and gpt-oss's batched-matmul experts, H = 8, I = 4: gate_up_proj [E, H, 2I] and
+  // down_proj [E, I, H]; the reference would split their hidden axis.
+  auto gate_up = SplitFusedExperts("a.safetensors", "model.layers.0.mlp.experts.gate_up_proj",
+                                   DType::kBF16, {2, 8, 8 + 8}, 8);
+  ASSERT_FALSE(gate_up.ok());
+  EXPECT_EQ(gate_up.status().code(), StatusCode::kInvalidInput);
+  for (const char* part : {"a.safetensors: fused expert tensor 'model.layers.0.mlp.experts."
+                           "gate_up_proj' [2, 8, 16]",
+                           "hidden size (8) on axis 1, where", "[in, out]"}) {
+    EXPECT_NE(gate_up.status().message().find(part), std::string::npos)
+        << part << " in " << gate_up.status().message();
+  }
+  auto down = SplitFusedExperts("a", "l.experts.down_proj", DType::kBF16, {2, 4, 8}, 8);
+  ASSERT_FALSE(down.ok());
+  EXPECT_NE(
+      down.status().message().find("on axis 2, where a Linear weight [out, in] has it on axis 1"),
+      std::string::npos);
+  // The layout the split assumes passes, and so does one that cannot tell (2I = H).
+  EXPECT_EQ(SplitFusedExperts("a", "l.experts.gate_up_proj", DType::kBF16, {2, 16, 8}, 8)->size(),
+            4u);
+  EXPECT_EQ(SplitFusedExperts("a", "l.experts.down_proj", DType::kBF16, {2, 8, 4}, 8)->size(), 2u);
+  EXPECT_EQ(SplitFusedExperts("a", "l.experts.gate_up_proj", DType::kBF16, {2, 8, 8}, 8)->size(),
+            4u);
 }
 
 TEST(MoeTest, SplitRefusesWhatTheReferenceRefuses) {
-  auto odd = SplitFusedExperts("a.safetensors", "x.gate_up_proj", DType::kBF16, {2, 5, 8});
+  auto odd =
+      SplitFusedExperts("a.safetensors", "x.gate_up_proj", DType::kBF16, {2, 5, 8}, std::nullopt);
   ASSERT_FALSE(odd.ok());
   EXPECT_NE(odd.status().message().find("a.safetensors"), std::string::npos);
   EXPECT_NE(odd.status().message().find("divisible by 2"), std::string::npos);
-  auto f4 = SplitFusedExperts("a", "x.down_proj", DType::kF4, {2, 4, 8});
+  auto f4 = SplitFusedExperts("a", "x.down_proj", DType::kF4, {2, 4, 8}, std::nullopt);
   ASSERT_FALSE(f4.ok());
   EXPECT_NE(f4.status().message().find("sub-byte"), std::string::npos);
-  auto both = SplitFusedExperts("a", "gate_up_proj.down_proj", DType::kBF16, {2, 4, 8});
+  auto both =
+      SplitFusedExperts("a", "gate_up_proj.down_proj", DType::kBF16, {2, 4, 8}, std::nullopt);
   ASSERT_FALSE(both.ok());
   EXPECT_NE(both.status().message().find("both"), std::string::npos);
 }

@@ -52,6 +52,17 @@ Result<std::string> ResolveInHubCache(FileSystem* fs, const std::string& repo_id
   return repo_dir + "/snapshots/" + snapshots->front();
 }
 
+// The language model's hidden size: config.json's hidden_size, or its text_config's where the
+// model is multimodal (Llama4); nullopt when neither gives one.
+std::optional<int64_t> TextHiddenSize(const ModelConfig& config) {
+  if (config.hidden_size) return config.hidden_size;
+  auto text = config.json.find("text_config");
+  if (text == config.json.end() || !text->is_object()) return std::nullopt;
+  auto hidden = text->find("hidden_size");
+  if (hidden == text->end() || !hidden->is_number_integer()) return std::nullopt;
+  return hidden->get<int64_t>();
+}
+
 }  // namespace
 
 Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec) {
@@ -115,8 +126,8 @@ Status ExpandFusedExperts(SourceCheckpoint* src) {
   for (size_t i = 0; i < src->tensors.size(); ++i) {
     const TensorMeta& t = src->tensors[i];
     const std::string& file = src->files.shard_files()[src->tensor_shard[i]];
-    SPK_ASSIGN_OR_RETURN(auto slices,
-                         SplitFusedExperts(src->dir + "/" + file, t.name, t.dtype, t.shape));
+    SPK_ASSIGN_OR_RETURN(auto slices, SplitFusedExperts(src->dir + "/" + file, t.name, t.dtype,
+                                                        t.shape, TextHiddenSize(src->config)));
     if (slices.empty()) {
       tensors.push_back(t);
       shards.push_back(src->tensor_shard[i]);

@@ -111,6 +111,38 @@ def test_inspect_names_the_split_and_the_router_rule(spk, tmp_path):
     assert "quant_config=quant_config" in reasons["model.layers.0.mlp.gate.weight"]
 
 
+def test_experts_stored_hidden_first_are_refused_where_the_reference_cuts_hidden(spk, tmp_path):
+    """gpt-oss keeps its experts as batched-matmul weights (transformers' GptOssExperts):
+    gate_up_proj [E, H, 2I] and down_proj [E, I, H]. model_free_ptq splits axis 1 as if it were
+    [E, 2I, H], cutting the hidden axis: shown on the reference, whose gate_proj comes out
+    [H / 2, 2I]. sparkulator refuses it, naming the file, the tensor and the axis, and writes
+    nothing (docs/moe.md)."""
+    import torch
+    from transformers import GptOssConfig, GptOssForCausalLM
+    config = GptOssConfig(hidden_size=64, intermediate_size=48, num_hidden_layers=1,
+                          num_attention_heads=2, num_key_value_heads=1, head_dim=32,
+                          num_local_experts=4, num_experts_per_tok=2, vocab_size=128,
+                          layer_types=["full_attention"], architectures=["GptOssForCausalLM"])
+    torch.manual_seed(0)
+    src = tmp_path / "gpt-oss"
+    GptOssForCausalLM(config).to(torch.bfloat16).save_pretrained(src)
+    fused = "model.layers.0.mlp.experts.gate_up_proj"
+    assert load_dir(src)[fused].shape == (4, 64, 96)  # [E, H, 2I]
+    ref = tmp_path / "ref"
+    run_model_free_ptq([(src, ref, "FP8_DYNAMIC")], ignore=["lm_head"])
+    gate = load_dir(ref)["model.layers.0.mlp.experts.0.gate_proj.weight"]
+    assert gate.shape == (32, 96)  # half of hidden by both halves of gate/up: no expert's weight
+    out = tmp_path / "out"
+    r = spk("quantize", src, out, "--scheme", "FP8_DYNAMIC", expect=None)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    # The first fused tensor in the file is refused (safetensors orders names: down_proj first).
+    for w in [f"{src}/model.safetensors: fused expert tensor 'model.layers.0.mlp.experts.down_proj'"
+              " [4, 48, 64]", "hidden size (64) on axis 2, where a Linear weight [out, in] has it "
+              "on axis 1", "[in, out]", "each one transposed"]:
+        assert w in r.stderr, (w, r.stderr)
+    assert not out.exists() and not list(tmp_path.glob(".out*"))
+
+
 ROUTER_CASES = {"MixtralForCausalLM": True, "Qwen3MoeForCausalLM": False}
 
 
