@@ -14,7 +14,13 @@ here=$(dirname "$(realpath "$0")")
 work=${WORK:-$(dirname "$ckpt")/vs-llmc.$$}
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
-python3 -c "import llmcompressor" 2>/dev/null || { echo "pip install llmcompressor==0.14.0.1" >&2; exit 2; }
+# The project's interpreter (.venv, or $SPK_PYTHON: scripts/python-env.sh), which the install gives
+# llm-compressor; python3 from PATH where there is none.
+. "$here/../../scripts/python-env.sh"
+py=$SPK_PY
+[[ -x $py ]] || py=python3
+"$py" -c "import llmcompressor" 2>/dev/null ||
+  { echo "$py cannot import llmcompressor: pip install llmcompressor==0.14.0.1" >&2; exit 2; }
 
 now() { date +%s.%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -23,7 +29,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a
 cpu() { local out=$1; shift; /usr/bin/time -f "%U %S" -o "$work/t" "$@"; awk '{print $1 + $2}' "$work/t" >>"$out"; }
 for ((i = 1; i <= rounds; ++i)); do
   rm -rf "$work/l"; sync
-  t0=$(now); call=$(cpu "$work/cpu_l" python3 "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" "$scheme" 2>/dev/null | tail -1); t1=$(now)
+  t0=$(now); call=$(cpu "$work/cpu_l" "$py" "$here/llmcompressor_ptq.py" "$ckpt" "$work/l" "$scheme" 2>/dev/null | tail -1); t1=$(now)
   echo "$t1 - $t0" | bc -l >>"$work/proc"; echo "$call" >>"$work/call"
   for mode in spk spkn; do
     rm -rf "$work/s"; sync
@@ -51,7 +57,7 @@ printf "CPU seconds (user + sys): llm-compressor process %.2f, sparkulator %.2f:
 printf "ratios: %s %.1f %.1f %.1f %.1f %.1f\n" "$scheme" "$(echo "$call / $s" | bc -l)" \
   "$(echo "$proc / $s" | bc -l)" "$(echo "$call / $sn" | bc -l)" "$(echo "$proc / $sn" | bc -l)" \
   "$(echo "$cl / $cs" | bc -l)"
-python3 - "$work/l" "$work/s" <<'PY'
+"$py" - "$work/l" "$work/s" <<'PY'
 import glob, sys
 import torch
 from safetensors import safe_open
