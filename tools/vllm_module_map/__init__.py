@@ -3,5 +3,6 @@
 Modules: configs (what is built: quantization config, tiny configs, method rules), fake_cuda (the
 faked CUDA platform for a wheel-only release), scan (the model files' source and checkpoint
 names), build (building each model in vLLM and recording its modules), host (the CPU held
-fixed), docs (docs/draft-kinds.md from the committed maps). Error policy: none of its own; importing it imports no vLLM.
+fixed), docs (docs/draft-kinds.md from the committed maps). Error policy: none of its own;
+importing it imports no vLLM.
 """

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 def as_on_a_host_without_amx() -> None:
     import torch
+    # Every AMX test of the CPU build asks torch (CPUExpertsInt4 among them).
     torch.cpu._is_amx_tile_supported = lambda: False
-    try:
-        from vllm.model_executor.layers.fused_moe.experts import cpu_moe
-    except ImportError:
-        cpu_moe = None
-    # ZentorchExpertsInt4 asks zentorch, not torch, whether the host can run it.
-    for name in ("CPUExpertsInt4", "ZentorchExpertsInt4"):
-        experts = getattr(cpu_moe, name, None)
-        if experts is not None and hasattr(experts, "_supports_current_device"):
-            experts._supports_current_device = staticmethod(lambda: False)
     from vllm.platforms import current_platform
     if hasattr(current_platform, "is_zen_cpu"):
         type(current_platform).is_zen_cpu = lambda *a: False
+    # ZentorchExpertsInt4 asks whether the zentorch package is installed, not the platform.
+    try:
+        from vllm.model_executor.layers.fused_moe.experts import zentorch_moe
+    except ImportError:
+        return
+    experts = getattr(zentorch_moe, "ZentorchExpertsInt4", None)
+    if experts is not None and hasattr(experts, "_supports_current_device"):
+        experts._supports_current_device = staticmethod(lambda: False)
