@@ -120,6 +120,7 @@ Status ExpandFusedExperts(SourceCheckpoint* src) {
         src->dir, src->files.shard_files()[src->tensor_shard[i]], t.name, DTypeName(t.dtype),
         fmt::join(t.shape, ", "), t.name));
   }
+  const std::optional<int64_t> hidden_size = TextHiddenSize(src->config);
   std::vector<TensorMeta> tensors;
   std::vector<size_t> shards;
   std::vector<TensorEntry> entries;
@@ -127,7 +128,7 @@ Status ExpandFusedExperts(SourceCheckpoint* src) {
     const TensorMeta& t = src->tensors[i];
     const std::string& file = src->files.shard_files()[src->tensor_shard[i]];
     SPK_ASSIGN_OR_RETURN(auto slices, SplitFusedExperts(src->dir + "/" + file, t.name, t.dtype,
-                                                        t.shape, TextHiddenSize(src->config)));
+                                                        t.shape, hidden_size));
     if (slices.empty()) {
       tensors.push_back(t);
       shards.push_back(src->tensor_shard[i]);
