@@ -29,8 +29,8 @@
 #include "tensor/float_convert.h"
 
 // Only rtn_simd-inl.h's inline helpers (ToFloat, LoadAsFloat, RoundTo, RoundNonNaNTo, WithDType,
-// RowGroupScales, QuantizeGroup, PackNibblePairs) are used here; its exported entry points belong
-// to rtn_simd.cc.
+// StoredBits, MaxStoredMagnitude, SymmetricRowFromStored, PackNibblePairs) are used here; its
+// exported entry points belong to rtn_simd.cc.
 #define SPK_RTN_SIMD_HELPERS_ONLY
 #include "quant/simd/rtn_simd-inl.h"
 #undef SPK_RTN_SIMD_HELPERS_ONLY
@@ -41,57 +41,6 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 using VI = hn::Vec<DI>;
-
-// float32 bits of the first value that is not finite: |bits| at or past it is Inf or NaN.
-constexpr int32_t kInfBits = 0x7F800000;
-
-// A stored element of kType as an integer: with the sign cleared its bits order like |x| for
-// finite values, and at or past kInf it is Inf or NaN. 16-bit types as int16 (every magnitude is
-// below 0x8000, so signed compares are safe), F32 as int32.
-template <DType kType>
-struct StoredBits {
-  using T = std::conditional_t<kType == DType::kF32, int32_t, int16_t>;
-  static constexpr T kAbsMask = static_cast<T>(kType == DType::kF32 ? 0x7FFFFFFF : 0x7FFF);
-  static constexpr T kInf = static_cast<T>(kType == DType::kBF16  ? 0x7F80
-                                           : kType == DType::kF16 ? 0x7C00
-                                                                  : kInfBits);
-  // The value of a magnitude (exact).
-  static float ToFloat(T magnitude) {
-    if constexpr (kType == DType::kBF16) {
-      return BF16ToFloat(static_cast<uint16_t>(magnitude));
-    } else if constexpr (kType == DType::kF16) {
-      return F16ToFloat(static_cast<uint16_t>(magnitude));
-    } else {
-      return std::bit_cast<float>(magnitude);
-    }
-  }
-};
-
-// The largest |bits| of n stored kType values, read as they are stored (no float row). With
-// kSkipNaN, NaN patterns (past kInf) are skipped: AbsMaxOf (float_formats.h) on the bits; without,
-// a result at or past kInf says that a value is Inf or NaN.
-template <DType kType, bool kSkipNaN>
-HWY_INLINE typename StoredBits<kType>::T MaxStoredMagnitude(const uint8_t* bytes, size_t n) {
-  using Bits = StoredBits<kType>;
-  using T = typename Bits::T;
-  const hn::ScalableTag<T> d;
-  const size_t lanes = hn::Lanes(d);
-  const T* v = reinterpret_cast<const T*>(bytes);
-  auto acc = hn::Zero(d);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    const auto m = hn::And(hn::LoadU(d, v + i), hn::Set(d, Bits::kAbsMask));
-    acc = hn::Max(acc, kSkipNaN ? hn::IfThenZeroElse(hn::Gt(m, hn::Set(d, Bits::kInf)), m) : m);
-  }
-  T out = hn::GetLane(hn::MaxOfLanes(d, acc));
-  for (; i < n; ++i) {
-    T m;
-    std::memcpy(&m, bytes + i * sizeof(T), sizeof(T));
-    m &= Bits::kAbsMask;
-    if (!kSkipNaN || m <= Bits::kInf) out = std::max(out, m);
-  }
-  return out;
-}
 
 // FloatToE4M3 on lanes that are not NaN, as int32 codes 0..255: round to nearest even on the bits
 // (normals) or on the 2^-9 grid (subnormals), saturation to 0x7E (Inf included), the sign of zero
@@ -345,11 +294,8 @@ HWY_INLINE bool UnpackedRowsTyped(const ByteRowsLayout& l, const QuantParams& p,
   const size_t groups = static_cast<size_t>(ByteGroups(p, cols));
   const size_t n = static_cast<size_t>(cols), elem = DTypeBits(kType) / 8;
   const size_t scale_bytes = l.format == ByteFormat::kMxfp8 ? 1 : elem;
-  std::vector<float> row(n), absmax(groups), mins(groups), maxs(groups), scales(groups);
+  std::vector<float> absmax(groups), mins(groups), maxs(groups), scales(groups);
   std::vector<int32_t> zero_points(groups);
-  const auto load_row = [&](int64_t r) {
-    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
-  };
   const auto group_width = [&](size_t j) { return std::min(width, n - j * width); };
   const auto stored = [&](int64_t r, size_t j) {
     return weight + (static_cast<size_t>(r) * n + j * width) * elem;
@@ -357,15 +303,11 @@ HWY_INLINE bool UnpackedRowsTyped(const ByteRowsLayout& l, const QuantParams& p,
   for (int64_t r0 = 0; r0 < rows; r0 += l.block_rows) {
     const int64_t band = std::min(l.block_rows, rows - r0);
     uint8_t* scale_row = out.scales + static_cast<size_t>(r0 / l.block_rows) * groups * scale_bytes;
-    if (l.format == ByteFormat::kInt) {  // block_rows is 1: rtn_simd's min/max, scales, rounding
-      load_row(r0);
-      if (!RowGroupScales<kType>(p, row.data(), width, groups, mins.data(), maxs.data(),
-                                 scales.data(), zero_points.data())) {
+    if (l.format == ByteFormat::kInt) {  // symmetric, block_rows 1: rtn_simd's row from the bits
+      if (!SymmetricRowFromStored<kType>(p, stored(r0, 0), width, groups, mins.data(), maxs.data(),
+                                         scales.data(), zero_points.data(),
+                                         reinterpret_cast<int8_t*>(out.values + r0 * cols))) {
         return false;
-      }
-      for (size_t j = 0; j < groups; ++j) {
-        QuantizeGroup<kType>(p, row.data() + j * width, width, scales[j], 0,
-                             reinterpret_cast<int8_t*>(out.values + r0 * cols + j * width));
       }
       spk::ConvertFromFloat(kType, scales.data(), scale_row, groups);
       continue;

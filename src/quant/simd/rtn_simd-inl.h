@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -162,6 +163,57 @@ HWY_INLINE void ToFloat(const uint8_t* src, float* out, size_t n) {
   }
 }
 
+// float32 bits of the first value that is not finite: |bits| at or past it is Inf or NaN.
+constexpr int32_t kInfBits = 0x7F800000;
+
+// A stored element of kType as an integer: with the sign cleared its bits order like |x| for
+// finite values, and at or past kInf it is Inf or NaN. 16-bit types as int16 (every magnitude is
+// below 0x8000, so signed compares are safe), F32 as int32.
+template <DType kType>
+struct StoredBits {
+  using T = std::conditional_t<kType == DType::kF32, int32_t, int16_t>;
+  static constexpr T kAbsMask = static_cast<T>(kType == DType::kF32 ? 0x7FFFFFFF : 0x7FFF);
+  static constexpr T kInf = static_cast<T>(kType == DType::kBF16  ? 0x7F80
+                                           : kType == DType::kF16 ? 0x7C00
+                                                                  : kInfBits);
+  // The value of a magnitude (exact).
+  static float ToFloat(T magnitude) {
+    if constexpr (kType == DType::kBF16) {
+      return BF16ToFloat(static_cast<uint16_t>(magnitude));
+    } else if constexpr (kType == DType::kF16) {
+      return F16ToFloat(static_cast<uint16_t>(magnitude));
+    } else {
+      return std::bit_cast<float>(magnitude);
+    }
+  }
+};
+
+// The largest |bits| of n stored kType values, read as they are stored (no float row). With
+// kSkipNaN, NaN patterns (past kInf) are skipped: AbsMaxOf (float_formats.h) on the bits; without,
+// a result at or past kInf says that a value is Inf or NaN.
+template <DType kType, bool kSkipNaN>
+HWY_INLINE typename StoredBits<kType>::T MaxStoredMagnitude(const uint8_t* bytes, size_t n) {
+  using Bits = StoredBits<kType>;
+  using T = typename Bits::T;
+  const hn::ScalableTag<T> d;
+  const size_t lanes = hn::Lanes(d);
+  const T* v = reinterpret_cast<const T*>(bytes);
+  auto acc = hn::Zero(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    const auto m = hn::And(hn::LoadU(d, v + i), hn::Set(d, Bits::kAbsMask));
+    acc = hn::Max(acc, kSkipNaN ? hn::IfThenZeroElse(hn::Gt(m, hn::Set(d, Bits::kInf)), m) : m);
+  }
+  T out = hn::GetLane(hn::MaxOfLanes(d, acc));
+  for (; i < n; ++i) {
+    T m;
+    std::memcpy(&m, bytes + i * sizeof(T), sizeof(T));
+    m &= Bits::kAbsMask;
+    if (!kSkipNaN || m <= Bits::kInf) out = std::max(out, m);
+  }
+  return out;
+}
+
 // GroupMinMax, plus whether every value is finite (largest |bits| below the Inf pattern).
 HWY_INLINE GroupRange MinMaxAndFinite(const float* v, size_t n, bool* finite) {
   const DF df;
@@ -256,10 +308,12 @@ HWY_INLINE hn::Vec<DI> RoundClampedToInt(VF x) {
   return hn::Sub(hn::BitCast(di, hn::Add(x, magic)), hn::BitCast(di, magic));
 }
 
-// QuantizeGroupWithScale: q = RNE(clamp(R(R(w / s) + zp), qmin, qmax)), with IEEE division.
-template <DType kType>
-HWY_INLINE void QuantizeGroup(const QuantParams& p, const float* w, size_t n, float scale,
-                              int32_t zero_point, int8_t* q) {
+// QuantizeGroupWithScale's vector loop: q = RNE(clamp(R(R(w / s) + zp), qmin, qmax)), with IEEE
+// division, for lanes `load(i)` of the group's weights as float. Returns how many weights it
+// quantized (a whole number of vectors); the caller finishes the tail with the reference.
+template <DType kType, class Load>
+HWY_INLINE size_t QuantizeLanes(const QuantParams& p, Load load, size_t n, float scale,
+                                int32_t zero_point, int8_t* q) {
   const DF df;
   const hn::Rebind<int8_t, DF> d8;
   const size_t lanes = hn::Lanes(df);
@@ -269,15 +323,41 @@ HWY_INLINE void QuantizeGroup(const QuantParams& p, const float* w, size_t n, fl
   const VF qmax = hn::Set(df, static_cast<float>(QMax(p.bits)));
   size_t i = 0;
   for (; i + lanes <= n; i += lanes) {
-    VF x = RoundTo<kType>(hn::Div(hn::LoadU(df, w + i), vscale));
+    VF x = RoundTo<kType>(hn::Div(load(i), vscale));
     // Symmetric schemes add zero point 0, which changes at most the sign of a zero.
     if (!p.symmetric) x = RoundTo<kType>(hn::Add(x, vzp));
     const VF clamped = hn::Min(hn::Max(x, qmin), qmax);
     hn::StoreU(hn::DemoteTo(d8, RoundClampedToInt(clamped)), d8, q + i);
   }
+  return i;
+}
+
+// QuantizeGroupWithScale of n float weights.
+template <DType kType>
+HWY_INLINE void QuantizeGroup(const QuantParams& p, const float* w, size_t n, float scale,
+                              int32_t zero_point, int8_t* q) {
+  const auto load = [w](size_t i) { return hn::LoadU(DF(), w + i); };
+  const size_t i = QuantizeLanes<kType>(p, load, n, scale, zero_point, q);
   if (i < n) {
     spk::QuantizeGroupWithScale(p, kType, std::span(w + i, n - i), {scale, zero_point},
                                 std::span(q + i, n - i));
+  }
+}
+
+// QuantizeGroupWithScale of n weights as stored (kType bytes), converted in registers.
+template <DType kType>
+HWY_INLINE void QuantizeStoredGroup(const QuantParams& p, const uint8_t* w, size_t n, float scale,
+                                    int32_t zero_point, int8_t* q) {
+  constexpr size_t kElem = sizeof(typename StoredBits<kType>::T);  // bytes per stored weight
+  const auto load = [=](size_t i) { return LoadAsFloat<kType>(w + i * kElem); };
+  size_t i = QuantizeLanes<kType>(p, load, n, scale, zero_point, q);
+  float tail[hn::MaxLanes(DF())];  // fewer than one vector of weights is left
+  for (; i < n;) {
+    const size_t count = std::min(n - i, std::size(tail));
+    spk::ConvertToFloat(kType, w + i * kElem, tail, count);
+    spk::QuantizeGroupWithScale(p, kType, std::span(tail, count), {scale, zero_point},
+                                std::span(q + i, count));
+    i += count;
   }
 }
 
@@ -369,6 +449,31 @@ HWY_INLINE bool RowGroupScales(const QuantParams& p, const float* row, size_t wi
   return true;
 }
 
+// Symmetric RTN of one row read as it is stored, with no float row: a symmetric scale needs only
+// the largest |w| of its group, which is the largest magnitude of the stored bits (mins are 0),
+// and the codes come from weights converted in registers. One pass over the source for the
+// maxima and one for the codes, where the float row took four. Fills the row's `groups` scales
+// and `width`-wide groups of codes; false when a weight is not finite or a scale overflows.
+template <DType kType>
+HWY_INLINE bool SymmetricRowFromStored(const QuantParams& p, const uint8_t* row, size_t width,
+                                       size_t groups, float* mins, float* maxs, float* scales,
+                                       int32_t* zero_points, int8_t* q) {
+  using Bits = StoredBits<kType>;
+  constexpr size_t kElem = sizeof(typename StoredBits<kType>::T);  // bytes per stored weight
+  for (size_t j = 0; j < groups; ++j) {
+    const auto magnitude = MaxStoredMagnitude<kType, false>(row + j * width * kElem, width);
+    if (magnitude >= Bits::kInf) return false;
+    mins[j] = 0.0f;
+    maxs[j] = Bits::ToFloat(magnitude);
+  }
+  Scales<kType>(p, mins, maxs, groups, scales, zero_points);
+  for (size_t j = 0; j < groups; ++j) {
+    if (!std::isfinite(scales[j])) return false;
+    QuantizeStoredGroup<kType>(p, row + j * width * kElem, width, scales[j], 0, q + j * width);
+  }
+  return true;
+}
+
 // The per-group hook of plain RTN: keeps RTN's codes, scale and zero point.
 struct KeepRtnGroup {
   void operator()(std::span<const float>, std::span<int8_t>, GroupRange, float&, int32_t&) const {}
@@ -387,21 +492,32 @@ HWY_INLINE bool QuantizeRowsTyped(const QuantParams& p, const uint8_t* weight, i
   const int64_t words = PackedWords(cols, p.bits);
   const size_t elem = DTypeBits(kType) / 8;
   const size_t n = static_cast<size_t>(cols);
-  std::vector<float> row(n);
+  std::vector<float> row;  // the float row, for the paths that need one
   std::vector<int8_t> q(n);
   std::vector<float> mins(groups), maxs(groups), scales(groups);
   std::vector<int32_t> zero_points(groups);
+  // Plain symmetric RTN reads the stored row directly; a hook needs the float row it improves.
+  constexpr bool kPlainRtn = std::is_same_v<GroupHook, KeepRtnGroup>;
   for (int64_t r = 0; r < rows; ++r) {
-    ToFloat<kType>(weight + static_cast<size_t>(r) * n * elem, row.data(), n);
-    if (!RowGroupScales<kType>(p, row.data(), width, groups, mins.data(), maxs.data(),
-                               scales.data(), zero_points.data())) {
-      return false;
-    }
-    for (size_t j = 0; j < groups; ++j) {
-      const std::span<const float> w(row.data() + j * width, width);
-      const std::span<int8_t> gq(q.data() + j * width, width);
-      QuantizeGroup<kType>(p, w.data(), width, scales[j], zero_points[j], gq.data());
-      after_group(w, gq, GroupRange{mins[j], maxs[j]}, scales[j], zero_points[j]);
+    const uint8_t* stored = weight + static_cast<size_t>(r) * n * elem;
+    if (kPlainRtn && p.symmetric) {
+      if (!SymmetricRowFromStored<kType>(p, stored, width, groups, mins.data(), maxs.data(),
+                                         scales.data(), zero_points.data(), q.data())) {
+        return false;
+      }
+    } else {
+      if (row.empty()) row.resize(n);
+      ToFloat<kType>(stored, row.data(), n);
+      if (!RowGroupScales<kType>(p, row.data(), width, groups, mins.data(), maxs.data(),
+                                 scales.data(), zero_points.data())) {
+        return false;
+      }
+      for (size_t j = 0; j < groups; ++j) {
+        const std::span<const float> w(row.data() + j * width, width);
+        const std::span<int8_t> gq(q.data() + j * width, width);
+        QuantizeGroup<kType>(p, w.data(), width, scales[j], zero_points[j], gq.data());
+        after_group(w, gq, GroupRange{mins[j], maxs[j]}, scales[j], zero_points[j]);
+      }
     }
     Pack(p.bits, q.data(), n, out.packed + r * words);
     spk::ConvertFromFloat(kType, scales.data(), out.scales + static_cast<size_t>(r) * groups * elem,
