@@ -101,6 +101,28 @@ TEST(FaultInjectionTest, ReadFaultsCoverWholeFilesAndCopySources) {
   EXPECT_EQ(*fs.ReadFile(dir / "index.json"), std::string(100, 'x'));
 }
 
+// A range copied between two of its files goes through their reads and writes, so the faults of
+// both apply (the kernel copy of the POSIX files would bypass them).
+TEST(FaultInjectionTest, RangeCopiesSeeTheFaultsOfBothFiles) {
+  testing::ScopedTempDir dir;
+  ASSERT_TRUE(WriteWholeFile(dir / "in.bin", std::string(100, 'x')).ok());
+  FaultInjectingFileSystem fs(FileSystem::Default());
+  auto r = fs.OpenForRead(dir / "in.bin");
+  auto w = fs.CreateForWrite(dir / "out.bin");
+  ASSERT_TRUE(r.ok() && w.ok());
+  fs.FailReadsFrom(dir / "in.bin", 60);
+  Status s = (*w)->CopyFrom(0, **r, 40, 30);
+  EXPECT_THAT(s.message(), HasSubstr("cannot read " + (dir / "in.bin")));
+  fs.ClearFaults();
+  fs.SetWriteLimit(20);
+  s = (*w)->CopyFrom(0, **r, 40, 30);
+  EXPECT_THAT(s.message(), HasSubstr("disk full while writing " + (dir / "out.bin")));
+  fs.ClearFaults();
+  ASSERT_TRUE((*w)->CopyFrom(0, **r, 40, 30).ok());
+  ASSERT_TRUE((*w)->Close().ok());
+  EXPECT_EQ(*fs.ReadFile(dir / "out.bin"), std::string(30, 'x'));
+}
+
 TEST(FaultInjectionTest, WriteLimitCountsWholeFiles) {
   testing::ScopedTempDir dir;
   FaultInjectingFileSystem fs(FileSystem::Default());

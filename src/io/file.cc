@@ -1,8 +1,10 @@
 #include "io/file.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <memory>
 
 namespace spk {
 
@@ -20,6 +22,20 @@ Result<FileView> RandomAccessFile::View(uint64_t offset, uint64_t length) const 
 }
 WritableFile::~WritableFile() = default;
 void WritableFile::StartWriteback(uint64_t /*offset*/, uint64_t /*length*/) {}
+
+Status WritableFile::CopyFrom(uint64_t offset, const RandomAccessFile& source,
+                              uint64_t source_offset, uint64_t length) {
+  constexpr uint64_t kChunk = uint64_t{1} << 20;
+  // Not zero-filled: ReadAt overwrites every byte it returns or fails.
+  std::unique_ptr<uint8_t[]> chunk(new uint8_t[std::min(length, kChunk)]);
+  for (uint64_t done = 0; done < length;) {
+    const std::span<uint8_t> bytes(chunk.get(), std::min(length - done, kChunk));
+    SPK_RETURN_IF_ERROR(source.ReadAt(source_offset + done, bytes));
+    SPK_RETURN_IF_ERROR(WriteAt(offset + done, bytes));
+    done += bytes.size();
+  }
+  return Status::Ok();
+}
 FileSystem::~FileSystem() = default;
 
 Status IoErrorFromErrno(const std::string& what, const std::string& path, int err) {

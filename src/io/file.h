@@ -60,6 +60,13 @@ class WritableFile {
   // to come and the final Sync has little left to wait for. Errors are not reported here; Sync
   // reports them. The default does nothing.
   virtual void StartWriteback(uint64_t offset, uint64_t length);
+  // Writes `length` bytes of `source`, from `source_offset` on, at `offset`: what ReadAt then
+  // WriteAt would write. The default does exactly that, in bounded chunks (so that wrappers such
+  // as the fault-injecting file system see every read and write); the POSIX file copies in the
+  // kernel (copy_file_range), with no copy through user memory, where both files are its own and
+  // the file systems allow it. Errors: ReadAt's (the short read names the source), WriteAt's.
+  virtual Status CopyFrom(uint64_t offset, const RandomAccessFile& source, uint64_t source_offset,
+                          uint64_t length);
   // Closes the file; later writes fail. Closing twice is OK.
   virtual Status Close() = 0;
 };

@@ -51,6 +51,52 @@ TEST(PosixFileTest, ShortReadIsAnErrorNamingThePath) {
   EXPECT_THAT(s.message(), HasSubstr("ends at byte 4"));
 }
 
+// A range of one file written into another at an offset, in the kernel (the default) and
+// through user memory (SPARKULATOR_READ=pread): the same bytes, nothing else touched.
+TEST(PosixFileTest, CopyFromWritesTheSourceRangeAtTheOffset) {
+  testing::ScopedTempDir dir;
+  std::string source_bytes(3 << 20, '\0');  // more than the 1 MiB chunks of the copy by hand
+  for (size_t i = 0; i < source_bytes.size(); ++i) source_bytes[i] = static_cast<char>(i * 7 + 3);
+  ASSERT_TRUE(WriteWholeFile(dir / "src.bin", source_bytes).ok());
+  for (const char* read_mode : {"", "pread"}) {
+    SCOPED_TRACE(read_mode);
+    testing::ScopedReadMode mode(read_mode);
+    auto r = FileSystem::Default()->OpenForRead(dir / "src.bin");
+    ASSERT_TRUE(r.ok());
+    auto w = FileSystem::Default()->CreateForWrite(dir / "dst.bin");
+    ASSERT_TRUE(w.ok());
+    const std::vector<uint8_t> head = {9, 9, 9, 9, 9};
+    ASSERT_TRUE((*w)->WriteAt(0, head).ok());
+    const uint64_t from = 1000, length = source_bytes.size() - 5000;
+    ASSERT_TRUE((*w)->CopyFrom(5, **r, from, length).ok());
+    ASSERT_TRUE((*w)->Close().ok());
+    auto written = FileSystem::Default()->ReadFile(dir / "dst.bin");
+    ASSERT_TRUE(written.ok());
+    EXPECT_EQ(*written, std::string(5, '\x09') + source_bytes.substr(from, length));
+  }
+}
+
+// A source that ends before the range (truncated after it was opened) is the short-read error
+// naming the source, by either path.
+TEST(PosixFileTest, CopyFromAShortSourceNamesIt) {
+  testing::ScopedTempDir dir;
+  const std::string path = dir / "src.bin";
+  for (const char* read_mode : {"", "pread"}) {
+    SCOPED_TRACE(read_mode);
+    testing::ScopedReadMode mode(read_mode);
+    ASSERT_TRUE(WriteWholeFile(path, std::string(4096, 'x')).ok());
+    auto r = FileSystem::Default()->OpenForRead(path);
+    ASSERT_TRUE(r.ok());
+    ASSERT_EQ(::truncate(path.c_str(), 100), 0);
+    auto w = FileSystem::Default()->CreateForWrite(dir / "dst.bin");
+    ASSERT_TRUE(w.ok());
+    const Status s = (*w)->CopyFrom(0, **r, 0, 4096);
+    EXPECT_EQ(s.code(), StatusCode::kIoError);
+    EXPECT_THAT(s.message(), HasSubstr(path));
+    EXPECT_THAT(s.message(), HasSubstr("ends at byte 100"));
+  }
+}
+
 TEST(PosixFileTest, MissingFileIsNotFound) {
   testing::ScopedTempDir dir;
   auto r = FileSystem::Default()->OpenForRead(dir / "nope");

@@ -1,6 +1,6 @@
 // The POSIX FileSystem behind FileSystem::Default(): the only place that calls open/pread/pwrite,
-// readdir, rename, fsync, lstat, readlink and realpath for files (see io/file.h for the
-// contract), and the one that maps files (io/mapped_view.h).
+// copy_file_range, readdir, rename, fsync, lstat, readlink and realpath for files (see io/file.h
+// for the contract), and the one that maps files (io/mapped_view.h).
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -102,6 +102,10 @@ class PosixRandomAccessFile final : public RandomAccessFile {
     return FileView::Map(fd_, path_, offset, length);
   }
 
+  // The descriptor to copy from in the kernel, or -1 under SPARKULATOR_READ=pread, which selects
+  // copies through user memory for copies as for views.
+  int KernelCopyFd() const { return map_ ? fd_ : -1; }
+
  private:
   std::string path_;
   int fd_;
@@ -129,6 +133,33 @@ class PosixWritableFile final : public WritableFile {
         return IoErrorFromErrno("cannot write", path_, errno);
       }
       done += static_cast<size_t>(n);
+    }
+    return Status::Ok();
+  }
+
+  Status CopyFrom(uint64_t offset, const RandomAccessFile& source, uint64_t source_offset,
+                  uint64_t length) override {
+    const auto* posix = dynamic_cast<const PosixRandomAccessFile*>(&source);
+    const int in = posix == nullptr ? -1 : posix->KernelCopyFd();
+    if (fd_ < 0 || in < 0) return WritableFile::CopyFrom(offset, source, source_offset, length);
+    uint64_t done = 0;
+    while (done < length) {
+      auto from = static_cast<off64_t>(source_offset + done);
+      auto to = static_cast<off64_t>(offset + done);
+      const ssize_t n = ::copy_file_range(in, &from, fd_, &to, length - done, 0);
+      if (n > 0) {
+        done += static_cast<uint64_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      // Nothing copied: the source ended early (the copy by hand then names it), or some kernels'
+      // answer for file systems they cannot copy between; an error of that kind: the rest through
+      // user memory.
+      if (n == 0 || errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
+        return WritableFile::CopyFrom(offset + done, source, source_offset + done, length - done);
+      }
+      // ENOSPC and EDQUOT are this file's; anything else may be either side's, so both are named.
+      return IoErrorFromErrno("cannot copy from " + source.path() + " into", path_, errno);
     }
     return Status::Ok();
   }

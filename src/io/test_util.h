@@ -1,7 +1,9 @@
 // Helpers shared by the io and safetensors tests: a fresh, uniquely named folder under
-// ::testing::TempDir() that is removed when the test ends. Test-only; not part of spk_io.
+// ::testing::TempDir() that is removed when the test ends, and the read mode of the POSIX file
+// system for one scope. Test-only; not part of spk_io.
 #pragma once
 
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,6 +34,22 @@ class ScopedTempDir {
 
  private:
   std::string path_;
+};
+
+// SPARKULATOR_READ for one scope ("" unsets it: the default, mapped reads and kernel copies;
+// "pread": copies through user memory). Files opened in the scope keep the mode.
+class ScopedReadMode {
+ public:
+  explicit ScopedReadMode(const char* mode) {
+    if (*mode != '\0') {
+      ::setenv("SPARKULATOR_READ", mode, 1);
+    } else {
+      ::unsetenv("SPARKULATOR_READ");
+    }
+  }
+  ~ScopedReadMode() { ::unsetenv("SPARKULATOR_READ"); }
+  ScopedReadMode(const ScopedReadMode&) = delete;
+  ScopedReadMode& operator=(const ScopedReadMode&) = delete;
 };
 
 }  // namespace spk::testing

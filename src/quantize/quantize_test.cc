@@ -102,19 +102,6 @@ TEST(QuantizeTest, OutputBytesDoNotDependOnThreadCount) {
   }
 }
 
-// SPARKULATOR_READ for one scope ("" unsets it: the default, mapped reads).
-class ScopedReadMode {
- public:
-  explicit ScopedReadMode(const char* mode) {
-    if (*mode != '\0') {
-      ::setenv("SPARKULATOR_READ", mode, 1);
-    } else {
-      ::unsetenv("SPARKULATOR_READ");
-    }
-  }
-  ~ScopedReadMode() { ::unsetenv("SPARKULATOR_READ"); }
-};
-
 // Mapped reads (the kernels read the page cache) and pread copies write the same bytes, for the
 // integer, FP8, NVFP4 (whose global scale reads the rows too) and MX schemes.
 TEST(QuantizeTest, MappedAndPreadReadsWriteTheSameBytes) {
@@ -127,7 +114,7 @@ TEST(QuantizeTest, MappedAndPreadReadsWriteTheSameBytes) {
     std::map<std::string, std::string> outputs[2];
     int k = 0;
     for (const char* mode : {"", "pread"}) {
-      ScopedReadMode read_mode(mode);
+      testing::ScopedReadMode read_mode(mode);
       const std::string dst = dir / (std::string(name) + (*mode ? "_pread" : "_mmap"));
       QuantizeOptions options = Options(src, dst);
       options.plan.scheme = scheme;
@@ -245,7 +232,7 @@ class TruncatingFileSystem final : public FileSystemWrapper {
 
 TEST(QuantizeTest, SourceTruncatedWhileReadIsAnIoErrorAndLeavesNothing) {
   for (const char* mode : {"", "pread"}) {
-    ScopedReadMode read_mode(mode);
+    testing::ScopedReadMode read_mode(mode);
     spk::testing::ScopedTempDir dir;
     const std::string src = MakeSource(dir);
     TruncatingFileSystem truncating(src + "/model.safetensors", 3);
@@ -260,7 +247,7 @@ TEST(QuantizeTest, SourceTruncatedWhileReadIsAnIoErrorAndLeavesNothing) {
 TEST(QuantizeTest, SourceTruncatedUnderAMappedBlockIsAnIoErrorAndLeavesNothing) {
   for (const char* mode : {"", "pread"}) {
     for (int threads : {1, 2}) {
-      ScopedReadMode read_mode(mode);
+      testing::ScopedReadMode read_mode(mode);
       spk::testing::ScopedTempDir dir;
       const std::string src = MakeSource(dir);
       TruncatingFileSystem truncating(src + "/model.safetensors", 0, /*truncate_to=*/0,

@@ -109,11 +109,21 @@ class TensorSink {
   // given to AddTensors). A range outside that tensor is an Internal error (a producer bug), never
   // a write into a neighbour. Thread-safe for disjoint ranges.
   Status Write(size_t tensor, uint64_t offset, std::span<const uint8_t> bytes) const;
+  // Writes `length` bytes of source tensor `entry` of `reader`, from its byte `source_offset` on,
+  // as Write would write them, but without bringing them into this process where the file system
+  // can copy in the kernel (SafetensorsReader::CopyTensorBytes).
+  Status Copy(size_t tensor, uint64_t offset, const SafetensorsReader& reader,
+              const TensorEntry& entry, uint64_t source_offset, uint64_t length) const;
   // Adds `units` (source bytes consumed) to the progress line.
   void Advance(uint64_t units) const;
 
  private:
   friend class CheckpointWriter;
+  // The file offset of [offset, offset + length) of tensor number `tensor`, or an Internal error
+  // when the range lies outside it (a producer bug).
+  Result<uint64_t> FileOffset(size_t tensor, uint64_t offset, uint64_t length) const;
+  // Starts the writeback of a range just written, when the run asked for it.
+  void Written(uint64_t file_offset, uint64_t length) const;
   struct Target {
     const TensorSpec* spec;
     uint64_t offset;  // in the file
@@ -132,8 +142,8 @@ struct TensorProducer {
   std::function<Status(const TensorSink& out)> finish;  // optional
 };
 
-// A producer that copies `entry` of `reader` unchanged, in kWriterBlockBytes blocks, advancing the
-// progress by the bytes copied. `reader` must outlive Finish.
+// A producer that copies `entry` of `reader` unchanged, in 64 MiB blocks (TensorSink::Copy: in the
+// kernel where it can), advancing the progress by the bytes copied. `reader` must outlive Finish.
 TensorProducer CopyTensorProducer(const SafetensorsReader& reader, const TensorEntry& entry);
 
 class CheckpointWriter {

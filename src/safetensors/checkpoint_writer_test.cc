@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <map>
 #include <string>
@@ -203,6 +205,52 @@ TEST_F(CheckpointWriterTest, DiskFullInTensorDataNamesTheTensor) {
   EXPECT_THAT(s.message(), HasSubstr("tensor 'b.weight': disk full while writing"));
   EXPECT_THAT(s.message(), HasSubstr(kShard1));
   ExpectNothingLeft();
+}
+
+// A source tensor copied as it is (CopyTensorProducer) has the source's bytes, copied in the
+// kernel (mapped reads, the default) or through user memory (SPARKULATOR_READ=pread); a source
+// truncated under the copy fails it naming the source file and the tensor, and leaves nothing.
+TEST_F(CheckpointWriterTest, CopiedTensorsKeepTheirBytesAndAShortSourceNamesItself) {
+  CheckpointWriter source_writer(FileSystem::Default(), Options());
+  Declare(source_writer, dir_ / "tokenizer.json");
+  ASSERT_TRUE(source_writer.Finish().ok()) << source_writer.status().message();
+  const std::string source = dir_ / "out/" + std::string(kShard1);
+  std::vector<uint8_t> expected(64 * 32 * 4);
+  for (size_t k = 0; k < expected.size(); ++k) expected[k] = static_cast<uint8_t>(1 + k);
+  for (const char* read_mode : {"", "pread"}) {
+    SCOPED_TRACE(read_mode);
+    testing::ScopedReadMode mode(read_mode);
+    auto reader = SafetensorsReader::Open(FileSystem::Default(), source);
+    ASSERT_TRUE(reader.ok()) << reader.status().message();
+    const TensorEntry& entry = *reader->header().Find("b.weight");
+    CheckpointWriter w(
+        FileSystem::Default(),
+        CheckpointWriterOptions::For(dir_ / "copy", false, 2, Durability::kSynced, true));
+    w.AddTensors(w.AddShard("model.safetensors"), {{"b.weight", DType::kF32, {64, 32}}},
+                 CopyTensorProducer(*reader, entry));
+    ASSERT_TRUE(w.Finish().ok()) << w.status().message();
+    auto copy = SafetensorsReader::Open(FileSystem::Default(), dir_ / "copy/model.safetensors");
+    ASSERT_TRUE(copy.ok());
+    std::vector<uint8_t> bytes(expected.size());
+    ASSERT_TRUE(copy->ReadTensor(*copy->header().Find("b.weight"), bytes).ok());
+    EXPECT_EQ(bytes, expected);
+    ASSERT_TRUE(FileSystem::Default()->RemoveAll(dir_ / "copy").ok());
+  }
+  auto reader = SafetensorsReader::Open(FileSystem::Default(), source);
+  ASSERT_TRUE(reader.ok());
+  const TensorEntry& entry = *reader->header().Find("b.weight");
+  ASSERT_EQ(::truncate(source.c_str(), 1000), 0);
+  CheckpointWriter w(
+      FileSystem::Default(),
+      CheckpointWriterOptions::For(dir_ / "copy", false, 2, Durability::kSynced, true));
+  w.AddTensors(w.AddShard("model.safetensors"), {{"b.weight", DType::kF32, {64, 32}}},
+               CopyTensorProducer(*reader, entry));
+  const Status s = w.Finish();
+  EXPECT_EQ(s.code(), StatusCode::kIoError);
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'b.weight'"));
+  EXPECT_THAT(s.message(), HasSubstr("unexpected end of file in " + source));
+  EXPECT_EQ(s.message().find("tensor '"), s.message().rfind("tensor '")) << s.message();  // once
+  EXPECT_EQ(Entries(dir_.path()), (std::vector<std::string>{"out", "tokenizer.json"}));
 }
 
 // A copy into a sub-folder creates the folder inside the output.

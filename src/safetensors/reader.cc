@@ -73,4 +73,12 @@ Result<FileView> SafetensorsReader::ViewTensorBytes(const TensorEntry& t, uint64
   return view;
 }
 
+Status SafetensorsReader::CopyTensorBytes(const TensorEntry& t, uint64_t byte_offset,
+                                          uint64_t length, WritableFile& out,
+                                          uint64_t offset) const {
+  SPK_RETURN_IF_ERROR(CheckSlice(path(), t, byte_offset, length));
+  return out.CopyFrom(offset, *file_, header_.data_start + t.begin + byte_offset, length)
+      .WithContext("tensor '" + t.name + "'");
+}
+
 }  // namespace spk

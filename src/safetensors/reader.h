@@ -37,6 +37,10 @@ class SafetensorsReader {
   // are read into an IoError naming the file (and the tensor, added here for errors of View).
   Result<FileView> ViewTensorBytes(const TensorEntry& t, uint64_t byte_offset,
                                    uint64_t length) const;
+  // Writes `length` bytes from `byte_offset` into the tensor at `offset` of `out`
+  // (WritableFile::CopyFrom: in the kernel where it can), failing as ReadTensorBytes does.
+  Status CopyTensorBytes(const TensorEntry& t, uint64_t byte_offset, uint64_t length,
+                         WritableFile& out, uint64_t offset) const;
 
  private:
   SafetensorsReader(std::unique_ptr<RandomAccessFile> file, SafetensorsHeader header)
