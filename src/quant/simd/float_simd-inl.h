@@ -29,8 +29,8 @@
 #include "tensor/float_convert.h"
 
 // Only rtn_simd-inl.h's inline helpers (ToFloat, LoadAsFloat, RoundTo, RoundNonNaNTo, WithDType,
-// StoredBits, MaxStoredMagnitude, SymmetricRowFromStored, PackNibblePairs) are used here; its
-// exported entry points belong to rtn_simd.cc.
+// StoredBits, MaxStoredMagnitude, SymmetricRowFromStored, Quotient, PackNibblePairs) are used here;
+// its exported entry points belong to rtn_simd.cc.
 #define SPK_RTN_SIMD_HELPERS_ONLY
 #include "quant/simd/rtn_simd-inl.h"
 #undef SPK_RTN_SIMD_HELPERS_ONLY
@@ -204,31 +204,6 @@ HWY_INLINE void NvDivisors(float gs, const float* absmax, size_t n, float* divis
   }
   for (; i < n; ++i) divisors[i] = NvGroupDivisor(absmax[i], kType, gs, stored + i);
 }
-
-// How a group kernel computes the float32 quotient w / scale that the reference divides for,
-// cheaper than a division where that is exact:
-//   kDivide      IEEE division.
-//   kPowerOfTwo  the scale is a power of two in [2^-127, 2^127] (the MX scales): its reciprocal is
-//                exact, and w * (1 / scale) rounds once, to the float w / scale rounds to.
-// (A multiply by an inexact reciprocal saved nothing measurable on FP8's BF16 rows: the division
-// is not what bounds that loop.)
-enum class QuotientBy { kDivide, kPowerOfTwo };
-
-// The quotient of lanes of weights by one positive scale, as kBy says.
-template <QuotientBy kBy>
-class Quotient {
- public:
-  // Holds the scale to divide by, or its reciprocal to multiply with.
-  explicit Quotient(float scale)
-      : operand_(hn::Set(DF(), kBy == QuotientBy::kDivide ? scale : 1.0f / scale)) {}
-  VF operator()(VF w) const {
-    if constexpr (kBy == QuotientBy::kDivide) return hn::Div(w, operand_);
-    return hn::Mul(w, operand_);
-  }
-
- private:
-  VF operand_;
-};
 
 // One group of E4M3 values, cast(clamp(R(w / scale), +-448)), of n stored kType weights converted
 // in registers. REQUIRES: finite weights, a positive scale, and kBy's condition on the scale.

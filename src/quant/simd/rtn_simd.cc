@@ -8,6 +8,7 @@
 
 #if HWY_ONCE
 #include <cassert>
+#include <cmath>
 
 #include "quant/simd/rtn_simd.h"
 
@@ -18,6 +19,7 @@ HWY_EXPORT(ConvertToFloatKernel);
 HWY_EXPORT(GroupMinMaxKernel);
 HWY_EXPORT(ComputeGroupScalesKernel);
 HWY_EXPORT(QuantizeGroupKernel);
+HWY_EXPORT(QuotientKernel);
 HWY_EXPORT(PackRowKernel);
 HWY_EXPORT(TargetNameKernel);
 
@@ -63,6 +65,11 @@ void QuantizeGroupWithScale(const QuantParams& p, DType dtype, std::span<const f
   assert(q.size() == w.size());
   HWY_DYNAMIC_DISPATCH(QuantizeGroupKernel)
   (p, dtype, w.data(), w.size(), gq.scale, gq.zero_point, q.data());
+}
+
+void QuotientOfWeights(DType dtype, float scale, std::span<const float> w, std::span<float> out) {
+  assert(out.size() == w.size() && scale > 0.0f && std::isfinite(scale));
+  HWY_DYNAMIC_DISPATCH(QuotientKernel)(dtype, scale, w.data(), w.size(), out.data());
 }
 
 void PackRow(int bits, std::span<const int8_t> q, std::span<int32_t> words) {

@@ -52,6 +52,11 @@ void ComputeGroupScales(const QuantParams& p, DType dtype, const float* mins, co
 void QuantizeGroupWithScale(const QuantParams& p, DType dtype, std::span<const float> w,
                             GroupQuantParams gq, std::span<int8_t> q);
 
+// The float quotients w[i] / scale the row kernels compute for finite weights of `dtype` (the
+// corrected reciprocal where that is exact, else IEEE division), for the test that holds them to
+// the division bit for bit. REQUIRES: scale finite and positive, |w[i] / scale| <= 512.
+void QuotientOfWeights(DType dtype, float scale, std::span<const float> w, std::span<float> out);
+
 // As quant/rtn.h's PackRow: SIMD for bits 4 and 8, a scalar bit-stream packer for the others.
 void PackRow(int bits, std::span<const int8_t> q, std::span<int32_t> words);
 

@@ -9,6 +9,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -228,6 +229,77 @@ TEST_P(RtnSimdTest, QuantizeRowsMatchesReferenceForEveryScheme) {
           EXPECT_EQ(got.scales, want.scales) << what;
           EXPECT_EQ(got.zero_points, want.zero_points) << what;
         }
+      }
+    }
+  }
+}
+
+// The quotient the row kernels divide by: the corrected reciprocal equals IEEE division bit for
+// bit for every finite BF16/F16 weight and every scale of the dtype where it is claimed exact,
+// over the quotients a quantizer forms (|w / s| <= 512); below 2^-60 (subnormal weights) both
+// stay far from any code. Every 127th scale here; SPK_EXHAUSTIVE=1 takes every one.
+TEST_P(RtnSimdTest, QuotientsAreTheDivisionsBitForBit) {
+  const char* exhaustive = std::getenv("SPK_EXHAUSTIVE");
+  const uint32_t stride = exhaustive != nullptr && *exhaustive == '1' ? 1 : 127;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dtype));
+    std::vector<float> weights;
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      const uint16_t stored = static_cast<uint16_t>(h);
+      float w;
+      ConvertToFloat(dtype, reinterpret_cast<const uint8_t*>(&stored), &w, 1);
+      if (std::isfinite(w)) weights.push_back(w);
+    }
+    std::vector<float> got(weights.size());
+    for (uint32_t s_bits = 1; s_bits < 0x8000; s_bits += stride) {
+      const uint16_t stored = static_cast<uint16_t>(s_bits);
+      float scale;
+      ConvertToFloat(dtype, reinterpret_cast<const uint8_t*>(&stored), &scale, 1);
+      if (!std::isfinite(scale)) continue;
+      simd::QuotientOfWeights(dtype, scale, weights, got);
+      for (size_t i = 0; i < weights.size(); ++i) {
+        const float want = weights[i] / scale;
+        if (!(std::fabs(want) <= 512.0f)) continue;
+        if (std::fabs(want) < 0x1p-60f) {
+          ASSERT_LT(std::fabs(got[i]), 0x1p-50f) << weights[i] << " / " << scale;
+        } else {
+          ASSERT_EQ(Bits(got[i]), Bits(want)) << std::hexfloat << weights[i] << " / " << scale;
+        }
+      }
+    }
+  }
+}
+
+// Every finite weight under group maxima spread over the whole range of the dtype: the row
+// kernel's symmetric codes (the quotient by a corrected reciprocal where it is claimed exact, by
+// division elsewhere) against the reference's division. Each group holds its maximum first and
+// then weights no larger in magnitude, so that the maximum fixes the scale. Every 997th maximum
+// here; SPK_EXHAUSTIVE=1 in the environment takes every one (minutes; docs/performance.md).
+TEST_P(RtnSimdTest, SymmetricCodesMatchForEveryWeightUnderGroupMaxima) {
+  const char* exhaustive = std::getenv("SPK_EXHAUSTIVE");
+  const uint32_t stride = exhaustive != nullptr && *exhaustive == '1' ? 1 : 997;
+  constexpr int64_t kWidth = 128;
+  for (DType dtype : {DType::kBF16, DType::kF16}) {
+    const uint16_t inf = dtype == DType::kBF16 ? 0x7F80 : 0x7C00;
+    for (int bits : {4, 8}) {
+      SCOPED_TRACE(std::string(DTypeName(dtype)) + " bits " + std::to_string(bits));
+      const QuantParams p{bits, true, kWidth};
+      for (uint32_t max_bits = 1; max_bits < inf; max_bits += stride) {
+        std::vector<uint16_t> row;  // stored patterns, a group at a time
+        for (uint32_t w = 0; w < 0x10000; ++w) {
+          if ((w & 0x7FFF) > max_bits) continue;
+          if (row.size() % kWidth == 0) row.push_back(static_cast<uint16_t>(max_bits));
+          row.push_back(static_cast<uint16_t>(w));
+        }
+        while (row.size() % kWidth != 0) row.push_back(0);
+        std::vector<uint8_t> bytes(row.size() * 2);
+        std::memcpy(bytes.data(), row.data(), bytes.size());
+        const int64_t rows = static_cast<int64_t>(row.size()) / kWidth;
+        const Output want = RunQuantizer(QuantizeRowsRtn, p, dtype, bytes, rows, kWidth);
+        const Output got = RunQuantizer(QuantizeRowsRtnFast, p, dtype, bytes, rows, kWidth);
+        ASSERT_TRUE(want.status.ok()) << want.status.message();
+        ASSERT_EQ(got.packed, want.packed) << "group maximum bits 0x" << std::hex << max_bits;
+        ASSERT_EQ(got.scales, want.scales) << "group maximum bits 0x" << std::hex << max_bits;
       }
     }
   }
