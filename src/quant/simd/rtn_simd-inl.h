@@ -317,7 +317,9 @@ HWY_INLINE hn::Vec<DI> RoundClampedToInt(VF x) {
 //   kCorrectedReciprocal  Markstein's correction: q0 = w * y with y = 1 / scale rounded, then
 //                         q0 + (w - q0 * scale) * y with two FMAs. REQUIRES
 //                         ReciprocalQuotientIsExact: then it is w / scale bit for bit
-//                         (quotient_test checks it for every weight and scale it admits).
+//                         (RtnSimdTest.QuotientsAreTheDivisionsBitForBit checks it for every
+//                         weight and scale it admits). The RTN rows use it; FP8's rows did not
+//                         get faster with it (their E4M3 rounding bounds them), so they divide.
 enum class QuotientBy { kDivide, kPowerOfTwo, kCorrectedReciprocal };
 
 // Whether kCorrectedReciprocal gives the division's float for every finite kType weight w with
@@ -343,8 +345,10 @@ class Quotient {
     if constexpr (kBy == QuotientBy::kDivide) return hn::Div(w, scale_);
     const VF q0 = hn::Mul(w, reciprocal_);
     if constexpr (kBy == QuotientBy::kPowerOfTwo) return q0;
-    // w - q0 * scale is exact (q0 is within an ulp of w / scale), and the FMA rounds once.
-    return hn::MulAdd(hn::NegMulAdd(q0, scale_, w), reciprocal_, q0);
+    // w - q0 * scale is exact (q0 is within an ulp of w / scale), and the FMA rounds once. The
+    // sign is the weight's, as the division's is: for w = -0.0 the sums give +0.0 (E4M3 keeps
+    // the sign of a zero).
+    return hn::CopySign(hn::MulAdd(hn::NegMulAdd(q0, scale_, w), reciprocal_, q0), w);
   }
 
  private:

@@ -236,8 +236,8 @@ TEST_P(RtnSimdTest, QuantizeRowsMatchesReferenceForEveryScheme) {
 
 // The quotient the row kernels divide by: the corrected reciprocal equals IEEE division bit for
 // bit for every finite BF16/F16 weight and every scale of the dtype where it is claimed exact,
-// over the quotients a quantizer forms (|w / s| <= 512); below 2^-60 (subnormal weights) both
-// stay far from any code. Every 127th scale here; SPK_EXHAUSTIVE=1 takes every one.
+// over the quotients a quantizer forms (|w / s| <= 512), signed zeros included; below 2^-60
+// (subnormal weights) both stay far from any code. Every 127th scale here; SPK_EXHAUSTIVE=1 takes every one.
 TEST_P(RtnSimdTest, QuotientsAreTheDivisionsBitForBit) {
   const char* exhaustive = std::getenv("SPK_EXHAUSTIVE");
   const uint32_t stride = exhaustive != nullptr && *exhaustive == '1' ? 1 : 127;
@@ -260,7 +260,7 @@ TEST_P(RtnSimdTest, QuotientsAreTheDivisionsBitForBit) {
       for (size_t i = 0; i < weights.size(); ++i) {
         const float want = weights[i] / scale;
         if (!(std::fabs(want) <= 512.0f)) continue;
-        if (std::fabs(want) < 0x1p-60f) {
+        if (want != 0.0f && std::fabs(want) < 0x1p-60f) {
           ASSERT_LT(std::fabs(got[i]), 0x1p-50f) << weights[i] << " / " << scale;
         } else {
           ASSERT_EQ(Bits(got[i]), Bits(want)) << std::hexfloat << weights[i] << " / " << scale;
