@@ -17,6 +17,10 @@
 #   floorw the I/O floor of a quantizer: floor, then writing as many bytes as quantize's output
 #          holds (each output file's size, from /dev/zero, with dd in 4 MiB blocks) into the page
 #          cache; the output's sizes come from one quantize run before the rounds
+#   floorw2 the same I/O split over two processes, as the two cores can share it: each reads
+#          half of every source file (dd, 4 MiB blocks, to /dev/null) and writes half of every
+#          output file's bytes into a file of its own (so no inode lock is shared): the least
+#          any two-process tool that reads the source and writes the output must spend
 # Quantize arms run with SPARKULATOR_READ unset (mapped reads) unless named otherwise.
 # Prints one line per run and a summary with the ratios, peak RSS (MiB, /usr/bin/time -v), CPU
 # time (user + system, /usr/bin/time -v) and the thread speedup (measured without fsync, so that
@@ -25,7 +29,7 @@ set -euo pipefail
 spk=$(realpath "$1") ckpt=$(realpath "$2") rounds=${3:-5}
 work=${WORK:-$(dirname "$ckpt")/bench-work.$$}
 scheme=${SCHEME:-w4a16} method=${METHOD:-rtn}
-arms=${ARMS:-cp cps q qn qn1 qn2 qp floor floorw}
+arms=${ARMS:-cp cps q qn qn1 qn2 qp floor floorw floorw2}
 mkdir -p "$work"
 trap 'rm -rf "$work"' EXIT
 command -v /usr/bin/time >/dev/null || { echo "install GNU time (apt-get install time)" >&2; exit 2; }
@@ -51,6 +55,36 @@ run_floor() {
   t0=$(now)
   cat "$ckpt"/* >/dev/null
   t1=$(now)
+  echo "$t1 - $t0" | bc -l
+}
+# floorw2_half K: process K (0 or 1) of run_floorw2
+floorw2_half() {
+  local k=$1 f size name bytes half
+  for f in "$ckpt"/*; do
+    [[ -f $f ]] || continue
+    size=$(stat -c %s "$f") half=$((size / 2))
+    if ((k == 0)); then
+      dd if="$f" of=/dev/null bs=4M count="$half" iflag=count_bytes status=none
+    else
+      dd if="$f" of=/dev/null bs=4M skip="$half" iflag=skip_bytes status=none
+    fi
+  done
+  while read -r name bytes; do
+    half=$((bytes / 2 + k * (bytes % 2)))
+    dd if=/dev/zero of="$work/fw_out/$name.$k" bs=4M count="$half" iflag=count_bytes status=none
+  done <"$work/out_sizes"
+}
+# run_floorw2: prints seconds
+run_floorw2() {
+  local t0 t1
+  sync
+  mkdir -p "$work/fw_out"
+  t0=$(now)
+  floorw2_half 0 &
+  floorw2_half 1
+  wait
+  t1=$(now)
+  rm -rf "$work/fw_out"
   echo "$t1 - $t0" | bc -l
 }
 # run_floorw: prints seconds (the sizes in $work/out_sizes: "NAME BYTES" per output file)
@@ -87,7 +121,7 @@ run_q() {
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 
 : >"$work/rss"
-if [[ " $arms " == *" floorw "* ]]; then # the output's file sizes, for floorw
+if [[ " $arms " == *" floorw"* ]]; then # the output's file sizes, for floorw and floorw2
   "$spk" quantize "$ckpt" "$work/sizes_out" --scheme "$scheme" --method "$method" --no-fsync \
     >/dev/null
   (cd "$work/sizes_out" && find . -maxdepth 1 -type f -printf '%f %s\n') >"$work/out_sizes"
@@ -104,6 +138,7 @@ for ((i = 1; i <= rounds; ++i)); do
       cps) t=$(run_copy 1) ;;
       floor) t=$(run_floor) ;;
       floorw) t=$(run_floorw) ;;
+      floorw2) t=$(run_floorw2) ;;
       q) read -r t rss cpu < <(run_q 0 mmap) ;;
       qn) read -r t rss cpu < <(run_q 0 mmap --no-fsync) ;;
       qn1) read -r t rss cpu < <(run_q 1 mmap --no-fsync) ;;
@@ -128,7 +163,7 @@ echo "---"
 echo "checkpoint: $ckpt ($(du -sb "$ckpt" | cut -f1) bytes), $(nproc) cores," \
   "scheme $scheme, method $method, $rounds rounds, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for arm in $arms; do
-  printf "median %-5s %.3f s" "$arm" "${m[$arm]}"
+  printf "median %-7s %.3f s" "$arm" "${m[$arm]}"
   if [[ -n ${c[$arm]:-} ]]; then printf ", CPU %.3f s" "${c[$arm]}"; fi
   echo
 done
@@ -137,6 +172,8 @@ r=$(ratio qn cp) && echo "ratio quantize --no-fsync / cp -r, both in page cache:
 r=$(ratio q cp) && echo "ratio quantize (fsync) / cp -r (no sync): $r"
 r=$(ratio qn floor) && echo "ratio quantize --no-fsync / floor (reading the source once): $r"
 r=$(ratio qn floorw) && echo "ratio quantize --no-fsync / I/O floor (reading the source, writing the output): $r"
+r=$(ratio qn floorw2) && echo "ratio quantize --no-fsync / two-process I/O floor: $r"
+r=$(ratio floorw2 cp) && echo "ratio two-process I/O floor / cp -r (no tool that reads the source and writes the output goes below it here): $r"
 r=$(ratio qp cp) && echo "ratio quantize --no-fsync (pread) / cp -r: $r"
 r=$(ratio qn qp) && echo "ratio mapped / pread reads (quantize --no-fsync), wall: $r"
 r=$(cpu_ratio qn qp) && echo "ratio mapped / pread reads (quantize --no-fsync), CPU: $r"
