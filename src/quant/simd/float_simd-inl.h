@@ -28,8 +28,8 @@
 #include "tensor/dtype.h"
 #include "tensor/float_convert.h"
 
-// Only rtn_simd-inl.h's inline helpers (ToFloat, LoadAsFloat, RoundTo, RoundNonNaNTo, WithDType,
-// StoredBits, MaxStoredMagnitude, SymmetricRowFromStored, Quotient, PackNibblePairs) are used here;
+// Only rtn_simd-inl.h's inline helpers (SymmetricRowFromStored, PackNibblePairs, and through it
+// weights_simd-inl.h's loads, roundings, stored magnitudes and quotients) are used here;
 // its exported entry points belong to rtn_simd.cc.
 #define SPK_RTN_SIMD_HELPERS_ONLY
 #include "quant/simd/rtn_simd-inl.h"
