@@ -9,7 +9,6 @@
 
 #include <bit>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -237,10 +236,10 @@ TEST_P(RtnSimdTest, QuantizeRowsMatchesReferenceForEveryScheme) {
 // The quotient the row kernels divide by: the corrected reciprocal equals IEEE division bit for
 // bit for every finite BF16/F16 weight and every scale of the dtype where it is claimed exact,
 // over the quotients a quantizer forms (|w / s| <= 512), signed zeros included; below 2^-60
-// (subnormal weights) both stay far from any code. Every 127th scale here; SPK_EXHAUSTIVE=1 takes every one.
+// (subnormal weights) both stay far from any code. Every 127th scale here (test_util::SweepStride;
+// SPK_EXHAUSTIVE=1 takes every one).
 TEST_P(RtnSimdTest, QuotientsAreTheDivisionsBitForBit) {
-  const char* exhaustive = std::getenv("SPK_EXHAUSTIVE");
-  const uint32_t stride = exhaustive != nullptr && *exhaustive == '1' ? 1 : 127;
+  const uint32_t stride = test_util::SweepStride(127);
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     SCOPED_TRACE(DTypeName(dtype));
     std::vector<float> weights;
@@ -274,10 +273,9 @@ TEST_P(RtnSimdTest, QuotientsAreTheDivisionsBitForBit) {
 // kernel's symmetric codes (the quotient by a corrected reciprocal where it is claimed exact, by
 // division elsewhere) against the reference's division. Each group holds its maximum first and
 // then weights no larger in magnitude, so that the maximum fixes the scale. Every 997th maximum
-// here; SPK_EXHAUSTIVE=1 in the environment takes every one (minutes; docs/performance.md).
+// here (test_util::SweepStride; SPK_EXHAUSTIVE=1 takes every one, minutes).
 TEST_P(RtnSimdTest, SymmetricCodesMatchForEveryWeightUnderGroupMaxima) {
-  const char* exhaustive = std::getenv("SPK_EXHAUSTIVE");
-  const uint32_t stride = exhaustive != nullptr && *exhaustive == '1' ? 1 : 997;
+  const uint32_t stride = test_util::SweepStride(997);
   constexpr int64_t kWidth = 128;
   for (DType dtype : {DType::kBF16, DType::kF16}) {
     const uint16_t inf = dtype == DType::kBF16 ? 0x7F80 : 0x7C00;

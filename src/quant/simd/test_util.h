@@ -1,8 +1,9 @@
 // Test-only helpers shared by the SIMD kernel tests (not compiled into any library): encode weights
-// in a dtype, and run a row quantizer into freshly poisoned output buffers.
+// in a dtype, run a row quantizer into freshly poisoned output buffers, and the step of sweeps.
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <vector>
 
 #include "base/status.h"
@@ -65,6 +66,23 @@ inline QuantizerOutput RunQuantizer(QuantizeFn fn, const QuantParams& p, DType d
       fn(p, dtype, bytes.data(), rows, cols,
          {out.packed.data(), out.scales.data(), p.symmetric ? nullptr : out.zero_points.data()});
   return out;
+}
+
+// The step of a sweep over 16-bit patterns: `stride` in a release build, every pattern with
+// SPK_EXHAUSTIVE=1 in the environment, and 8 times sparser under the sanitizers, whose run is
+// there for memory and undefined behaviour (the release run covers the values) and runs the
+// kernels at -O0.
+inline uint32_t SweepStride(uint32_t stride) {
+  const char* exhaustive = std::getenv("SPK_EXHAUSTIVE");
+  if (exhaustive != nullptr && exhaustive[0] == '1') return 1;
+#if defined(__SANITIZE_ADDRESS__)
+  return stride * 8;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  return stride * 8;
+#endif
+#endif
+  return stride;
 }
 
 }  // namespace spk::test_util
