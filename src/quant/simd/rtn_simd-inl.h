@@ -213,16 +213,14 @@ HWY_INLINE void QuantizeGroup(const QuantParams& p, const float* w, size_t n, fl
 template <DType kType>
 HWY_INLINE void QuantizeStoredGroup(const QuantParams& p, const uint8_t* w, size_t n, float scale,
                                     int32_t zero_point, int8_t* q) {
-  constexpr size_t kElem = sizeof(typename StoredBits<kType>::T);  // bytes per stored weight
+  constexpr size_t kElem = StoredBits<kType>::kBytes;
   const auto load = [=](size_t i) { return LoadAsFloat<kType>(w + i * kElem); };
-  size_t i = QuantizeLanes<kType, true>(p, load, n, scale, zero_point, q);
-  float tail[hn::MaxLanes(DF())];  // fewer than one vector of weights is left
-  for (; i < n;) {
-    const size_t count = std::min(n - i, std::size(tail));
-    spk::ConvertToFloat(kType, w + i * kElem, tail, count);
-    spk::QuantizeGroupWithScale(p, kType, std::span(tail, count), {scale, zero_point},
-                                std::span(q + i, count));
-    i += count;
+  const size_t i = QuantizeLanes<kType, true>(p, load, n, scale, zero_point, q);
+  if (i < n) {  // fewer than one vector of weights is left
+    float tail[hn::MaxLanes(DF())];
+    spk::ConvertToFloat(kType, w + i * kElem, tail, n - i);
+    spk::QuantizeGroupWithScale(p, kType, std::span(tail, n - i), {scale, zero_point},
+                                std::span(q + i, n - i));
   }
 }
 
@@ -324,7 +322,7 @@ HWY_INLINE bool SymmetricRowFromStored(const QuantParams& p, const uint8_t* row,
                                        size_t groups, float* mins, float* maxs, float* scales,
                                        int32_t* zero_points, int8_t* q) {
   using Bits = StoredBits<kType>;
-  constexpr size_t kElem = sizeof(typename StoredBits<kType>::T);  // bytes per stored weight
+  constexpr size_t kElem = Bits::kBytes;
   for (size_t j = 0; j < groups; ++j) {
     const auto magnitude = MaxStoredMagnitude<kType, false>(row + j * width * kElem, width);
     if (magnitude >= Bits::kInf) return false;

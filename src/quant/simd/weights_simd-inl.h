@@ -164,6 +164,7 @@ constexpr int32_t kInfBits = 0x7F800000;
 template <DType kType>
 struct StoredBits {
   using T = std::conditional_t<kType == DType::kF32, int32_t, int16_t>;
+  static constexpr size_t kBytes = sizeof(T);  // bytes per stored weight
   static constexpr T kAbsMask = static_cast<T>(kType == DType::kF32 ? 0x7FFFFFFF : 0x7FFF);
   static constexpr T kInf = static_cast<T>(kType == DType::kBF16  ? 0x7F80
                                            : kType == DType::kF16 ? 0x7C00
