@@ -51,6 +51,12 @@ Status WriteAll(int fd, const std::string& path, const char* data, size_t size) 
   return Status::Ok();
 }
 
+// Whether copy_file_range failed with `err` because it cannot copy between these files (file
+// systems, kernel), so that plain reads and writes must do the copy instead.
+bool KernelCopyUnsupported(int err) {
+  return err == EXDEV || err == ENOSYS || err == EINVAL || err == EOPNOTSUPP;
+}
+
 // Copies with read/write, for file systems where copy_file_range is unsupported.
 Status CopyByReadWrite(int in, int out, const std::string& src, const std::string& dst) {
   std::string buffer(1 << 20, '\0');
@@ -162,7 +168,7 @@ class PosixWritableFile final : public WritableFile {
       // Nothing copied: the source ended early (the copy by hand then names it), or some kernels'
       // answer for file systems they cannot copy between; an error of that kind: the rest through
       // user memory.
-      if (n == 0 || errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
+      if (n == 0 || KernelCopyUnsupported(errno)) {
         one_writer.unlock();  // the copy by hand takes it for each WriteAt
         return WritableFile::CopyFrom(offset + done, source, source_offset + done, length - done);
       }
@@ -268,7 +274,7 @@ class PosixFileSystem final : public FileSystem {
       if (n == 0) return Status::Ok();
       if (n > 0) continue;
       if (errno == EINTR) continue;
-      if (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP) {
+      if (KernelCopyUnsupported(errno)) {
         // Not supported here; continue from the current offsets with plain reads and writes.
         return CopyByReadWrite(in, out, src, dst);
       }

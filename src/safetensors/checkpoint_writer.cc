@@ -48,7 +48,7 @@ Result<uint64_t> TensorSink::FileOffset(size_t tensor, uint64_t offset, uint64_t
   return t.offset + offset;
 }
 
-void TensorSink::Written(uint64_t file_offset, uint64_t length) const {
+void TensorSink::StartWritebackIfAsked(uint64_t file_offset, uint64_t length) const {
   // Start the block's writeback at once: the disk then works while later blocks are computed,
   // instead of all at the final fsync.
   if (start_writeback_) file_->StartWriteback(file_offset, length);
@@ -58,7 +58,7 @@ Status TensorSink::Write(size_t tensor, uint64_t offset, std::span<const uint8_t
   SPK_ASSIGN_OR_RETURN(const uint64_t at, FileOffset(tensor, offset, bytes.size()));
   const Status written = file_->WriteAt(at, bytes);
   if (!written.ok()) return WithTensor(written, targets_[tensor].spec->name);
-  Written(at, bytes.size());
+  StartWritebackIfAsked(at, bytes.size());
   return Status::Ok();
 }
 
@@ -67,7 +67,7 @@ Status TensorSink::Copy(size_t tensor, uint64_t offset, const SafetensorsReader&
   SPK_ASSIGN_OR_RETURN(const uint64_t at, FileOffset(tensor, offset, length));
   // The reader's error names the tensor already (a copy keeps its name).
   SPK_RETURN_IF_ERROR(reader.CopyTensorBytes(entry, source_offset, length, *file_, at));
-  Written(at, length);
+  StartWritebackIfAsked(at, length);
   return Status::Ok();
 }
 

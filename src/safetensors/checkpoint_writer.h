@@ -123,7 +123,7 @@ class TensorSink {
   // when the range lies outside it (a producer bug).
   Result<uint64_t> FileOffset(size_t tensor, uint64_t offset, uint64_t length) const;
   // Starts the writeback of a range just written, when the run asked for it.
-  void Written(uint64_t file_offset, uint64_t length) const;
+  void StartWritebackIfAsked(uint64_t file_offset, uint64_t length) const;
   struct Target {
     const TensorSpec* spec;
     uint64_t offset;  // in the file
