@@ -245,8 +245,11 @@ def test_vllm_cpu_smoke(tmp_path, spk_path, vllm_venv):
 def test_wna16_fallback_inverts_vllms_cpu_repacking(vllm_venv):
     """The reference GEMM of the AVX2 fallback plugin must read CPUWNA16LinearKernel's repacked
     layout (vLLM's own pack/unpack helpers) back to (q - 8) * scale, and its MoE stand-in
-    compressed-tensors' packed experts back to q * scale. Runs the plugin's self_test in the vLLM
-    venv (vLLM is not in the test environment)."""
+    compressed-tensors' packed experts back to q * scale, and refuse what vLLM's cpu_gemm_wna16
+    refuses (a 1-D input, an F32 input) with the kernel's own errors, checked against the kernel on
+    a host that has it: an AVX2-only host served by the stand-in must reach an AVX-512 host's
+    verdicts (the W4A16 P-EAGLE's load failure, test_e2e_draft_kinds.py). Runs the plugin's
+    self_test in the vLLM venv (vLLM is not in the test environment)."""
     py = vllm_venv
     plugin = ROOT / "tests" / "e2e" / "wna16_fallback"
     proc = subprocess.run([str(py), "-c", "import spk_e2e_wna16 as f; f.self_test(); print('ok')"],

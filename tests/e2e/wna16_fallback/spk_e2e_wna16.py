@@ -7,7 +7,8 @@ CompressedTensorsWNA16") and the first request then fails with
 Only on such a host, and only when the e2e puts this folder on PYTHONPATH, `register` replaces
 `vllm._custom_ops.cpu_gemm_wna16` by a reference GEMM: it undoes CPUWNA16LinearKernel's repacking
 (_process_gptq_weights_w4a16), dequantizes (q - 8) * scale per group, and multiplies in the input's
-dtype. Numerics are those of the W4A16 weights (what acceptance measures); its speed is not vLLM's
+dtype, refusing what the kernel refuses (a 1-D input, an input that is not BF16 or F16) with the
+kernel's own errors. Numerics are those of the W4A16 weights (what acceptance measures); its speed is not vLLM's
 kernel's. vLLM loads it through the `vllm.general_plugins` entry point in this folder's dist-info.
 
 W4A16 fused MoE has the same gap, wider: vLLM 0.32's only CPU W4A16 MoE experts are CPUExpertsInt4
@@ -64,6 +65,26 @@ def _has_kernel() -> bool:
         return False
 
 
+# The input dtypes vLLM 0.32's cpu_gemm_wna16 dispatches on, and torch's name of the others in the
+# kernel's own refusal.
+_KERNEL_DTYPES = (torch.bfloat16, torch.float16)
+_TORCH_TYPE_NAMES = {torch.float32: "Float", torch.float64: "Double"}
+
+
+def _refuse_as_the_kernel_does(input: torch.Tensor) -> None:
+    """Raises what vLLM's cpu_gemm_wna16 raises for `input`, so that a host served by this stand-in
+    reaches the verdicts of a host with the kernel. The op's Python wrapper (_custom_ops.py) flattens
+    inputs of more than two dims only, and the kernel reads input.size(1): a 1-D input (a P-EAGLE
+    proposer's mask_hidden through fc) fails there with torch's IndexError, where CUDA's Marlin path
+    flattens it first. The kernel takes BF16 and F16 inputs only (NotImplementedError otherwise).
+    self_test compares both refusals with the real kernel's where it exists."""
+    if input.dim() <= 2:
+        input.size(1)  # torch's "Dimension out of range" for a 1-D input, as in the kernel
+    if input.dtype not in _KERNEL_DTYPES:
+        name = _TORCH_TYPE_NAMES.get(input.dtype, str(input.dtype))
+        raise NotImplementedError(f'"cpu_gemm_wna16" not implemented for \'{name}\'')
+
+
 def reference_gemm_wna16(input, q_weight, scales, zeros, bias, pack_factor, isa_hint):
     """cpu_gemm_wna16 for CPUWNA16LinearKernel's w4a16 layout: q_weight [out/16, in*2] int32,
     scales [groups, out]; zeros None (symmetric uint4b8) or packed [groups, out/8]."""
@@ -72,6 +93,7 @@ def reference_gemm_wna16(input, q_weight, scales, zeros, bias, pack_factor, isa_
     from vllm.scalar_type import scalar_types
     del isa_hint
     assert pack_factor == 8, "4-bit weights only"
+    _refuse_as_the_kernel_does(input)
     out_features = scales.size(1)
     in_features = q_weight.size(1) // 2
     packed = q_weight.view(out_features // 16, in_features, 2).permute(1, 0, 2)
@@ -298,6 +320,29 @@ def self_test() -> None:
         pack_quantized_values_into_int32(q, scalar_types.uint4b8, 0), scalar_types.uint4b8, 0)
     w = pack_quantized_values_into_int32(w, scalar_types.uint4b8, 1)
     w = w.view(n_in, -1, 2).permute(1, 0, 2).reshape(-1, n_in * 2).contiguous()
-    x = torch.randn(3, n_in, generator=gen)
-    want = x @ ((q - 8).float() * scales.repeat_interleave(group, 0))
-    torch.testing.assert_close(reference_gemm_wna16(x, w, scales, None, None, 8, "vec"), want)
+    x = torch.randn(3, n_in, generator=gen).to(torch.bfloat16)
+    scales = scales.to(torch.bfloat16)
+    want = x.float() @ ((q - 8).float() * scales.float().repeat_interleave(group, 0))
+    got = reference_gemm_wna16(x, w, scales, None, None, 8, "vec")
+    torch.testing.assert_close(got, want.to(torch.bfloat16))
+    refusals = _refusals(reference_gemm_wna16, x, w, scales)
+    assert refusals == [
+        ("IndexError", "Dimension out of range (expected to be in range of [-1, 0], but got 1)"),
+        ("NotImplementedError", '"cpu_gemm_wna16" not implemented for \'Float\'')], refusals
+    import vllm._custom_ops as ops  # loads vLLM's CPU library, which registers the kernel
+    if _has_kernel():  # an AVX-512 host: the stand-in must do what the kernel does
+        assert _refusals(ops.cpu_gemm_wna16, x, w, scales) == refusals
+        torch.testing.assert_close(ops.cpu_gemm_wna16(x, w, scales, None, None, 8, "vec"), got,
+                                   rtol=1e-2, atol=1.0)
+
+
+def _refusals(gemm, x, w, scales) -> list:
+    """(exception name, message) of `gemm` on a 1-D input and on an F32 input."""
+    out = []
+    for bad in (x[0], x.float()):
+        try:
+            gemm(bad, w, scales.to(bad.dtype), None, None, 8, "vec")
+            out.append(None)
+        except (IndexError, NotImplementedError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
