@@ -224,9 +224,7 @@ Result<Card> MakeCard(const RunContext& run, const CardOptions& options,
   std::vector<nlohmann::json> results;
   for (const std::string& path : options.bench_files) {
     SPK_ASSIGN_OR_RETURN(json doc, ReadJson(fs, path));
-    if (!doc.contains("arms") || !doc.contains("comparisons")) {
-      return Status::InvalidInput(path + ": not a `sparkulator bench --json` results file");
-    }
+    SPK_RETURN_IF_ERROR(bench::CheckResults(doc, path));
     results.push_back(std::move(doc));
   }
 
