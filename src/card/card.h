@@ -16,8 +16,10 @@
 // FileSystem MakeCard is handed. Layer: above check and bench (docs/design.md). Ownership: values.
 // Thread safety: one call at a time per output. Error policy: no exceptions; Status (NotFound /
 // InvalidInput naming the file, e.g. a record whose scheme has no row, or the file and the field of
-// a results file, e.g. "B.json: arms[1].name: expected a string, got a number"; Usage) for what the
-// card cannot be written from; a missing optional source is said in the card.
+// the record or of a results file, read through base/json_at.h, e.g. "CKPT/config.json:
+// sparkulator.group_size: expected a number, got a string", "B.json: arms[1].name: expected a
+// string, got a number"; Usage) for what the card cannot be written from; a missing optional
+// source is said in the card.
 #pragma once
 
 #include <nlohmann/json.hpp>
