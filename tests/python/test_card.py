@@ -222,6 +222,33 @@ def test_malformed_bench_file_is_an_input_error_naming_the_field(made, run, case
     assert not (card.parent / "new.md").exists()
 
 
+# A field of the checkpoint's own "sparkulator" record (config.json) of the wrong type, and the end
+# of the error it must give after "CKPT/config.json: ".
+MALFORMED_RECORD = {
+    "group_size_string": ("group_size", "x", "sparkulator.group_size: expected a number, got a string"),
+    "data_free_string": ("data_free", "yes", "sparkulator.data_free: expected a boolean, got a string"),
+    "kept_dense_reason_number": (
+        "kept_dense", [{"tensor": "t", "reason": 3}],
+        "sparkulator.kept_dense[0].reason: expected a string, got a number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_RECORD))
+def test_malformed_record_is_an_input_error_naming_the_field(made, run, case):
+    """A record field of the wrong type exits 2 naming config.json and the field, never exit 70
+    ("internal error", nlohmann's type_error)."""
+    draft, files, card = made
+    key, value, message = MALFORMED_RECORD[case]
+    config = json.loads((draft / "config.json").read_text())
+    config["sparkulator"][key] = value
+    (draft / "config.json").write_text(json.dumps(config))
+    r = run("card", draft, "-o", card.parent / "new.md")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert errors == [f"sparkulator: error: {draft}/config.json: {message}"], r.stderr
+    assert not (card.parent / "new.md").exists()
+
+
 def scheme_names(run):
     """Every row of the scheme table, as `sparkulator quantize --help` lists them under --scheme
     (generated from the table: a row's name and summary, then a line with its group sizes)."""
