@@ -33,11 +33,11 @@ std::string QuantMethodOf(const nlohmann::ordered_json& qc) {
   if (auto m = qc.find("quant_method"); m != qc.end() && m->is_string()) {
     return m->get<std::string>();
   }
+  // value("name", "") would throw on a name that is not a string: a user's file, read checked.
   auto producer = qc.find("producer");
-  if (producer != qc.end() && producer->is_object() && producer->value("name", "") == "modelopt") {
-    return "modelopt";
-  }
-  return "";
+  if (producer == qc.end() || !producer->is_object()) return "";
+  auto name = producer->find("name");
+  return name != producer->end() && name->is_string() && *name == "modelopt" ? "modelopt" : "";
 }
 
 const SourceFormat* FindSourceFormat(std::string_view method) {

@@ -280,5 +280,17 @@ TEST(SourceDecodeTest, QuantizeConfigJsonIsReadInPlaceOfAMissingQuantizationConf
   EXPECT_EQ(src->decoded_from_file, "quantize_config.json");
 }
 
+TEST(SourceDecodeTest, AProducerNameThatIsNotAStringIsNoModeloptAndNoException) {
+  // nlohmann's value("name", "") throws on a number; the config is a user's file.
+  auto config = ParseModelConfig("config.json", R"({"architectures": ["LlamaForCausalLM"],
+      "quantization_config": {"producer": {"name": 5}, "quant_algo": "FP8"}})");
+  ASSERT_TRUE(config.ok()) << config.status().message();
+  EXPECT_EQ(SourceQuantMethod(*config), "");
+  auto named = ParseModelConfig("config.json", R"({"architectures": ["LlamaForCausalLM"],
+      "quantization_config": {"producer": {"name": "modelopt"}, "quant_algo": "FP8"}})");
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(SourceQuantMethod(*named), "modelopt");
+}
+
 }  // namespace
 }  // namespace spk
