@@ -59,12 +59,59 @@ json SglangSpecJson(const std::vector<const RequestRecord*>& measured) {
        "not available (SGLang exposes windowed gauges, not counters)"}};
 }
 
+// 95% intervals of the acceptance figures over ABBA blocks (stats.h, EstimateRatioOfTotals): a
+// block's counters are summed over its requests, and each figure is a ratio of totals, centered on
+// the number vLLM's definition gives. Null bounds with fewer than 2 blocks.
+void AddAcceptanceIntervals(const std::map<size_t, SpecCounters>& blocks, const SpecCounters& total,
+                            json* spec) {
+  std::vector<double> drafts, draft_tokens, accepted;
+  for (const auto& [block, c] : blocks) {
+    drafts.push_back(c.drafts);
+    draft_tokens.push_back(c.draft_tokens);
+    accepted.push_back(c.accepted_tokens);
+  }
+  auto bounds = [](const RatioOfTotals& r, double offset) {
+    return std::pair{r.ci_low ? json(*r.ci_low + offset) : json(nullptr),
+                     r.ci_high ? json(*r.ci_high + offset) : json(nullptr)};
+  };
+  auto rate = bounds(EstimateRatioOfTotals(accepted, draft_tokens, 1.0), 0);
+  (*spec)["acceptance_rate_ci_low"] = rate.first;
+  (*spec)["acceptance_rate_ci_high"] = rate.second;
+  json lows = json::array(), highs = json::array();
+  if (total.drafts > 0) {
+    auto length = bounds(EstimateRatioOfTotals(accepted, drafts), 1.0);
+    (*spec)["mean_acceptance_length_ci_low"] = length.first;
+    (*spec)["mean_acceptance_length_ci_high"] = length.second;
+    for (const auto& [pos, value] : total.accepted_per_position) {
+      std::vector<double> at_pos;
+      for (const auto& [block, c] : blocks) {
+        auto it = c.accepted_per_position.find(pos);
+        at_pos.push_back(it == c.accepted_per_position.end() ? 0.0 : it->second);
+      }
+      auto p = bounds(EstimateRatioOfTotals(at_pos, drafts, 1.0), 0);
+      lows.push_back(p.first);
+      highs.push_back(p.second);
+    }
+  } else {
+    (*spec)["mean_acceptance_length_ci_low"] = nullptr;
+    (*spec)["mean_acceptance_length_ci_high"] = nullptr;
+  }
+  (*spec)["per_position_ci_low"] = lows;
+  (*spec)["per_position_ci_high"] = highs;
+  (*spec)["ci_blocks"] = blocks.size();
+  (*spec)["ci_method"] =
+      "95% t interval over ABBA blocks of a ratio of totals (delta-method standard error, "
+      "t with blocks - 1 degrees of freedom)";
+}
+
 json SpecJson(const std::vector<const RequestRecord*>& measured) {
   SpecCounters total;
+  std::map<size_t, SpecCounters> blocks;
   size_t with = 0;
   for (const RequestRecord* r : measured) {
     if (!r->spec) continue;
     total += *r->spec;
+    blocks[r->block] += *r->spec;
     ++with;
   }
   if (with == 0 || total.draft_tokens <= 0) return SglangSpecJson(measured);
@@ -72,15 +119,18 @@ json SpecJson(const std::vector<const RequestRecord*>& measured) {
   for (const auto& [pos, value] : total.accepted_per_position) {
     per_pos.push_back(total.drafts > 0 ? json(value / total.drafts) : json(nullptr));
   }
-  return {{"drafts", total.drafts},
-          {"draft_tokens", total.draft_tokens},
-          {"accepted_tokens", total.accepted_tokens},
-          {"acceptance_rate", total.accepted_tokens / total.draft_tokens},
-          {"mean_acceptance_length",
-           total.drafts > 0 ? json(1.0 + total.accepted_tokens / total.drafts) : json(nullptr)},
-          {"per_position_rates", per_pos},
-          {"requests", with},
-          {"source", "/metrics counter deltas around each complete measured request"}};
+  json spec = {
+      {"drafts", total.drafts},
+      {"draft_tokens", total.draft_tokens},
+      {"accepted_tokens", total.accepted_tokens},
+      {"acceptance_rate", total.accepted_tokens / total.draft_tokens},
+      {"mean_acceptance_length",
+       total.drafts > 0 ? json(1.0 + total.accepted_tokens / total.drafts) : json(nullptr)},
+      {"per_position_rates", per_pos},
+      {"requests", with},
+      {"source", "/metrics counter deltas around each complete measured request"}};
+  AddAcceptanceIntervals(blocks, total, &spec);
+  return spec;
 }
 
 json CellJson(size_t length, const std::vector<const RequestRecord*>& cell, double noisy) {
@@ -192,6 +242,12 @@ const json& Field(const json& object, const char* key) {
 
 std::string NumOr(const json& v, const char* format, const char* missing = "-") {
   return v.is_number() ? fmt::format(fmt::runtime(format), v.get<double>()) : missing;
+}
+
+// " [low, high]" of a 95% interval, or "" when it has no bounds (fewer than 2 blocks).
+std::string Interval(const json& low, const json& high, const char* format) {
+  if (!low.is_number() || !high.is_number()) return "";
+  return " [" + NumOr(low, format) + ", " + NumOr(high, format) + "]";
 }
 
 // The delta of an arm: the geometric mean of its paired per-block ratios with their 95% t interval,
@@ -313,6 +369,7 @@ std::string RenderDecodeTable(const json& results) {
 }
 
 std::string RenderSpecTable(const json& results) {
+  size_t blocks = 0;
   std::string out =
       "| arm | drafted | accepted | acceptance | mean acceptance length | per position |\n"
       "|---|---|---|---|---|---|\n";
@@ -323,17 +380,35 @@ std::string RenderSpecTable(const json& results) {
       continue;
     }
     std::string per_pos;
-    for (const json& rate : s["per_position_rates"]) {
-      per_pos += (per_pos.empty() ? "" : ", ") + NumOr(rate, "{:.3f}");
+    const json& lows = Field(s, "per_position_ci_low");
+    const json& highs = Field(s, "per_position_ci_high");
+    for (size_t i = 0; i < s["per_position_rates"].size(); ++i) {
+      per_pos += (per_pos.empty() ? "" : ", ") + NumOr(s["per_position_rates"][i], "{:.3f}");
+      if (lows.is_array() && i < lows.size() && highs.is_array() && i < highs.size()) {
+        per_pos += Interval(lows[i], highs[i], "{:.3f}");
+      }
     }
     const char* na = "not available";
-    out += fmt::format(
-        "| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
-        NumOr(s["draft_tokens"], "{:.0f}", na), NumOr(s["accepted_tokens"], "{:.0f}", na),
-        s["acceptance_rate"].is_number()
-            ? fmt::format("{:.1f}%", s["acceptance_rate"].get<double>() * 100)
-            : na,
-        NumOr(s["mean_acceptance_length"], "{:.3f}", na), per_pos.empty() ? "-" : per_pos);
+    std::string length = NumOr(s["mean_acceptance_length"], "{:.3f}", na);
+    if (s["mean_acceptance_length"].is_number()) {
+      length += Interval(Field(s, "mean_acceptance_length_ci_low"),
+                         Field(s, "mean_acceptance_length_ci_high"), "{:.3f}");
+    }
+    if (Field(s, "ci_blocks").is_number()) {
+      blocks = std::max(blocks, Field(s, "ci_blocks").get<size_t>());
+    }
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
+                       NumOr(s["draft_tokens"], "{:.0f}", na),
+                       NumOr(s["accepted_tokens"], "{:.0f}", na),
+                       s["acceptance_rate"].is_number()
+                           ? fmt::format("{:.1f}%", s["acceptance_rate"].get<double>() * 100)
+                           : na,
+                       length, per_pos.empty() ? "-" : per_pos);
+  }
+  if (blocks > 0) {
+    out +=
+        "\n[low, high]: 95% t interval over the ABBA blocks (a ratio of totals, delta-method "
+        "standard error); none with fewer than 2 blocks.\n";
   }
   return out;
 }
