@@ -305,6 +305,12 @@ json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& o
   return {{"arms", arms}, {"comparisons", comparisons}};
 }
 
+std::string CellLabel(const json& prompt_tokens) {
+  if (!prompt_tokens.is_number_integer() || prompt_tokens.get<long long>() < 0) return "-";
+  long long n = prompt_tokens.get<long long>();
+  return n == 0 ? "prompts file" : std::to_string(n);
+}
+
 std::string RenderMemoryTable(const json& results) {
   auto gib = [](const json& v) { return NumOr(v, "{:.2f} GiB", "not available"); };
   auto bytes_gib = [](const json& v) {
@@ -346,7 +352,7 @@ std::string RenderDecodeTable(const json& results) {
   out += "\n";
   if (arms.empty()) return out;
   for (size_t c = 0; c < arms[0]["cells"].size(); ++c) {
-    out += fmt::format("| {} |", arms[0]["cells"][c]["prompt_tokens"].get<size_t>());
+    out += "| " + CellLabel(arms[0]["cells"][c]["prompt_tokens"]) + " |";
     for (const json& arm : arms) {
       const json& cell = arm["cells"][c];
       out += " " + NumOr(cell["mean_tok_s"], "{:.1f}", "failed");
@@ -435,16 +441,15 @@ std::string RenderMarkdown(const json& results) {
       "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const json& arm : arms) {
     for (const json& cell : arm["cells"]) {
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} |\n",
-                         arm["name"].get<std::string>(), cell["prompt_tokens"].get<size_t>(),
-                         cell["n"].get<size_t>(), cell["failures"].get<size_t>(),
-                         NumOr(cell["mean_tok_s"], "{:.2f}"), NumOr(cell["stdev_tok_s"], "{:.2f}"),
-                         NumOr(cell["median_tok_s"], "{:.2f}"), NumOr(cell["mad_tok_s"], "{:.2f}"),
-                         (cell["relative_mad"].is_number()
-                              ? fmt::format("{:.1f}%", cell["relative_mad"].get<double>() * 100)
-                              : "-"),
-                         cell["noisy"].get<bool>() ? " noisy" : "",
-                         NumOr(cell["median_ttft_s"], "{:.3f}"));
+      out += fmt::format(
+          "| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} |\n", arm["name"].get<std::string>(),
+          CellLabel(cell["prompt_tokens"]), cell["n"].get<size_t>(), cell["failures"].get<size_t>(),
+          NumOr(cell["mean_tok_s"], "{:.2f}"), NumOr(cell["stdev_tok_s"], "{:.2f}"),
+          NumOr(cell["median_tok_s"], "{:.2f}"), NumOr(cell["mad_tok_s"], "{:.2f}"),
+          (cell["relative_mad"].is_number()
+               ? fmt::format("{:.1f}%", cell["relative_mad"].get<double>() * 100)
+               : "-"),
+          cell["noisy"].get<bool>() ? " noisy" : "", NumOr(cell["median_ttft_s"], "{:.3f}"));
     }
   }
   if (!comparisons.empty()) {
@@ -542,9 +547,7 @@ std::string RenderPooledMarkdown(const json& pooled) {
       "| arm vs baseline | prompt | machines | ratio | delta | 95% CI "
       "|\n|---|---|---|---|---|---|\n";
   for (const json& p : pooled["pooled"]) {
-    std::string prompt = p["prompt_tokens"].is_string()
-                             ? "all"
-                             : std::to_string(p["prompt_tokens"].get<long long>());
+    std::string prompt = p["prompt_tokens"].is_string() ? "all" : CellLabel(p["prompt_tokens"]);
     out += fmt::format("| {} vs {} | {} | {} | {:.4f} | {} | {} .. {} |\n",
                        p["arm"].get<std::string>(), p["baseline"].get<std::string>(), prompt,
                        p["n_machines"].get<size_t>(), p["ratio"].get<double>(),

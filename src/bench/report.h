@@ -26,6 +26,10 @@ struct AnalysisOptions {
 // {"arms": [...], "comparisons": [...]} from the requests (warm-up requests excluded).
 nlohmann::json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& options);
 
+// A cell's name in tables and plots: its prompt length, or "prompts file" for the one cell of a
+// run with --prompts (prompt_tokens 0).
+std::string CellLabel(const nlohmann::json& prompt_tokens);
+
 // The card-style tables of a results document: all of them, or one section (the model card
 // composes its own page from these).
 std::string RenderMarkdown(const nlohmann::json& results);
