@@ -186,7 +186,8 @@ void AddBenchCommand(CLI::App& app, CommandBody* run) {
                   "JSONL file of prompts to send instead of the built-in code corpus: each line "
                   "{\"messages\": [...]} (chat completions) or {\"prompt\": \"...\"} "
                   "(completions), optionally with \"max_tokens\"; cycled in order, block b sends "
-                  "prompt b to every arm; generation ends at EOS");
+                  "prompt b mod N to every arm; generation ends at EOS")
+      ->type_name("FILE");
   sub->add_flag("--ignore-eos", flags->ignore_eos,
                 "With --prompts: generate exactly --max-tokens (or the line's max_tokens) tokens, "
                 "ignoring EOS");
