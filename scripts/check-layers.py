@@ -41,8 +41,9 @@ class Layer:
 
 # The layer table, bottom first. docs/design.md mirrors it (paste the output of --markdown).
 LAYERS: tuple[Layer, ...] = (
-    Layer("base", (), "`Status` / `Result<T>`, checked arithmetic, little-endian helpers, the worker "
-          "pool, progress, the version (`version.h.in`, generated into the build folder)"),
+    Layer("base", (), "`Status` / `Result<T>`, checked arithmetic, checked reads of user-supplied "
+          "JSON (`json_at.h`), little-endian helpers, the worker pool, progress, the version "
+          "(`version.h.in`, generated into the build folder)"),
     Layer("io", ("base",), "the `FileSystem` (leveldb's Env: pread, pwrite, whole files, copies, "
           "listings, folders, renames, removal, fsync; the only POSIX calls for checkpoint files, in "
           "`posix_file_system.cc`), the atomic output folder (temporary folder, fsync, rename), a "

@@ -1,14 +1,29 @@
 // The `sparkulator` command line: registers the subcommands and runs the chosen one. main.cc calls
 // it for the binary, the Python module (python/src/module.cc) for the `sparkulator` console script,
-// so both are the same program.
+// so both are the same program. Error policy: a subcommand reports through its exit code
+// (docs/design.md, "Errors"); an exception that escapes one is a bug, reported as "internal error"
+// with exit 70.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <exception>
 #include <string>
 
+#include "base/status.h"
 #include "base/version.h"
 #include "commands.h"
 
 namespace spk::cli {
+namespace {
+
+// The exit of an exception that escaped a subcommand: exit 70 (StatusCode::kInternal).
+int InternalError(const std::string& what) {
+  std::fflush(stdout);
+  return ReportError(Status::Internal("internal error: " + what +
+                                      " (a bug in sparkulator; please report it with the command "
+                                      "line that caused it)"));
+}
+
+}  // namespace
 
 int RunCli(int argc, char** argv) {
   CLI::App app{
@@ -38,6 +53,12 @@ int RunCli(int argc, char** argv) {
     code = run ? run() : 2;
   } catch (const CLI::ParseError& e) {
     code = app.exit(e) == 0 ? 0 : 2;  // usage errors exit 2 (docs/design.md, "Errors")
+  } catch (const std::exception& e) {
+    // Defence in depth: the library returns a Status for every input error and throws nothing, so
+    // an exception here is a bug in sparkulator. Say so and exit 70 (kInternal), not abort (134).
+    code = InternalError(e.what());
+  } catch (...) {
+    code = InternalError("an exception that is not a std::exception");
   }
   // The console script hands back to Python, which writes through its own buffers, not C's.
   std::fflush(stdout);

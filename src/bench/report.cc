@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "base/json_at.h"
 #include "base/xml_escape.h"
 #include "bench/stats.h"
 
@@ -231,15 +232,6 @@ json CompareArms(const std::vector<const RequestRecord*>& base,
 
 std::string Percent(double ratio) { return fmt::format("{:+.1f}%", (ratio - 1) * 100); }
 
-// `object[key]` when `object` is an object that has `key`, else null; never inserts and never
-// reads out of bounds (const operator[] with a missing key is undefined behaviour).
-const json& Field(const json& object, const char* key) {
-  static const json kNull;
-  if (!object.is_object()) return kNull;
-  auto it = object.find(key);
-  return it == object.end() ? kNull : *it;
-}
-
 std::string NumOr(const json& v, const char* format, const char* missing = "-") {
   return v.is_number() ? fmt::format(fmt::runtime(format), v.get<double>()) : missing;
 }
@@ -255,12 +247,14 @@ std::string Interval(const json& low, const json& high, const char* format) {
 // outlier can move outside that interval, is in the JSON and the decomposition table with its
 // bootstrap interval).
 std::string DeltaCell(const json& cmp) {
-  if (!cmp.is_object() || !cmp["ratio"].is_number()) return "-";
-  if (!cmp["ci_low"].is_number()) {
-    return Percent(cmp["ratio"].get<double>()) + " (no CI: fewer than 2 paired blocks)";
+  const json &ratio = FieldOrNull(cmp, "ratio"), &log_ratio = FieldOrNull(cmp, "log_ratio");
+  const json &low = FieldOrNull(cmp, "ci_low"), &high = FieldOrNull(cmp, "ci_high");
+  if (!ratio.is_number()) return "-";
+  if (!low.is_number() || !high.is_number() || !log_ratio.is_number()) {
+    return Percent(ratio.get<double>()) + " (no CI: fewer than 2 paired blocks)";
   }
-  return fmt::format("{} (95% CI {} .. {})", Percent(std::exp(cmp["log_ratio"].get<double>())),
-                     Percent(cmp["ci_low"].get<double>()), Percent(cmp["ci_high"].get<double>()));
+  return fmt::format("{} (95% CI {} .. {})", Percent(std::exp(log_ratio.get<double>())),
+                     Percent(low.get<double>()), Percent(high.get<double>()));
 }
 
 }  // namespace
@@ -323,20 +317,20 @@ std::string RenderMemoryTable(const json& results) {
       "|---|---|---|---|---|---|\n";
   for (const json& arm : results["arms"]) {
     // operator[] on a const json with a missing key is undefined behaviour (it read past the
-    // object for arms without memory): look every optional field up with Field.
-    const json& memory = Field(arm, "memory");
-    const json& log = Field(memory, "vllm_log");
-    const json& process = Field(memory, "process");
-    const json& metrics = Field(memory, "metrics");
+    // object for arms without memory): look every optional field up with FieldOrNull.
+    const json& memory = FieldOrNull(arm, "memory");
+    const json& log = FieldOrNull(memory, "vllm_log");
+    const json& process = FieldOrNull(memory, "process");
+    const json& metrics = FieldOrNull(memory, "metrics");
     std::string resident = !process.is_object()
                                ? "not available"
-                               : bytes_gib(Field(process, "peak_rss_bytes")) + " / " +
-                                     bytes_gib(Field(process, "peak_pss_bytes"));
-    out +=
-        fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
-                    gib(Field(log, "model_loading_gib")), gib(Field(log, "target_checkpoint_gib")),
-                    gib(Field(log, "draft_checkpoint_gib")), resident,
-                    bytes_gib(Field(metrics, "process_resident_memory_bytes")));
+                               : bytes_gib(FieldOrNull(process, "peak_rss_bytes")) + " / " +
+                                     bytes_gib(FieldOrNull(process, "peak_pss_bytes"));
+    out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
+                       gib(FieldOrNull(log, "model_loading_gib")),
+                       gib(FieldOrNull(log, "target_checkpoint_gib")),
+                       gib(FieldOrNull(log, "draft_checkpoint_gib")), resident,
+                       bytes_gib(FieldOrNull(metrics, "process_resident_memory_bytes")));
   }
   return out;
 }
@@ -355,8 +349,8 @@ std::string RenderDecodeTable(const json& results) {
     out += "| " + CellLabel(arms[0]["cells"][c]["prompt_tokens"]) + " |";
     for (const json& arm : arms) {
       const json& cell = arm["cells"][c];
-      out += " " + NumOr(cell["mean_tok_s"], "{:.1f}", "failed");
-      if (cell["stdev_tok_s"].is_number()) out += NumOr(cell["stdev_tok_s"], " ± {:.1f}");
+      out += " " + NumOr(FieldOrNull(cell, "mean_tok_s"), "{:.1f}", "failed");
+      out += NumOr(FieldOrNull(cell, "stdev_tok_s"), " ± {:.1f}", "");
       if (cell["noisy"].get<bool>()) out += " (noisy)";
       if (cell["failures"].get<size_t>() > 0)
         out += fmt::format(" [{} failed]", cell["failures"].get<size_t>());
@@ -380,35 +374,33 @@ std::string RenderSpecTable(const json& results) {
       "| arm | drafted | accepted | acceptance | mean acceptance length | per position |\n"
       "|---|---|---|---|---|---|\n";
   for (const json& arm : results["arms"]) {
-    const json& s = arm["spec_decode"];
+    const json& s = FieldOrNull(arm, "spec_decode");
+    const json& rate = FieldOrNull(s, "acceptance_rate");
     if (s.is_null()) {
       out += "| " + arm["name"].get<std::string>() + " | no speculative decoding | | | | |\n";
       continue;
     }
     std::string per_pos;
-    const json& lows = Field(s, "per_position_ci_low");
-    const json& highs = Field(s, "per_position_ci_high");
-    for (size_t i = 0; i < s["per_position_rates"].size(); ++i) {
-      per_pos += (per_pos.empty() ? "" : ", ") + NumOr(s["per_position_rates"][i], "{:.3f}");
-      if (lows.is_array() && i < lows.size() && highs.is_array() && i < highs.size()) {
-        per_pos += Interval(lows[i], highs[i], "{:.3f}");
-      }
+    const json& rates = FieldOrNull(s, "per_position_rates");
+    const json& lows = FieldOrNull(s, "per_position_ci_low");
+    const json& highs = FieldOrNull(s, "per_position_ci_high");
+    for (size_t i = 0; i < rates.size(); ++i) {
+      per_pos += (per_pos.empty() ? "" : ", ") + NumOr(rates[i], "{:.3f}");
+      if (i < lows.size() && i < highs.size()) per_pos += Interval(lows[i], highs[i], "{:.3f}");
     }
     const char* na = "not available";
-    std::string length = NumOr(s["mean_acceptance_length"], "{:.3f}", na);
-    if (s["mean_acceptance_length"].is_number()) {
-      length += Interval(Field(s, "mean_acceptance_length_ci_low"),
-                         Field(s, "mean_acceptance_length_ci_high"), "{:.3f}");
+    const json& mean_length = FieldOrNull(s, "mean_acceptance_length");
+    std::string length = NumOr(mean_length, "{:.3f}", na);
+    if (mean_length.is_number()) {
+      length += Interval(FieldOrNull(s, "mean_acceptance_length_ci_low"),
+                         FieldOrNull(s, "mean_acceptance_length_ci_high"), "{:.3f}");
     }
-    if (Field(s, "ci_blocks").is_number()) {
-      blocks = std::max(blocks, Field(s, "ci_blocks").get<size_t>());
-    }
+    const json& ci_blocks = FieldOrNull(s, "ci_blocks");
+    if (ci_blocks.is_number_integer()) blocks = std::max(blocks, ci_blocks.get<size_t>());
     out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
-                       NumOr(s["draft_tokens"], "{:.0f}", na),
-                       NumOr(s["accepted_tokens"], "{:.0f}", na),
-                       s["acceptance_rate"].is_number()
-                           ? fmt::format("{:.1f}%", s["acceptance_rate"].get<double>() * 100)
-                           : na,
+                       NumOr(FieldOrNull(s, "draft_tokens"), "{:.0f}", na),
+                       NumOr(FieldOrNull(s, "accepted_tokens"), "{:.0f}", na),
+                       rate.is_number() ? fmt::format("{:.1f}%", rate.get<double>() * 100) : na,
                        length, per_pos.empty() ? "-" : per_pos);
   }
   if (blocks > 0) {
@@ -441,15 +433,18 @@ std::string RenderMarkdown(const json& results) {
       "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const json& arm : arms) {
     for (const json& cell : arm["cells"]) {
-      out += fmt::format(
-          "| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} |\n", arm["name"].get<std::string>(),
-          CellLabel(cell["prompt_tokens"]), cell["n"].get<size_t>(), cell["failures"].get<size_t>(),
-          NumOr(cell["mean_tok_s"], "{:.2f}"), NumOr(cell["stdev_tok_s"], "{:.2f}"),
-          NumOr(cell["median_tok_s"], "{:.2f}"), NumOr(cell["mad_tok_s"], "{:.2f}"),
-          (cell["relative_mad"].is_number()
-               ? fmt::format("{:.1f}%", cell["relative_mad"].get<double>() * 100)
-               : "-"),
-          cell["noisy"].get<bool>() ? " noisy" : "", NumOr(cell["median_ttft_s"], "{:.3f}"));
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} |\n",
+                         arm["name"].get<std::string>(), CellLabel(cell["prompt_tokens"]),
+                         cell["n"].get<size_t>(), cell["failures"].get<size_t>(),
+                         NumOr(FieldOrNull(cell, "mean_tok_s"), "{:.2f}"),
+                         NumOr(FieldOrNull(cell, "stdev_tok_s"), "{:.2f}"),
+                         NumOr(FieldOrNull(cell, "median_tok_s"), "{:.2f}"),
+                         NumOr(FieldOrNull(cell, "mad_tok_s"), "{:.2f}"),
+                         (FieldOrNull(cell, "relative_mad").is_number()
+                              ? fmt::format("{:.1f}%", cell["relative_mad"].get<double>() * 100)
+                              : "-"),
+                         cell["noisy"].get<bool>() ? " noisy" : "",
+                         NumOr(FieldOrNull(cell, "median_ttft_s"), "{:.3f}"));
     }
   }
   if (!comparisons.empty()) {
@@ -459,17 +454,19 @@ std::string RenderMarkdown(const json& results) {
         "time per step |\n"
         "|---|---|---|---|---|---|\n";
     for (const json& cmp : comparisons) {
-      const json& d = cmp["decomposition"];
+      const json& d = FieldOrNull(cmp, "decomposition");
+      const json &low = FieldOrNull(cmp, "bootstrap_ci_low"),
+                 &high = FieldOrNull(cmp, "bootstrap_ci_high");
       std::string boot =
-          cmp["bootstrap_ci_low"].is_number()
-              ? fmt::format("{:.3f} .. {:.3f}", cmp["bootstrap_ci_low"].get<double>(),
-                            cmp["bootstrap_ci_high"].get<double>())
+          low.is_number() && high.is_number()
+              ? fmt::format("{:.3f} .. {:.3f}", low.get<double>(), high.get<double>())
               : "-";
       out += fmt::format("| {} vs {} | {} | {} | {} | {} | {} |\n", cmp["arm"].get<std::string>(),
-                         cmp["baseline"].get<std::string>(), NumOr(cmp["ratio"], "{:.3f}"), boot,
-                         d.is_null() ? "-" : NumOr(d["decode_time_ratio"], "{:.3f}"),
-                         d.is_null() ? "-" : NumOr(d["verify_steps_ratio"], "{:.3f}"),
-                         d.is_null() ? "-" : NumOr(d["time_per_step_ratio"], "{:.3f}"));
+                         cmp["baseline"].get<std::string>(),
+                         NumOr(FieldOrNull(cmp, "ratio"), "{:.3f}"), boot,
+                         NumOr(FieldOrNull(d, "decode_time_ratio"), "{:.3f}"),
+                         NumOr(FieldOrNull(d, "verify_steps_ratio"), "{:.3f}"),
+                         NumOr(FieldOrNull(d, "time_per_step_ratio"), "{:.3f}"));
     }
   }
   return out;
@@ -482,36 +479,42 @@ Result<json> PoolResults(const std::vector<json>& results, const std::vector<std
     json machines = json::array();
   };
   std::map<std::tuple<std::string, std::string, long long>, Entry> entries;
-  auto add = [&](const std::string& base, const std::string& arm, long long prompt, const json& est,
-                 const std::string& machine) {
-    if (!est.contains("log_ratio_se") || !est["log_ratio_se"].is_number() ||
-        est["log_ratio_se"].get<double>() <= 0) {
-      return;
-    }
+  // One estimate of `machine`: pooled when it has a standard error (>= 2 paired blocks).
+  auto add = [&](const std::string& base, const std::string& arm, long long prompt,
+                 const JsonAt& est, const std::string& machine) -> Status {
+    SPK_ASSIGN_OR_RETURN(std::optional<double> se, est.Key("log_ratio_se").NumberOrNull());
+    if (!se || *se <= 0) return Status::Ok();
+    SPK_ASSIGN_OR_RETURN(double log_ratio, est.Key("log_ratio").Number());
+    SPK_ASSIGN_OR_RETURN(std::optional<double> ratio, est.Key("ratio").NumberOrNull());
     Entry& e = entries[{base, arm, prompt}];
-    e.logs.push_back({est["log_ratio"].get<double>(), est["log_ratio_se"].get<double>()});
+    e.logs.push_back({log_ratio, *se});
     e.machines.push_back({{"file", machine},
-                          {"ratio", est["ratio"]},
-                          {"log_ratio", est["log_ratio"]},
-                          {"log_ratio_se", est["log_ratio_se"]}});
+                          {"ratio", Opt(ratio)},
+                          {"log_ratio", log_ratio},
+                          {"log_ratio_se", *se}});
+    return Status::Ok();
   };
   for (size_t f = 0; f < results.size(); ++f) {
-    const json& doc = results[f];
-    if (!doc.is_object() || !doc.contains("comparisons") || !doc["comparisons"].is_array()) {
-      return Status::InvalidInput(names[f] +
-                                  ": not a sparkulator bench results file (no \"comparisons\")");
-    }
-    try {
-      for (const json& cmp : doc["comparisons"]) {
-        std::string base = cmp.at("baseline").get<std::string>(),
-                    arm = cmp.at("arm").get<std::string>();
-        add(base, arm, -1, cmp, names[f]);
-        for (const json& cell : cmp.value("cells", json::array())) {
-          add(base, arm, cell.at("prompt_tokens").get<long long>(), cell, names[f]);
-        }
+    const JsonAt comparisons = JsonAt(results[f], names[f]).Key("comparisons");
+    SPK_ASSIGN_OR_RETURN(size_t n, comparisons.Array());
+    for (size_t c = 0; c < n; ++c) {
+      const JsonAt cmp = comparisons.Index(c);
+      SPK_ASSIGN_OR_RETURN(std::string base, cmp.Key("baseline").String());
+      SPK_ASSIGN_OR_RETURN(std::string arm, cmp.Key("arm").String());
+      SPK_RETURN_IF_ERROR(add(base, arm, -1, cmp, names[f]));
+      const JsonAt cells = cmp.Key("cells");
+      size_t n_cells = 0;
+      if (!cells.missing()) {
+        SPK_ASSIGN_OR_RETURN(n_cells, cells.Array());
       }
-    } catch (const json::exception& e) {
-      return Status::InvalidInput(names[f] + ": malformed comparison: " + e.what());
+      for (size_t i = 0; i < n_cells; ++i) {
+        const JsonAt cell = cells.Index(i);
+        SPK_ASSIGN_OR_RETURN(uint64_t prompt, cell.Key("prompt_tokens").Count());
+        if (prompt > static_cast<uint64_t>(INT64_MAX)) {
+          return cell.Key("prompt_tokens").Error("too large");
+        }
+        SPK_RETURN_IF_ERROR(add(base, arm, static_cast<long long>(prompt), cell, names[f]));
+      }
     }
   }
   json pooled = json::array();

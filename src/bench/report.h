@@ -3,8 +3,9 @@
 // Markdown tables, an SVG plot, and `bench report` pooling across machines.
 //
 // Everything after Analyze works on the JSON document, so a saved results file renders exactly like
-// a live run. Ownership: values. Thread safety: pure functions. Error policy: no exceptions (JSON
-// access is checked); malformed input files give InvalidInput naming the file.
+// a live run. A document read from a file is checked first (CheckResults): the renderers read only
+// what it checks. Ownership: values. Thread safety: pure functions. Error policy: no exceptions;
+// malformed input files give InvalidInput naming the file and the field (base/json_at.h).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -30,23 +31,32 @@ nlohmann::json Analyze(const std::vector<RequestRecord>& records, const Analysis
 // run with --prompts (prompt_tokens 0).
 std::string CellLabel(const nlohmann::json& prompt_tokens);
 
+// OK when `results` (read from `file`) has the shape everything below reads: "arms" (each with a
+// string "name", "cells" like arms[0]'s with integer "prompt_tokens", "n", "failures", a boolean
+// "noisy" and numbers or null, and "spec_decode" null or an object of numbers or null),
+// "comparisons" (each with string "arm" and "baseline", numbers or null, cells like arms[0]'s), and
+// optional "prompts" and "host" of strings. Else InvalidInput naming the file and the field:
+// "B.json: arms[1].name: expected a string, got a number". Analyze's output always passes.
+Status CheckResults(const nlohmann::json& results, const std::string& file);
+
 // The card-style tables of a results document: all of them, or one section (the model card
-// composes its own page from these).
+// composes its own page from these). REQUIRES: CheckResults(results) is OK.
 std::string RenderMarkdown(const nlohmann::json& results);
 std::string RenderDecodeTable(const nlohmann::json& results);  // tok/s per prompt, delta + CI
 std::string RenderSpecTable(const nlohmann::json& results);    // drafted, accepted, acceptance
 std::string RenderMemoryTable(const nlohmann::json& results);  // bench/memory.h, per arm
 
-// Two panels (report_svg.cc): mean decode tok/s by prompt length per arm with +-1 sample stdev
-// error bars, and each arm's change against the baseline (ratio - 1, in %) with its 95% CI on a
-// scale fitted to the data around the 0% line.
+// Two panels (report_svg.cc; REQUIRES as above): mean decode tok/s by prompt length per arm with
+// +-1 sample stdev error bars, and each arm's change against the baseline (ratio - 1, in %) with
+// its 95% CI on a scale fitted to the data around the 0% line.
 std::string RenderSvg(const nlohmann::json& results);
 // The second panel alone: each arm's decode tok/s ratio to the baseline, per prompt length and
 // overall, as its change from 1 with its 95% CI (plot::DeviationChart). Empty with one arm.
 std::string RenderDeltaSvg(const nlohmann::json& results);
 
 // Pools the comparisons of several results files (one per machine) by inverse-variance weighting of
-// per-machine log ratios. `names` label the machines (file names).
+// per-machine log ratios. `names` label the machines (file names). Reads only the comparisons (each
+// with string "arm" and "baseline", cells with integer "prompt_tokens"), checked with JsonAt.
 Result<nlohmann::json> PoolResults(const std::vector<nlohmann::json>& results,
                                    const std::vector<std::string>& names);
 std::string RenderPooledMarkdown(const nlohmann::json& pooled);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/json_at.h"
 #include "base/xml_escape.h"
 #include "bench/report.h"
 #include "plot/svg_chart.h"
@@ -29,9 +30,9 @@ std::string RenderRateSvg(const json& results) {
   double y_max = 1;
   for (const json& arm : arms) {
     for (const json& cell : arm["cells"]) {
-      if (!cell["mean_tok_s"].is_number()) continue;
-      double top = cell["mean_tok_s"].get<double>() +
-                   (cell["stdev_tok_s"].is_number() ? cell["stdev_tok_s"].get<double>() : 0);
+      const json &mean = FieldOrNull(cell, "mean_tok_s"), &sd = FieldOrNull(cell, "stdev_tok_s");
+      if (!mean.is_number()) continue;
+      double top = mean.get<double>() + (sd.is_number() ? sd.get<double>() : 0);
       y_max = std::max(y_max, top * 1.1);
     }
   }
@@ -78,11 +79,13 @@ std::string RenderRateSvg(const json& results) {
     std::string points;
     for (size_t i = 0; i < cells; ++i) {
       const json& cell = arms[a]["cells"][i];
-      if (!cell["mean_tok_s"].is_number()) continue;
-      double x = x_of(i) + offset, mean = cell["mean_tok_s"].get<double>();
+      const json &mean_at = FieldOrNull(cell, "mean_tok_s"),
+                 &sd_at = FieldOrNull(cell, "stdev_tok_s");
+      if (!mean_at.is_number()) continue;
+      double x = x_of(i) + offset, mean = mean_at.get<double>();
       points += fmt::format("{:.1f},{:.1f} ", x, y_of(mean));
-      if (cell["stdev_tok_s"].is_number()) {
-        double sd = cell["stdev_tok_s"].get<double>();
+      if (sd_at.is_number()) {
+        double sd = sd_at.get<double>();
         svg += fmt::format(
             "<line x1=\"{0:.1f}\" y1=\"{1:.1f}\" x2=\"{0:.1f}\" y2=\"{2:.1f}\" stroke=\"{3}\"/>"
             "<line x1=\"{4:.1f}\" y1=\"{1:.1f}\" x2=\"{5:.1f}\" y2=\"{1:.1f}\" stroke=\"{3}\"/>"
@@ -115,11 +118,13 @@ plot::Bar DeltaBar(const json& cmp, const std::string& where, size_t arm_index) 
       cmp["arm"].get<std::string>() + " vs " + cmp["baseline"].get<std::string>() + ", " + where;
   bar.color = ArmColor(arm_index);
   // The geometric mean of the paired ratios, the point its t interval belongs to (report.cc).
-  bar.value = cmp["log_ratio"].is_number() ? std::exp(cmp["log_ratio"].get<double>()) : NAN;
-  bar.has_ci = cmp["ci_low"].is_number() && cmp["ci_high"].is_number();
+  const json &log_ratio = FieldOrNull(cmp, "log_ratio"), &low = FieldOrNull(cmp, "ci_low"),
+             &high = FieldOrNull(cmp, "ci_high");
+  bar.value = log_ratio.is_number() ? std::exp(log_ratio.get<double>()) : NAN;
+  bar.has_ci = low.is_number() && high.is_number();
   if (bar.has_ci) {
-    bar.ci_low = cmp["ci_low"].get<double>();
-    bar.ci_high = cmp["ci_high"].get<double>();
+    bar.ci_low = low.get<double>();
+    bar.ci_high = high.get<double>();
   }
   bar.tooltip = bar.label;
   return bar;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace spk::bench {
 namespace {
 
@@ -130,6 +132,69 @@ TEST(Render, MarkdownAndSvg) {
   EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find(">fast</text>"), std::string::npos);
+}
+
+TEST(CheckResults, AnalyzeOutputPasses) {
+  json results = Analyze(Records(), {{"base", "fast"}, {128, 512}, 0.05});
+  EXPECT_TRUE(CheckResults(results, "B.json").ok());
+  results["prompts"] = nullptr;  // as bench writes it without a prompts file
+  results["host"] = {{"hostname", "m"}, {"cpu", "c"}, {"gpus", {"g", 1}}};  // a GPU: skipped
+  EXPECT_TRUE(CheckResults(results, "B.json").ok());
+}
+
+// The message CheckResults gives for Analyze's output with one change.
+std::string CheckAfter(const std::function<void(json&)>& change) {
+  json results = Analyze(Records(), {{"base", "fast"}, {128, 512}, 0.05});
+  change(results);
+  Status s = CheckResults(results, "B.json");
+  EXPECT_EQ(s.code(), s.ok() ? StatusCode::kOk : StatusCode::kInvalidInput);
+  return s.message();
+}
+
+TEST(CheckResults, NamesTheFileAndTheField) {
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["name"] = 7; }),
+            "B.json: arms[1].name: expected a string, got a number");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["accepted_tokens"] = "32"; }),
+            "B.json: arms[1].spec_decode.accepted_tokens: expected a number or null, got a string");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"] = "none"; }),
+            "B.json: arms: expected an array, got a string");
+  EXPECT_EQ(CheckAfter([](json& r) { r["comparisons"][0]["arm"] = 1; }),
+            "B.json: comparisons[0].arm: expected a string, got a number");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][0]["cells"][1].erase("noisy"); }),
+            "B.json: arms[0].cells[1].noisy: expected a boolean, got nothing");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][0]["cells"][0]["failures"] = -1; }),
+            "B.json: arms[0].cells[0].failures: expected an integer >= 0, got -1");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["cells"].erase(1); }),
+            "B.json: arms[1].cells: expected 2 cells (as arms[0] has), got 1");
+  EXPECT_EQ(CheckAfter([](json& r) { r["comparisons"][0]["cells"][0]["ci_low"] = true; }),
+            "B.json: comparisons[0].cells[0].ci_low: expected a number or null, got a boolean");
+  EXPECT_EQ(CheckAfter([](json& r) {
+              r["prompts"] = {{"degraded", {"x", 2}}};
+            }),
+            "B.json: prompts.degraded[1]: expected a string, got a number");
+  EXPECT_EQ(CheckAfter([](json& r) { r["host"] = "m1"; }),
+            "B.json: host: expected an object, got a string");
+  EXPECT_EQ(CheckResults(json::array(), "B.json").message(),
+            "B.json: expected an object, got an array");
+  // Optional statistics may be null or absent: the renderers say "-" or "not available".
+  EXPECT_EQ(CheckAfter([](json& r) {
+              r["arms"][0]["cells"][0].erase("stdev_tok_s");
+              r["comparisons"][0]["ci_low"] = nullptr;
+            }),
+            "");
+}
+
+TEST(PoolResults, NamesTheFileAndTheField) {
+  json doc = {{"comparisons", {{{"baseline", "x"}, {"arm", 3}}}}};
+  EXPECT_EQ(PoolResults({doc}, {"a.json"}).status().message(),
+            "a.json: comparisons[0].arm: expected a string, got a number");
+  EXPECT_EQ(PoolResults({json{{"nope", 1}}}, {"bad.json"}).status().message(),
+            "bad.json: comparisons: expected an array, got nothing");
+  doc = {{"comparisons",
+          {{{"baseline", "x"}, {"arm", "y"}, {"cells", {{{"prompt_tokens", "512"}}}}}}}};
+  EXPECT_EQ(
+      PoolResults({doc}, {"a.json"}).status().message(),
+      "a.json: comparisons[0].cells[0].prompt_tokens: expected an integer >= 0, got a string");
 }
 
 TEST(PoolResults, InverseVarianceAcrossFiles) {

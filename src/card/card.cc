@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+#include <vector>
 
+#include "base/json_at.h"
 #include "base/strings.h"
 #include "bench/report.h"
 #include "card/front_matter.h"
@@ -24,14 +29,73 @@ Result<json> ReadJson(FileSystem* fs, const std::string& path) {
   return parsed;
 }
 
-std::string Str(const json& j, const char* key, const std::string& fallback = "") {
-  return j.is_object() && j.contains(key) && j[key].is_string() ? j[key].get<std::string>()
-                                                                : fallback;
+// The "sparkulator" record quantize wrote (quantize/record.h), read field by field through JsonAt:
+// a field of the wrong type is InvalidInput naming config.json and the field
+// ("sparkulator.group_size: expected a number, got a string"); a missing field takes the default
+// the card has always shown for it.
+struct Record {
+  std::string scheme, source, version, method, family, preset;
+  std::optional<std::string> target_precision;  // drafts only
+  std::optional<long long> group_size;
+  uint64_t source_tensor_bytes = 0, output_tensor_bytes = 0;
+  bool data_free = true;
+  std::vector<std::pair<std::string, std::string>> kept_dense;  // reason, tensor
+  std::string ignore = "[]";  // quantization_config.ignore, as JSON
+};
+
+// A string field, or `fallback` when it is absent.
+Result<std::string> StringOr(const JsonAt& at, std::string fallback) {
+  if (at.missing()) return fallback;
+  return at.String();
 }
 
-double Gib(const json& bytes) {
-  return bytes.is_number() ? bytes.get<double>() / (1024.0 * 1024 * 1024) : 0;
+Result<std::optional<long long>> GroupSize(const JsonAt& at) {
+  if (at.missing()) return std::optional<long long>();
+  SPK_ASSIGN_OR_RETURN(double group, at.Number());
+  if (group != std::floor(group) || std::fabs(group) > 1e15) {
+    return at.Error(fmt::format("expected an integer, got {}", group));
+  }
+  return std::optional<long long>(static_cast<long long>(group));
 }
+
+Result<uint64_t> CountOr0(const JsonAt& at) { return at.missing() ? 0 : at.Count(); }
+
+// `record` is config.json's "sparkulator" object, `quant_config` its quantization_config.
+Result<Record> ReadRecord(const JsonAt& record, const json& quant_config) {
+  Record r;
+  SPK_ASSIGN_OR_RETURN(r.scheme, StringOr(record.Key("scheme"), ""));
+  SPK_ASSIGN_OR_RETURN(r.source, StringOr(record.Key("source"), ""));
+  SPK_ASSIGN_OR_RETURN(r.version, StringOr(record.Key("version"), "?"));
+  SPK_ASSIGN_OR_RETURN(r.method, StringOr(record.Key("method"), "rtn"));
+  SPK_ASSIGN_OR_RETURN(r.family, StringOr(record.Key("family"), "?"));
+  SPK_ASSIGN_OR_RETURN(r.preset, StringOr(record.Key("preset"), "auto"));
+  if (!record.Key("target_precision").missing()) {
+    SPK_ASSIGN_OR_RETURN(r.target_precision, record.Key("target_precision").String());
+  }
+  SPK_ASSIGN_OR_RETURN(r.group_size, GroupSize(record.Key("group_size")));
+  SPK_ASSIGN_OR_RETURN(r.source_tensor_bytes, CountOr0(record.Key("source_tensor_bytes")));
+  SPK_ASSIGN_OR_RETURN(r.output_tensor_bytes, CountOr0(record.Key("output_tensor_bytes")));
+  if (!record.Key("data_free").missing()) {
+    SPK_ASSIGN_OR_RETURN(r.data_free, record.Key("data_free").Bool());
+  }
+  const JsonAt kept = record.Key("kept_dense");
+  if (!kept.missing()) {
+    SPK_ASSIGN_OR_RETURN(size_t n, kept.Array());
+    for (size_t i = 0; i < n; ++i) {
+      SPK_RETURN_IF_ERROR(kept.Index(i).Object());
+      SPK_ASSIGN_OR_RETURN(std::string reason, StringOr(kept.Index(i).Key("reason"), ""));
+      SPK_ASSIGN_OR_RETURN(std::string tensor, StringOr(kept.Index(i).Key("tensor"), ""));
+      r.kept_dense.emplace_back(std::move(reason), std::move(tensor));
+    }
+  }
+  // Any JSON: the card quotes it as it is.
+  if (const json& ignore = FieldOrNull(quant_config, "ignore"); !ignore.is_null()) {
+    r.ignore = ignore.dump();
+  }
+  return r;
+}
+
+double Gib(uint64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024 * 1024); }
 
 // The Hub id of the source: --base-model, else "org/name" of a Hugging Face cache path
 // (.../models--org--name/snapshots/...), else the source itself when it reads like "org/name".
@@ -56,8 +120,12 @@ std::string SourceLicense(FileSystem* fs, const std::string& source) {
     std::string license = FrontMatterScalar(*readme, "license");
     if (!license.empty()) return license;
   }
-  if (auto config = ReadJson(fs, source + "/config.json"); config.ok()) {
-    return Str(*config, "license");
+  // Another tool's file: a license that is not a string is no license, not an error.
+  const std::string config_path = source + "/config.json";
+  if (auto config = ReadJson(fs, config_path); config.ok()) {
+    if (auto license = JsonAt(*config, config_path).Key("license").String(); license.ok()) {
+      return *license;
+    }
   }
   return "";
 }
@@ -65,9 +133,9 @@ std::string SourceLicense(FileSystem* fs, const std::string& source) {
 // What the weights are, from the scheme row: for the integer pack-quantized rows their width,
 // zero points and the recorded group size (a row takes several); for the others, whose grouping the
 // row fixes, the row's summary.
-std::string SchemeWords(const QuantScheme& scheme, const json& record) {
+std::string SchemeWords(const QuantScheme& scheme, const Record& record) {
   if (scheme.codec != &PackQuantizedCodec()) return std::string(scheme.summary);
-  long long group = record.value("group_size", 0LL);
+  long long group = record.group_size.value_or(0);
   std::string grouping = group > 0 ? fmt::format("groups of {}", group) : "per output channel";
   std::string each = scheme.symmetric ? "one BF16 scale each"
                                       : fmt::format("one BF16 scale and one {} zero point each",
@@ -76,7 +144,7 @@ std::string SchemeWords(const QuantScheme& scheme, const json& record) {
                      each);
 }
 
-std::string WhatItIs(const std::string& name, const QuantScheme& scheme, const json& record,
+std::string WhatItIs(const std::string& name, const QuantScheme& scheme, const Record& record,
                      const std::string& family, const std::string& base_model,
                      const std::string& target) {
   std::string draft = family == "llm" ? "model" : family + " speculative-decoding draft";
@@ -84,13 +152,13 @@ std::string WhatItIs(const std::string& name, const QuantScheme& scheme, const j
       "# {name}\n\nA {scheme} quantization of the {draft} `{source}`: {words}. It is written in "
       "the compressed-tensors `{format}` format that vLLM loads on {kernels}, made with "
       "sparkulator {version}, data-free (no calibration set).\n",
-      fmt::arg("name", name), fmt::arg("scheme", Str(record, "scheme", "?")),
+      fmt::arg("name", name), fmt::arg("scheme", record.scheme),
       fmt::arg("words", SchemeWords(scheme, record)), fmt::arg("draft", draft),
       fmt::arg("format", scheme.format), fmt::arg("kernels", scheme.kernels),
-      fmt::arg("source", base_model.empty() ? Str(record, "source") : base_model),
-      fmt::arg("version", Str(record, "version", "?")));
+      fmt::arg("source", base_model.empty() ? record.source : base_model),
+      fmt::arg("version", record.version));
   if (family == "llm") return out;
-  std::string precision = Str(record, "target_precision", "unquantized");
+  std::string precision = record.target_precision.value_or("unquantized");
   out += fmt::format(
       "\n## Pairing\n\nThis draft pairs with the **{precision}** target{named}: that is the target "
       "it was trained against, recorded when it was quantized (`config.json`, "
@@ -102,45 +170,38 @@ std::string WhatItIs(const std::string& name, const QuantScheme& scheme, const j
   return out;
 }
 
-std::string SizesAndRecipe(const json& record, const std::string& checkpoint) {
-  double before = Gib(record["source_tensor_bytes"]), after = Gib(record["output_tensor_bytes"]);
+std::string SizesAndRecipe(const Record& record, const std::string& checkpoint) {
+  double before = Gib(record.source_tensor_bytes), after = Gib(record.output_tensor_bytes);
   std::string out = "\n## Size\n\n| | weights |\n|---|---|\n";
-  out += fmt::format("| source | {:.3f} GiB ({} bytes) |\n", before,
-                     record.value("source_tensor_bytes", 0ULL));
+  out += fmt::format("| source | {:.3f} GiB ({} bytes) |\n", before, record.source_tensor_bytes);
   out += fmt::format("| this checkpoint | {:.3f} GiB ({} bytes) |\n", after,
-                     record.value("output_tensor_bytes", 0ULL));
+                     record.output_tensor_bytes);
   if (before > 0) out += fmt::format("| ratio | x{:.3f} |\n", after / before);
-  std::string method = Str(record, "method", "rtn");
   std::string command = fmt::format(
-      "sparkulator quantize {} {} --scheme {} --method {} --group-size {}", Str(record, "source"),
-      Basename(checkpoint), Str(record, "scheme"), method, record.value("group_size", 128LL));
-  if (record.contains("target_precision")) {
-    command += " --target-precision " + Str(record, "target_precision");
-  }
+      "sparkulator quantize {} {} --scheme {} --method {} --group-size {}", record.source,
+      Basename(checkpoint), record.scheme, record.method, record.group_size.value_or(128));
+  if (record.target_precision) command += " --target-precision " + *record.target_precision;
   out += fmt::format(
       "\n## Recipe\n\n| | |\n|---|---|\n| scheme | {} |\n| group size | {} |\n| method | {} |\n"
       "| data-free | {} |\n| family (preset) | {} ({}) |\n| sparkulator | {} |\n\n"
       "```\n{}\n```\n",
-      Str(record, "scheme"), record.value("group_size", 0LL),
-      method == "search" ? "search (per-group scale search for a lower reconstruction error)"
-                         : "rtn (min-max round-to-nearest, bit-exact with llm-compressor)",
-      record.value("data_free", true) ? "yes" : "no", Str(record, "family", "?"),
-      Str(record, "preset", "auto"), Str(record, "version", "?"), command);
+      record.scheme, record.group_size.value_or(0),
+      record.method == "search" ? "search (per-group scale search for a lower reconstruction error)"
+                                : "rtn (min-max round-to-nearest, bit-exact with llm-compressor)",
+      record.data_free ? "yes" : "no", record.family, record.preset, record.version, command);
   return out;
 }
 
 // One row per reason, with every tensor it keeps dense.
-std::string KeptDense(const json& record, const json& quant_config) {
+std::string KeptDense(const Record& record) {
   std::string out = "\n## Modules kept dense\n\n";
-  std::string ignore = quant_config.value("ignore", json::array()).dump();
-  const json kept = record.value("kept_dense", json::array());
-  if (kept.empty()) {
-    return out + "Every Linear module is quantized (`quantization_config.ignore`: `" + ignore +
-           "`).\n";
+  if (record.kept_dense.empty()) {
+    return out + "Every Linear module is quantized (`quantization_config.ignore`: `" +
+           record.ignore + "`).\n";
   }
   std::vector<std::pair<std::string, std::string>> rows;  // reason, tensors
-  for (const json& k : kept) {
-    std::string reason = Str(k, "reason"), tensor = "`" + Str(k, "tensor") + "`";
+  for (const auto& [reason, name] : record.kept_dense) {
+    std::string tensor = "`" + name + "`";
     auto row =
         std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == reason; });
     if (row == rows.end()) {
@@ -151,7 +212,7 @@ std::string KeptDense(const json& record, const json& quant_config) {
   }
   out += "| tensors | reason |\n|---|---|\n";
   for (const auto& [reason, tensors] : rows) out += "| " + tensors + " | " + reason + " |\n";
-  return out + "\n`quantization_config.ignore`: `" + ignore + "`\n";
+  return out + "\n`quantization_config.ignore`: `" + record.ignore + "`\n";
 }
 
 std::string Serving(const CheckReport& report, const CardOptions& options) {
@@ -200,40 +261,39 @@ Result<Card> MakeCard(const RunContext& run, const CardOptions& options,
   FileSystem* fs = run.fs;
   const std::string config_path = options.checkpoint + "/config.json";
   SPK_ASSIGN_OR_RETURN(json config, ReadJson(fs, config_path));
-  if (!config.contains("quantization_config") || !config.contains("sparkulator") ||
-      !config["sparkulator"].is_object()) {
+  const JsonAt doc(config, config_path);
+  if (doc.Key("quantization_config").missing() || !doc.Key("sparkulator").Object().ok()) {
     return Status::InvalidInput(
         config_path +
         ": no quantization_config and \"sparkulator\" record; sparkulator card describes a "
         "checkpoint written by `sparkulator quantize` (quantize it first)");
   }
-  const json& record = config["sparkulator"];
-  const QuantScheme* scheme = FindScheme(Str(record, "scheme"));
+  SPK_ASSIGN_OR_RETURN(Record record, ReadRecord(doc.Key("sparkulator"),
+                                                 FieldOrNull(config, "quantization_config")));
+  const QuantScheme* scheme = FindScheme(record.scheme);
   if (scheme == nullptr) {
     return Status::InvalidInput(fmt::format(
         "{}: sparkulator.scheme \"{}\" is none of the schemes this sparkulator knows ({})",
-        config_path, Str(record, "scheme"), SchemeNames()));
+        config_path, record.scheme, SchemeNames()));
   }
   CheckOptions check_options;
   check_options.checkpoint = options.checkpoint;
   SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, check_options));
 
   Card card;
-  std::string source = Str(record, "source");
+  const std::string& source = record.source;
   std::string base_model = BaseModel(fs, source, options.base_model);
   std::vector<nlohmann::json> results;
   for (const std::string& path : options.bench_files) {
     SPK_ASSIGN_OR_RETURN(json doc, ReadJson(fs, path));
-    if (!doc.contains("arms") || !doc.contains("comparisons")) {
-      return Status::InvalidInput(path + ": not a `sparkulator bench --json` results file");
-    }
+    SPK_RETURN_IF_ERROR(bench::CheckResults(doc, path));
     results.push_back(std::move(doc));
   }
 
   OwnedKeys keys;
   keys.base_model = base_model;
   keys.license = SourceLicense(fs, source);
-  keys.scheme = Str(record, "scheme");
+  keys.scheme = record.scheme;
   keys.number_type = WeightNumberName(*scheme);
   keys.family = report.family;
   std::string name = Basename(options.checkpoint);
@@ -243,7 +303,7 @@ Result<Card> MakeCard(const RunContext& run, const CardOptions& options,
             "`) with no Hugging Face id; pass `--base-model ORG/NAME` to name it.\n";
   }
   body += SizesAndRecipe(record, options.checkpoint);
-  body += KeptDense(record, config["quantization_config"]);
+  body += KeptDense(record);
   body += Serving(report, options);
   SPK_ASSIGN_OR_RETURN(std::string checks, CheckSections(run, options, &card));
   body += checks;

@@ -15,8 +15,11 @@
 // Every file (the checkpoint's, the source's, results files, a vLLM tree) is read through the
 // FileSystem MakeCard is handed. Layer: above check and bench (docs/design.md). Ownership: values.
 // Thread safety: one call at a time per output. Error policy: no exceptions; Status (NotFound /
-// InvalidInput naming the file, e.g. a record whose scheme has no row; Usage) for what the card
-// cannot be written from; a missing optional source is said in the card.
+// InvalidInput naming the file, e.g. a record whose scheme has no row, or the file and the field of
+// the record or of a results file, read through base/json_at.h, e.g. "CKPT/config.json:
+// sparkulator.group_size: expected a number, got a string", "B.json: arms[1].name: expected a
+// string, got a number"; Usage) for what the card cannot be written from; a missing optional
+// source is said in the card.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -58,6 +61,7 @@ Result<Card> MakeCard(const RunContext& run, const CardOptions& options,
 
 // The generated block's Markdown for a list of results documents (tables per machine, pooled
 // tables when there are several, memory per arm). `names` label them; `charts` are image paths.
+// REQUIRES: each document passed bench::CheckResults (MakeCard checks every --bench file).
 std::string BenchSections(const std::vector<nlohmann::json>& results,
                           const std::vector<std::string>& names,
                           const std::vector<std::string>& charts);

@@ -1,9 +1,12 @@
 // The benchmark part of the card (declared in card/card.h): bench's own tables per machine
-// (bench/report.h), pooled across machines, and each machine's chart.
+// (bench/report.h), pooled across machines, and each machine's chart. The documents passed
+// bench::CheckResults when they were read (card.cc): the typed reads here are of what it checked,
+// optional counts go through FieldOrNull.
 #include <fmt/format.h>
 
 #include <map>
 
+#include "base/json_at.h"
 #include "bench/report.h"
 #include "card/card.h"
 #include "io/file.h"
@@ -42,14 +45,16 @@ std::string PooledAcceptance(const std::vector<json>& results) {
   std::vector<std::string> order;
   for (const json& doc : results) {
     for (const json& arm : doc["arms"]) {
-      const json& s = arm["spec_decode"];
-      if (!s.is_object() || !s["draft_tokens"].is_number()) continue;
+      const json& s = FieldOrNull(arm, "spec_decode");
+      const json &drafts = FieldOrNull(s, "drafts"), &drafted = FieldOrNull(s, "draft_tokens"),
+                 &accepted = FieldOrNull(s, "accepted_tokens");
+      if (!drafts.is_number() || !drafted.is_number() || !accepted.is_number()) continue;
       std::string name = arm["name"].get<std::string>();
       if (!sums.count(name)) order.push_back(name);
       Sum& sum = sums[name];
-      sum.drafts += s["drafts"].get<double>();
-      sum.drafted += s["draft_tokens"].get<double>();
-      sum.accepted += s["accepted_tokens"].get<double>();
+      sum.drafts += drafts.get<double>();
+      sum.drafted += drafted.get<double>();
+      sum.accepted += accepted.get<double>();
       ++sum.machines;
     }
   }

@@ -49,6 +49,39 @@ TEST(MakeCard, ReadsTheCheckpointThroughItsFileSystem) {
   EXPECT_NE(unknown.status().message().find("fp8-block"), std::string::npos);  // the known ones
 }
 
+// A record field of the wrong type is an input error naming config.json and the field, before
+// anything else reads the checkpoint (nlohmann's typed reads would throw type_error instead).
+TEST(MakeCard, ARecordFieldOfTheWrongTypeNamesTheFileAndTheField) {
+  const std::map<std::string, std::string> cases = {
+      {R"("group_size": "x")", "sparkulator.group_size: expected a number, got a string"},
+      {R"("group_size": 12.5)", "sparkulator.group_size: expected an integer, got 12.5"},
+      {R"("source": 7)", "sparkulator.source: expected a string, got a number"},
+      {R"("target_precision": null)", "sparkulator.target_precision: expected a string, got null"},
+      {R"("data_free": "yes")", "sparkulator.data_free: expected a boolean, got a string"},
+      {R"("source_tensor_bytes": -1)",
+       "sparkulator.source_tensor_bytes: expected an integer >= 0, got -1"},
+      {R"("output_tensor_bytes": [])",
+       "sparkulator.output_tensor_bytes: expected an integer >= 0, got an array"},
+      {R"("kept_dense": {})", "sparkulator.kept_dense: expected an array, got an object"},
+      {R"("kept_dense": [{"reason": "r", "tensor": "t"}, "t"])",
+       "sparkulator.kept_dense[1]: expected an object, got a string"},
+      {R"("kept_dense": [{"reason": 3, "tensor": "t"}])",
+       "sparkulator.kept_dense[0].reason: expected a string, got a number"},
+  };
+  for (const auto& [field, message] : cases) {
+    InMemoryFiles fs;
+    fs.files["/ckpt/config.json"] = R"({"quantization_config": {"ignore": 5}, "sparkulator": )"
+                                    R"({"scheme": "w4a16", )" +
+                                    field + "}}";
+    CardOptions options;
+    options.checkpoint = "/ckpt";
+    auto card = MakeCard(RunContext{.fs = &fs}, options, "");
+    ASSERT_FALSE(card.ok()) << field;
+    EXPECT_EQ(card.status().code(), StatusCode::kInvalidInput) << field;
+    EXPECT_EQ(card.status().message(), "/ckpt/config.json: " + message) << field;
+  }
+}
+
 TEST(MakeCard, AFailedReadNamesTheFile) {
   spk::testing::ScopedTempDir dir;
   ASSERT_TRUE(FileSystem::Default()->WriteFile(dir / "config.json", "{}").ok());

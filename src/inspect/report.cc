@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "base/json_at.h"
 #include "checkpoint/map_rules.h"
 #include "checkpoint/module_reader.h"
 #include "checkpoint/quant_config.h"
@@ -300,11 +301,15 @@ std::string RenderReport(const Json& r, bool with_tensors) {
   line(fmt::format("checkpoint: {}", r.value("path", "")));
   line(fmt::format("family:     {} ({})", r.value("family", ""), r.value("family_reason", "")));
   if (auto d = r.find("decoded_source"); d != r.end() && d->is_object()) {
+    // The source's own quantization_config, as its producer wrote it: any field may be of any type
+    // (a ModelOpt producer with a quant_method that is not a string still decodes as modelopt).
     // An older ModelOpt export's hf_quant_config.json names its producer, not a quant_method.
-    const Json producer = d->value("producer", Json::object());
+    const nlohmann::json source(*d);
+    const JsonAt qc(source, "quantization_config");
+    Result<std::string> method = qc.Key("quant_method").String();
+    if (!method.ok()) method = qc.Key("producer").Key("name").String();
     line(fmt::format("source:     decoded from quant_method {} on the fly (docs/formats.md)",
-                     d->value("quant_method", producer.is_object() ? producer.value("name", "?")
-                                                                   : std::string("?"))));
+                     method.ok() ? *method : std::string("?")));
   }
   if (r.value("quantized", false)) {
     for (const Json& g : r["config_groups"]) {

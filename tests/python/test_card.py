@@ -183,6 +183,72 @@ def test_not_a_sparkulator_checkpoint_is_a_clear_error(tmp_path, run):
     assert r.returncode == 2 and "config.json" in r.stderr and "sparkulator quantize" in r.stderr
 
 
+def _set(path, value):
+    """A mutation of a results document: the field at `path` (keys and indices) becomes `value`."""
+    def mutate(doc):
+        at = doc
+        for key in path[:-1]:
+            at = at[key]
+        at[path[-1]] = value
+        return json.dumps(doc)
+    return mutate
+
+
+# A malformed --bench file (one field of a real results file changed, or the file cut short), and
+# the end of the error it must give after "FILE: ".
+MALFORMED_BENCH = {
+    "arm_name_number": (_set(["arms", 1, "name"], 7), "arms[1].name: expected a string, got a number"),
+    "acceptance_count_string": (
+        _set(["arms", 1, "spec_decode", "accepted_tokens"], "180"),
+        "arms[1].spec_decode.accepted_tokens: expected a number or null, got a string"),
+    "arms_not_a_list": (_set(["arms"], "none"), "arms: expected an array, got a string"),
+    "comparison_arm_number": (_set(["comparisons", 0, "arm"], 2),
+                              "comparisons[0].arm: expected a string, got a number"),
+    "truncated": (lambda doc: json.dumps(doc)[:200], "not valid JSON"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_BENCH))
+def test_malformed_bench_file_is_an_input_error_naming_the_field(made, run, case):
+    """A --bench file of the wrong shape exits 2 with the file and the field, never aborts."""
+    draft, files, card = made
+    mutate, message = MALFORMED_BENCH[case]
+    bad = files[0].parent / f"bad-{case}.json"
+    bad.write_text(mutate(json.loads(files[0].read_text())))
+    r = run("card", draft, "--bench", files[1], "--bench", bad, "-o", card.parent / "new.md")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert errors == [f"sparkulator: error: {bad}: {message}"], r.stderr
+    assert not (card.parent / "new.md").exists()
+
+
+# A field of the checkpoint's own "sparkulator" record (config.json) of the wrong type, and the end
+# of the error it must give after "CKPT/config.json: ".
+MALFORMED_RECORD = {
+    "group_size_string": ("group_size", "x", "sparkulator.group_size: expected a number, got a string"),
+    "data_free_string": ("data_free", "yes", "sparkulator.data_free: expected a boolean, got a string"),
+    "kept_dense_reason_number": (
+        "kept_dense", [{"tensor": "t", "reason": 3}],
+        "sparkulator.kept_dense[0].reason: expected a string, got a number"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED_RECORD))
+def test_malformed_record_is_an_input_error_naming_the_field(made, run, case):
+    """A record field of the wrong type exits 2 naming config.json and the field, never exit 70
+    ("internal error", nlohmann's type_error)."""
+    draft, files, card = made
+    key, value, message = MALFORMED_RECORD[case]
+    config = json.loads((draft / "config.json").read_text())
+    config["sparkulator"][key] = value
+    (draft / "config.json").write_text(json.dumps(config))
+    r = run("card", draft, "-o", card.parent / "new.md")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    errors = [line for line in r.stderr.splitlines() if "error" in line]
+    assert errors == [f"sparkulator: error: {draft}/config.json: {message}"], r.stderr
+    assert not (card.parent / "new.md").exists()
+
+
 def scheme_names(run):
     """Every row of the scheme table, as `sparkulator quantize --help` lists them under --scheme
     (generated from the table: a row's name and summary, then a line with its group sizes)."""

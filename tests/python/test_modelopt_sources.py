@@ -215,6 +215,20 @@ def test_an_export_described_by_hf_quant_config_json_only_decodes_the_same(spk, 
         assert "weight_scale" not in report and "input_scale" not in report, report
 
 
+def test_a_quant_method_that_is_not_a_string_names_the_modelopt_producer(spk, exports, tmp_path):
+    """hf_quant_config.json with a quant_method of another type decodes by its ModelOpt producer,
+    and inspect names that producer (not nlohmann's type_error, exit 70)."""
+    old = broken_copy(exports / "nvfp4", tmp_path / "old")
+    c = json.loads((old / "config.json").read_text())
+    del c["quantization_config"]
+    (old / "config.json").write_text(json.dumps(c))
+    hf = json.loads((old / "hf_quant_config.json").read_text())
+    hf["quant_method"] = 5
+    (old / "hf_quant_config.json").write_text(json.dumps(hf))
+    report = spk("inspect", old).stdout
+    assert "decoded from quant_method modelopt" in report, report
+
+
 def test_scales_in_another_shard_than_their_weights_decode_the_same(spk, exports, tmp_path):
     """ModelOpt's export keeps a module's tensors together; a re-sharded copy need not."""
     moved = broken_copy(exports / "nvfp4", tmp_path / "moved")
