@@ -184,6 +184,70 @@ TEST(CheckResults, NamesTheFileAndTheField) {
             "");
 }
 
+// A `bench --prompts` run: one cell with prompt_tokens 0, a "prompts" object, intervals over
+// blocks; CheckResults accepts it and every renderer reads it.
+TEST(CheckResults, PromptsFileRunPassesAndRenders) {
+  std::vector<RequestRecord> records;
+  for (size_t b = 0; b < 3; ++b) {
+    for (size_t a = 0; a < 2; ++a) {
+      RequestRecord r = Make(a, b, 0, a == 0 ? 100 : 150 + 10.0 * b, true);
+      r.spec = SpecCounters{10, 30, 6.0 + b, {{0, 5.0}, {1, 1.0 + b}}};
+      records.push_back(r);
+    }
+  }
+  json results = Analyze(records, {{"base", "fast"}, {0}, 0.05});
+  results["prompts"] = {{"method", "file"},
+                        {"exact", nullptr},
+                        {"file", "p.jsonl"},
+                        {"count", 3},
+                        {"chat", 2},
+                        {"text", 1},
+                        {"ignore_eos", false},
+                        {"description", "3 prompts from p.jsonl"},
+                        {"degraded", json::array()}};
+  results["flags"] = {{"prompts_file", "p.jsonl"}, {"ignore_eos", false}};
+  ASSERT_TRUE(CheckResults(results, "B.json").ok()) << CheckResults(results, "B.json").message();
+  EXPECT_EQ(results["arms"][1]["spec_decode"]["ci_blocks"], 3);
+  std::string md = RenderMarkdown(results);
+  EXPECT_NE(md.find("| prompts file |"), std::string::npos) << md;
+  EXPECT_NE(md.find("prompts: 3 prompts from p.jsonl"), std::string::npos) << md;
+  EXPECT_NE(md.find("[low, high]: 95% t interval"), std::string::npos) << md;
+  EXPECT_NE(RenderSvg(results).find("prompts file"), std::string::npos);
+}
+
+TEST(CheckResults, NamesAMistypedIntervalField) {
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["per_position_ci_low"] = "x"; }),
+            "B.json: arms[1].spec_decode.per_position_ci_low: expected an array, got a string");
+  EXPECT_EQ(
+      CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["per_position_ci_high"][2] = "x"; }),
+      "B.json: arms[1].spec_decode.per_position_ci_high[2]: expected a number or null, got a "
+      "string");
+  EXPECT_EQ(CheckAfter([](json& r) {
+              r["arms"][1]["spec_decode"]["mean_acceptance_length_ci_low"] = true;
+            }),
+            "B.json: arms[1].spec_decode.mean_acceptance_length_ci_low: expected a number or null, "
+            "got a boolean");
+  EXPECT_EQ(
+      CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["acceptance_rate_ci_high"] = "0.9"; }),
+      "B.json: arms[1].spec_decode.acceptance_rate_ci_high: expected a number or null, got a "
+      "string");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["ci_blocks"] = 1.5; }),
+            "B.json: arms[1].spec_decode.ci_blocks: expected an integer >= 0, got 1.5");
+  EXPECT_EQ(CheckAfter([](json& r) {
+              r["prompts"] = {{"ignore_eos", "no"}};
+            }),
+            "B.json: prompts.ignore_eos: expected a boolean, got a string");
+  // Fewer than 2 blocks: null bounds and null elements; files from before the intervals have none.
+  EXPECT_EQ(CheckAfter([](json& r) {
+              json& s = r["arms"][1]["spec_decode"];
+              s["mean_acceptance_length_ci_low"] = nullptr;
+              s["per_position_ci_low"] = {nullptr, nullptr, nullptr};
+              s["ci_blocks"] = nullptr;
+              r["arms"][1]["spec_decode"].erase("per_position_ci_high");
+            }),
+            "");
+}
+
 TEST(PoolResults, NamesTheFileAndTheField) {
   json doc = {{"comparisons", {{{"baseline", "x"}, {"arm", 3}}}}};
   EXPECT_EQ(PoolResults({doc}, {"a.json"}).status().message(),
