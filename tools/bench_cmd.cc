@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "bench/prompt_file.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "commands.h"
@@ -31,7 +32,29 @@ struct BenchFlags {
   std::vector<std::string> report_files;
   std::string report_json;
   std::string port_range;
+  std::string prompts_path;
+  bool ignore_eos = false;
+  // Given on the command line (not defaults): --prompts sets the repeats and refuses the others.
+  bool repeats_given = false, prompt_lengths_given = false;
 };
+
+// --prompts: the file is read and checked whole here, before any server is reached.
+Status ApplyPromptsFile(FileSystem* fs, const BenchFlags& flags, bench::BenchConfig* config) {
+  if (flags.prompt_lengths_given) {
+    return Status::Usage(
+        "--prompt-lengths and --prompts: the file's prompts replace the length grid; give one");
+  }
+  if (config->chat) {
+    return Status::Usage(
+        "--chat and --prompts: each line of the file chooses its endpoint (\"messages\": chat, "
+        "\"prompt\": completions)");
+  }
+  SPK_ASSIGN_OR_RETURN(config->file_prompts, bench::ReadPromptFile(fs, flags.prompts_path));
+  config->prompts_path = flags.prompts_path;
+  config->ignore_eos = flags.ignore_eos;
+  if (!flags.repeats_given) config->repeats = config->file_prompts.size();
+  return Status::Ok();
+}
 
 Result<std::vector<size_t>> ParseLengths(const std::string& text) {
   std::vector<size_t> lengths;
@@ -85,9 +108,14 @@ int RunMain(FileSystem* fs, bench::BenchConfig config, const BenchFlags& flags) 
     if (!arm.ok()) return ReportError(arm.status());
     config.arms.push_back(*arm);
   }
-  auto lengths = ParseLengths(flags.prompt_lengths);
-  if (!lengths.ok()) return ReportError(lengths.status());
-  config.prompt_lengths = *lengths;
+  if (!flags.prompts_path.empty()) {
+    Status applied = ApplyPromptsFile(fs, flags, &config);
+    if (!applied.ok()) return ReportError(applied);
+  } else {
+    auto lengths = ParseLengths(flags.prompt_lengths);
+    if (!lengths.ok()) return ReportError(lengths.status());
+    config.prompt_lengths = *lengths;
+  }
   if (!flags.port_range.empty()) {
     int first = 0, last = 0;
     char dash = 0;
@@ -154,13 +182,25 @@ void AddBenchCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("--prompt-lengths", flags->prompt_lengths,
                   "Prompt lengths in tokens, comma separated")
       ->capture_default_str();
+  sub->add_option("--prompts", flags->prompts_path,
+                  "JSONL file of prompts to send instead of the built-in code corpus: each line "
+                  "{\"messages\": [...]} (chat completions) or {\"prompt\": \"...\"} "
+                  "(completions), optionally with \"max_tokens\"; cycled in order, block b sends "
+                  "prompt b mod N to every arm; generation ends at EOS")
+      ->type_name("FILE");
+  sub->add_flag("--ignore-eos", flags->ignore_eos,
+                "With --prompts: generate exactly --max-tokens (or the line's max_tokens) tokens, "
+                "ignoring EOS");
   sub->add_option("--repeats", config->repeats,
-                  "Measured requests per arm and prompt length (ABBA blocks)")
+                  "Measured requests per arm and prompt length (ABBA blocks); with --prompts, "
+                  "default: the number of prompts")
       ->capture_default_str();
   sub->add_option("--warmup", config->warmup,
                   "Warm-up requests per arm (and per launch), excluded from every figure")
       ->capture_default_str();
-  sub->add_option("--max-tokens", config->max_tokens, "Fixed output length in tokens (ignore_eos)")
+  sub->add_option("--max-tokens", config->max_tokens,
+                  "Output length in tokens: fixed (ignore_eos); with --prompts the most a response "
+                  "may have, unless --ignore-eos")
       ->capture_default_str();
   sub->add_flag("--chat", config->chat,
                 "Use /v1/chat/completions (thinking off) instead of /v1/completions");
@@ -199,8 +239,9 @@ void AddBenchCommand(CLI::App& app, CommandBody* run) {
 
   sub->callback([run, config, flags, report, sub] {
     std::string command_line = "sparkulator bench";
-    (void)sub;
     config->command_line = command_line;
+    flags->repeats_given = sub->count("--repeats") > 0;
+    flags->prompt_lengths_given = sub->count("--prompt-lengths") > 0;
     if (report->parsed()) {
       *run = [flags] { return RunReport(FileSystem::Default(), *flags); };
     } else {

@@ -60,12 +60,59 @@ json SglangSpecJson(const std::vector<const RequestRecord*>& measured) {
        "not available (SGLang exposes windowed gauges, not counters)"}};
 }
 
+// 95% intervals of the acceptance figures over ABBA blocks (stats.h, EstimateRatioOfTotals): a
+// block's counters are summed over its requests, and each figure is a ratio of totals, centered on
+// the number vLLM's definition gives. Null bounds with fewer than 2 blocks.
+void AddAcceptanceIntervals(const std::map<size_t, SpecCounters>& blocks, const SpecCounters& total,
+                            json* spec) {
+  std::vector<double> drafts, draft_tokens, accepted;
+  for (const auto& [block, c] : blocks) {
+    drafts.push_back(c.drafts);
+    draft_tokens.push_back(c.draft_tokens);
+    accepted.push_back(c.accepted_tokens);
+  }
+  auto bounds = [](const RatioOfTotals& r, double offset) {
+    return std::pair{r.ci_low ? json(*r.ci_low + offset) : json(nullptr),
+                     r.ci_high ? json(*r.ci_high + offset) : json(nullptr)};
+  };
+  auto rate = bounds(EstimateRatioOfTotals(accepted, draft_tokens, 1.0), 0);
+  (*spec)["acceptance_rate_ci_low"] = rate.first;
+  (*spec)["acceptance_rate_ci_high"] = rate.second;
+  json lows = json::array(), highs = json::array();
+  if (total.drafts > 0) {
+    auto length = bounds(EstimateRatioOfTotals(accepted, drafts), 1.0);
+    (*spec)["mean_acceptance_length_ci_low"] = length.first;
+    (*spec)["mean_acceptance_length_ci_high"] = length.second;
+    for (const auto& [pos, value] : total.accepted_per_position) {
+      std::vector<double> at_pos;
+      for (const auto& [block, c] : blocks) {
+        auto it = c.accepted_per_position.find(pos);
+        at_pos.push_back(it == c.accepted_per_position.end() ? 0.0 : it->second);
+      }
+      auto p = bounds(EstimateRatioOfTotals(at_pos, drafts, 1.0), 0);
+      lows.push_back(p.first);
+      highs.push_back(p.second);
+    }
+  } else {
+    (*spec)["mean_acceptance_length_ci_low"] = nullptr;
+    (*spec)["mean_acceptance_length_ci_high"] = nullptr;
+  }
+  (*spec)["per_position_ci_low"] = lows;
+  (*spec)["per_position_ci_high"] = highs;
+  (*spec)["ci_blocks"] = blocks.size();
+  (*spec)["ci_method"] =
+      "95% t interval over ABBA blocks of a ratio of totals (delta-method standard error, "
+      "t with blocks - 1 degrees of freedom)";
+}
+
 json SpecJson(const std::vector<const RequestRecord*>& measured) {
   SpecCounters total;
+  std::map<size_t, SpecCounters> blocks;
   size_t with = 0;
   for (const RequestRecord* r : measured) {
     if (!r->spec) continue;
     total += *r->spec;
+    blocks[r->block] += *r->spec;
     ++with;
   }
   if (with == 0 || total.draft_tokens <= 0) return SglangSpecJson(measured);
@@ -73,15 +120,18 @@ json SpecJson(const std::vector<const RequestRecord*>& measured) {
   for (const auto& [pos, value] : total.accepted_per_position) {
     per_pos.push_back(total.drafts > 0 ? json(value / total.drafts) : json(nullptr));
   }
-  return {{"drafts", total.drafts},
-          {"draft_tokens", total.draft_tokens},
-          {"accepted_tokens", total.accepted_tokens},
-          {"acceptance_rate", total.accepted_tokens / total.draft_tokens},
-          {"mean_acceptance_length",
-           total.drafts > 0 ? json(1.0 + total.accepted_tokens / total.drafts) : json(nullptr)},
-          {"per_position_rates", per_pos},
-          {"requests", with},
-          {"source", "/metrics counter deltas around each complete measured request"}};
+  json spec = {
+      {"drafts", total.drafts},
+      {"draft_tokens", total.draft_tokens},
+      {"accepted_tokens", total.accepted_tokens},
+      {"acceptance_rate", total.accepted_tokens / total.draft_tokens},
+      {"mean_acceptance_length",
+       total.drafts > 0 ? json(1.0 + total.accepted_tokens / total.drafts) : json(nullptr)},
+      {"per_position_rates", per_pos},
+      {"requests", with},
+      {"source", "/metrics counter deltas around each complete measured request"}};
+  AddAcceptanceIntervals(blocks, total, &spec);
+  return spec;
 }
 
 json CellJson(size_t length, const std::vector<const RequestRecord*>& cell, double noisy) {
@@ -186,6 +236,12 @@ std::string NumOr(const json& v, const char* format, const char* missing = "-") 
   return v.is_number() ? fmt::format(fmt::runtime(format), v.get<double>()) : missing;
 }
 
+// " [low, high]" of a 95% interval, or "" when it has no bounds (fewer than 2 blocks).
+std::string Interval(const json& low, const json& high, const char* format) {
+  if (!low.is_number() || !high.is_number()) return "";
+  return " [" + NumOr(low, format) + ", " + NumOr(high, format) + "]";
+}
+
 // The delta of an arm: the geometric mean of its paired per-block ratios with their 95% t interval,
 // so that the point and its interval come from the same estimator (the ratio of means, which one
 // outlier can move outside that interval, is in the JSON and the decomposition table with its
@@ -243,6 +299,12 @@ json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& o
   return {{"arms", arms}, {"comparisons", comparisons}};
 }
 
+std::string CellLabel(const json& prompt_tokens) {
+  if (!prompt_tokens.is_number_integer() || prompt_tokens.get<long long>() < 0) return "-";
+  long long n = prompt_tokens.get<long long>();
+  return n == 0 ? "prompts file" : std::to_string(n);
+}
+
 std::string RenderMemoryTable(const json& results) {
   auto gib = [](const json& v) { return NumOr(v, "{:.2f} GiB", "not available"); };
   auto bytes_gib = [](const json& v) {
@@ -284,7 +346,7 @@ std::string RenderDecodeTable(const json& results) {
   out += "\n";
   if (arms.empty()) return out;
   for (size_t c = 0; c < arms[0]["cells"].size(); ++c) {
-    out += fmt::format("| {} |", arms[0]["cells"][c]["prompt_tokens"].get<size_t>());
+    out += "| " + CellLabel(arms[0]["cells"][c]["prompt_tokens"]) + " |";
     for (const json& arm : arms) {
       const json& cell = arm["cells"][c];
       out += " " + NumOr(FieldOrNull(cell, "mean_tok_s"), "{:.1f}", "failed");
@@ -307,6 +369,7 @@ std::string RenderDecodeTable(const json& results) {
 }
 
 std::string RenderSpecTable(const json& results) {
+  size_t blocks = 0;
   std::string out =
       "| arm | drafted | accepted | acceptance | mean acceptance length | per position |\n"
       "|---|---|---|---|---|---|\n";
@@ -318,16 +381,32 @@ std::string RenderSpecTable(const json& results) {
       continue;
     }
     std::string per_pos;
-    for (const json& at : FieldOrNull(s, "per_position_rates")) {
-      per_pos += (per_pos.empty() ? "" : ", ") + NumOr(at, "{:.3f}");
+    const json& rates = FieldOrNull(s, "per_position_rates");
+    const json& lows = FieldOrNull(s, "per_position_ci_low");
+    const json& highs = FieldOrNull(s, "per_position_ci_high");
+    for (size_t i = 0; i < rates.size(); ++i) {
+      per_pos += (per_pos.empty() ? "" : ", ") + NumOr(rates[i], "{:.3f}");
+      if (i < lows.size() && i < highs.size()) per_pos += Interval(lows[i], highs[i], "{:.3f}");
     }
     const char* na = "not available";
+    const json& mean_length = FieldOrNull(s, "mean_acceptance_length");
+    std::string length = NumOr(mean_length, "{:.3f}", na);
+    if (mean_length.is_number()) {
+      length += Interval(FieldOrNull(s, "mean_acceptance_length_ci_low"),
+                         FieldOrNull(s, "mean_acceptance_length_ci_high"), "{:.3f}");
+    }
+    const json& ci_blocks = FieldOrNull(s, "ci_blocks");
+    if (ci_blocks.is_number_integer()) blocks = std::max(blocks, ci_blocks.get<size_t>());
     out += fmt::format("| {} | {} | {} | {} | {} | {} |\n", arm["name"].get<std::string>(),
                        NumOr(FieldOrNull(s, "draft_tokens"), "{:.0f}", na),
                        NumOr(FieldOrNull(s, "accepted_tokens"), "{:.0f}", na),
                        rate.is_number() ? fmt::format("{:.1f}%", rate.get<double>() * 100) : na,
-                       NumOr(FieldOrNull(s, "mean_acceptance_length"), "{:.3f}", na),
-                       per_pos.empty() ? "-" : per_pos);
+                       length, per_pos.empty() ? "-" : per_pos);
+  }
+  if (blocks > 0) {
+    out +=
+        "\n[low, high]: 95% t interval over the ABBA blocks (a ratio of totals, delta-method "
+        "standard error); none with fewer than 2 blocks.\n";
   }
   return out;
 }
@@ -355,7 +434,7 @@ std::string RenderMarkdown(const json& results) {
   for (const json& arm : arms) {
     for (const json& cell : arm["cells"]) {
       out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} |\n",
-                         arm["name"].get<std::string>(), cell["prompt_tokens"].get<size_t>(),
+                         arm["name"].get<std::string>(), CellLabel(cell["prompt_tokens"]),
                          cell["n"].get<size_t>(), cell["failures"].get<size_t>(),
                          NumOr(FieldOrNull(cell, "mean_tok_s"), "{:.2f}"),
                          NumOr(FieldOrNull(cell, "stdev_tok_s"), "{:.2f}"),
@@ -471,9 +550,7 @@ std::string RenderPooledMarkdown(const json& pooled) {
       "| arm vs baseline | prompt | machines | ratio | delta | 95% CI "
       "|\n|---|---|---|---|---|---|\n";
   for (const json& p : pooled["pooled"]) {
-    std::string prompt = p["prompt_tokens"].is_string()
-                             ? "all"
-                             : std::to_string(p["prompt_tokens"].get<long long>());
+    std::string prompt = p["prompt_tokens"].is_string() ? "all" : CellLabel(p["prompt_tokens"]);
     out += fmt::format("| {} vs {} | {} | {} | {:.4f} | {} | {} .. {} |\n",
                        p["arm"].get<std::string>(), p["baseline"].get<std::string>(), prompt,
                        p["n_machines"].get<size_t>(), p["ratio"].get<double>(),

@@ -27,12 +27,26 @@ struct AnalysisOptions {
 // {"arms": [...], "comparisons": [...]} from the requests (warm-up requests excluded).
 nlohmann::json Analyze(const std::vector<RequestRecord>& records, const AnalysisOptions& options);
 
-// OK when `results` (read from `file`) has the shape everything below reads: "arms" (each with a
-// string "name", "cells" like arms[0]'s with integer "prompt_tokens", "n", "failures", a boolean
-// "noisy" and numbers or null, and "spec_decode" null or an object of numbers or null),
-// "comparisons" (each with string "arm" and "baseline", numbers or null, cells like arms[0]'s), and
-// optional "prompts" and "host" of strings. Else InvalidInput naming the file and the field:
-// "B.json: arms[1].name: expected a string, got a number". Analyze's output always passes.
+// A cell's name in tables and plots: its prompt length, or "prompts file" for the one cell of a
+// run with --prompts (prompt_tokens 0).
+std::string CellLabel(const nlohmann::json& prompt_tokens);
+
+// OK when `results` (read from `file`) has the shape everything below and the model card read:
+//  - "arms", each with a string "name"; "cells" (as many as arms[0]'s), each an object with an
+//    integer >= 0 "prompt_tokens" (0: the one cell of a `bench --prompts` run), "n" and "failures",
+//    a boolean "noisy" and its statistics numbers or null; "spec_decode" null (or absent) or an
+//    object whose counts, rates and mean acceptance length and their 95% bounds
+//    ("acceptance_rate_ci_low", "mean_acceptance_length_ci_high", ...) are numbers or null,
+//    "ci_blocks" an integer >= 0 or null, and "per_position_rates", "per_position_ci_low" and
+//    "per_position_ci_high" absent or arrays of numbers or null;
+//  - "comparisons", each with string "arm" and "baseline", its estimates numbers or null, cells
+//  like
+//    arms[0]'s, and "decomposition" null or an object of numbers or null;
+//  - optional "prompts" (when an object: "description" a string, "degraded" strings, "ignore_eos" a
+//    boolean) and "host" (strings).
+// Fields no renderer reads ("flags", "requests", "ci_method", "prompts"."file", ...) are not
+// checked. Else InvalidInput naming the file and the field: "B.json: arms[1].name: expected a
+// string, got a number". Analyze's output always passes.
 Status CheckResults(const nlohmann::json& results, const std::string& file);
 
 // The card-style tables of a results document: all of them, or one section (the model card

@@ -27,6 +27,19 @@ Status OptionalStrings(const JsonAt& at, bool all) {
   return Status::Ok();
 }
 
+// Absent, or an array of numbers or nulls (per-position rates and their interval bounds).
+Status OptionalNumbers(const JsonAt& at) {
+  if (at.missing()) return Status::Ok();
+  SPK_ASSIGN_OR_RETURN(size_t n, at.Array());
+  for (size_t i = 0; i < n; ++i) SPK_RETURN_IF_ERROR(at.Index(i).NumberOrNull().status());
+  return Status::Ok();
+}
+
+// Absent, null, or an integer >= 0.
+Status CountOrNull(const JsonAt& at) {
+  return at.null_or_missing() ? Status::Ok() : at.Count().status();
+}
+
 // An array of `want` cell objects (any number when `want` is nullopt), each with its prompt length.
 Result<size_t> Cells(const JsonAt& cells, std::optional<size_t> want) {
   SPK_ASSIGN_OR_RETURN(size_t n, cells.Array());
@@ -57,12 +70,14 @@ Status Arm(const JsonAt& arm, std::optional<size_t>* cells_per_arm) {
   const JsonAt spec = arm.Key("spec_decode");
   if (spec.null_or_missing()) return Status::Ok();
   SPK_RETURN_IF_ERROR(spec.Object());
-  SPK_RETURN_IF_ERROR(NumbersOrNull(spec, {"drafts", "draft_tokens", "accepted_tokens",
-                                           "acceptance_rate", "mean_acceptance_length"}));
-  const JsonAt rates = spec.Key("per_position_rates");
-  if (rates.missing()) return Status::Ok();
-  SPK_ASSIGN_OR_RETURN(size_t n, rates.Array());
-  for (size_t i = 0; i < n; ++i) SPK_RETURN_IF_ERROR(rates.Index(i).NumberOrNull().status());
+  SPK_RETURN_IF_ERROR(NumbersOrNull(
+      spec, {"drafts", "draft_tokens", "accepted_tokens", "acceptance_rate",
+             "mean_acceptance_length", "acceptance_rate_ci_low", "acceptance_rate_ci_high",
+             "mean_acceptance_length_ci_low", "mean_acceptance_length_ci_high"}));
+  SPK_RETURN_IF_ERROR(CountOrNull(spec.Key("ci_blocks")));
+  for (const char* key : {"per_position_rates", "per_position_ci_low", "per_position_ci_high"}) {
+    SPK_RETURN_IF_ERROR(OptionalNumbers(spec.Key(key)));
+  }
   return Status::Ok();
 }
 
@@ -103,6 +118,8 @@ Status CheckResults(const nlohmann::json& results, const std::string& file) {
   if (!prompts.missing() && prompts.Object().ok()) {
     SPK_RETURN_IF_ERROR(OptionalString(prompts.Key("description")));
     SPK_RETURN_IF_ERROR(OptionalStrings(prompts.Key("degraded"), /*all=*/true));
+    const JsonAt ignore_eos = prompts.Key("ignore_eos");  // a --prompts run's; the card reads it
+    if (!ignore_eos.missing()) SPK_RETURN_IF_ERROR(ignore_eos.Bool().status());
   }
   const JsonAt host = doc.Key("host");
   if (host.missing()) return Status::Ok();

@@ -64,7 +64,7 @@ std::string RenderRateSvg(const json& results) {
   for (size_t i = 0; i < cells; ++i) {
     svg +=
         fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">{}</text>\n", x_of(i),
-                    kTop + plot_h + 18, arms[0]["cells"][i]["prompt_tokens"].get<size_t>());
+                    kTop + plot_h + 18, CellLabel(arms[0]["cells"][i]["prompt_tokens"]));
   }
   svg += fmt::format(
       "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\">prompt length (tokens)</text>\n",
@@ -146,8 +146,9 @@ std::string RenderDeltaSvg(const json& results) {
       json labelled = cell;
       labelled["arm"] = cmp["arm"];
       labelled["baseline"] = cmp["baseline"];
-      spec.bars.push_back(DeltaBar(
-          labelled, std::to_string(cell["prompt_tokens"].get<size_t>()) + " tokens", c + 1));
+      std::string label = CellLabel(cell["prompt_tokens"]);
+      spec.bars.push_back(
+          DeltaBar(labelled, label == "prompts file" ? label : label + " tokens", c + 1));
     }
     spec.bars.push_back(DeltaBar(cmp, "all prompts", c + 1));
     spec.legend.push_back({cmp["arm"].get<std::string>(), ArmColor(c + 1)});

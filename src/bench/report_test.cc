@@ -94,6 +94,11 @@ TEST(Analyze, JsonShapeAndFigures) {
   EXPECT_DOUBLE_EQ(spec["acceptance_rate"].get<double>(), 32.0 / 48);
   EXPECT_DOUBLE_EQ(spec["mean_acceptance_length"].get<double>(), 1 + 32.0 / 16);
   EXPECT_DOUBLE_EQ(spec["per_position_rates"][0].get<double>(), 14.0 / 16);
+  // Every block accepted the same: the 95% intervals have no width.
+  EXPECT_EQ(spec["ci_blocks"], 3);
+  EXPECT_DOUBLE_EQ(spec["mean_acceptance_length_ci_low"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(spec["mean_acceptance_length_ci_high"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(spec["per_position_ci_high"][2].get<double>(), 8.0 / 16);
 
   ASSERT_EQ(results["comparisons"].size(), 1u);
   const json& cmp = results["comparisons"][0];
@@ -179,6 +184,70 @@ TEST(CheckResults, NamesTheFileAndTheField) {
             "");
 }
 
+// A `bench --prompts` run: one cell with prompt_tokens 0, a "prompts" object, intervals over
+// blocks; CheckResults accepts it and every renderer reads it.
+TEST(CheckResults, PromptsFileRunPassesAndRenders) {
+  std::vector<RequestRecord> records;
+  for (size_t b = 0; b < 3; ++b) {
+    for (size_t a = 0; a < 2; ++a) {
+      RequestRecord r = Make(a, b, 0, a == 0 ? 100 : 150 + 10.0 * b, true);
+      r.spec = SpecCounters{10, 30, 6.0 + b, {{0, 5.0}, {1, 1.0 + b}}};
+      records.push_back(r);
+    }
+  }
+  json results = Analyze(records, {{"base", "fast"}, {0}, 0.05});
+  results["prompts"] = {{"method", "file"},
+                        {"exact", nullptr},
+                        {"file", "p.jsonl"},
+                        {"count", 3},
+                        {"chat", 2},
+                        {"text", 1},
+                        {"ignore_eos", false},
+                        {"description", "3 prompts from p.jsonl"},
+                        {"degraded", json::array()}};
+  results["flags"] = {{"prompts_file", "p.jsonl"}, {"ignore_eos", false}};
+  ASSERT_TRUE(CheckResults(results, "B.json").ok()) << CheckResults(results, "B.json").message();
+  EXPECT_EQ(results["arms"][1]["spec_decode"]["ci_blocks"], 3);
+  std::string md = RenderMarkdown(results);
+  EXPECT_NE(md.find("| prompts file |"), std::string::npos) << md;
+  EXPECT_NE(md.find("prompts: 3 prompts from p.jsonl"), std::string::npos) << md;
+  EXPECT_NE(md.find("[low, high]: 95% t interval"), std::string::npos) << md;
+  EXPECT_NE(RenderSvg(results).find("prompts file"), std::string::npos);
+}
+
+TEST(CheckResults, NamesAMistypedIntervalField) {
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["per_position_ci_low"] = "x"; }),
+            "B.json: arms[1].spec_decode.per_position_ci_low: expected an array, got a string");
+  EXPECT_EQ(
+      CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["per_position_ci_high"][2] = "x"; }),
+      "B.json: arms[1].spec_decode.per_position_ci_high[2]: expected a number or null, got a "
+      "string");
+  EXPECT_EQ(CheckAfter([](json& r) {
+              r["arms"][1]["spec_decode"]["mean_acceptance_length_ci_low"] = true;
+            }),
+            "B.json: arms[1].spec_decode.mean_acceptance_length_ci_low: expected a number or null, "
+            "got a boolean");
+  EXPECT_EQ(
+      CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["acceptance_rate_ci_high"] = "0.9"; }),
+      "B.json: arms[1].spec_decode.acceptance_rate_ci_high: expected a number or null, got a "
+      "string");
+  EXPECT_EQ(CheckAfter([](json& r) { r["arms"][1]["spec_decode"]["ci_blocks"] = 1.5; }),
+            "B.json: arms[1].spec_decode.ci_blocks: expected an integer >= 0, got 1.5");
+  EXPECT_EQ(CheckAfter([](json& r) {
+              r["prompts"] = {{"ignore_eos", "no"}};
+            }),
+            "B.json: prompts.ignore_eos: expected a boolean, got a string");
+  // Fewer than 2 blocks: null bounds and null elements; files from before the intervals have none.
+  EXPECT_EQ(CheckAfter([](json& r) {
+              json& s = r["arms"][1]["spec_decode"];
+              s["mean_acceptance_length_ci_low"] = nullptr;
+              s["per_position_ci_low"] = {nullptr, nullptr, nullptr};
+              s["ci_blocks"] = nullptr;
+              r["arms"][1]["spec_decode"].erase("per_position_ci_high");
+            }),
+            "");
+}
+
 TEST(PoolResults, NamesTheFileAndTheField) {
   json doc = {{"comparisons", {{{"baseline", "x"}, {"arm", 3}}}}};
   EXPECT_EQ(PoolResults({doc}, {"a.json"}).status().message(),
@@ -214,6 +283,33 @@ TEST(PoolResults, InverseVarianceAcrossFiles) {
   EXPECT_NEAR(p["log_ratio"].get<double>(), 0.12, 1e-12);
   EXPECT_NE(RenderPooledMarkdown(*pooled).find("| y vs x | all | 2 |"), std::string::npos);
   EXPECT_FALSE(PoolResults({json{{"nope", 1}}}, {"bad.json"}).ok());
+}
+
+TEST(Analyze, AcceptanceIntervalsAreOverBlocks) {
+  // Blocks 0..2 accept 12, 18 and 15 of 20 drafts (two requests each, summed per block): the
+  // interval is the t interval over block ratios 0.6, 0.9, 0.75 (stats_test.cc), plus 1; a
+  // per-position rate is at most 1.
+  std::vector<RequestRecord> records;
+  const double accepted[] = {6, 9, 7.5};
+  for (size_t b = 0; b < 3; ++b) {
+    for (size_t length : {128, 512}) {
+      RequestRecord r = Make(0, b, length, 100, true);
+      r.spec = SpecCounters{10, 30, accepted[b], {{0, accepted[b]}}};
+      records.push_back(r);
+    }
+  }
+  json results = Analyze(records, {{"base"}, {128, 512}, 0.05});
+  const json& spec = results["arms"][0]["spec_decode"];
+  EXPECT_DOUBLE_EQ(spec["mean_acceptance_length"].get<double>(), 1.75);
+  EXPECT_NEAR(spec["mean_acceptance_length_ci_low"].get<double>(), 1.37734926875155606, 1e-14);
+  EXPECT_NEAR(spec["mean_acceptance_length_ci_high"].get<double>(), 2.122650731248444, 1e-14);
+  EXPECT_NEAR(spec["per_position_ci_low"][0].get<double>(), 0.37734926875155606, 1e-14);
+  EXPECT_DOUBLE_EQ(spec["per_position_ci_high"][0].get<double>(), 1.0);
+  EXPECT_EQ(spec["ci_blocks"], 3);
+  std::string md = RenderSpecTable(results);
+  EXPECT_NE(md.find("| base | 180 | 45 | 25.0% | 1.750 [1.377, 2.123] | 0.750 [0.377, 1.000] |"),
+            std::string::npos)
+      << md;
 }
 
 }  // namespace

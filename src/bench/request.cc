@@ -171,12 +171,15 @@ json BuildRequestBody(const json& prompt, const RequestSettings& settings) {
   json body = {{"stream", true},
                {"stream_options", {{"include_usage", true}}},
                {"temperature", 0},
-               {"max_tokens", settings.max_tokens},
-               {"min_tokens", settings.max_tokens},
-               {"ignore_eos", true}};
+               {"max_tokens", settings.max_tokens}};
+  if (settings.ignore_eos) {
+    body["min_tokens"] = settings.max_tokens;
+    body["ignore_eos"] = true;
+  }
   if (!settings.model.empty()) body["model"] = settings.model;
   if (settings.chat) {
-    body["messages"] = json::array({{{"role", "user"}, {"content", prompt}}});
+    body["messages"] =
+        prompt.is_array() ? prompt : json::array({{{"role", "user"}, {"content", prompt}}});
     body["chat_template_kwargs"] = {{"enable_thinking", false}};
   } else {
     body["prompt"] = prompt;
@@ -272,7 +275,8 @@ Status MeasureRequest(const http::Url& url, const json& prompt, const RequestSet
     record->error = "stream ended without data: [DONE]";
   } else if (!record->completion_tokens) {
     record->error = "no usage.completion_tokens in the stream (server ignored stream_options)";
-  } else if (*record->completion_tokens < static_cast<long long>(settings.max_tokens)) {
+  } else if (settings.ignore_eos &&
+             *record->completion_tokens < static_cast<long long>(settings.max_tokens)) {
     record->error = "truncated: " + std::to_string(*record->completion_tokens) + " of " +
                     std::to_string(settings.max_tokens) + " tokens";
   } else if (record->complete = true;  // every token came back; what follows is about timing

@@ -24,6 +24,10 @@ struct RequestSettings {
   std::string model;  // sent as "model" when not empty
   bool chat = false;
   size_t max_tokens = 256;
+  // true: exactly max_tokens tokens (min_tokens = max_tokens, ignore_eos), fewer is a truncated,
+  // failed request. false (--prompts): generation ends at EOS as it would in use, so a response
+  // with fewer tokens is complete.
+  bool ignore_eos = true;
   std::chrono::milliseconds timeout{300000};
   bool scrape_metrics = true;
   std::chrono::milliseconds settle_timeout{10000};  // waiting for counters to settle
@@ -61,9 +65,10 @@ struct RequestRecord {
   nlohmann::json ToJson() const;
 };
 
-// The request body for a completion (or chat completion) of `prompt`: greedy, fixed output length,
-// streaming with usage, thinking off.
-// `prompt` is a string, or (completions only) an array of token ids.
+// The request body for a completion (or chat completion) of `prompt`: greedy, fixed output length
+// (unless !ignore_eos), streaming with usage, thinking off.
+// `prompt` is a string, or (completions only) an array of token ids, or (chat only) the messages
+// array itself, sent verbatim.
 nlohmann::json BuildRequestBody(const nlohmann::json& prompt, const RequestSettings& settings);
 
 // Scrapes /metrics until the server is idle (running == 0) and two scrapes agree. Returns nullopt

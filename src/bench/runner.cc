@@ -97,6 +97,8 @@ json FlagsJson(const BenchConfig& c) {
           {"warmup", c.warmup},
           {"max_tokens", c.max_tokens},
           {"chat", c.chat},
+          {"prompts_file", c.file_prompts.empty() ? json(nullptr) : json(c.prompts_path)},
+          {"ignore_eos", c.ignore_eos},
           {"model", c.model},
           {"concurrency", 1},
           {"request_timeout_s", c.request_timeout_s},
@@ -161,14 +163,20 @@ class Run {
         arm.warmed = true;
         SampleMemory(arm);
       }
-      for (size_t length : config_.prompt_lengths) {
+      for (size_t length : Cells()) {
         RequestRecord record;
         record.block = turn.block;
         record.prompt_length = length;
-        record.variant = turn.block % config_.repeats;
+        // The file's prompts in order, cycled: every arm sends prompt b in block b.
+        record.variant = turn.block % (config_.file_prompts.empty() ? config_.repeats
+                                                                    : config_.file_prompts.size());
         SPK_RETURN_IF_ERROR(Measure(turn.arm, &record));
+        std::string which =
+            config_.file_prompts.empty()
+                ? std::to_string(length)
+                : "line " + std::to_string(config_.file_prompts[record.variant].line);
         progress_(fmt::format("[{}] block {}/{} prompt {}: {}", arm.spec.name, turn.block + 1,
-                              config_.repeats, length,
+                              config_.repeats, which,
                               record.ok ? fmt::format("{:.1f} tok/s", record.decode_tok_s)
                                         : "FAILED: " + record.error));
         if (arm.server && !arm.server->Running()) {
@@ -186,7 +194,7 @@ class Run {
     for (ArmState& arm : arms_) StopServer(arm);
     AnalysisOptions options;
     for (const ArmState& arm : arms_) options.arm_names.push_back(arm.spec.name);
-    options.prompt_lengths = config_.prompt_lengths;
+    options.prompt_lengths = Cells();
     options.noisy_relative_mad = config_.noisy_relative_mad;
     json analysis = Analyze(records_, options);
     for (size_t a = 0; a < arms_.size(); ++a) {
@@ -202,7 +210,9 @@ class Run {
     doc_["comparisons"] = analysis["comparisons"];
     doc_["model"] = arms_.empty() ? "" : arms_[0].model;
     doc_["server"] = arms_.empty() ? json(nullptr) : arms_[0].server_info;
-    doc_["prompts"] = prompts_ ? prompts_->ToJson() : json(nullptr);
+    doc_["prompts"] = !config_.file_prompts.empty() ? FilePromptsJson()
+                      : prompts_                    ? prompts_->ToJson()
+                                                    : json(nullptr);
     doc_["interrupted"] = interrupted;
     doc_["finished_at"] = NowIso();
     json requests = json::array();
@@ -213,6 +223,32 @@ class Run {
 
  private:
   bool Cancelled() const { return cancel_ != nullptr && cancel_->load(); }
+
+  // The cells every arm's turn runs once: the prompt lengths, or the one cell of a prompts file.
+  std::vector<size_t> Cells() const {
+    if (config_.file_prompts.empty()) return config_.prompt_lengths;
+    return {kPromptFileCell};
+  }
+
+  json FilePromptsJson() const {
+    size_t chat = 0;
+    for (const FilePrompt& p : config_.file_prompts) chat += p.chat ? 1 : 0;
+    size_t n = config_.file_prompts.size();
+    return {{"method", "file"},
+            {"exact", nullptr},
+            {"file", config_.prompts_path},
+            {"count", n},
+            {"chat", chat},
+            {"text", n - chat},
+            {"ignore_eos", config_.ignore_eos},
+            {"description",
+             fmt::format("{} prompts from {} ({} chat, {} text), in file order, cycled over the "
+                         "blocks; generation {}",
+                         n, config_.prompts_path, chat, n - chat,
+                         config_.ignore_eos ? "ignores EOS (--ignore-eos)" : "ends at EOS")},
+            {"degraded", json::array()},
+            {"largest_length_error_tokens", nullptr}};
+  }
 
   // A launched arm: its process group's memory now. A URL arm: /metrics' process gauges.
   void SampleMemory(ArmState& arm) {
@@ -312,7 +348,7 @@ class Run {
         arm.model = models["data"][0]["id"].get<std::string>();
       }
     }
-    if (!prompts_) {
+    if (!prompts_ && config_.file_prompts.empty()) {
       http::RequestOptions options;
       options.idle_timeout =
           std::chrono::milliseconds(static_cast<long>(config_.request_timeout_s * 1000));
@@ -330,8 +366,11 @@ class Run {
     for (size_t i = 0; i < config_.warmup; ++i) {
       RequestRecord record;
       record.warmup = true;
-      record.prompt_length = config_.prompt_lengths[i % config_.prompt_lengths.size()];
-      record.variant = config_.repeats;  // a prompt no measured request uses
+      std::vector<size_t> cells = Cells();
+      record.prompt_length = cells[i % cells.size()];
+      // Built-in corpus: a prompt no measured request uses. A file: its prompts from the start.
+      record.variant =
+          config_.file_prompts.empty() ? config_.repeats : i % config_.file_prompts.size();
       SPK_RETURN_IF_ERROR(Measure(arm_index, &record));
       progress_(fmt::format("[{}] warm-up {}/{}: {}", arms_[arm_index].spec.name, i + 1,
                             config_.warmup, record.ok ? "ok" : "FAILED: " + record.error));
@@ -347,11 +386,20 @@ class Run {
     settings.model = arm.model;
     settings.chat = config_.chat;
     settings.max_tokens = config_.max_tokens;
+    settings.ignore_eos = config_.ignore_eos;
     settings.timeout =
         std::chrono::milliseconds(static_cast<long>(config_.request_timeout_s * 1000));
     settings.scrape_metrics = config_.scrape_metrics;
     settings.cancel = cancel_;
-    const json& prompt = prompts_->prompts.at(record->prompt_length).at(record->variant);
+    json prompt;
+    if (config_.file_prompts.empty()) {
+      prompt = prompts_->prompts.at(record->prompt_length).at(record->variant);
+    } else {
+      const FilePrompt& file = config_.file_prompts.at(record->variant);
+      prompt = file.input;
+      settings.chat = file.chat;
+      settings.max_tokens = file.max_tokens.value_or(config_.max_tokens);
+    }
     Status status = MeasureRequest(arm.url, prompt, settings, start_, record);
     if (!status.ok()) return status;
     records_.push_back(*record);
@@ -374,7 +422,8 @@ class Run {
 Result<json> RunBench(const RunContext& context, const BenchConfig& config,
                       const ProgressFn& progress, json* partial) {
   if (config.arms.empty()) return Status::Usage("give at least one --arm");
-  if (config.prompt_lengths.empty()) return Status::Usage("--prompt-lengths is empty");
+  if (config.file_prompts.empty() && config.prompt_lengths.empty())
+    return Status::Usage("--prompt-lengths is empty");
   if (config.repeats == 0) return Status::Usage("--repeats must be at least 1");
   for (size_t i = 0; i < config.arms.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {

@@ -22,6 +22,7 @@
 
 #include "base/status.h"
 #include "bench/arm.h"
+#include "bench/prompt_file.h"
 #include "io/file.h"
 #include "io/run_context.h"
 
@@ -34,7 +35,12 @@ struct BenchConfig {
   size_t warmup = 3;
   size_t max_tokens = 256;
   bool chat = false;
-  std::string model;  // empty: the first id in /v1/models
+  // --prompts: the file's prompts replace the built-in corpus and prompt_lengths (one cell, key
+  // kPromptFileCell); block b sends prompt b mod size, the same to every arm.
+  std::vector<FilePrompt> file_prompts;
+  std::string prompts_path;
+  bool ignore_eos = true;  // false: generation ends at EOS (the default with --prompts)
+  std::string model;       // empty: the first id in /v1/models
   double request_timeout_s = 300;
   double launch_timeout_s = 1200;
   double stop_grace_s = 15;
@@ -45,6 +51,9 @@ struct BenchConfig {
   bool scrape_metrics = true;
   std::string command_line;  // recorded in the JSON
 };
+
+// The one cell of a run with --prompts (0 is never a prompt length).
+inline constexpr size_t kPromptFileCell = 0;
 
 using ProgressFn = std::function<void(const std::string& line)>;
 

@@ -112,6 +112,33 @@ RatioEstimate EstimateRatio(std::span<const Pair> pairs, std::span<const size_t>
   return e;
 }
 
+RatioOfTotals EstimateRatioOfTotals(std::span<const double> numerators,
+                                    std::span<const double> denominators, double max_ratio) {
+  assert(numerators.size() == denominators.size());
+  RatioOfTotals r;
+  r.n_groups = numerators.size();
+  double sum_num = 0, sum_den = 0;
+  for (size_t g = 0; g < r.n_groups; ++g) {
+    sum_num += numerators[g];
+    sum_den += denominators[g];
+  }
+  assert(sum_den > 0);
+  r.ratio = sum_num / sum_den;
+  if (r.n_groups < 2) return r;
+  const double n = static_cast<double>(r.n_groups);
+  double ss = 0;
+  for (size_t g = 0; g < r.n_groups; ++g) {
+    double residual = numerators[g] - r.ratio * denominators[g];
+    ss += residual * residual;
+  }
+  double se = std::sqrt(ss / (n * (n - 1))) / (sum_den / n);
+  double half = StudentT975(r.n_groups - 1) * se;
+  r.se = se;
+  r.ci_low = std::max(0.0, r.ratio - half);
+  r.ci_high = std::min(max_ratio, r.ratio + half);
+  return r;
+}
+
 PooledEstimate PoolInverseVariance(std::span<const LogRatio> machines) {
   assert(!machines.empty());
   double weight_sum = 0, weighted = 0;

@@ -74,6 +74,50 @@ TEST(EstimateRatio, OneBlockHasNoInterval) {
   EXPECT_FALSE(e.bootstrap_low.has_value());
 }
 
+TEST(EstimateRatioOfTotals, EqualDenominatorsIsTheTIntervalOverGroupRatios) {
+  // Per-block ratios 0.6, 0.9, 0.75: mean 0.75, sample stdev 0.15, se 0.15 / sqrt(3), t(2) 4.303.
+  std::vector<double> accepted{6, 9, 7.5}, drafts{10, 10, 10};
+  RatioOfTotals r = EstimateRatioOfTotals(accepted, drafts);
+  EXPECT_EQ(r.n_groups, 3u);
+  EXPECT_DOUBLE_EQ(r.ratio, 0.75);
+  ASSERT_TRUE(r.se.has_value());
+  EXPECT_NEAR(*r.se, 0.15 / std::sqrt(3.0), 1e-15);
+  EXPECT_NEAR(*r.ci_low, 0.75 - 4.303 * 0.15 / std::sqrt(3.0), 1e-15);   // 0.377349...
+  EXPECT_NEAR(*r.ci_high, 0.75 + 4.303 * 0.15 / std::sqrt(3.0), 1e-15);  // 1.122651...
+  EXPECT_NEAR(*r.ci_low, 0.37734926875155606, 1e-15);
+  EXPECT_NEAR(*r.ci_high, 1.122650731248444, 1e-15);
+}
+
+TEST(EstimateRatioOfTotals, UnequalDenominatorsAreCenteredOnTheRatioOfTotals) {
+  // ratio = 8 / 12; residuals num - ratio * den = -1/3, 0, 1/3; se = sqrt((2/9) / 6) / 4.
+  std::vector<double> accepted{1, 4, 3}, drafts{2, 6, 4};
+  RatioOfTotals r = EstimateRatioOfTotals(accepted, drafts);
+  EXPECT_DOUBLE_EQ(r.ratio, 2.0 / 3.0);
+  EXPECT_NEAR(*r.se, std::sqrt(1.0 / 27.0) / 4.0, 1e-15);
+  EXPECT_NEAR(*r.ci_low, 0.4596384826397533, 1e-15);
+  EXPECT_NEAR(*r.ci_high, 0.87369485069358, 1e-15);
+}
+
+TEST(EstimateRatioOfTotals, BoundsClampedAndBlocksThatAcceptedNothing) {
+  // ratio 1/3, se 1/3, half width 4.303 / 3 > 1/3: the low bound is 0, not negative.
+  std::vector<double> accepted{0, 0, 3}, drafts{3, 3, 3};
+  RatioOfTotals r = EstimateRatioOfTotals(accepted, drafts);
+  EXPECT_DOUBLE_EQ(r.ratio, 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(*r.ci_low, 0.0);
+  EXPECT_NEAR(*r.ci_high, 1.0 / 3.0 + 4.303 / 3.0, 1e-15);
+  // A rate's high bound is clamped at its largest possible value.
+  EXPECT_DOUBLE_EQ(*EstimateRatioOfTotals(accepted, drafts, 1.0).ci_high, 1.0);
+}
+
+TEST(EstimateRatioOfTotals, OneBlockHasNoInterval) {
+  std::vector<double> accepted{5}, drafts{4};
+  RatioOfTotals r = EstimateRatioOfTotals(accepted, drafts);
+  EXPECT_DOUBLE_EQ(r.ratio, 1.25);
+  EXPECT_FALSE(r.se.has_value());
+  EXPECT_FALSE(r.ci_low.has_value());
+  EXPECT_FALSE(r.ci_high.has_value());
+}
+
 TEST(PoolInverseVariance, HandComputed) {
   std::vector<LogRatio> machines{{0.1, 0.05}, {0.2, 0.1}};
   PooledEstimate p = PoolInverseVariance(machines);

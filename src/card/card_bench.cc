@@ -70,13 +70,24 @@ std::string PooledAcceptance(const std::vector<json>& results) {
   return out;
 }
 
+// Whether every machine's responses had a fixed length: a `bench --prompts` run without
+// --ignore-eos stops at EOS ("prompts": {"ignore_eos": false}), so its lengths vary.
+bool FixedLength(const std::vector<json>& results) {
+  for (const json& doc : results) {
+    if (FieldOrNull(FieldOrNull(doc, "prompts"), "ignore_eos") == json(false)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 std::string BenchSections(const std::vector<json>& results, const std::vector<std::string>& names,
                           const std::vector<std::string>& charts) {
-  std::string out =
-      "Measured with `sparkulator bench` (counterbalanced ABBA blocks, greedy, concurrency 1, a "
-      "fixed output length); the first arm is the baseline.\n";
+  std::string out = fmt::format(
+      "Measured with `sparkulator bench` (counterbalanced ABBA blocks, greedy, concurrency 1, {}); "
+      "the first arm is the baseline.\n",
+      FixedLength(results) ? "a fixed output length"
+                           : "responses that end at EOS or at the most tokens allowed");
   for (size_t i = 0; i < results.size(); ++i) {
     const json& doc = results[i];
     out += fmt::format("\n### Machine {}: {}\n\n", i + 1, MachineName(doc, names[i]));

@@ -19,6 +19,10 @@ exposes SGLang's metrics instead (the gauges sglang:spec_accept_length / sglang:
 sglang:num_running_reqs, no counters) and puts meta_info.spec_verify_ct in the last chunk. A
 non-streaming completion (bench's token-id probe) answers one token at once and is not counted
 as a request for --die-after, --fail-every and friends.
+
+For tests that check what bench sent: --record FILE appends every streaming completion request as a
+JSON line {"path", "body"}; --eos-after N ends a response at "EOS" after N tokens unless the request
+says ignore_eos (as a real model would stop early).
 """
 import argparse
 import json
@@ -187,7 +191,10 @@ def make_handler(state):
 
         def prompt_tokens(self, body, chat):
             """The prompt's token count, or None when this server shape rejects the prompt."""
-            prompt = body["messages"][0]["content"] if chat else body.get("prompt", "")
+            if chat:  # every message's text content, as a chat template would join them
+                prompt = "".join(m["content"] for m in body["messages"] if isinstance(m.get("content"), str))
+            else:
+                prompt = body.get("prompt", "")
             if isinstance(prompt, list):
                 if args.no_token_prompts or not all(isinstance(t, int) for t in prompt):
                     return None
@@ -206,6 +213,9 @@ def make_handler(state):
             with state.lock:
                 state.requests += 1
                 index = state.requests
+                if args.record:
+                    with open(args.record, "a") as f:
+                        f.write(json.dumps({"path": self.path, "body": body}) + "\n")
             if args.die_after and index > args.die_after:
                 os._exit(3)
             if args.fail_every and index % args.fail_every == 0:
@@ -213,6 +223,8 @@ def make_handler(state):
             warm = index <= args.warmup_requests
             pattern = args.warmup_pattern if warm else args.accept_pattern
             max_tokens = int(body.get("max_tokens", 16))
+            if args.eos_after and not body.get("ignore_eos"):
+                max_tokens = min(max_tokens, args.eos_after)
             with state.lock:
                 state.running += 1
             steps, drafted, accepted, per_pos, chunks = simulate(
@@ -322,6 +334,8 @@ def parse_args(argv=None):
     p.add_argument("--burst-every", type=int, default=0,
                    help="every Nth completion holds its token chunks back after the second and sends "
                         "them at once")
+    p.add_argument("--record", default="", help="append every streaming completion request to this JSONL file")
+    p.add_argument("--eos-after", type=int, default=0, help="end at EOS after N tokens unless ignore_eos")
     return p.parse_args(argv)
 
 

@@ -294,3 +294,134 @@ def test_report_pools_by_inverse_variance(spk, tmp_path):
     assert overall["log_ratio_se"] == pytest.approx(se, abs=1e-12)
     assert overall["ci_low"] == pytest.approx(math.exp(mean - 1.96 * se), abs=1e-12)
     assert "| w4a16 vs bf16 | all | 3 |" in r.stdout
+
+
+PROMPTS = [
+    {"messages": [{"role": "system", "content": "You are terse."},
+                  {"role": "user", "content": "Write a haiku about d\u00e9lta."}]},
+    {"prompt": "def fibonacci(n):", "max_tokens": 5},
+    {"messages": [{"role": "user", "content": "Explain ABBA blocks."}]},
+]
+
+
+def write_prompts(path, lines):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return str(path)
+
+
+def sent(record):
+    return [json.loads(line) for line in record.read_text().splitlines()]
+
+
+def ratio_interval(num, den, cap=math.inf):
+    """EstimateRatioOfTotals (stats.h) in Python: the ratio of totals and its 95% t interval over blocks."""
+    n, ratio = len(num), sum(num) / sum(den)
+    ss = sum((a - ratio * d) ** 2 for a, d in zip(num, den))
+    half = {2: 4.303, 3: 3.182}[n - 1] * math.sqrt(ss / (n * (n - 1))) / (sum(den) / n)
+    return ratio, max(0.0, ratio - half), min(cap, ratio + half)
+
+
+def test_prompts_file_sends_its_prompts_to_both_arms_and_stops_at_eos(bench, standin, tmp_path):
+    records = {name: tmp_path / ("sent-%s.jsonl" % name) for name in "ab"}
+    a = standin("--accept-pattern", "1", "--eos-after", "9", "--record", str(records["a"]))
+    b = standin("--accept-pattern", "2,1,3,0", "--eos-after", "9", "--record", str(records["b"]))
+    prompts, out = write_prompts(tmp_path / "prompts.jsonl", PROMPTS), tmp_path / "r.json"
+    r = bench("--arm", "a=" + a, "--arm", "b=" + b, "--prompts", prompts, "--warmup", "1",
+              "--max-tokens", str(MAX_TOKENS), "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    # Each arm: one warm-up (the first prompt), then blocks 0, 1, 2 (the default repeats is the number of
+    # prompts) send the file's prompts in order, the same to both arms.
+    for name in "ab":
+        bodies = sent(records[name])
+        assert [q["path"] for q in bodies] == ["/v1/chat/completions", "/v1/chat/completions",
+                                               "/v1/completions", "/v1/chat/completions"]
+        assert bodies[1]["body"]["messages"] == PROMPTS[0]["messages"]
+        assert bodies[2]["body"]["prompt"] == PROMPTS[1]["prompt"]
+        assert bodies[3]["body"]["messages"] == PROMPTS[2]["messages"]
+        assert [q["body"]["max_tokens"] for q in bodies] == [MAX_TOKENS, MAX_TOKENS, 5, MAX_TOKENS]
+        for q in bodies:  # EOS is not ignored by default: nothing forces the length
+            assert "ignore_eos" not in q["body"] and "min_tokens" not in q["body"]
+            assert q["body"]["model"] == "standin-model" and q["body"]["stream"] is True
+    res = json.loads(out.read_text())
+    assert res["prompts"]["method"] == "file" and res["prompts"]["count"] == 3
+    assert (res["prompts"]["chat"], res["prompts"]["text"]) == (2, 1)
+    assert res["flags"]["prompts_file"] == prompts and res["flags"]["ignore_eos"] is False
+    measured = [q for q in res["requests"] if not q["warmup"]]
+    assert [(q["arm"], q["block"], q["variant"]) for q in measured] == [
+        ("a", 0, 0), ("b", 0, 0), ("b", 1, 1), ("a", 1, 1), ("a", 2, 2), ("b", 2, 2)]
+    # Stopped at EOS (9 tokens) or at the line's max_tokens (5), and still counted as complete.
+    assert [q["completion_tokens"] for q in measured if q["arm"] == "a"] == [9, 5, 9]
+    assert all(q["ok"] and q["error"] is None for q in measured)
+    assert [c["prompt_tokens"] for c in arm(res, "a")["cells"]] == [0]
+    assert "| prompts file |" in r.stdout
+    assert "in file order, cycled over the blocks; generation ends at EOS" in r.stdout
+    # Acceptance with its 95% interval over the blocks (one request per block), from the ground truth.
+    for name, pattern in (("a", [1]), ("b", [2, 1, 3, 0])):
+        blocks = [standin_server.simulate(n, pattern, 3) for n in (9, 5, 9)]
+        steps = [s[0] for s in blocks]
+        spec = arm(res, name)["spec_decode"]
+        assert spec["ci_blocks"] == 3
+        length, low, high = ratio_interval([s[2] for s in blocks], steps)
+        assert spec["mean_acceptance_length"] == pytest.approx(1 + length, abs=1e-12)
+        assert spec["mean_acceptance_length_ci_low"] == pytest.approx(1 + low, abs=1e-12)
+        assert spec["mean_acceptance_length_ci_high"] == pytest.approx(1 + high, abs=1e-12)
+        rate, low, high = ratio_interval([s[2] for s in blocks], [s[1] for s in blocks], cap=1.0)
+        assert (spec["acceptance_rate_ci_low"], spec["acceptance_rate_ci_high"]) == pytest.approx((low, high), abs=1e-12)
+        for i in range(3):
+            _, low, high = ratio_interval([s[3][i] for s in blocks], steps, cap=1.0)
+            assert spec["per_position_ci_low"][i] == pytest.approx(low, abs=1e-12)
+            assert spec["per_position_ci_high"][i] == pytest.approx(high, abs=1e-12)
+    spec_b = arm(res, "b")["spec_decode"]
+    assert spec_b["mean_acceptance_length_ci_low"] < spec_b["mean_acceptance_length"] < spec_b["mean_acceptance_length_ci_high"]
+    assert "%.3f [%.3f, %.3f]" % (spec_b["mean_acceptance_length"], spec_b["mean_acceptance_length_ci_low"],
+                                  spec_b["mean_acceptance_length_ci_high"]) in r.stdout
+
+
+def test_prompts_file_with_ignore_eos_forces_the_length(bench, standin, tmp_path):
+    record = tmp_path / "sent.jsonl"
+    a = standin("--eos-after", "9", "--record", str(record))
+    prompts, out = write_prompts(tmp_path / "prompts.jsonl", PROMPTS[:2]), tmp_path / "r.json"
+    r = bench("--arm", "a=" + a, "--prompts", prompts, "--ignore-eos", "--repeats", "4", "--warmup", "1",
+              "--max-tokens", "21", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    bodies = [q["body"] for q in sent(record)]
+    assert len(bodies) == 5
+    assert all(q["ignore_eos"] is True and q["min_tokens"] == q["max_tokens"] for q in bodies)
+    measured = [q for q in json.loads(out.read_text())["requests"] if not q["warmup"]]
+    assert [q["variant"] for q in measured] == [0, 1, 0, 1]  # cycled
+    assert [q["completion_tokens"] for q in measured] == [21, 5, 21, 5]
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"prompt": "a"}\n{oops\n', ":2: not valid JSON"),
+    ('{"prompt": "a"}\n\n[1, 2]\n', ":3: not a JSON object"),
+    ('{"max_tokens": 3}\n', ':1: needs a "messages" or a "prompt" field'),
+    ('{"prompt": 7}\n', ':1: "prompt" must be a non-empty string'),
+    ('{"messages": {"role": "user"}}\n', ':1: "messages" must be a non-empty array of {"role", "content"} objects'),
+    ('{"messages": [{"role": "user", "content": 1}]}\n',
+     ':1: "messages"[0]."content" must be a string or an array of parts'),
+    ('{"prompt": "a", "max_tokens": "9"}\n', ':1: "max_tokens" must be a positive integer'),
+    ('{"prompt": "a", "temperature": 1}\n', ':1: unknown field "temperature" (known: messages, prompt, max_tokens)'),
+    ("", ': no prompts (one JSON object per line: {"messages": [...]} or {"prompt": "..."})'),
+], ids=["not-json", "not-object", "neither-field", "prompt-type", "messages-type", "content-type",
+        "max-tokens-type", "unknown-field", "empty-file"])
+def test_malformed_prompts_file_is_refused_before_any_server(bench, tmp_path, text, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(text)
+    # No server listens on this port: exit 2 (not 3) shows the file was refused before any request.
+    r = bench("--arm", "x=http://127.0.0.1:%d" % free_port(), "--prompts", str(path))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == "sparkulator: error: --prompts %s%s\n" % (path, message)
+
+
+def test_prompts_file_refuses_the_grid_flags(bench, tmp_path):
+    prompts = write_prompts(tmp_path / "p.jsonl", PROMPTS)
+    url = "x=http://127.0.0.1:%d" % free_port()
+    r = bench("--arm", url, "--prompts", prompts, "--chat")
+    assert r.returncode == 2
+    assert r.stderr == ('sparkulator: error: --chat and --prompts: each line of the file chooses its endpoint '
+                        '("messages": chat, "prompt": completions)\n')
+    r = bench("--arm", url, "--prompts", prompts, "--prompt-lengths", "16")
+    assert r.returncode == 2
+    assert r.stderr == ("sparkulator: error: --prompt-lengths and --prompts: the file's prompts replace the "
+                        "length grid; give one\n")

@@ -17,6 +17,7 @@ from markdown_it import MarkdownIt
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_bench import bench, standin, standin_per_module  # noqa: E402,F401  (fixtures)
+from test_bench import PROMPTS, write_prompts  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +206,11 @@ MALFORMED_BENCH = {
     "comparison_arm_number": (_set(["comparisons", 0, "arm"], 2),
                               "comparisons[0].arm: expected a string, got a number"),
     "truncated": (lambda doc: json.dumps(doc)[:200], "not valid JSON"),
+    "interval_not_a_list": (_set(["arms", 1, "spec_decode", "per_position_ci_low"], "x"),
+                            "arms[1].spec_decode.per_position_ci_low: expected an array, got a string"),
+    "interval_bound_string": (
+        _set(["arms", 1, "spec_decode", "mean_acceptance_length_ci_high"], "2.5"),
+        "arms[1].spec_decode.mean_acceptance_length_ci_high: expected a number or null, got a string"),
 }
 
 
@@ -220,6 +226,41 @@ def test_malformed_bench_file_is_an_input_error_naming_the_field(made, run, case
     errors = [line for line in r.stderr.splitlines() if "error" in line]
     assert errors == [f"sparkulator: error: {bad}: {message}"], r.stderr
     assert not (card.parent / "new.md").exists()
+
+
+def test_card_of_a_prompts_file_run(made, bench, standin, run, tmp_path):
+    """`bench --prompts FILE --json R` (one cell, prompt_tokens 0, responses ending at EOS, acceptance
+    intervals) passes the card's check, and the card shows that cell, the prompts and the intervals."""
+    draft, files, card = made
+    a = standin("--accept-pattern", "1", "--eos-after", "9")
+    b = standin("--accept-pattern", "2,1,3,0", "--eos-after", "9")
+    prompts, out = write_prompts(tmp_path / "prompts.jsonl", PROMPTS), tmp_path / "r.json"
+    r = bench("--arm", "bf16=" + a, "--arm", "w4a16=" + b, "--prompts", prompts, "--warmup", "1",
+              "--max-tokens", "21", "--json", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    new = card.parent / "prompts.md"
+    r = run("card", draft, "--bench", out, "-o", new)
+    assert r.returncode == 0, r.stderr
+    text = new.read_text()
+    assert "concurrency 1, responses that end at EOS or at the most tokens allowed)" in text
+    assert "a fixed output length" not in text
+    part = section(text, "### Machine 1:")
+    assert "Prompts: " + res["prompts"]["description"] + "." in part
+    [row] = table_rows(part, "prompts file")
+    cell = res["arms"][0]["cells"][0]
+    assert cell["prompt_tokens"] == 0 and row[1].startswith(f"{cell['mean_tok_s']:.1f}")
+    s = res["arms"][1]["spec_decode"]
+    [spec_row] = table_rows(part, "w4a16")[:1]
+    assert spec_row[4] == "%.3f [%.3f, %.3f]" % (s["mean_acceptance_length"],
+                                                 s["mean_acceptance_length_ci_low"],
+                                                 s["mean_acceptance_length_ci_high"])
+    assert spec_row[5].startswith("%.3f [%.3f, %.3f]" % (s["per_position_rates"][0],
+                                                          s["per_position_ci_low"][0],
+                                                          s["per_position_ci_high"][0]))
+    assert "[low, high]: 95% t interval over the ABBA blocks" in part
+    svg = ET.parse(card.parent / "bench-1.svg").getroot()
+    assert len([e for e in svg.iter() if e.tag.endswith("rect") and e.get("class") == "bar"]) == 2
 
 
 # A field of the checkpoint's own "sparkulator" record (config.json) of the wrong type, and the end
