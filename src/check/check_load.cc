@@ -102,13 +102,10 @@ Status ResolveModuleMap(CheckView* v, FindingSink& sink) {
   }
   const ModuleMap* map = v->own_map ? &*v->own_map : nullptr;
   if (map == nullptr) {
-    // By number: "0.32.0+cpu" is 0.32.0's map; a pre-release is judged by its release's.
-    const VllmVersion& version = v->vllm.version;
-    auto choice =
-        ChooseModuleMap(fmt::format("{}.{}.{}", version.major, version.minor, version.patch));
-    if (!choice.ok() || choice->map == nullptr) return Status::Ok();  // older than every map
-    v->map_warning = choice->warning;
-    map = choice->map;
+    SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(v->vllm.version.text));
+    if (choice.map == nullptr) return Status::Ok();  // no map compiled in
+    v->map_warning = choice.warning;
+    map = choice.map;
   }
   v->map = ResolveMapContext(map, v->config, v->family);
   ApplyModuleMap(v->map, v->config, &v->family);

@@ -372,7 +372,9 @@ TEST(CheckCodes, AnArchitectureTheReleaseLacksIsAnError) {
   CheckReport r = Check(medusa, v33);
   auto lacks = WithCode(r, "vllm-release-lacks-architecture");
   ASSERT_EQ(lacks.size(), 1u) << RenderCheckReport(r);
-  EXPECT_NE(lacks[0]->message.find("removed after 0.32.0"), std::string::npos) << lacks[0]->message;
+  EXPECT_EQ(lacks[0]->message,
+            "vLLM 0.33.0 does not build MedusaModel (removed after 0.32.0): serve it on 0.32.0, or "
+            "check/quantize with --vllm-version 0.32.0");
   CheckOptions v32;
   v32.vllm_version = "0.32.0";
   EXPECT_FALSE(HasCode(Check(medusa, v32), "vllm-release-lacks-architecture"));
@@ -385,6 +387,41 @@ TEST(CheckCodes, AnArchitectureTheReleaseLacksIsAnError) {
   EXPECT_NE(lacks[0]->message.find("first appears in 0.33.0"), std::string::npos)
       << lacks[0]->message;
   EXPECT_FALSE(HasCode(Check(xpress, v33), "vllm-release-lacks-architecture"));
+}
+
+// A release whose map (here a small one written by the test) lacks P-EAGLE's speculators format,
+// which 0.33.0's has: the kind is named with the release that serves it, never as an unknown
+// format, and the serve line carries no parallel_drafting.
+TEST(CheckCodes, ASpeculatorsFormatTheReleaseLacksIsAnError) {
+  spk::testing::ScopedTempDir dir;
+  std::string peagle = Example(dir, "peagle", "eagle3-speculators");
+  EditConfig(peagle, [](Json& j) {
+    j["speculators_model_type"] = "peagle";
+    j["architectures"] = Json::array({"PeagleQwen3ForCausalLM"});
+  });
+  std::ofstream(dir / "v34.json") << R"({"schema_version": 2, "vllm_version": "0.34.0",
+    "architectures": {"Eagle3LlamaForCausalLM": {"error": null, "role": "draft",
+      "methods": ["eagle3"], "weight_reads": [], "modules": {}}},
+    "speculators": {"eagle3": {"architectures": {"llama": "Eagle3LlamaForCausalLM"},
+                               "speculative_config": {"method": "eagle3"}}}})";
+  CheckOptions v34;
+  v34.vllm_module_map = dir / "v34.json";
+  CheckReport r = Check(peagle, v34);
+  auto lacks = WithCode(r, "vllm-release-lacks-architecture");
+  ASSERT_EQ(lacks.size(), 1u) << RenderCheckReport(r);
+  EXPECT_EQ(lacks[0]->message,
+            "vLLM 0.34.0 does not build PeagleQwen3ForCausalLM (removed after 0.33.0): serve it "
+            "on 0.33.0, or check/quantize with --vllm-version 0.33.0");
+  EXPECT_FALSE(HasCode(r, "vllm-speculators-format-unknown")) << RenderCheckReport(r);
+  EXPECT_EQ(r.serve.find("parallel_drafting"), std::string::npos) << r.serve;
+  // An unknown format lists the formats of the release judged.
+  EditConfig(peagle, [](Json& j) { j["speculators_model_type"] = "qeagle"; });
+  CheckReport qeagle = Check(peagle, v34);
+  auto unknown = WithCode(qeagle, "vllm-speculators-format-unknown");
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0]->message,
+            "vLLM 0.34.0 does not read speculators_model_type 'qeagle' (it reads 'eagle3'): it "
+            "stops with ValueError before loading");
 }
 
 TEST(CheckServeLine, DFlashTokensFollowBlockSize) {

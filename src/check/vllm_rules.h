@@ -1,13 +1,13 @@
 // The vLLM facts `sparkulator check` judges drafts by that depend on the vLLM release: one table
 // (VllmRules) of what fails, in which model file, in which versions, how the model code shows it,
 // the finding code and the fix; and the vLLM version a check is judged for (--vllm-version V, the
-// version of an installed tree given with --vllm DIR, else the newest version verified).
+// version of an installed tree given with --vllm DIR, else the newest module map's release).
 //
 // A rule's verdict comes from the model code when a vLLM tree is given (the code is what runs),
 // else from the version ranges, which hold only what was observed: a version between the last one
 // seen failing and the first one seen working is "not verified", never guessed.
-// Values and pure functions; thread-safe. Errors: ParseVllmVersion returns Usage for text that is
-// not a version; ReadVllmVersion NotFound when DIR holds no vLLM, IoError from reading.
+// Values and pure functions; thread-safe. Errors: ReadVllmVersion NotFound when DIR holds no vLLM,
+// IoError from reading (versions are parsed by checkpoint/vllm_version.h).
 #pragma once
 
 #include <optional>
@@ -17,21 +17,14 @@
 
 #include "base/status.h"
 #include "check/finding_codes.h"
+#include "checkpoint/vllm_version.h"
 #include "io/file.h"
 
 namespace spk {
 
-struct VllmVersion {
-  int major = 0, minor = 0, patch = 0;
-  bool prerelease = false;  // rc/dev/a/b builds come before the release of the same number
-  std::string text;         // as written ("0.26.1rc1.dev1049+gf8e060271")
-};
-
-// "0.32.0", "0.32.0+cpu", "0.26.1rc1.dev1049+g...", "v0.25.1", "0.32".
-Result<VllmVersion> ParseVllmVersion(std::string_view text);
-int CompareVllmVersions(const VllmVersion& a, const VllmVersion& b);  // <0, 0, >0
-
-// The newest vLLM release the project has verified its rules on.
+// The newest vLLM release the project has verified its version-range rules on. A newer release
+// (the default, DefaultVllmRelease, may be one) is judged by the ranges as any other: a rule that
+// failed up to its last_failing and has no first_working is "not verified" beyond it.
 inline constexpr std::string_view kNewestVerifiedVllm = "0.32.0";
 
 struct VllmVersionSource {
