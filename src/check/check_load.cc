@@ -29,11 +29,12 @@ Status ResolveVllm(CheckView* v) {
     vllm.version_source = "--vllm-version";
   }
   if (!version) {
-    version = *ParseVllmVersion(kNewestVerifiedVllm);
-    vllm.version_source = vllm.tree.empty()
-                              ? "the newest version verified; pass --vllm-version V or --vllm DIR"
-                              : vllm.version_source + "; judged by its code, versions as " +
-                                    std::string(kNewestVerifiedVllm);
+    const std::string release = DefaultVllmRelease();
+    version = *ParseVllmVersion(release);
+    vllm.version_source =
+        vllm.tree.empty() ? std::string(kDefaultVllmReleaseReason)
+                          : fmt::format("{}; judged by its code, versions as {} ({})",
+                                        vllm.version_source, release, kDefaultVllmReleaseReason);
   }
   vllm.version = *version;
   return Status::Ok();

@@ -24,8 +24,9 @@ TEST(CheckVllmVersion, Qwen3DFlashQuantizedQkvLoadsOn032FailsOnOld) {
   std::string q = Quantize(Example(dir, "src", "dflash"), dir / "q", Preset::kNone);
   CheckReport now = Check(q);
   EXPECT_TRUE(now.ok()) << RenderCheckReport(now);
-  EXPECT_EQ(now.vllm_version, "0.32.0");
-  EXPECT_NE(now.vllm_version_source.find("newest version verified"), std::string::npos);
+  // The default is quantize's: the newest module map's release.
+  EXPECT_EQ(now.vllm_version, DefaultVllmRelease());
+  EXPECT_EQ(now.vllm_version_source, "the newest module map; --vllm-version V for another");
   auto info = WithCode(now, "dflash-qkv-quantized");
   ASSERT_EQ(info.size(), 1u);
   EXPECT_EQ(info[0]->severity, Severity::kInfo);
@@ -64,7 +65,9 @@ TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
   spk::testing::ScopedTempDir dir;
   std::string src = Example(dir, "src", "dflash");
   MakeLaguna(src);
-  CheckReport r = Check(src);
+  CheckOptions v32;
+  v32.vllm_version = "0.32.0";
+  CheckReport r = Check(src, v32);
   EXPECT_FALSE(r.ok());
   auto f = WithCode(r, "laguna-unfused-qkv");
   ASSERT_EQ(f.size(), 1u);
@@ -72,7 +75,14 @@ TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
   EXPECT_EQ(f[0]->module, "layers.0.self_attn.k_proj (and 5 more)");
   EXPECT_NE(f[0]->message.find("KeyError: 'layers.0.self_attn.k_proj.weight'"), std::string::npos);
   EXPECT_NE(f[0]->fix.find("qkv_proj"), std::string::npos);
-  EXPECT_FALSE(HasCode(Check(Example(dir, "qwen3", "dflash")), "laguna-unfused-qkv"));
+  EXPECT_FALSE(HasCode(Check(Example(dir, "qwen3", "dflash"), v32), "laguna-unfused-qkv"));
+  // A release newer than the last one seen failing (the default may be one): not verified.
+  CheckOptions v40;
+  v40.vllm_version = "0.40.0";
+  CheckReport newer = Check(src, v40);
+  auto unsure = WithCode(newer, "laguna-unfused-qkv");
+  ASSERT_EQ(unsure.size(), 1u);
+  EXPECT_EQ(unsure[0]->severity, Severity::kWarning);
 }
 
 TEST(CheckVllmVersion, LagunaQuantizedQkvFailsOn032) {
@@ -80,7 +90,9 @@ TEST(CheckVllmVersion, LagunaQuantizedQkvFailsOn032) {
   std::string src = Example(dir, "src", "dflash");
   MakeLaguna(src);
   std::string q = Quantize(src, dir / "q", Preset::kNone);
-  CheckReport r = Check(q);
+  CheckOptions v32;
+  v32.vllm_version = "0.32.0";
+  CheckReport r = Check(q, v32);
   auto f = WithCode(r, "dflash-qkv-quantized");
   ASSERT_EQ(f.size(), 6u);
   EXPECT_EQ(f[0]->severity, Severity::kError);
@@ -225,7 +237,7 @@ TEST(CheckVllmTree, SourceTreeWithoutVersionIsJudgedByItsCode) {
   ASSERT_FALSE(f.empty());
   EXPECT_NE(f[0]->message.find("line(s) 3"), std::string::npos) << f[0]->message;
   Json json = CheckReportToJson(r);
-  EXPECT_EQ(json["vllm_version"], "0.32.0");
+  EXPECT_EQ(json["vllm_version"], DefaultVllmRelease());
   EXPECT_TRUE(json.contains("vllm_version_source"));
 }
 

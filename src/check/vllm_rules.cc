@@ -204,9 +204,7 @@ RuleJudgement JudgeRule(const VllmRule& rule, const VllmTarget& target) {
     return {Verdict::kFails, version};
   }
   if (at_least(rule.first_working)) return {Verdict::kWorks, version};
-  if (rule.first_working.empty() || at_most(rule.last_failing)) {
-    return {Verdict::kFails, version};
-  }
+  if (at_most(rule.last_failing)) return {Verdict::kFails, version};
   return {Verdict::kNotVerified, fmt::format("{}: {}", version, rule.evidence)};
 }
 

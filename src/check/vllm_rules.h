@@ -51,10 +51,11 @@ struct VllmRule {
   CodeMarker marker;
   std::string_view needle;
   std::string_view guard;
-  std::string_view last_failing;   // newest version seen failing; "" none
-  std::string_view first_working;  // oldest version seen working; "" fails in every version seen
-  std::string_view evidence;       // where the versions come from
-  std::string_view vllm_error;     // what vLLM prints when it fails
+  std::string_view last_failing;  // newest version seen failing; "" none
+  std::string_view
+      first_working;            // oldest version seen working; "" none seen (newer: not verified)
+  std::string_view evidence;    // where the versions come from
+  std::string_view vllm_error;  // what vLLM prints when it fails
   std::string_view fix;
   // kDefinition rules judged by version: the oldest release the computation was read or measured
   // on; older releases are not verified ("" holds in every version).
