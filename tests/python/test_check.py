@@ -217,7 +217,11 @@ def test_dflash_draft_with_quantized_qkv(ckpts, spk):
 def test_laguna_unfused_qkv_names(ckpts, spk, tmp_path):
     d = copy(ckpts, "dflash", tmp_path)
     edit_config(d, lambda c: c.update(architectures=["DFlashLagunaForCausalLM"]))
-    report = check(spk, d, expect=1)
+    # Seen failing on 0.32.0; a newer release (the default may be one) is not verified.
+    newer = check(spk, d, "--vllm-version", "0.40.0", expect=0)
+    assert ("laguna-unfused-qkv", "layers.0.self_attn.k_proj (and 5 more)") in codes(newer,
+                                                                                   "warning")
+    report = check(spk, d, "--vllm-version", "0.32.0", expect=1)
     bad = [f for f in report["findings"] if f["code"] == "laguna-unfused-qkv"]
     assert len(bad) == 1 and bad[0]["module"].startswith("layers.0.self_attn.k_proj")
     assert "KeyError: 'layers.0.self_attn.k_proj.weight'" in bad[0]["message"]
