@@ -5,7 +5,9 @@
 //
 // A rule's verdict comes from the model code when a vLLM tree is given (the code is what runs),
 // else from the version ranges, which hold only what was observed: a version between the last one
-// seen failing and the first one seen working is "not verified", never guessed.
+// seen failing and the first one seen working is "not verified", never guessed, and so is one
+// newer than the last seen failing of a rule no version was seen passing (the default release,
+// the newest module map's, may be such a one).
 // Values and pure functions; thread-safe. Errors: ReadVllmVersion NotFound when DIR holds no vLLM,
 // IoError from reading (versions are parsed by checkpoint/vllm_version.h).
 #pragma once
@@ -21,11 +23,6 @@
 #include "io/file.h"
 
 namespace spk {
-
-// The newest vLLM release the project has verified its version-range rules on. A newer release
-// (the default, DefaultVllmRelease, may be one) is judged by the ranges as any other: a rule that
-// failed up to its last_failing and has no first_working is "not verified" beyond it.
-inline constexpr std::string_view kNewestVerifiedVllm = "0.32.0";
 
 struct VllmVersionSource {
   std::optional<VllmVersion> version;  // empty: the tree does not say (a source checkout)
