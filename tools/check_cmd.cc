@@ -8,6 +8,7 @@
 #include "check/check.h"
 #include "check/vllm_rules.h"
 #include "check/vllm_source.h"
+#include "checkpoint/vllm_module_map.h"
 #include "commands.h"
 
 namespace spk::cli {
@@ -63,9 +64,10 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
                   "blockers of quantized drafts and print the patches");
   sub->add_option("--vllm-version", options->vllm_version,
                   "Judge the version-dependent rules for this vLLM release (default: the newest "
-                  "one verified, " +
-                      std::string(kNewestVerifiedVllm) +
-                      "), and what it builds as a quantized Linear by vLLM's module map of that "
+                  "module map's, " +
+                      DefaultVllmRelease() +
+                      ", as quantize and inspect), and what it builds as a quantized Linear by "
+                      "vLLM's module map of that "
                       "release (a release without a map of its own: the newest map at or below "
                       "it, with a warning; docs/draft-kinds.md)");
   sub->add_option("--vllm-module-map", options->vllm_module_map,

@@ -52,7 +52,7 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
                   "vLLM's module map of that release (" +
                       ModuleMapReleases() +
                       " built in; docs/draft-kinds.md). A newer release is judged by the newest "
-                      "map, with a warning. Default: the newest map");
+                      "map, with a warning. Default: the newest map's release, as check's");
   sub->add_option("--target-layers", flags->target_layers,
                   "For drafts: the target model's num_hidden_layers, when config.json does not "
                   "give num_target_layers");

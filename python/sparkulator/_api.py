@@ -110,7 +110,7 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
         target: the target model a draft is served with, for the pairing checks.
         tp: the tensor-parallel size the kernel rules are checked for.
         vllm_version: judge the version-dependent rules for this vLLM release (default: the newest
-            one verified).
+            module map's, as quantize's; ``vllm_version_source`` says which).
         vllm: a vLLM installation (site-packages holding ``vllm``) or source tree whose version and
             model code decide those rules instead.
         target_layers: the target's layer count, when the draft's config.json lacks it.

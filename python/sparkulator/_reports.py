@@ -94,6 +94,8 @@ class ModuleMapUse(_Report):
     """Which release's vLLM module map judged a plan, and what it knows of the checkpoint's
     architecture (None where the map does not list it)."""
     release: str
+    # Why that release: "--vllm-version V", or the default's "the newest module map; ...".
+    release_source: str
     architecture: Optional[str]
     mtp_architecture: Optional[str]
     method: Optional[str]  # the speculative method vLLM serves the architecture with

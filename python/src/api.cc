@@ -236,7 +236,7 @@ std::vector<ApiCommand> MakeCommands() {
                   "the tensor-parallel size the kernel rules are checked for."},
                  {"vllm_version", ParamType::kOptionalStr, "None",
                   "judge the version-dependent rules for this vLLM release (default: the newest "
-                  "one verified)."},
+                  "module map's, as quantize's; ``vllm_version_source`` says which)."},
                  {"vllm", ParamType::kOptionalPath, "None",
                   "a vLLM installation (site-packages holding ``vllm``) or source tree whose "
                   "version and model code decide those rules instead."},

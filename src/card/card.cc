@@ -245,9 +245,10 @@ Result<std::string> CheckSections(const RunContext& run, const CardOptions& opti
   SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, check));
   card->check_errors = CountSeverity(report.findings, Severity::kError);
   out += fmt::format(
-      "\n## Check\n\n`sparkulator check` (judged for vLLM {}): {} error(s), {} "
+      "\n## Check\n\n`sparkulator check` (judged for vLLM {}: {}): {} error(s), {} "
       "warning(s).\n\n",
-      report.vllm_version, card->check_errors, CountSeverity(report.findings, Severity::kWarning));
+      report.vllm_version, report.vllm_version_source, card->check_errors,
+      CountSeverity(report.findings, Severity::kWarning));
   for (const Finding& f : report.findings) {
     out += fmt::format("- {} `{}` {}: {}\n", SeverityName(f.severity), f.code, f.module, f.message);
   }

@@ -42,7 +42,7 @@ struct CheckOptions {
   std::optional<int64_t> target_layers;  // the target's layer count, if config.json lacks it
   // The vLLM the version-dependent rules (check/vllm_rules.h) are judged for: vllm_dir (an
   // installed site-packages or a source tree: its version and its model code decide), else
-  // vllm_version, else the newest version verified (kNewestVerifiedVllm).
+  // vllm_version, else the release of the newest module map (DefaultVllmRelease), as quantize.
   std::string vllm_version;
   std::string vllm_dir;
   // What vLLM builds as a quantized Linear (checkpoint/vllm_module_map.h) comes from, in order:

@@ -29,11 +29,12 @@ Status ResolveVllm(CheckView* v) {
     vllm.version_source = "--vllm-version";
   }
   if (!version) {
-    version = *ParseVllmVersion(kNewestVerifiedVllm);
-    vllm.version_source = vllm.tree.empty()
-                              ? "the newest version verified; pass --vllm-version V or --vllm DIR"
-                              : vllm.version_source + "; judged by its code, versions as " +
-                                    std::string(kNewestVerifiedVllm);
+    const std::string release = DefaultVllmRelease();
+    version = *ParseVllmVersion(release);
+    vllm.version_source =
+        vllm.tree.empty() ? std::string(kDefaultVllmReleaseReason)
+                          : fmt::format("{}; judged by its code, versions as {} ({})",
+                                        vllm.version_source, release, kDefaultVllmReleaseReason);
   }
   vllm.version = *version;
   return Status::Ok();
@@ -102,13 +103,10 @@ Status ResolveModuleMap(CheckView* v, FindingSink& sink) {
   }
   const ModuleMap* map = v->own_map ? &*v->own_map : nullptr;
   if (map == nullptr) {
-    // By number: "0.32.0+cpu" is 0.32.0's map; a pre-release is judged by its release's.
-    const VllmVersion& version = v->vllm.version;
-    auto choice =
-        ChooseModuleMap(fmt::format("{}.{}.{}", version.major, version.minor, version.patch));
-    if (!choice.ok() || choice->map == nullptr) return Status::Ok();  // older than every map
-    v->map_warning = choice->warning;
-    map = choice->map;
+    SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(v->vllm.version.text));
+    if (choice.map == nullptr) return Status::Ok();  // no map compiled in
+    v->map_warning = choice.warning;
+    map = choice.map;
   }
   v->map = ResolveMapContext(map, v->config, v->family);
   ApplyModuleMap(v->map, v->config, &v->family);

@@ -34,18 +34,15 @@ void MapRelease(const CheckView& v, FindingSink& sink) {
 
 void MapArchitecture(const CheckView& v, FindingSink& sink) {
   const MapContext& context = v.map;
-  if (context.map == nullptr || MapKnowsArchitecture(context)) return;
-  const std::string lacks = ReleaseLacksArchitecture(*context.map, context.architecture_name);
-  if (!lacks.empty()) {
-    sink.Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json",
-             fmt::format("vLLM {}'s model registry has no architecture {} ({}): vLLM refuses to "
-                         "load it (\"Model architectures ['{}'] are not supported for now\")",
-                         context.map->release, context.architecture_name, lacks,
-                         context.architecture_name),
-             "serve it with a vLLM release that has the architecture (--vllm-version), or use a "
-             "draft kind this release serves");
+  if (context.map == nullptr) return;
+  if (std::optional<LackedKind> lacked = ReleaseLacksKind(*context.map, v.config)) {
+    sink.Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json", lacked->message,
+             fmt::format("serve it with vLLM {} (a release that builds it), or use a draft kind "
+                         "vLLM {} serves",
+                         lacked->serving_release, context.map->release));
     return;
   }
+  if (MapKnowsArchitecture(context)) return;
   sink.Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
            fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
                        "vLLM builds quantized is not verified",
@@ -103,20 +100,35 @@ void MapModules(const CheckView& v, FindingSink& sink) {
 // combine_hidden_states), which the CPU build's WNA16 GEMM refuses (measured on vLLM 0.32 CPU:
 // tests/python/test_e2e_draft_kinds.py).
 void SpeculatorsFormatRule(const CheckView& v, FindingSink& sink) {
-  if (v.map.map == nullptr || v.config.speculators_model_type.empty()) return;
+  if (v.map.map == nullptr || v.map.map->stand_in || v.config.speculators_model_type.empty()) {
+    return;
+  }
   const ModuleMap& map = *v.map.map;
   const SpeculatorsFormat* format = FindSpeculatorsFormat(map, v.config);
+  if (format == nullptr && ReleaseLacksKind(map, v.config)) return;  // MapArchitecture's finding
   if (format == nullptr || SpeculatorsArchitecture(*format, v.config).empty()) {
-    std::string known;
-    for (const auto& [name, f] : map.speculators) known += (known.empty() ? "" : ", ") + name;
-    sink.Add(
-        FindingCode::kVllmSpeculatorsFormatUnknown, "", "config.json",
-        fmt::format("vLLM {} does not read speculators_model_type '{}'{} (it reads {}): it stops "
-                    "with ValueError before loading",
-                    map.release, v.config.speculators_model_type,
-                    format == nullptr ? "" : " with this transformer_layer_config model_type",
-                    known),
-        "convert the draft to a format the release reads, or serve it with a vLLM that reads it");
+    // What the judged release reads: its formats, or the layer model_types of this one.
+    std::vector<std::string> reads;
+    if (format == nullptr) {
+      for (const auto& [name, f] : map.speculators) reads.push_back("'" + name + "'");
+    } else {
+      for (const auto& [type, arch] : format->architectures) {
+        if (!type.empty()) reads.push_back("'" + type + "'");
+      }
+    }
+    const std::string what =
+        format == nullptr
+            ? fmt::format("speculators_model_type '{}' (it reads {})",
+                          v.config.speculators_model_type, fmt::join(reads, ", "))
+            : fmt::format(
+                  "a '{}' draft of this transformer_layer_config model_type (it reads "
+                  "model_type {})",
+                  v.config.speculators_model_type, fmt::join(reads, ", "));
+    sink.Add(FindingCode::kVllmSpeculatorsFormatUnknown, "", "config.json",
+             fmt::format("vLLM {} does not read {}: it stops with ValueError before loading",
+                         map.release, what),
+             "convert the draft to a format the release reads, or serve it with a vLLM that "
+             "reads it");
     return;
   }
   const bool parallel_eagle3 = format->method == "eagle3" &&

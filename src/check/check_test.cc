@@ -24,8 +24,9 @@ TEST(CheckVllmVersion, Qwen3DFlashQuantizedQkvLoadsOn032FailsOnOld) {
   std::string q = Quantize(Example(dir, "src", "dflash"), dir / "q", Preset::kNone);
   CheckReport now = Check(q);
   EXPECT_TRUE(now.ok()) << RenderCheckReport(now);
-  EXPECT_EQ(now.vllm_version, "0.32.0");
-  EXPECT_NE(now.vllm_version_source.find("newest version verified"), std::string::npos);
+  // The default is quantize's: the newest module map's release.
+  EXPECT_EQ(now.vllm_version, DefaultVllmRelease());
+  EXPECT_EQ(now.vllm_version_source, "the newest module map; --vllm-version V for another");
   auto info = WithCode(now, "dflash-qkv-quantized");
   ASSERT_EQ(info.size(), 1u);
   EXPECT_EQ(info[0]->severity, Severity::kInfo);
@@ -64,7 +65,9 @@ TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
   spk::testing::ScopedTempDir dir;
   std::string src = Example(dir, "src", "dflash");
   MakeLaguna(src);
-  CheckReport r = Check(src);
+  CheckOptions v32;
+  v32.vllm_version = "0.32.0";
+  CheckReport r = Check(src, v32);
   EXPECT_FALSE(r.ok());
   auto f = WithCode(r, "laguna-unfused-qkv");
   ASSERT_EQ(f.size(), 1u);
@@ -72,7 +75,14 @@ TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
   EXPECT_EQ(f[0]->module, "layers.0.self_attn.k_proj (and 5 more)");
   EXPECT_NE(f[0]->message.find("KeyError: 'layers.0.self_attn.k_proj.weight'"), std::string::npos);
   EXPECT_NE(f[0]->fix.find("qkv_proj"), std::string::npos);
-  EXPECT_FALSE(HasCode(Check(Example(dir, "qwen3", "dflash")), "laguna-unfused-qkv"));
+  EXPECT_FALSE(HasCode(Check(Example(dir, "qwen3", "dflash"), v32), "laguna-unfused-qkv"));
+  // A release newer than the last one seen failing (the default may be one): not verified.
+  CheckOptions v40;
+  v40.vllm_version = "0.40.0";
+  CheckReport newer = Check(src, v40);
+  auto unsure = WithCode(newer, "laguna-unfused-qkv");
+  ASSERT_EQ(unsure.size(), 1u);
+  EXPECT_EQ(unsure[0]->severity, Severity::kWarning);
 }
 
 TEST(CheckVllmVersion, LagunaQuantizedQkvFailsOn032) {
@@ -80,7 +90,9 @@ TEST(CheckVllmVersion, LagunaQuantizedQkvFailsOn032) {
   std::string src = Example(dir, "src", "dflash");
   MakeLaguna(src);
   std::string q = Quantize(src, dir / "q", Preset::kNone);
-  CheckReport r = Check(q);
+  CheckOptions v32;
+  v32.vllm_version = "0.32.0";
+  CheckReport r = Check(q, v32);
   auto f = WithCode(r, "dflash-qkv-quantized");
   ASSERT_EQ(f.size(), 6u);
   EXPECT_EQ(f[0]->severity, Severity::kError);
@@ -225,7 +237,7 @@ TEST(CheckVllmTree, SourceTreeWithoutVersionIsJudgedByItsCode) {
   ASSERT_FALSE(f.empty());
   EXPECT_NE(f[0]->message.find("line(s) 3"), std::string::npos) << f[0]->message;
   Json json = CheckReportToJson(r);
-  EXPECT_EQ(json["vllm_version"], "0.32.0");
+  EXPECT_EQ(json["vllm_version"], DefaultVllmRelease());
   EXPECT_TRUE(json.contains("vllm_version_source"));
 }
 
@@ -372,7 +384,9 @@ TEST(CheckCodes, AnArchitectureTheReleaseLacksIsAnError) {
   CheckReport r = Check(medusa, v33);
   auto lacks = WithCode(r, "vllm-release-lacks-architecture");
   ASSERT_EQ(lacks.size(), 1u) << RenderCheckReport(r);
-  EXPECT_NE(lacks[0]->message.find("removed after 0.32.0"), std::string::npos) << lacks[0]->message;
+  EXPECT_EQ(lacks[0]->message,
+            "vLLM 0.33.0 does not build MedusaModel (removed after 0.32.0): serve it on 0.32.0, or "
+            "check/quantize with --vllm-version 0.32.0");
   CheckOptions v32;
   v32.vllm_version = "0.32.0";
   EXPECT_FALSE(HasCode(Check(medusa, v32), "vllm-release-lacks-architecture"));
@@ -385,6 +399,41 @@ TEST(CheckCodes, AnArchitectureTheReleaseLacksIsAnError) {
   EXPECT_NE(lacks[0]->message.find("first appears in 0.33.0"), std::string::npos)
       << lacks[0]->message;
   EXPECT_FALSE(HasCode(Check(xpress, v33), "vllm-release-lacks-architecture"));
+}
+
+// A release whose map (here a small one written by the test) lacks P-EAGLE's speculators format,
+// which 0.33.0's has: the kind is named with the release that serves it, never as an unknown
+// format, and the serve line carries no parallel_drafting.
+TEST(CheckCodes, ASpeculatorsFormatTheReleaseLacksIsAnError) {
+  spk::testing::ScopedTempDir dir;
+  std::string peagle = Example(dir, "peagle", "eagle3-speculators");
+  EditConfig(peagle, [](Json& j) {
+    j["speculators_model_type"] = "peagle";
+    j["architectures"] = Json::array({"PeagleQwen3ForCausalLM"});
+  });
+  std::ofstream(dir / "v34.json") << R"({"schema_version": 2, "vllm_version": "0.34.0",
+    "architectures": {"Eagle3LlamaForCausalLM": {"error": null, "role": "draft",
+      "methods": ["eagle3"], "weight_reads": [], "modules": {}}},
+    "speculators": {"eagle3": {"architectures": {"llama": "Eagle3LlamaForCausalLM"},
+                               "speculative_config": {"method": "eagle3"}}}})";
+  CheckOptions v34;
+  v34.vllm_module_map = dir / "v34.json";
+  CheckReport r = Check(peagle, v34);
+  auto lacks = WithCode(r, "vllm-release-lacks-architecture");
+  ASSERT_EQ(lacks.size(), 1u) << RenderCheckReport(r);
+  EXPECT_EQ(lacks[0]->message,
+            "vLLM 0.34.0 does not build PeagleQwen3ForCausalLM (removed after 0.33.0): serve it "
+            "on 0.33.0, or check/quantize with --vllm-version 0.33.0");
+  EXPECT_FALSE(HasCode(r, "vllm-speculators-format-unknown")) << RenderCheckReport(r);
+  EXPECT_EQ(r.serve.find("parallel_drafting"), std::string::npos) << r.serve;
+  // An unknown format lists the formats of the release judged.
+  EditConfig(peagle, [](Json& j) { j["speculators_model_type"] = "qeagle"; });
+  CheckReport qeagle = Check(peagle, v34);
+  auto unknown = WithCode(qeagle, "vllm-speculators-format-unknown");
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0]->message,
+            "vLLM 0.34.0 does not read speculators_model_type 'qeagle' (it reads 'eagle3'): it "
+            "stops with ValueError before loading");
 }
 
 TEST(CheckServeLine, DFlashTokensFollowBlockSize) {

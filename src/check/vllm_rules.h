@@ -1,13 +1,15 @@
 // The vLLM facts `sparkulator check` judges drafts by that depend on the vLLM release: one table
 // (VllmRules) of what fails, in which model file, in which versions, how the model code shows it,
 // the finding code and the fix; and the vLLM version a check is judged for (--vllm-version V, the
-// version of an installed tree given with --vllm DIR, else the newest version verified).
+// version of an installed tree given with --vllm DIR, else the newest module map's release).
 //
 // A rule's verdict comes from the model code when a vLLM tree is given (the code is what runs),
 // else from the version ranges, which hold only what was observed: a version between the last one
-// seen failing and the first one seen working is "not verified", never guessed.
-// Values and pure functions; thread-safe. Errors: ParseVllmVersion returns Usage for text that is
-// not a version; ReadVllmVersion NotFound when DIR holds no vLLM, IoError from reading.
+// seen failing and the first one seen working is "not verified", never guessed, and so is one
+// newer than the last seen failing of a rule no version was seen passing (the default release,
+// the newest module map's, may be such a one).
+// Values and pure functions; thread-safe. Errors: ReadVllmVersion NotFound when DIR holds no vLLM,
+// IoError from reading (versions are parsed by checkpoint/vllm_version.h).
 #pragma once
 
 #include <optional>
@@ -17,22 +19,10 @@
 
 #include "base/status.h"
 #include "check/finding_codes.h"
+#include "checkpoint/vllm_version.h"
 #include "io/file.h"
 
 namespace spk {
-
-struct VllmVersion {
-  int major = 0, minor = 0, patch = 0;
-  bool prerelease = false;  // rc/dev/a/b builds come before the release of the same number
-  std::string text;         // as written ("0.26.1rc1.dev1049+gf8e060271")
-};
-
-// "0.32.0", "0.32.0+cpu", "0.26.1rc1.dev1049+g...", "v0.25.1", "0.32".
-Result<VllmVersion> ParseVllmVersion(std::string_view text);
-int CompareVllmVersions(const VllmVersion& a, const VllmVersion& b);  // <0, 0, >0
-
-// The newest vLLM release the project has verified its rules on.
-inline constexpr std::string_view kNewestVerifiedVllm = "0.32.0";
 
 struct VllmVersionSource {
   std::optional<VllmVersion> version;  // empty: the tree does not say (a source checkout)
@@ -58,10 +48,11 @@ struct VllmRule {
   CodeMarker marker;
   std::string_view needle;
   std::string_view guard;
-  std::string_view last_failing;   // newest version seen failing; "" none
-  std::string_view first_working;  // oldest version seen working; "" fails in every version seen
-  std::string_view evidence;       // where the versions come from
-  std::string_view vllm_error;     // what vLLM prints when it fails
+  std::string_view last_failing;  // newest version seen failing; "" none
+  std::string_view
+      first_working;            // oldest version seen working; "" none seen (newer: not verified)
+  std::string_view evidence;    // where the versions come from
+  std::string_view vllm_error;  // what vLLM prints when it fails
   std::string_view fix;
   // kDefinition rules judged by version: the oldest release the computation was read or measured
   // on; older releases are not verified ("" holds in every version).

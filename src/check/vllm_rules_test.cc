@@ -25,16 +25,6 @@ VllmVersion V(std::string_view text) {
   return *v;
 }
 
-TEST(VllmVersion, ParsesReleasesLocalLabelsAndPrereleases) {
-  EXPECT_EQ(CompareVllmVersions(V("0.32.0+cpu"), V("0.32.0")), 0);
-  EXPECT_LT(CompareVllmVersions(V("0.26.1rc1.dev1049+gf8e060271"), V("0.26.1")), 0);
-  EXPECT_GT(CompareVllmVersions(V("0.26.1rc1.dev1049+gf8e060271"), V("0.26.0")), 0);
-  EXPECT_LT(CompareVllmVersions(V("v0.25.1"), V("0.32")), 0);
-  EXPECT_EQ(V("0.32").patch, 0);
-  EXPECT_FALSE(ParseVllmVersion("latest").ok());
-  EXPECT_FALSE(ParseVllmVersion("7").ok());
-}
-
 // Lines of the 0.32 qwen3_dflash.py context-K/V builder (abridged, same structure).
 const char* const kGuarded =
     "class DFlashQwen3Model(nn.Module):\n"
@@ -141,7 +131,10 @@ TEST(VllmRules, VerdictsByVersion) {
   EXPECT_EQ(JudgeRule(qwen3, at("0.32.0rc1")).verdict, Verdict::kNotVerified);
   const VllmRule& laguna = VllmRuleById("laguna-dflash-quantized-qkv");
   EXPECT_EQ(JudgeRule(laguna, at("0.32.0")).verdict, Verdict::kFails);
-  EXPECT_EQ(JudgeRule(laguna, at("0.40.0")).verdict, Verdict::kFails);
+  // Newer than the last release seen failing, and none seen working: not verified, not guessed
+  // (the default release, the newest module map's, may be such a one).
+  EXPECT_EQ(JudgeRule(laguna, at("0.40.0")).verdict, Verdict::kNotVerified);
+  EXPECT_EQ(JudgeRule(laguna, at("0.32.0+cpu")).verdict, Verdict::kFails);
   EXPECT_EQ(JudgeRule(VllmRuleById("laguna-dflash-unfused-qkv"), at("0.32.0")).verdict,
             Verdict::kFails);
   // Every rule names its file, code, error and fix.

@@ -276,6 +276,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
+  if (choice.map != nullptr) {  // that release refuses it: no plan is right for it
+    if (auto lacked = ReleaseLacksKind(*choice.map, config)) return Status::Usage(lacked->message);
+  }
   ApplyModuleMap(plan.map, config, &plan.family);
   if (std::string w = TargetConfigWarning(plan.map); !w.empty()) plan.warnings.push_back(w);
   // The output is compressed-tensors and never stores KV-cache parameters.
@@ -343,15 +346,6 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           "names, "
           "e.g. '{}', with Python re.match for 're:' entries)",
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
-    }
-  }
-  if (plan.map.map != nullptr && plan.map.architecture == nullptr && plan.map.mtp == nullptr) {
-    const std::string lacks = ReleaseLacksArchitecture(*plan.map.map, plan.map.architecture_name);
-    if (!lacks.empty()) {
-      plan.warnings.push_back(fmt::format(
-          "vLLM {}'s model registry has no architecture {} ({}): that release refuses to load "
-          "it; plan for a release that serves it (--vllm-version)",
-          plan.map.map->release, plan.map.architecture_name, lacks));
     }
   }
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {

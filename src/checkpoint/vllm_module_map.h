@@ -12,11 +12,13 @@
 // Ownership: the compiled-in maps are parsed once, on first use, into immutable statics that live
 // for the process; every pointer returned here stays valid. ParseModuleMap returns a map the caller
 // owns. Thread-safe. Errors: ChooseModuleMap returns Usage for a release that is not a version;
-// ParseModuleMap InvalidInput; a compiled-in map that fails to parse is a build defect and aborts
+// ParseModuleMap InvalidInput for a map that is not of kModuleMapSchemaVersion, naming the file and
+// the JSON path of the field; a compiled-in map that fails to parse is a build defect and aborts
 // (the test suite parses every map).
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -25,8 +27,13 @@
 #include "base/status.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/module_pattern.h"
+#include "checkpoint/vllm_version.h"
 
 namespace spk {
+
+// The module-map schema this reader reads: a map's top-level "schema_version". The generator
+// (tools/vllm_module_map/build.py) writes it; a map of another schema is refused, never half read.
+inline constexpr int kModuleMapSchemaVersion = 2;
 
 // How vLLM splits a Linear over tensor-parallel ranks, by its class: column-parallel layers
 // (ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear) split their output rows,
@@ -134,7 +141,11 @@ struct BatchInvariantKernels {
 };
 
 struct ModuleMap {
-  std::string release;                                      // "0.33.0"
+  std::string release;  // "0.33.0"
+  VllmVersion version;  // release, parsed
+  // No map of this release: a release older than every map, judged by an empty map that knows no
+  // architecture (ChooseModuleMap), so the unknown-architecture rules of map_rules.h apply.
+  bool stand_in = false;
   std::map<std::string, MappedArchitecture> architectures;  // those the generator could build
   std::map<std::string, std::string> not_built;             // architecture -> why not
   std::map<std::string, SpeculatorsFormat> speculators;     // by speculators_model_type
@@ -158,24 +169,46 @@ const std::vector<ModuleMap>& ModuleMaps();
 
 // A map as tools/vllm_module_map/generate.py --print writes it (the compiled-in ones, a user's
 // file, or one `check --vllm DIR` built from that tree). Its release is its "vllm_version", as that
-// vLLM reports it ("0.34.1.dev3+g1a2b"). InvalidInput naming `origin` when the text is not JSON or
-// lacks "vllm_version" or "architectures"; a field of the wrong type inside is read as absent.
+// vLLM reports it ("0.34.1.dev3+g1a2b"). InvalidInput naming `origin` and the field's JSON path
+// when the text is not JSON, its "schema_version" is not kModuleMapSchemaVersion, or a field this
+// reader reads is missing where required or of another type ("M.json:
+// architectures.DFlashDraftModel.modules: expected an object, got a string"); a field the generator
+// writes as null where it could not say is read as absent. (vllm_module_map_parse.cc)
 Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin);
 
-// The map to judge `release` by: its own, else the newest older one or, for a release newer than
-// every map, the newest map; "" means the newest. `warning` says when the map is another release's
-// ("not verified for vLLM 0.34.0; judged by the map of 0.33.0"). A release older than every map
-// gets no map (nullptr): the hand-kept rules of that era apply.
+// The release every command judges for when none is given (quantize, inspect, check, card, the
+// Python API): the newest compiled-in map's. kDefaultVllmReleaseReason is how reports say so.
+std::string DefaultVllmRelease();
+inline constexpr std::string_view kDefaultVllmReleaseReason =
+    "the newest module map; --vllm-version V for another";
+
+// The map to judge `release` by (any text ParseVllmVersion reads: "0.32.0+cpu", "v0.33.0", a
+// pre-release by its release's map): its own, else the newest older one or, for a release newer
+// than every map, the newest map; "" means the newest (DefaultVllmRelease). `warning` says when the
+// map is another release's ("not verified for vLLM 0.34.0; judged by the map of 0.33.0"). A release
+// older than every map gets a stand-in map that knows no architecture (ModuleMap::stand_in), with
+// a warning: it is judged as an unknown architecture is.
 struct MapChoice {
   const ModuleMap* map = nullptr;
   std::string warning;
 };
 Result<MapChoice> ChooseModuleMap(std::string_view release);
 
-// When `map`'s release has no architecture `name` in its registry while another compiled-in map's
-// release has it (built or not): "removed after 0.32.0" or "first appears in 0.33.0"; else "" (it
-// has it, no release has it, or `map` is not a compiled-in release's).
-std::string ReleaseLacksArchitecture(const ModuleMap& map, const std::string& name);
+// A kind of draft (an architecture, or a speculators format) that `map`'s release lacks while
+// another compiled-in map's release has it: vLLM of that release refuses the checkpoint.
+struct LackedKind {
+  std::string architecture;     // what vLLM would build: "PeagleLlamaForCausalLM"
+  std::string when;             // "removed after 0.33.0" or "first appears in 0.35.0"
+  std::string serving_release;  // the nearest release that has it: "0.33.0"
+  // "vLLM 0.34.0 does not build PeagleLlamaForCausalLM (removed after 0.33.0): serve it on 0.33.0,
+  // or check/quantize with --vllm-version 0.33.0"
+  std::string message;
+};
+// config.json's kind: its speculators format (the architecture the nearest release with the format
+// builds for it), else, where `map` knows neither its architecture nor its MTP layers, its first
+// architecture (built or not). nullopt when the release has it, no release does, or `map` is a
+// stand-in.
+std::optional<LackedKind> ReleaseLacksKind(const ModuleMap& map, const ModelConfig& config);
 
 // The architecture of `config` in `map` (config.json's architectures, the one vLLM builds for a
 // speculators-format config, or a separate draft's by its model_type: checkpoint_model_types), or
@@ -205,9 +238,5 @@ bool IsPlainParam(const MappedArchitecture& arch, std::string_view tensor_name);
 // model's names match a real one's: no leading "model.", every all-digit component (layer and
 // expert indices) as "#", EAGLE-3's "midlayer." as "layers.#.".
 std::string NormalizedModuleName(std::string_view name);
-
-// -1, 0 or 1 as release `a` is older than, the same as or newer than `b` ("0.32.0" < "0.33.0");
-// a part that is not a number compares as 0.
-int CompareReleases(std::string_view a, std::string_view b);
 
 }  // namespace spk

@@ -36,7 +36,7 @@ TEST(ModuleMapTest, EveryMapParsesOldestFirst) {
   const auto& maps = ModuleMaps();
   ASSERT_GE(maps.size(), 2u);
   for (size_t i = 1; i < maps.size(); ++i) {
-    EXPECT_LT(CompareReleases(maps[i - 1].release, maps[i].release), 0);
+    EXPECT_LT(CompareVllmVersions(maps[i - 1].version, maps[i].version), 0);
   }
   for (const ModuleMap& map : maps) {
     EXPECT_GT(map.architectures.size(), 20u) << map.release;
@@ -64,10 +64,27 @@ TEST(ModuleMapTest, ReleasesChooseTheirMapAndNewerOnesWarn) {
   ASSERT_TRUE(between.ok());
   EXPECT_EQ(between->map->release, "0.32.0");
   EXPECT_NE(between->warning, "");
+  // Builds of a release are judged by its map, as check judges them.
+  for (const char* build : {"0.32.0+cpu", "v0.32.0", "0.32.0rc1.dev5+g1a2b"}) {
+    auto cpu = ChooseModuleMap(build);
+    ASSERT_TRUE(cpu.ok()) << build;
+    EXPECT_EQ(cpu->map->release, "0.32.0") << build;
+    EXPECT_EQ(cpu->warning, "") << build;
+  }
+  // Older than every map: a stand-in that knows no architecture, with a warning.
   auto older = ChooseModuleMap("0.26.0");
   ASSERT_TRUE(older.ok());
-  EXPECT_EQ(older->map, nullptr);
-  EXPECT_EQ(ChooseModuleMap("latest").status().code(), StatusCode::kUsage);
+  ASSERT_NE(older->map, nullptr);
+  EXPECT_TRUE(older->map->stand_in);
+  EXPECT_TRUE(older->map->architectures.empty());
+  EXPECT_EQ(older->map->release, "0.26.0");
+  EXPECT_EQ(older->warning,
+            "vLLM 0.26.0 is older than every module map this sparkulator has (the oldest is " +
+                ModuleMaps().front().release +
+                "): judged as an architecture no map knows (standard decoder Linears only for a "
+                "draft)");
+  EXPECT_EQ(ChooseModuleMap("latest").status().message(),
+            "'latest' is not a vLLM version (use MAJOR.MINOR[.PATCH], e.g. 0.32.0)");
 }
 
 TEST(ModuleMapTest, NamesNormalizeAcrossModelSizes) {
@@ -296,21 +313,28 @@ TEST(ModuleMapPlanTest, AReleaseNewerThanEveryMapWarnsInThePlan) {
       BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options).ok());
 }
 
-TEST(ModuleMapPlanTest, AnArchitectureTheReleaseLacksIsWarnedInThePlan) {
-  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.33.0"), "MedusaModel"), "removed after 0.32.0");
-  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.32.0"), "Qwen3XPressModel"), "first appears in 0.33.0");
-  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.32.0"), "MedusaModel"), "");
-  EXPECT_EQ(ReleaseLacksArchitecture(Map("0.33.0"), "NoSuchModel"), "");
+TEST(ModuleMapPlanTest, AnArchitectureTheReleaseLacksIsRefusedInThePlan) {
+  ModelConfig medusa = Config(R"({"architectures":["MedusaModel"]})");
+  auto lacked = ReleaseLacksKind(Map("0.33.0"), medusa);
+  ASSERT_TRUE(lacked.has_value());
+  EXPECT_EQ(lacked->when, "removed after 0.32.0");
+  EXPECT_EQ(lacked->serving_release, "0.32.0");
+  ModelConfig xpress = Config(R"({"architectures":["Qwen3XPressModel"]})");
+  ASSERT_TRUE(ReleaseLacksKind(Map("0.32.0"), xpress).has_value());
+  EXPECT_EQ(ReleaseLacksKind(Map("0.32.0"), xpress)->when, "first appears in 0.33.0");
+  EXPECT_FALSE(ReleaseLacksKind(Map("0.32.0"), medusa).has_value());
+  EXPECT_FALSE(
+      ReleaseLacksKind(Map("0.33.0"), Config(R"({"architectures":["NoSuchModel"]})")).has_value());
   std::vector<TensorMeta> tensors = Square({"blocks.0.layers.0.weight"});
   PlanOptions options;
   options.vllm_release = "0.33.0";
-  auto plan = BuildPlan(tensors, Config(R"({"architectures":["MedusaModel"]})"), options);
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  bool warned = false;
-  for (const std::string& w : plan->warnings) {
-    warned |= w.find("no architecture MedusaModel (removed after 0.32.0)") != std::string::npos;
-  }
-  EXPECT_TRUE(warned) << ::testing::PrintToString(plan->warnings);
+  auto plan = BuildPlan(tensors, medusa, options);
+  EXPECT_EQ(plan.status().code(), StatusCode::kUsage);
+  EXPECT_EQ(plan.status().message(),
+            "vLLM 0.33.0 does not build MedusaModel (removed after 0.32.0): serve it on 0.32.0, or "
+            "check/quantize with --vllm-version 0.32.0");
+  options.vllm_release = "0.32.0";
+  EXPECT_TRUE(BuildPlan(tensors, medusa, options).ok());
 }
 
 TEST(ModuleMapTest, ASpeculatorsDSparkDraftIsNeverTakenForDeepSeekV4sClass) {
@@ -472,15 +496,17 @@ TEST(ModuleMapPlanTest, AStep3p5CheckpointsPlanWarnsThatItsMtpLayersWillBeRefuse
 
 TEST(ModuleMapTest, ServeOptionsAreTheReleasesAndAcceptedPerDraft) {
   // The release's option with its values; per draft only those vLLM's SpeculativeConfig accepted.
-  constexpr std::string_view kMap = R"({"vllm_version": "0.33.0",
+  constexpr std::string_view kMap = R"({"schema_version": 2, "vllm_version": "0.33.0",
     "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
       "defined_at": "vllm/config/speculative.py:484", "doc": "Quantize the drafter's copy."}},
     "architectures": {
       "EagleX": {"role": "draft", "methods": ["eagle"], "error": null, "modules": {},
+        "weight_reads": [],
         "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
                                                          "accepted": true,
                                                          "has_own_lm_head": true}}},
       "DSparkX": {"role": "draft", "methods": ["dspark"], "error": null, "modules": {},
+        "weight_reads": [],
         "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
                                                          "accepted": false,
                                                          "error": "not for dspark"}}}}})";

@@ -93,11 +93,14 @@ QuantizedModules ReadQuantizedModules(const SourceCheckpoint& src) {
   return out;
 }
 
-// Which release's map judged the plan and what it knows of the architecture (map_rules.h).
-Json ModuleMapJson(const MapContext& map) {
+// Which release's map judged the plan, why that release (`asked`: --vllm-version, "" for the
+// default), and what it knows of the architecture (map_rules.h).
+Json ModuleMapJson(const MapContext& map, std::string_view asked) {
   if (map.map == nullptr) return nullptr;
   auto name = [](const MappedArchitecture* a) { return a ? Json(a->name) : Json(nullptr); };
   return Json{{"release", map.map->release},
+              {"release_source", asked.empty() ? std::string(kDefaultVllmReleaseReason)
+                                               : fmt::format("--vllm-version {}", asked)},
               {"architecture", name(map.architecture)},
               {"mtp_architecture", name(map.mtp)},
               {"method", map.architecture ? Json(map.architecture->method()) : Json(nullptr)}};
@@ -195,7 +198,7 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
               {"ignore", qc.ignore},
               {"family", FamilyName(family.family)},
               {"family_reason", family.reason},
-              {"vllm_module_map", ModuleMapJson(map)},
+              {"vllm_module_map", ModuleMapJson(map, "")},
               {"quantized_modules", quantized.modules.size()},
               {"modules", quantized.modules},
               {"tensors", tensors},
@@ -261,7 +264,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"family", FamilyName(plan.family.family)},
               {"family_reason", plan.family.reason},
               {"vllm_naming", plan.naming.ToString()},
-              {"vllm_module_map", ModuleMapJson(plan.map)},
+              {"vllm_module_map", ModuleMapJson(plan.map, plan.options.vllm_release)},
               {"scheme", s.scheme},
               {"group_size", plan.options.group_size},
               {"quantized_tensors", plan.quantized_count()},
@@ -325,14 +328,15 @@ std::string RenderReport(const Json& r, bool with_tensors) {
     }
   } else {
     line(fmt::format("naming:     vLLM module names with {}", r.value("vllm_naming", "")));
-    if (const Json& map = r["vllm_module_map"]; map.is_object()) {
-      line(fmt::format("vllm map:   vLLM {}: {}", map["release"].get<std::string>(),
-                       map["architecture"].is_string()
-                           ? "architecture " + map["architecture"].get<std::string>()
-                           : std::string("architecture not in the map")));
-    }
     line(fmt::format("plan:       {} tensors quantized, {} kept as they are",
                      r["quantized_tensors"].get<size_t>(), r["kept_tensors"].get<size_t>()));
+  }
+  if (const Json& map = r["vllm_module_map"]; map.is_object()) {
+    line(fmt::format("vllm map:   judged for vLLM {} ({}): {}", map["release"].get<std::string>(),
+                     map.value("release_source", ""),
+                     map["architecture"].is_string()
+                         ? "architecture " + map["architecture"].get<std::string>()
+                         : std::string("architecture not in the map")));
   }
   line(fmt::format("ignore:     {}", r["ignore"].dump()));
   const Json& size = r["size"];

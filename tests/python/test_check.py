@@ -192,10 +192,14 @@ def test_quantized_embedding(ckpts, spk, tmp_path):
 
 
 def test_dflash_draft_with_quantized_qkv(ckpts, spk):
-    # vLLM 0.32 (the default) loads a Qwen3 DFlash draft with quantized q/k/v: an info finding.
+    # vLLM 0.32 and newer (the default: the newest module map's release, as quantize's) load a Qwen3
+    # DFlash draft with quantized q/k/v: an info finding.
     report = check(spk, ckpts["mfp_dflash"], expect=0)
-    assert report["vllm_version"] == "0.32.0"
-    assert "newest version verified" in report["vllm_version_source"]
+    newest = max((p.stem.removeprefix("vllm-") for p in
+                  (REPO / "data" / "vllm_module_map").glob("vllm-*.json")),
+                 key=lambda v: tuple(int(x) for x in v.split(".")))
+    assert report["vllm_version"] == newest
+    assert report["vllm_version_source"] == "the newest module map; --vllm-version V for another"
     assert "dflash-qkv-quantized" in {c for c, _ in codes(report, "info")}
     # vLLM 0.25.1 reads qkv_proj.weight and fails: an error per module.
     report = check(spk, ckpts["mfp_dflash"], "--vllm-version", "0.25.1", expect=1)
@@ -213,7 +217,11 @@ def test_dflash_draft_with_quantized_qkv(ckpts, spk):
 def test_laguna_unfused_qkv_names(ckpts, spk, tmp_path):
     d = copy(ckpts, "dflash", tmp_path)
     edit_config(d, lambda c: c.update(architectures=["DFlashLagunaForCausalLM"]))
-    report = check(spk, d, expect=1)
+    # Seen failing on 0.32.0; a newer release (the default may be one) is not verified.
+    newer = check(spk, d, "--vllm-version", "0.40.0", expect=0)
+    assert ("laguna-unfused-qkv", "layers.0.self_attn.k_proj (and 5 more)") in codes(newer,
+                                                                                   "warning")
+    report = check(spk, d, "--vllm-version", "0.32.0", expect=1)
     bad = [f for f in report["findings"] if f["code"] == "laguna-unfused-qkv"]
     assert len(bad) == 1 and bad[0]["module"].startswith("layers.0.self_attn.k_proj")
     assert "KeyError: 'layers.0.self_attn.k_proj.weight'" in bad[0]["message"]

@@ -55,9 +55,30 @@ def test_a_map_file_judges_instead_of_the_compiled_in_ones(dflash_w4, spk, tmp_p
     assert "vllm-map-no-scheme" in codes_on(report, "fc"), report["findings"]
 
 
+def test_a_map_with_a_field_of_the_wrong_type_is_refused(dflash_w4, spk, tmp_path):
+    # Never read as absent: a mistyped field would judge every module as unlisted, and answer OK.
+    edited = json.loads(MAP_032.read_text())
+    edited["architectures"]["DFlashDraftModel"]["modules"] = "oops"
+    edited["architectures"]["DFlashDraftModel"]["weight_reads"] = {"qkv_proj": 1}
+    bad = tmp_path / "mistyped.json"
+    bad.write_text(json.dumps(edited))
+    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=2)
+    assert (f"{bad}: architectures.DFlashDraftModel.weight_reads: expected an array, got an "
+            "object") in proc.stderr, proc.stderr
+    edited["architectures"]["DFlashDraftModel"]["weight_reads"] = []
+    bad.write_text(json.dumps(edited))
+    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=2)
+    assert (f"{bad}: architectures.DFlashDraftModel.modules: expected an object, got a string"
+            in proc.stderr), proc.stderr
+    del edited["schema_version"]
+    bad.write_text(json.dumps(edited))
+    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=2)
+    assert f"{bad}: schema_version: missing" in proc.stderr, proc.stderr
+
+
 def test_a_file_that_is_no_map_is_a_clear_error(dflash_w4, spk, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text('{"architectures": {}}')
+    bad.write_text('{"schema_version": 2, "architectures": {}}')
     proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=None)
     assert proc.returncode not in (0, 1) and str(bad) in proc.stderr, proc.stderr
     assert "vllm_version" in proc.stderr

@@ -531,7 +531,8 @@ class Builder:
             entry.setdefault("role", role)
             entry["file"] = self.class_file(arch)
             archs[arch] = entry
-        return {"vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
+        return {"schema_version": 2,  # checkpoint/vllm_module_map.h kModuleMapSchemaVersion
+                "vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
                 "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
                 "serve_options": release_serve_options(self.root),
