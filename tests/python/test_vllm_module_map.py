@@ -239,3 +239,14 @@ def test_step3p5_mtp_is_found_from_its_target_and_refuses_unstored_kv_params():
         assert refusal["error"].startswith("RuntimeError: Some parameters like {param} are not")
     # Models whose load_weights does not check completeness record nothing.
     assert "refuses_unstored" not in arch("0.33.0", "DeepSeekMTPModel")
+
+
+def test_every_committed_map_has_the_schema_version():
+    # The C++ reader refuses a map without it (or of another type): every map carries the
+    # generator's SCHEMA_VERSION, an int.
+    from tools.vllm_module_map.configs import SCHEMA_VERSION
+    maps = sorted(DATA.glob("vllm-*.json"))
+    assert maps
+    for f in maps:
+        v = json.loads(f.read_text()).get("schema_version")
+        assert type(v) is int and v == SCHEMA_VERSION == 2, f"{f.name}: schema_version {v!r}"

@@ -25,7 +25,7 @@ import tempfile
 import traceback
 
 from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, MODEL_DIRS, MTP_OWN_CHECKPOINT,
-                                           NO_RECIPE,
+                                           NO_RECIPE, SCHEMA_VERSION,
                                            QUANT_CONFIG, QUANT_IGNORE, RECIPES, TARGET_EXTRA,
                                            TARGET_LAYERS,
                                            TARGETS, TINY, method_of, mtp_architectures,
@@ -531,7 +531,8 @@ class Builder:
             entry.setdefault("role", role)
             entry["file"] = self.class_file(arch)
             archs[arch] = entry
-        return {"vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
+        return {"schema_version": SCHEMA_VERSION, "vllm_version": self.version,
+                "generator": "tools/vllm_module_map/generate.py",
                 "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
                 "serve_options": release_serve_options(self.root),

@@ -18,6 +18,10 @@ from __future__ import annotations
 import ast
 import re
 
+# The maps' format: the top-level "schema_version" of every map (the C++ reader refuses a map
+# without it, or with a field of another type). Raise it when a field changes type or meaning.
+SCHEMA_VERSION = 2
+
 QUANT_CONFIG = {
     "quant_method": "compressed-tensors",
     "format": "pack-quantized",
