@@ -250,3 +250,110 @@ def test_every_committed_map_has_the_schema_version():
     for f in maps:
         v = json.loads(f.read_text()).get("schema_version")
         assert type(v) is int and v == SCHEMA_VERSION == 2, f"{f.name}: schema_version {v!r}"
+
+
+METADATA = """Metadata-Version: 2.4
+Name: vllm
+Requires-Dist: regex
+Requires-Dist: transformers<5.23.0,>=5.16.1
+Requires-Dist: protobuf==7.36.1; platform_machine == "s390x"
+Requires-Dist: six>=1.16.0; python_version > "3.11"
+Requires-Dist: torch==2.14.0
+Requires-Dist: torchvision==0.29.0
+Requires-Dist: nvidia-cutlass-dsl[cu13]==4.8.0
+Requires-Dist: tokenspeed-mla==2.0.3; platform_system == "Linux"
+Requires-Dist: pandas; extra == "bench"
+"""
+
+
+def test_release_pins_are_read_from_metadata_and_sorted():
+    # The wheel's Requires-Dist lines that apply on Linux x86_64 CPython (markers evaluated,
+    # extras left out); torch is substituted by a CPU build, CUDA-only packages stood in.
+    from tools.vllm_module_map import wheel
+    pins = wheel.pins(METADATA, "3.11")
+    assert pins == ["regex", "transformers<5.23.0,>=5.16.1", "torch==2.14.0",
+                    "torchvision==0.29.0", "nvidia-cutlass-dsl[cu13]==4.8.0",
+                    "tokenspeed-mla==2.0.3"]
+    assert "six>=1.16.0" in wheel.pins(METADATA, "3.12")
+    c = wheel.classify(pins)
+    assert c == {"pinned": ["regex", "transformers<5.23.0,>=5.16.1"], "torch": "torch==2.14.0",
+                 "stood_in": ["torchvision==0.29.0", "nvidia-cutlass-dsl[cu13]==4.8.0",
+                              "tokenspeed-mla==2.0.3"]}
+    assert wheel.torch_candidates("torch==2.14.0") == [
+        "torch==2.14.0+cpu", "torch==2.13.0+cpu", "torch==2.12.0+cpu", "torch==2.11.0+cpu"]
+    assert wheel.torch_candidates(None) == ["torch"]
+
+
+def test_release_cache_is_keyed_by_the_wheels_sha256(tmp_path, monkeypatch):
+    import zipfile
+    from tools.vllm_module_map import wheel
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert wheel.cache_root() == tmp_path / "cache" / "sparkulator" / "vllm-release"
+    whl = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("vllm/__init__.py", "__version__ = '9.9.9'\n")
+        z.writestr("vllm/_C.abi3.so", b"\0")
+        z.writestr("vllm-9.9.9.dist-info/METADATA", METADATA)
+    digest = wheel.sha256(whl)
+    key = wheel.cache_key(digest)
+    assert key == digest[:16] and len(digest) == 64
+    with pytest.raises(ValueError):
+        wheel.cache_key("not-a-digest")
+    src = wheel.unpack(whl, tmp_path / key / "src")
+    assert (src / "vllm" / "__init__.py").exists() and not (src / "vllm" / "_C.abi3.so").exists()
+    assert "torch==2.14.0" in wheel.pins(wheel.metadata(src), "3.11")
+    # A second unpack reuses the folder; another wheel's bytes give another key.
+    (src / "vllm" / "marker").write_text("kept")
+    assert (wheel.unpack(whl, src) / "vllm" / "marker").exists()
+    with zipfile.ZipFile(whl, "a") as z:
+        z.writestr("vllm/extra.py", "")
+    assert wheel.cache_key(wheel.sha256(whl)) != key
+
+
+def _fake_map(archs: dict, speculators: dict, refused: dict | None = None,
+              options: dict | None = None) -> dict:
+    return {"schema_version": 2, "architectures": archs, "speculators": speculators,
+            "speculators_refused": refused or {}, "serve_options": options or {}}
+
+
+def _draft(cls: str, file: str, modules: dict | None = None, error: str | None = None) -> dict:
+    return {"role": "draft", "methods": ["mtp"], "registry": {"module": "m", "class": cls},
+            "file": file, "error": error, "modules": modules or {}}
+
+
+def test_changes_section_lists_what_differs_between_two_maps():
+    from tools.vllm_module_map.changes import changes, changes_section
+    q = {"quantized": True, "scheme": "CompressedTensorsWNA16", "quant_method": "X"}
+    d = {"quantized": False, "scheme": None, "quant_method": "UnquantizedLinearMethod"}
+    prev = _fake_map({
+        "Kept": _draft("Kept", "a.py", {"m.fc": q, "m.o": q}),
+        "Gone": _draft("Gone", "g.py"),
+        "OldName": _draft("SameClass", "r.py"),
+        "Moved": _draft("Moved", "old/moved.py", error="ImportError: x")},
+        {"peagle": {"architectures": {"*": "P"}, "speculative_config": {"method": "eagle3"}},
+         "eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}}})
+    cur = _fake_map({
+        "Kept": _draft("Kept", "a.py", {"m.fc": d, "m.o": q, "m.new": q}),
+        "NewName": _draft("SameClass", "r.py"),
+        "Added": _draft("Added", "n.py", error="LookupError: no recipe"),
+        "Moved": _draft("Moved", "new/moved.py")},
+        {"eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}}},
+        refused={"peagle": "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not supported."},
+        options={"opt": {"values": ["a"]}})
+    out = changes(prev, cur)
+    assert "- architecture added: `Added` (mtp; `n.py`; not built: LookupError: no recipe)" in out
+    assert "- architecture removed: `Gone` (mtp; `g.py`)" in out
+    assert "- architecture renamed: `OldName` -> `NewName`" in out
+    assert "- `Moved` moved: `old/moved.py` -> `new/moved.py`" in out
+    assert "- `Moved` now built" in out
+    assert ("  - `Kept`: `m.fc`: quantized (CompressedTensorsWNA16) -> dense (X)".replace(
+        "(X)", "(UnquantizedLinearMethod)")) in out
+    assert "  - `Kept`: modules now built: `m.new` (quantized (CompressedTensorsWNA16))" in out
+    assert not any("`m.o`" in line for line in out)
+    assert "- speculators format removed: `peagle`" in out
+    assert ("- speculators format refused: `peagle`: \"ValueError: P-EAGLE (parallel drafting "
+            "EAGLE-3) is not supported.\"") in out
+    assert "- serve option added: `opt`: a" in out
+    assert changes(prev, prev) == ["- nothing the maps record"]
+    section = changes_section({"1.0.0": prev, "1.1.0": cur}, ["1.0.0", "1.1.0"])
+    assert section[1] == "## Changes since the previous release: vLLM 1.1.0 (from 1.0.0)"

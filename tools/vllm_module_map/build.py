@@ -38,7 +38,7 @@ from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_pat
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
                                            serve_options_of_draft)
-from tools.vllm_module_map.speculators import format_for, formats
+from tools.vllm_module_map.speculators import format_for, formats, split_refused
 
 
 class Builder:
@@ -477,8 +477,8 @@ class Builder:
         speculative_py = (self.root / "vllm/config/speculative.py").read_text()
         mtp_archs = mtp_architectures(speculative_py)
         self.rewritten_from = rewritten_from = override_sources(speculative_py)
-        self.speculators = formats(sorted({r[0] for r in RECIPES.values()} |
-                                          set(TARGETS.values())))
+        self.speculators, self.speculators_refused = split_refused(formats(sorted(
+            {r[0] for r in RECIPES.values()} | set(TARGETS.values()))))
         archs = {}
         jobs = [(a, "target", TARGETS[a]) for a in TARGETS] + \
                [(a, "draft", spec[a]) for a in sorted(spec)]
@@ -536,7 +536,8 @@ class Builder:
                 "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
                 "serve_options": release_serve_options(self.root),
-                "speculators": self.speculators, "architectures": archs}
+                "speculators": self.speculators,
+                "speculators_refused": self.speculators_refused, "architectures": archs}
 
     def class_file(self, arch: str) -> str | None:
         info = self.registry._VLLM_MODELS.get(arch)

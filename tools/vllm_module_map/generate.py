@@ -8,11 +8,16 @@ SpeculativeConfig and VllmConfig, then model_loader.utils.initialize_model, the 
 BaseModelLoader.create_model makes) on the meta device, with a compressed-tensors W4A16 quantization
 config (targets ["Linear"], ignore ["lm_head"]), and records what vLLM decided for each module.
 
-Regenerate every committed map and docs/draft-kinds.md (one command, from the repository root;
-.venv-vllm holds vLLM 0.32.0's CPU build, DIR vLLM 0.33.0's Python code unzipped from its CUDA
-wheel: `pip download --no-deps vllm==0.33.0 -d W && unzip -q W/vllm-0.33.0-*.whl -x '*.so' -d DIR`):
+Release procedure: a new release's map is one command (release.py: it downloads the wheel,
+unpacks it into a cache keyed by the wheel's sha256, makes a venv there with the wheel's own
+pins, CPU torch substituted and CUDA-only packages stood in, then runs this file with
+--release V=SRC --environment FILE --docs and prints the time and disk it took):
 
-    .venv-vllm/bin/python tools/vllm_module_map/generate.py --release 0.32.0 --release 0.33.0=DIR --docs
+    .venv/bin/python tools/vllm_module_map/release.py 0.34.0
+
+The installed CPU build's map (.venv-vllm holds vLLM 0.32.0's CPU build):
+
+    .venv-vllm/bin/python tools/vllm_module_map/generate.py --release 0.32.0 --docs
 
 `--release V` runs the installed vLLM (it must be version V); `--release V=DIR` puts DIR first on
 sys.path and fakes the CUDA platform (capability --cc, default 90) where that vLLM has no CPU build.
@@ -24,7 +29,8 @@ tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_in
 for absent modules, build.py the model builds and what is recorded, scan.py the model files'
 source and source-derived checkpoint names, load_probe.py the names load_weights accepts,
 kernel_probe.py the "kernels" section, host.py the CPU held fixed (as without AMX) on every host,
-docs.py the page.
+docs.py the page, changes.py its "Changes since the previous release" sections; release.py the
+release procedure, wheel.py the wheel (cache, pins), release_env.py the release's venv.
 
 Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
 (exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier
@@ -46,6 +52,12 @@ V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is 
 "notes" and skipped, so that the model is built.
 
 How each field is obtained:
+- "schema_version" (top level, an int, configs.SCHEMA_VERSION): the maps' format; the C++ reader
+  refuses a map without it. Every field keeps its JSON type across releases.
+- "environment" (top level, only in maps release.py made): the wheel ({"name", "sha256"}), the
+  environment's "kind" and "python", the pins installed as the wheel pins them ("pinned"), those
+  substituted ({"torch==2.14.0": "torch==2.13.0+cpu"}), stood in (CUDA-only, not installed:
+  "stood_in"), and pins that would not install or import ({pin: pip's or Python's last line}).
 - "registry": module and class from the registry dict; "file": that module's file in the tree.
 - "methods": the speculative method that loads this architecture, from vLLM's naming rules:
   DSpark in the name -> dspark; EAGLEConfig's Eagle3<arch>/<arch>Eagle3 -> eagle3, Eagle<arch>
@@ -70,7 +82,9 @@ How each field is obtained:
   and "plain_config_error" (vLLM's refusal of the plain one) say so.
 - "speculators" (top level): every format of vLLM's transformers_utils/configs/speculators, asked
   of its own functions (speculators.py): the architecture per transformer_layer_config model_type
-  and the --speculative-config fields the format fixes.
+  and the --speculative-config fields the format fixes. "speculators_refused" (top level, an
+  object, {} when none): a format still registered that vLLM refuses for every model_type and
+  for its speculative config, with vLLM's refusal (0.34's peagle); it is not in "speculators".
 - "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
   the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes; "module_prefix" is the
   prefix its get_model call builds the draft under ("draft_model."), which every module name
@@ -183,6 +197,8 @@ def main() -> int:
     ap.add_argument("--print", dest="print_", action="store_true",
                     help="generate for the running vLLM and print the map")
     ap.add_argument("--only", action="append", help="architectures to build (debugging)")
+    ap.add_argument("--environment", help="a JSON file: the map's \"environment\" object "
+                                          "(release.py writes it)")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     only = set(args.only) if args.only else None
@@ -212,6 +228,8 @@ def main() -> int:
             print(f"release {version}: generator failed ({out.returncode})", file=sys.stderr)
             return 1
         data = json.loads(out.stdout)
+        if args.environment:
+            data["environment"] = json.loads(pathlib.Path(args.environment).read_text())
         if data["vllm_version"] != version:
             print(f"release {version}: found vLLM {data['vllm_version']}", file=sys.stderr)
             return 1
