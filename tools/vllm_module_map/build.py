@@ -29,11 +29,13 @@ from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, MODEL_DIRS, MTP_OWN_
                                            QUANT_CONFIG, QUANT_IGNORE, RECIPES, TARGET_EXTRA,
                                            TARGET_LAYERS,
                                            TARGETS, TINY, method_of, mtp_architectures,
-                                           override_sources, recipe, recipe_options)
+                                           derive_recipe, override_sources, recipe,
+                                           recipe_options, renamed_from)
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.load_probe import probe, unstored_refusal
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
-from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
+from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
+                                        rel_file_path,
                                         stacked_mappings, weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
@@ -267,7 +269,7 @@ class Builder:
             # Keyed by the prefix; a module built without one (prefix "") by its path.
             modules[name or path] = e
         # What the model's own load_weights accepts overrules the source-derived names.
-        probe(model, probes)
+        probe(model, probes, checkpoint_renames(files, self.root))
         refusal = unstored_refusal(model, modules)
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
@@ -349,7 +351,7 @@ class Builder:
         """The draft built with the plain quantization config or, where vLLM refuses that one and
         the recipe names ignore entries (QUANT_IGNORE: Step5's qkv_indexer_proj, which raises
         on any quant method), with those added; the entry records the refusal and the entries."""
-        found = recipe(arch, module.split(".")[-1], self.version)
+        found = recipe(arch, module, self.version)
         ignore = recipe_options(found[1])[1].get(QUANT_IGNORE) if found else None
         try:
             return self.draft_entry_plain_or_speculators(arch, module, method)
@@ -399,11 +401,12 @@ class Builder:
                        fmt: tuple[str, str | None] | None) -> dict:
         from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
         last = module.split(".")[-1]
-        found = recipe(arch, last, self.version)
+        found = recipe(arch, module, self.version)
         if found is None and last in NO_RECIPE:
             raise LookupError(f"no tiny config: {NO_RECIPE[last]}")
+        derived = None
         if found is None:
-            raise LookupError(f"no tiny-config recipe for registry module {module!r}")
+            found, derived = self.derived_recipe(arch, module)
         model_type, extra, *tgt = found
         extra, opts = recipe_options(extra)
         spec_fields = {"method": method}
@@ -457,6 +460,8 @@ class Builder:
                  "config_extra": extra}
         if CHECKPOINT_ARCH in opts:
             built["checkpoint_architecture"] = opts[CHECKPOINT_ARCH]
+        if derived is not None:
+            built["recipe_derived"] = derived
         if fmt is not None:
             built["config_format"] = f"speculators {fmt[0]}"
             built["speculative_config"] = spec_fields
@@ -471,12 +476,22 @@ class Builder:
             e["serve_options"] = options
         return e
 
+    def derived_recipe(self, arch: str, module: str) -> tuple[tuple, dict]:
+        """configs.derive_recipe for the registry class of `arch` (imported here)."""
+        import importlib
+        cls_name = self.registry._VLLM_MODELS[arch][1]
+        full = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
+        cls = getattr(importlib.import_module(full), cls_name)
+        return derive_recipe(cls, arch, self.version, self.renamed.get(arch),
+                             self.rewritten_from.get(arch, {}))
+
     def run(self, only: set[str] | None) -> dict:
         reg = self.registry
         spec = reg._SPECULATIVE_DECODING_MODELS
         speculative_py = (self.root / "vllm/config/speculative.py").read_text()
         mtp_archs = mtp_architectures(speculative_py)
         self.rewritten_from = rewritten_from = override_sources(speculative_py)
+        self.renamed = renamed_from(speculative_py)
         self.speculators, self.speculators_refused = split_refused(formats(sorted(
             {r[0] for r in RECIPES.values()} | set(TARGETS.values()))))
         archs = {}
@@ -499,6 +514,12 @@ class Builder:
                     else:
                         module, cls = info
                         method, why = method_of(arch, module, mtp_archs)
+                        initial = self.renamed.get(arch, {}).get("architectures", [arch])[0]
+                        if initial != arch and initial in spec:
+                            # A config hf_config_override renames (initial_architecture test)
+                            # is loaded by the method of the architecture it renames.
+                            method, why = method_of(initial, spec[initial][0], mtp_archs)
+                            why = f"hf_config_override renames {initial} to it; {initial}: {why}"
                         entry = {"role": "draft", "methods": [method], "methods_source": why,
                                  "registry": {"module": module, "class": cls}}
                         entry.update(self.draft_entry(arch, module, method))

@@ -52,6 +52,7 @@ for name in json.loads(sys.argv[1]):
         tops = sorted({f.parts[0] for f in dist.files or [] if f.suffix == ".py"
                        and len(f.parts) > 1 and not f.parts[0].endswith((".dist-info", ".data"))})
     for top in tops[:3]:
+        top = top.replace("\\", "/").split("/")[0]
         if top.startswith("_") or "-" in top:
             continue
         try:
