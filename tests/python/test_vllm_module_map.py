@@ -6,6 +6,11 @@
   file is committed for it). Skipped, with the reason, when that venv has no vLLM (SPK_REQUIRE
   makes that skip a failure: tests/python/suite_policy.py).
 - test_docs_match_maps: docs/draft-kinds.md is what `generate.py --docs` writes from the maps.
+- The release procedure's parts without vLLM or a network: the wheel's METADATA pins and their
+  sorting, the cache keyed by the wheel's sha256, the "Changes since the previous release"
+  section from two small fake maps, every committed map's schema_version.
+- The generator's source-derived rules on small snippets (recipes per release, derived recipes,
+  checkpoint renames undone, refused speculators formats).
 - The rest assert facts read from vLLM's source on the committed data (no vLLM needed).
 """
 
@@ -353,7 +358,100 @@ def test_changes_section_lists_what_differs_between_two_maps():
     assert "- speculators format removed: `peagle`" in out
     assert ("- speculators format refused: `peagle`: \"ValueError: P-EAGLE (parallel drafting "
             "EAGLE-3) is not supported.\"") in out
-    assert "- serve option added: `opt`: a" in out
+    assert "- serve option added: `opt`: a (\"None\")" in out
+    moved = _fake_map(cur["architectures"], cur["speculators"],
+                      options={"opt": {"values": ["a"], "defined_at": "other.py:9"}})
+    assert not any("serve option" in line for line in changes(cur, moved))
     assert changes(prev, prev) == ["- nothing the maps record"]
     section = changes_section({"1.0.0": prev, "1.1.0": cur}, ["1.0.0", "1.1.0"])
     assert section[1] == "## Changes since the previous release: vLLM 1.1.0 (from 1.0.0)"
+
+
+def test_a_release_recipe_holds_for_later_releases():
+    # 0.33's Step-3.5 recipe (layer_types padded with the MTP layer) serves 0.34, whose code is
+    # 0.33's; 0.32 keeps RECIPES'.
+    from tools.vllm_module_map.configs import RECIPES, RELEASE_RECIPES, recipe
+    step = RELEASE_RECIPES["0.33"]["step3p5_mtp"]
+    assert recipe("Step3p5MTP", "step3p5_mtp", "0.34.0") is step
+    assert recipe("Step3p5MTP", "step3p5_mtp", "0.33.0") is step
+    assert recipe("Step3p5MTP", "step3p5_mtp", "0.32.0") is RECIPES["step3p5_mtp"]
+    # Two packages' modules share the last name part `dspark`: the full name decides.
+    assert recipe("MuseSparkDSparkModel", "vllm.models.muse_spark.common.dspark", "0.34.0")[0] \
+        == "muse_spark_dspark"
+    assert recipe("X", "vllm.models.other.common.dspark", "0.34.0") is None
+
+
+RENAMES = '''
+def hf_config_override(hf_config):
+    initial_architecture = hf_config.architectures[0]
+    if initial_architecture == "DFlash2DraftModel" and getattr(
+        hf_config, "no_rope_layers", None
+    ):
+        hf_config.update({"architectures": ["DFlash2RicursiveDraftModel"]})
+        return hf_config
+'''
+
+
+def test_a_draft_without_a_recipe_takes_its_base_class_and_the_rename_asked():
+    from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, DFLASH2, derive_recipe,
+                                               renamed_from)
+    rule = renamed_from(RENAMES)
+    assert rule == {"DFlash2RicursiveDraftModel": {"architectures": ["DFlash2DraftModel"],
+                                                   "keys": ["no_rope_layers"]}}
+    base = type("DFlash2Qwen3ForCausalLM", (), {"__module__":
+                                                "vllm.model_executor.models.qwen3_dflash2"})
+    cls = type("RicursiveDFlash2ForCausalLM", (base,), {"__module__": "vllm.x.ricursive"})
+    (model_type, extra, *_), derived = derive_recipe(
+        cls, "DFlash2RicursiveDraftModel", "0.34.0", rule["DFlash2RicursiveDraftModel"], {})
+    assert model_type == "qwen3" and extra["dflash_config"] == DFLASH2["dflash_config"]
+    assert extra[CHECKPOINT_ARCH] == "DFlash2DraftModel" and extra["no_rope_layers"] == [0]
+    assert derived["base_class"] == "DFlash2Qwen3ForCausalLM"
+    orphan = type("Orphan", (), {"__module__": "vllm.x.orphan"})
+    with pytest.raises(LookupError):
+        derive_recipe(orphan, "Orphan", "0.34.0", None, {})
+
+
+RENAMING_MODEL = '''
+_CHECKPOINT_PREFIX = "language_model.model.dspark."
+
+
+class M:
+    @staticmethod
+    def _rename_checkpoint_weights(weights):
+        for name, tensor in weights:
+            name = name.removeprefix(_CHECKPOINT_PREFIX)
+            name = name.replace(".decoder_layer.", ".")
+            name = name.replace(".weight_scale_inv", ".weight_scale")
+            yield name, tensor
+
+    def load_weights(self, weights):
+        return super().load_weights(self._rename_checkpoint_weights(weights))
+
+    def unrelated(self, name):
+        return name.removeprefix("ignored.")
+'''
+
+
+def test_checkpoint_names_undo_the_renames_load_weights_applies(tmp_path):
+    # MiniMax-M3 DSpark's load_weights strips language_model.model.dspark. and .decoder_layer.:
+    # the checkpoint's names are the module names with both put back.
+    from tools.vllm_module_map.load_probe import renamed
+    from tools.vllm_module_map.scan import checkpoint_renames
+    (tmp_path / "m.py").write_text(RENAMING_MODEL)
+    r = checkpoint_renames(["m.py"], tmp_path)
+    assert r == {"prefixes": ["language_model.model.dspark."], "inserted": ["decoder_layer"]}
+    assert renamed(["layers.0.mlp.down_proj", "fc"], r) == [
+        "language_model.model.dspark.layers.0.decoder_layer.mlp.down_proj",
+        "language_model.model.dspark.fc"]
+    assert renamed(["layers.0.mlp.down_proj"], {"prefixes": [], "inserted": []}) == []
+
+
+def test_a_format_vllm_refuses_outright_is_not_served():
+    from tools.vllm_module_map.speculators import split_refused
+    table = {"eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}},
+             "peagle": {"architectures": {}, "error": "ValueError: P-EAGLE (parallel drafting "
+                                                      "EAGLE-3) is not supported."}}
+    served, refused = split_refused(table)
+    assert list(served) == ["eagle3"]
+    assert refused == {"peagle": "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not "
+                                 "supported."}

@@ -43,6 +43,16 @@ from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_opt
 from tools.vllm_module_map.speculators import format_for, formats, split_refused
 
 
+def _strict_validation_error() -> type:
+    """huggingface_hub's StrictDataclassError (a transformers config's validator refusing its
+    keys), or ValueError where this huggingface_hub has none."""
+    try:
+        from huggingface_hub.errors import StrictDataclassError
+        return StrictDataclassError
+    except ImportError:
+        return ValueError
+
+
 class Builder:
     def __init__(self, cc: int | None):
         import torch  # noqa: F401
@@ -130,23 +140,31 @@ class Builder:
         from vllm.transformers_utils.config import _CONFIG_REGISTRY
         cls = _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None
         if cls is None:
-            from transformers import AutoConfig
-            cls = type(AutoConfig.for_model(model_type))
+            # The class itself: transformers 5.22's Gemma4 assistant refuses its own defaults.
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+            cls = CONFIG_MAPPING[model_type]
         # A config class that validates its keys at init (K3DSparkConfig: target_layer_ids) is
-        # made with the recipe's keys from the start.
+        # made with the recipe's keys from the start (with its tiny text_config where the
+        # class refuses its default one: transformers 5.22's gemma4_assistant).
+        # huggingface_hub's strict-dataclass validation error is no ValueError.
+        refused = (ValueError, TypeError, _strict_validation_error())
         base = {}
         try:
             defaults = cls().to_dict()
-        except (ValueError, TypeError):
+        except refused:
             base = {k: v for k, v in extra.items() if k != "text_config"}
-            defaults = cls(**base).to_dict()
+            try:
+                defaults = cls(**base).to_dict()
+            except refused:
+                base = dict(extra)
+                defaults = cls(**base).to_dict()
         over = {k: v for k, v in TINY.items() if k in defaults}
         over["num_hidden_layers"] = layers
         if "layer_types" in defaults:
             over["layer_types"] = None
         try:
             made = cls(**{**base, **over})
-        except (ValueError, TypeError):
+        except refused:
             # A shape the class refuses with TINY's sizes (GLM-5-Next: as many KV heads as
             # query heads): the recipe's value of that key from the start.
             made = cls(**{**base, **over, **{k: extra[k] for k in over if k in extra}})

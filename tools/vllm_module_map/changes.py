@@ -87,7 +87,13 @@ def _format_text(f: dict) -> str:
 
 
 def _option_text(o: dict) -> str:
-    return " or ".join(o.get("values", [])) or "no values"
+    return (" or ".join(o.get("values", [])) or "no values") + f" (\"{o.get('doc')}\")"
+
+
+def _option(o: dict) -> dict:
+    """What a serve option's change is judged by: its values and vLLM's doc (not the line it
+    is defined at, which moves with every edit of speculative.py)."""
+    return {"values": o.get("values"), "doc": o.get("doc")}
 
 
 def changes(prev: dict, cur: dict) -> list[str]:
@@ -123,8 +129,10 @@ def changes(prev: dict, cur: dict) -> list[str]:
     old_ref, new_ref = prev.get("speculators_refused", {}), cur.get("speculators_refused", {})
     out += [f"- speculators format refused: {_code(n)}: \"{new_ref[n]}\""
             for n in sorted(set(new_ref) - set(old_ref))]
-    out += _dict_changes("serve option", prev.get("serve_options", {}),
-                         cur.get("serve_options", {}), _option_text)
+    out += _dict_changes("serve option",
+                         {k: _option(o) for k, o in prev.get("serve_options", {}).items()},
+                         {k: _option(o) for k, o in cur.get("serve_options", {}).items()},
+                         _option_text)
     return out or ["- nothing the maps record"]
 
 

@@ -46,7 +46,8 @@ be inspected without it. With V=DIR, vLLM's compiled extensions are
 absent: empty stand-in modules and ops answer False, fake-kernel registrations for missing ops
 are skipped, triton.Config of vLLM's Triton placeholder holds its arguments (its tl.extra is a
 stand-in), the MoE aux stream is None, FlashInfer's sampler (FlashInfer is absent) is not
-supported and, where no CUDA attention backend validates,
+supported, a vLLM module that imports CuTe DSL (a CUDA-only pin) unguarded is stood in and,
+where no CUDA attention backend validates,
 TRITON_MLA / FLASH_ATTN is named (none of these changes what a Linear gets). VllmConfig's
 V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is recorded in
 "notes" and skipped, so that the model is built.
@@ -64,9 +65,12 @@ How each field is obtained:
   -> eagle (transformers_utils/configs/eagle.py); written by SpeculativeConfig.hf_config_override
   (its source parsed) or named *MTP -> mtp; else by the registry module's name (METHOD_OF).
   Targets: "target" and "draft_model" (any causal LM serves as one). "methods_source" says
-  which rule gave it.
+  which rule gave it. A draft hf_config_override renames from another (its
+  `initial_architecture == ...` test) takes that architecture's method.
 - "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
-  the target it was built against, and the tiny config's extra keys. An MTP draft is the
+  the target it was built against, and the tiny config's extra keys ("recipe_derived" where the
+  draft has no recipe of its own, configs.derive_recipe: the base class whose recipe it took and
+  the hf_config_override rule its config was named by). An MTP draft is the
   target's checkpoint (SpeculativeConfig model=None), except one that ships as its own
   (configs.MTP_OWN_CHECKPOINT: Gemma4's assistant, model_type gemma4_assistant); such a draft's
   "checkpoint_model_types" are the model_types hf_config_override rewrites to it (its source
@@ -116,7 +120,11 @@ How each field is obtained:
   `<candidate>.<param>` at a time, every weight loader replaced by a recorder, and kept when they
   reach `<path>.<param>`; "checkpoint_shard_ids" the shard id they are loaded with. So a rename
   in the model's code (DeepSeek MTP's `mtp_block.`, an EAGLE head's `model.` prefix, Qwen3.5's
-  `mtp.`) is followed. A torch Linear (never asked) gets names only this way. Where load_weights
+  `mtp.`) is followed. Where load_weights passes the weights through a function of the model's
+  files that edits names (removeprefix, name[len(P):], replace(".<part>.", ".")), the candidates
+  are also tried with those edits undone and, when one reaches the module, only those are kept
+  (MiniMax-M3 DSpark: language_model.model.dspark.layers.N.decoder_layer.*). A torch Linear
+  (never asked) gets names only this way. Where load_weights
   takes none of a model's candidates (LongCat MTP: a dict literal of dense `.weight` names), the
   fallback: candidates kept when one of the model's WeightsMappers maps `<candidate>.<param>` onto
   `<path>.<param>` ("hf_to_vllm_mapper"), else the stacked_params_mapping tuples of the model
