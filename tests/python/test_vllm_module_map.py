@@ -77,7 +77,7 @@ def test_maps_cover_the_registry_and_say_why_a_build_failed():
                 assert ":" in e["error"], f"{f.name} {name}: error without its text"
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_dflash_qwen3_qkv_is_quantized_and_its_dense_read_guarded(version):
     # qwen3_dflash.py builds the context K/V from `a.qkv_proj.weight[a.q_size:]` only when every
     # context projection is unquantized (the guard of _build_context_kv_buffers); a quantized
@@ -111,7 +111,7 @@ def test_dflash_qwen3_qkv_is_quantized_and_its_dense_read_guarded(version):
     assert e["packed_modules_mapping"] and e["quant_config_packed_modules_mapping"] == {}
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_eagle3_head_fc_is_quantized_lm_head_dense(version):
     for name in ("Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM"):
         e = arch(version, name)
@@ -144,7 +144,7 @@ def test_deepseek_mtp_eh_proj_is_a_torch_linear_never_quantized():
     assert e["modules"][f"model.layers.{t}.self_attn.o_proj"]["scheme"] == "CompressedTensorsWNA16"
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_deepseek_mtp_checkpoint_names_follow_load_weights_rename(version):
     # deepseek_mtp.py builds the MTP layer's block under `mtp_block` (module path
     # model.layers.T.mtp_block.mlp.down_proj), but its load_weights (_rewrite_spec_layer_name)
@@ -177,7 +177,7 @@ def test_laguna_dflash_keeps_reading_qkv_weight():
     assert e["modules"]["model.layers.0.self_attn.g_proj"]["class"] == "ColumnParallelLinear"
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_targets_fuse_qkv_and_gate_up(version):
     for name in ("Qwen3ForCausalLM", "LlamaForCausalLM"):
         e = arch(version, name)
@@ -455,3 +455,36 @@ def test_a_format_vllm_refuses_outright_is_not_served():
     assert list(served) == ["eagle3"]
     assert refused == {"peagle": "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not "
                                  "supported."}
+
+
+def test_0_34_drops_peagle_and_records_vllms_refusal():
+    m = load("0.34.0")
+    assert "peagle" not in m["speculators"] and "peagle" in load("0.33.0")["speculators"]
+    assert m["speculators_refused"]["peagle"] == \
+        "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not supported."
+    assert not {"PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"} & \
+        set(m["architectures"])
+    env = m["environment"]
+    assert env["substituted"]["torch==2.14.0"].endswith("+cpu")
+    assert any(p.startswith("nvidia-cutlass-dsl") for p in env["stood_in"])
+    assert len(env["wheel"]["sha256"]) == 64
+
+
+def test_0_34_new_kinds_build_from_vllms_code():
+    e = arch("0.34.0", "DFlash2RicursiveDraftModel")
+    assert e["methods"] == ["dflash"] and e["built"]["class"] == "RicursiveDFlash2ForCausalLM"
+    assert e["built"]["recipe_derived"]["base_class"] == "DFlash2Qwen3ForCausalLM"
+    assert e["built"]["checkpoint_architecture"] == "DFlash2DraftModel"
+    # MiniMax-M3 DSpark: the names its load_weights renames from, as the checkpoint holds them.
+    e = arch("0.34.0", "DSparkMiniMaxDraftModel")
+    down = next(m for m in e["modules"].values() if m["path"].endswith("mlp.down_proj"))
+    assert down["checkpoint_names"] == \
+        ["language_model.model.dspark.layers.0.decoder_layer.mlp.down_proj"]
+    # Nemotron 3.5 Transcribe's MTP head: the speech checkpoint's llm.mtp.*.
+    e = arch("0.34.0", "Nemotron3_5TranscribeMTPModel")
+    assert e["built"]["target"] == "Nemotron3_5TranscribeForConditionalGeneration"
+    names = [n for m in e["modules"].values() for n in m.get("checkpoint_names") or []]
+    assert names and all(n.startswith("llm.mtp.") for n in names)
+    for name in ("BailingMoeV3MTPModel", "Glm4MoeLiteMTPModel", "Glm4MoeMTPModel", "Qwen3_5MTP",
+                 "Step3p5MTP"):
+        arch("0.34.0", name)

@@ -216,13 +216,15 @@ def tests_for_dense(test: str) -> bool:
 
 def dense_guard(path: pathlib.Path, line: int) -> str | None:
     """The condition of the innermost `if` (statement or expression) whose true branch holds
-    `line` and whose condition tests that the layer is dense (tests_for_dense), else None. A read in
+    `line` and whose condition tests that the layer is dense (tests_for_dense; or calls a
+    function of the same file whose return value does, named with it), else None. A read in
     an `else` branch is not guarded."""
     try:
         tree = parsed(path)
     except (OSError, SyntaxError):
         return None
     found = None
+    helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             body = node.body
@@ -232,6 +234,17 @@ def dense_guard(path: pathlib.Path, line: int) -> str | None:
         else:
             continue
         test = ast.unparse(node.test)
+        if start <= line <= end and not tests_for_dense(test):
+            # A helper of the same file that tests it (0.34's qwen3_dflash.py
+            # `if _reads_raw_weights(...)`): the guard names the helper's returns.
+            for call in ast.walk(node.test):
+                fn = helpers.get(call.func.id) if isinstance(call, ast.Call) and \
+                    isinstance(call.func, ast.Name) else None
+                returns = [ast.unparse(r.value) for r in ast.walk(fn) if
+                           isinstance(r, ast.Return) and r.value is not None] if fn else []
+                if any(tests_for_dense(r) for r in returns):
+                    test = f"{test} ({call.func.id}: {'; '.join(returns)})"
+                    break
         if start <= line <= end and tests_for_dense(test):
             if found is None or start >= found[0]:
                 found = (start, test)
