@@ -90,8 +90,9 @@ How each field is obtained:
   object, {} when none): a format still registered that vLLM refuses for every model_type and
   for its speculative config, with vLLM's refusal (0.34's peagle); it is not in "speculators".
 - "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
-  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes; "module_prefix" is the
-  prefix its get_model call builds the draft under ("draft_model."), which every module name
+  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes (0.34 moved the
+  proposer to the V2 model runner's standalone_ar/speculator.py: serving.DRAFT_MODEL_PROPOSERS);
+  "module_prefix" is the prefix its get_model call builds the draft under ("draft_model."), which every module name
   carries when vLLM's compressed-tensors config matches targets and ignore entries.
 - "refuses_unstored" (only where it refuses): after the load probe, the model's load_weights is
   fed every parameter but those the KV-cache method registers on its attention layers (k/v/q
