@@ -43,16 +43,6 @@ from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_opt
 from tools.vllm_module_map.speculators import format_for, formats, split_refused
 
 
-def _strict_validation_error() -> type:
-    """huggingface_hub's StrictDataclassError (a transformers config's validator refusing its
-    keys), or ValueError where this huggingface_hub has none."""
-    try:
-        from huggingface_hub.errors import StrictDataclassError
-        return StrictDataclassError
-    except ImportError:
-        return ValueError
-
-
 class Builder:
     def __init__(self, cc: int | None):
         import torch  # noqa: F401
@@ -142,12 +132,17 @@ class Builder:
         if cls is None:
             # The class itself: transformers 5.22's Gemma4 assistant refuses its own defaults.
             from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+            if model_type not in CONFIG_MAPPING:
+                raise ValueError(f"Unrecognized model identifier: {model_type} (neither vLLM "
+                                 "nor transformers registers a config class for it)")
             cls = CONFIG_MAPPING[model_type]
         # A config class that validates its keys at init (K3DSparkConfig: target_layer_ids) is
         # made with the recipe's keys from the start (with its tiny text_config where the
         # class refuses its default one: transformers 5.22's gemma4_assistant).
-        # huggingface_hub's strict-dataclass validation error is no ValueError.
-        refused = (ValueError, TypeError, _strict_validation_error())
+        # huggingface_hub's strict-dataclass validation error (a transformers config's
+        # validator refusing its keys) is no ValueError.
+        import huggingface_hub.errors as hf_errors
+        refused = (ValueError, TypeError, getattr(hf_errors, "StrictDataclassError", ValueError))
         base = {}
         try:
             defaults = cls().to_dict()
