@@ -6,6 +6,11 @@
   file is committed for it). Skipped, with the reason, when that venv has no vLLM (SPK_REQUIRE
   makes that skip a failure: tests/python/suite_policy.py).
 - test_docs_match_maps: docs/draft-kinds.md is what `generate.py --docs` writes from the maps.
+- The release procedure's parts without vLLM or a network: the wheel's METADATA pins and their
+  sorting, the cache keyed by the wheel's sha256, the "Changes since the previous release"
+  section from two small fake maps, every committed map's schema_version.
+- The generator's source-derived rules on small snippets (recipes per release, derived recipes,
+  checkpoint renames undone, refused speculators formats).
 - The rest assert facts read from vLLM's source on the committed data (no vLLM needed).
 """
 
@@ -72,7 +77,7 @@ def test_maps_cover_the_registry_and_say_why_a_build_failed():
                 assert ":" in e["error"], f"{f.name} {name}: error without its text"
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_dflash_qwen3_qkv_is_quantized_and_its_dense_read_guarded(version):
     # qwen3_dflash.py builds the context K/V from `a.qkv_proj.weight[a.q_size:]` only when every
     # context projection is unquantized (the guard of _build_context_kv_buffers); a quantized
@@ -106,7 +111,7 @@ def test_dflash_qwen3_qkv_is_quantized_and_its_dense_read_guarded(version):
     assert e["packed_modules_mapping"] and e["quant_config_packed_modules_mapping"] == {}
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_eagle3_head_fc_is_quantized_lm_head_dense(version):
     for name in ("Eagle3LlamaForCausalLM", "Eagle3Qwen3ForCausalLM"):
         e = arch(version, name)
@@ -139,7 +144,7 @@ def test_deepseek_mtp_eh_proj_is_a_torch_linear_never_quantized():
     assert e["modules"][f"model.layers.{t}.self_attn.o_proj"]["scheme"] == "CompressedTensorsWNA16"
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_deepseek_mtp_checkpoint_names_follow_load_weights_rename(version):
     # deepseek_mtp.py builds the MTP layer's block under `mtp_block` (module path
     # model.layers.T.mtp_block.mlp.down_proj), but its load_weights (_rewrite_spec_layer_name)
@@ -172,7 +177,7 @@ def test_laguna_dflash_keeps_reading_qkv_weight():
     assert e["modules"]["model.layers.0.self_attn.g_proj"]["class"] == "ColumnParallelLinear"
 
 
-@pytest.mark.parametrize("version", ["0.32.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.32.0", "0.33.0", "0.34.0"])
 def test_targets_fuse_qkv_and_gate_up(version):
     for name in ("Qwen3ForCausalLM", "LlamaForCausalLM"):
         e = arch(version, name)
@@ -239,3 +244,247 @@ def test_step3p5_mtp_is_found_from_its_target_and_refuses_unstored_kv_params():
         assert refusal["error"].startswith("RuntimeError: Some parameters like {param} are not")
     # Models whose load_weights does not check completeness record nothing.
     assert "refuses_unstored" not in arch("0.33.0", "DeepSeekMTPModel")
+
+
+def test_every_committed_map_has_the_schema_version():
+    # The C++ reader refuses a map without it (or of another type): every map carries the
+    # generator's SCHEMA_VERSION, an int.
+    from tools.vllm_module_map.configs import SCHEMA_VERSION
+    maps = sorted(DATA.glob("vllm-*.json"))
+    assert maps
+    for f in maps:
+        v = json.loads(f.read_text()).get("schema_version")
+        assert type(v) is int and v == SCHEMA_VERSION == 2, f"{f.name}: schema_version {v!r}"
+
+
+METADATA = """Metadata-Version: 2.4
+Name: vllm
+Requires-Dist: regex
+Requires-Dist: transformers<5.23.0,>=5.16.1
+Requires-Dist: protobuf==7.36.1; platform_machine == "s390x"
+Requires-Dist: six>=1.16.0; python_version > "3.11"
+Requires-Dist: torch==2.14.0
+Requires-Dist: torchvision==0.29.0
+Requires-Dist: nvidia-cutlass-dsl[cu13]==4.8.0
+Requires-Dist: tokenspeed-mla==2.0.3; platform_system == "Linux"
+Requires-Dist: pandas; extra == "bench"
+"""
+
+
+def test_release_pins_are_read_from_metadata_and_sorted():
+    # The wheel's Requires-Dist lines that apply on Linux x86_64 CPython (markers evaluated,
+    # extras left out); torch is substituted by a CPU build, CUDA-only packages stood in.
+    from tools.vllm_module_map import wheel
+    pins = wheel.pins(METADATA, "3.11")
+    assert pins == ["regex", "transformers<5.23.0,>=5.16.1", "torch==2.14.0",
+                    "torchvision==0.29.0", "nvidia-cutlass-dsl[cu13]==4.8.0",
+                    "tokenspeed-mla==2.0.3"]
+    assert "six>=1.16.0" in wheel.pins(METADATA, "3.12")
+    c = wheel.classify(pins)
+    assert c == {"pinned": ["regex", "transformers<5.23.0,>=5.16.1"], "torch": "torch==2.14.0",
+                 "stood_in": ["torchvision==0.29.0", "nvidia-cutlass-dsl[cu13]==4.8.0",
+                              "tokenspeed-mla==2.0.3"]}
+    assert wheel.torch_candidates("torch==2.14.0") == [
+        "torch==2.14.0+cpu", "torch==2.13.0+cpu", "torch==2.12.0+cpu", "torch==2.11.0+cpu"]
+    assert wheel.torch_candidates(None) == ["torch"]
+
+
+def test_release_cache_is_keyed_by_the_wheels_sha256(tmp_path, monkeypatch):
+    import zipfile
+    from tools.vllm_module_map import wheel
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert wheel.cache_root() == tmp_path / "cache" / "sparkulator" / "vllm-release"
+    whl = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_28_x86_64.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("vllm/__init__.py", "__version__ = '9.9.9'\n")
+        z.writestr("vllm/_C.abi3.so", b"\0")
+        z.writestr("vllm-9.9.9.dist-info/METADATA", METADATA)
+    digest = wheel.sha256(whl)
+    key = wheel.cache_key(digest)
+    assert key == digest[:16] and len(digest) == 64
+    with pytest.raises(ValueError):
+        wheel.cache_key("not-a-digest")
+    src = wheel.unpack(whl, tmp_path / key / "src")
+    assert (src / "vllm" / "__init__.py").exists() and not (src / "vllm" / "_C.abi3.so").exists()
+    assert "torch==2.14.0" in wheel.pins(wheel.metadata(src), "3.11")
+    # A second unpack reuses the folder; another wheel's bytes give another key.
+    (src / "vllm" / "marker").write_text("kept")
+    assert (wheel.unpack(whl, src) / "vllm" / "marker").exists()
+    with zipfile.ZipFile(whl, "a") as z:
+        z.writestr("vllm/extra.py", "")
+    assert wheel.cache_key(wheel.sha256(whl)) != key
+
+
+def _fake_map(archs: dict, speculators: dict, refused: dict | None = None,
+              options: dict | None = None) -> dict:
+    return {"schema_version": 2, "architectures": archs, "speculators": speculators,
+            "speculators_refused": refused or {}, "serve_options": options or {}}
+
+
+def _draft(cls: str, file: str, modules: dict | None = None, error: str | None = None) -> dict:
+    return {"role": "draft", "methods": ["mtp"], "registry": {"module": "m", "class": cls},
+            "file": file, "error": error, "modules": modules or {}}
+
+
+def test_changes_section_lists_what_differs_between_two_maps():
+    from tools.vllm_module_map.changes import changes, changes_section
+    q = {"quantized": True, "scheme": "CompressedTensorsWNA16", "quant_method": "X"}
+    d = {"quantized": False, "scheme": None, "quant_method": "UnquantizedLinearMethod"}
+    prev = _fake_map({
+        "Kept": _draft("Kept", "a.py", {"m.fc": q, "m.o": q}),
+        "Gone": _draft("Gone", "g.py"),
+        "OldName": _draft("SameClass", "r.py"),
+        "Moved": _draft("Moved", "old/moved.py", error="ImportError: x")},
+        {"peagle": {"architectures": {"*": "P"}, "speculative_config": {"method": "eagle3"}},
+         "eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}}})
+    cur = _fake_map({
+        "Kept": _draft("Kept", "a.py", {"m.fc": d, "m.o": q, "m.new": q}),
+        "NewName": _draft("SameClass", "r.py"),
+        "Added": _draft("Added", "n.py", error="LookupError: no recipe"),
+        "Moved": _draft("Moved", "new/moved.py")},
+        {"eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}}},
+        refused={"peagle": "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not supported."},
+        options={"opt": {"values": ["a"]}})
+    out = changes(prev, cur)
+    assert "- architecture added: `Added` (mtp; `n.py`; not built: LookupError: no recipe)" in out
+    assert "- architecture removed: `Gone` (mtp; `g.py`)" in out
+    assert "- architecture renamed: `OldName` -> `NewName`" in out
+    assert "- `Moved` moved: `old/moved.py` -> `new/moved.py`" in out
+    assert "- `Moved` now built" in out
+    assert ("  - `Kept`: `m.fc`: quantized (CompressedTensorsWNA16) -> dense (X)".replace(
+        "(X)", "(UnquantizedLinearMethod)")) in out
+    assert "  - `Kept`: modules now built: `m.new` (quantized (CompressedTensorsWNA16))" in out
+    assert not any("`m.o`" in line for line in out)
+    assert "- speculators format removed: `peagle`" in out
+    assert ("- speculators format refused: `peagle`: \"ValueError: P-EAGLE (parallel drafting "
+            "EAGLE-3) is not supported.\"") in out
+    assert "- serve option added: `opt`: a (\"None\")" in out
+    moved = _fake_map(cur["architectures"], cur["speculators"],
+                      options={"opt": {"values": ["a"], "defined_at": "other.py:9"}})
+    assert not any("serve option" in line for line in changes(cur, moved))
+    assert changes(prev, prev) == ["- nothing the maps record"]
+    section = changes_section({"1.0.0": prev, "1.1.0": cur}, ["1.0.0", "1.1.0"])
+    assert section[1] == "## Changes since the previous release: vLLM 1.1.0 (from 1.0.0)"
+
+
+def test_a_release_recipe_holds_for_later_releases():
+    # 0.33's Step-3.5 recipe (layer_types padded with the MTP layer) serves 0.34, whose code is
+    # 0.33's; 0.32 keeps RECIPES'.
+    from tools.vllm_module_map.configs import RECIPES, RELEASE_RECIPES, recipe
+    step = RELEASE_RECIPES["0.33"]["step3p5_mtp"]
+    assert recipe("Step3p5MTP", "step3p5_mtp", "0.34.0") is step
+    assert recipe("Step3p5MTP", "step3p5_mtp", "0.33.0") is step
+    assert recipe("Step3p5MTP", "step3p5_mtp", "0.32.0") is RECIPES["step3p5_mtp"]
+    # Two packages' modules share the last name part `dspark`: the full name decides.
+    assert recipe("MuseSparkDSparkModel", "vllm.models.muse_spark.common.dspark", "0.34.0")[0] \
+        == "muse_spark_dspark"
+    assert recipe("X", "vllm.models.other.common.dspark", "0.34.0") is None
+
+
+RENAMES = '''
+def hf_config_override(hf_config):
+    initial_architecture = hf_config.architectures[0]
+    if initial_architecture == "DFlash2DraftModel" and getattr(
+        hf_config, "no_rope_layers", None
+    ):
+        hf_config.update({"architectures": ["DFlash2RicursiveDraftModel"]})
+        return hf_config
+'''
+
+
+def test_a_draft_without_a_recipe_takes_its_base_class_and_the_rename_asked():
+    from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, DFLASH2, derive_recipe,
+                                               renamed_from)
+    rule = renamed_from(RENAMES)
+    assert rule == {"DFlash2RicursiveDraftModel": {"architectures": ["DFlash2DraftModel"],
+                                                   "keys": ["no_rope_layers"]}}
+    base = type("DFlash2Qwen3ForCausalLM", (), {"__module__":
+                                                "vllm.model_executor.models.qwen3_dflash2"})
+    cls = type("RicursiveDFlash2ForCausalLM", (base,), {"__module__": "vllm.x.ricursive"})
+    (model_type, extra, *_), derived = derive_recipe(
+        cls, "DFlash2RicursiveDraftModel", "0.34.0", rule["DFlash2RicursiveDraftModel"], {})
+    assert model_type == "qwen3" and extra["dflash_config"] == DFLASH2["dflash_config"]
+    assert extra[CHECKPOINT_ARCH] == "DFlash2DraftModel" and extra["no_rope_layers"] == [0]
+    assert derived["base_class"] == "DFlash2Qwen3ForCausalLM"
+    orphan = type("Orphan", (), {"__module__": "vllm.x.orphan"})
+    with pytest.raises(LookupError):
+        derive_recipe(orphan, "Orphan", "0.34.0", None, {})
+
+
+RENAMING_MODEL = '''
+_CHECKPOINT_PREFIX = "language_model.model.dspark."
+
+
+class M:
+    @staticmethod
+    def _rename_checkpoint_weights(weights):
+        for name, tensor in weights:
+            name = name.removeprefix(_CHECKPOINT_PREFIX)
+            name = name.replace(".decoder_layer.", ".")
+            name = name.replace(".weight_scale_inv", ".weight_scale")
+            yield name, tensor
+
+    def load_weights(self, weights):
+        return super().load_weights(self._rename_checkpoint_weights(weights))
+
+    def unrelated(self, name):
+        return name.removeprefix("ignored.")
+'''
+
+
+def test_checkpoint_names_undo_the_renames_load_weights_applies(tmp_path):
+    # MiniMax-M3 DSpark's load_weights strips language_model.model.dspark. and .decoder_layer.:
+    # the checkpoint's names are the module names with both put back.
+    from tools.vllm_module_map.load_probe import renamed
+    from tools.vllm_module_map.scan import checkpoint_renames
+    (tmp_path / "m.py").write_text(RENAMING_MODEL)
+    r = checkpoint_renames(["m.py"], tmp_path)
+    assert r == {"prefixes": ["language_model.model.dspark."], "inserted": ["decoder_layer"]}
+    assert renamed(["layers.0.mlp.down_proj", "fc"], r) == [
+        "language_model.model.dspark.layers.0.decoder_layer.mlp.down_proj",
+        "language_model.model.dspark.fc"]
+    assert renamed(["layers.0.mlp.down_proj"], {"prefixes": [], "inserted": []}) == []
+
+
+def test_a_format_vllm_refuses_outright_is_not_served():
+    from tools.vllm_module_map.speculators import split_refused
+    table = {"eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}},
+             "peagle": {"architectures": {}, "error": "ValueError: P-EAGLE (parallel drafting "
+                                                      "EAGLE-3) is not supported."}}
+    served, refused = split_refused(table)
+    assert list(served) == ["eagle3"]
+    assert refused == {"peagle": "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not "
+                                 "supported."}
+
+
+def test_0_34_drops_peagle_and_records_vllms_refusal():
+    m = load("0.34.0")
+    assert "peagle" not in m["speculators"] and "peagle" in load("0.33.0")["speculators"]
+    assert m["speculators_refused"]["peagle"] == \
+        "ValueError: P-EAGLE (parallel drafting EAGLE-3) is not supported."
+    assert not {"PEagleDraftModel", "PeagleLlamaForCausalLM", "PeagleQwen3ForCausalLM"} & \
+        set(m["architectures"])
+    env = m["environment"]
+    assert env["substituted"]["torch==2.14.0"].endswith("+cpu")
+    assert any(p.startswith("nvidia-cutlass-dsl") for p in env["stood_in"])
+    assert len(env["wheel"]["sha256"]) == 64
+
+
+def test_0_34_new_kinds_build_from_vllms_code():
+    e = arch("0.34.0", "DFlash2RicursiveDraftModel")
+    assert e["methods"] == ["dflash"] and e["built"]["class"] == "RicursiveDFlash2ForCausalLM"
+    assert e["built"]["recipe_derived"]["base_class"] == "DFlash2Qwen3ForCausalLM"
+    assert e["built"]["checkpoint_architecture"] == "DFlash2DraftModel"
+    # MiniMax-M3 DSpark: the names its load_weights renames from, as the checkpoint holds them.
+    e = arch("0.34.0", "DSparkMiniMaxDraftModel")
+    down = next(m for m in e["modules"].values() if m["path"].endswith("mlp.down_proj"))
+    assert down["checkpoint_names"] == \
+        ["language_model.model.dspark.layers.0.decoder_layer.mlp.down_proj"]
+    # Nemotron 3.5 Transcribe's MTP head: the speech checkpoint's llm.mtp.*.
+    e = arch("0.34.0", "Nemotron3_5TranscribeMTPModel")
+    assert e["built"]["target"] == "Nemotron3_5TranscribeForConditionalGeneration"
+    names = [n for m in e["modules"].values() for n in m.get("checkpoint_names") or []]
+    assert names and all(n.startswith("llm.mtp.") for n in names)
+    for name in ("BailingMoeV3MTPModel", "Glm4MoeLiteMTPModel", "Glm4MoeMTPModel", "Qwen3_5MTP",
+                 "Step3p5MTP"):
+        arch("0.34.0", name)

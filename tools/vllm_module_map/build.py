@@ -25,20 +25,22 @@ import tempfile
 import traceback
 
 from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, MODEL_DIRS, MTP_OWN_CHECKPOINT,
-                                           NO_RECIPE,
+                                           NO_RECIPE, SCHEMA_VERSION,
                                            QUANT_CONFIG, QUANT_IGNORE, RECIPES, TARGET_EXTRA,
                                            TARGET_LAYERS,
                                            TARGETS, TINY, method_of, mtp_architectures,
-                                           override_sources, recipe, recipe_options)
+                                           derive_recipe, override_sources, recipe,
+                                           recipe_options, renamed_from)
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.load_probe import probe, unstored_refusal
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
-from tools.vllm_module_map.scan import (checkpoint_names, rel_file, rel_file_path,
+from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
+                                        rel_file_path,
                                         stacked_mappings, weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
                                            serve_options_of_draft)
-from tools.vllm_module_map.speculators import format_for, formats
+from tools.vllm_module_map.speculators import format_for, formats, split_refused
 
 
 class Builder:
@@ -128,23 +130,36 @@ class Builder:
         from vllm.transformers_utils.config import _CONFIG_REGISTRY
         cls = _CONFIG_REGISTRY[model_type] if model_type in _CONFIG_REGISTRY else None
         if cls is None:
-            from transformers import AutoConfig
-            cls = type(AutoConfig.for_model(model_type))
+            # The class itself: transformers 5.22's Gemma4 assistant refuses its own defaults.
+            from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+            if model_type not in CONFIG_MAPPING:
+                raise ValueError(f"Unrecognized model identifier: {model_type} (neither vLLM "
+                                 "nor transformers registers a config class for it)")
+            cls = CONFIG_MAPPING[model_type]
         # A config class that validates its keys at init (K3DSparkConfig: target_layer_ids) is
-        # made with the recipe's keys from the start.
+        # made with the recipe's keys from the start (with its tiny text_config where the
+        # class refuses its default one: transformers 5.22's gemma4_assistant).
+        # huggingface_hub's strict-dataclass validation error (a transformers config's
+        # validator refusing its keys) is no ValueError.
+        import huggingface_hub.errors as hf_errors
+        refused = (ValueError, TypeError, getattr(hf_errors, "StrictDataclassError", ValueError))
         base = {}
         try:
             defaults = cls().to_dict()
-        except (ValueError, TypeError):
+        except refused:
             base = {k: v for k, v in extra.items() if k != "text_config"}
-            defaults = cls(**base).to_dict()
+            try:
+                defaults = cls(**base).to_dict()
+            except refused:
+                base = dict(extra)
+                defaults = cls(**base).to_dict()
         over = {k: v for k, v in TINY.items() if k in defaults}
         over["num_hidden_layers"] = layers
         if "layer_types" in defaults:
             over["layer_types"] = None
         try:
             made = cls(**{**base, **over})
-        except (ValueError, TypeError):
+        except refused:
             # A shape the class refuses with TINY's sizes (GLM-5-Next: as many KV heads as
             # query heads): the recipe's value of that key from the start.
             made = cls(**{**base, **over, **{k: extra[k] for k in over if k in extra}})
@@ -267,7 +282,7 @@ class Builder:
             # Keyed by the prefix; a module built without one (prefix "") by its path.
             modules[name or path] = e
         # What the model's own load_weights accepts overrules the source-derived names.
-        probe(model, probes)
+        probe(model, probes, checkpoint_renames(files, self.root))
         refusal = unstored_refusal(model, modules)
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
@@ -349,7 +364,7 @@ class Builder:
         """The draft built with the plain quantization config or, where vLLM refuses that one and
         the recipe names ignore entries (QUANT_IGNORE: Step5's qkv_indexer_proj, which raises
         on any quant method), with those added; the entry records the refusal and the entries."""
-        found = recipe(arch, module.split(".")[-1], self.version)
+        found = recipe(arch, module, self.version)
         ignore = recipe_options(found[1])[1].get(QUANT_IGNORE) if found else None
         try:
             return self.draft_entry_plain_or_speculators(arch, module, method)
@@ -399,11 +414,12 @@ class Builder:
                        fmt: tuple[str, str | None] | None) -> dict:
         from vllm.config import ParallelConfig, SpeculativeConfig, VllmConfig
         last = module.split(".")[-1]
-        found = recipe(arch, last, self.version)
+        found = recipe(arch, module, self.version)
         if found is None and last in NO_RECIPE:
             raise LookupError(f"no tiny config: {NO_RECIPE[last]}")
+        derived = None
         if found is None:
-            raise LookupError(f"no tiny-config recipe for registry module {module!r}")
+            found, derived = self.derived_recipe(arch, module)
         model_type, extra, *tgt = found
         extra, opts = recipe_options(extra)
         spec_fields = {"method": method}
@@ -457,6 +473,8 @@ class Builder:
                  "config_extra": extra}
         if CHECKPOINT_ARCH in opts:
             built["checkpoint_architecture"] = opts[CHECKPOINT_ARCH]
+        if derived is not None:
+            built["recipe_derived"] = derived
         if fmt is not None:
             built["config_format"] = f"speculators {fmt[0]}"
             built["speculative_config"] = spec_fields
@@ -471,14 +489,24 @@ class Builder:
             e["serve_options"] = options
         return e
 
+    def derived_recipe(self, arch: str, module: str) -> tuple[tuple, dict]:
+        """configs.derive_recipe for the registry class of `arch` (imported here)."""
+        import importlib
+        cls_name = self.registry._VLLM_MODELS[arch][1]
+        full = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
+        cls = getattr(importlib.import_module(full), cls_name)
+        return derive_recipe(cls, arch, self.version, self.renamed.get(arch),
+                             self.rewritten_from.get(arch, {}))
+
     def run(self, only: set[str] | None) -> dict:
         reg = self.registry
         spec = reg._SPECULATIVE_DECODING_MODELS
         speculative_py = (self.root / "vllm/config/speculative.py").read_text()
         mtp_archs = mtp_architectures(speculative_py)
         self.rewritten_from = rewritten_from = override_sources(speculative_py)
-        self.speculators = formats(sorted({r[0] for r in RECIPES.values()} |
-                                          set(TARGETS.values())))
+        self.renamed = renamed_from(speculative_py)
+        self.speculators, self.speculators_refused = split_refused(formats(sorted(
+            {r[0] for r in RECIPES.values()} | set(TARGETS.values()))))
         archs = {}
         jobs = [(a, "target", TARGETS[a]) for a in TARGETS] + \
                [(a, "draft", spec[a]) for a in sorted(spec)]
@@ -499,6 +527,12 @@ class Builder:
                     else:
                         module, cls = info
                         method, why = method_of(arch, module, mtp_archs)
+                        initial = self.renamed.get(arch, {}).get("architectures", [arch])[0]
+                        if initial != arch and initial in spec:
+                            # A config hf_config_override renames (initial_architecture test)
+                            # is loaded by the method of the architecture it renames.
+                            method, why = method_of(initial, spec[initial][0], mtp_archs)
+                            why = f"hf_config_override renames {initial} to it; {initial}: {why}"
                         entry = {"role": "draft", "methods": [method], "methods_source": why,
                                  "registry": {"module": module, "class": cls}}
                         entry.update(self.draft_entry(arch, module, method))
@@ -531,12 +565,13 @@ class Builder:
             entry.setdefault("role", role)
             entry["file"] = self.class_file(arch)
             archs[arch] = entry
-        return {"schema_version": 2,  # checkpoint/vllm_module_map.h kModuleMapSchemaVersion
-                "vllm_version": self.version, "generator": "tools/vllm_module_map/generate.py",
+        return {"schema_version": SCHEMA_VERSION, "vllm_version": self.version,
+                "generator": "tools/vllm_module_map/generate.py",
                 "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
                 "serve_options": release_serve_options(self.root),
-                "speculators": self.speculators, "architectures": archs}
+                "speculators": self.speculators,
+                "speculators_refused": self.speculators_refused, "architectures": archs}
 
     def class_file(self, arch: str) -> str | None:
         info = self.registry._VLLM_MODELS.get(arch)

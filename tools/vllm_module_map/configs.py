@@ -18,6 +18,10 @@ from __future__ import annotations
 import ast
 import re
 
+# The maps' format: the top-level "schema_version" of every map (the C++ reader refuses a map
+# without it, or with a field of another type). Raise it when a field changes type or meaning.
+SCHEMA_VERSION = 2
+
 QUANT_CONFIG = {
     "quant_method": "compressed-tensors",
     "format": "pack-quantized",
@@ -74,7 +78,8 @@ def recipe_options(extra: dict) -> tuple[dict, dict]:
     return {k: v for k, v in extra.items() if k not in opts}, opts
 
 
-# Registry module name (last part) -> HF model_type of the tiny config, and extra keys.
+# Registry module name (last part, or the full name where last parts collide) -> HF model_type
+# of the tiny config, and extra keys.
 DFLASH = {"dflash_config": {"target_layer_ids": [0, 1], "mask_token_id": 3, "block_size": 4},
           "block_size": 4, "num_target_layers": TARGET_LAYERS}
 # DFlash2 (qwen3_dflash2.py) and LiLiCorr (lilicorr.py) read these dflash_config keys.
@@ -188,7 +193,7 @@ RECIPES = {
     "glm4_moe_lite_mtp": ("glm4_moe_lite", {"first_k_dense_replace": 1,
                                              "num_nextn_predict_layers": 1}),
     "qwen3_next_mtp": ("qwen3_next", {}),
-    "qwen3_5_mtp": ("qwen3_5_text", {}),
+    "qwen3_5_mtp": ("qwen3_5_text", {}),  # 0.34 moved it to vllm.models.qwen3_5 (ARCH_RECIPES)
     "ernie_mtp": ("ernie4_5_moe", {"num_nextn_predict_layers": 1}),
     "mimo_mtp": ("qwen2", {"num_nextn_predict_layers": 1}, ("qwen2", "MiMoForCausalLM")),
     "longcat_flash_mtp": ("longcat_flash", {"mla_scale_q_lora": True, "mla_scale_kv_lora": True}),
@@ -200,7 +205,7 @@ RECIPES = {
     "nemotron_h_mtp": ("nemotron_h", {"moe_shared_expert_intermediate_size": 256}),
     "extract_hidden_states": ("qwen3", {}),
     "medusa": ("medusa", {}),
-    "dspark": ("muse_spark_dspark", MUSE_DSPARK),
+    "vllm.models.muse_spark.common.dspark": ("muse_spark_dspark", MUSE_DSPARK),
     # Kimi-K3's dense MLA DSpark draft (k3_dspark): its config class requires target_layer_ids
     # with a matching num_target_layers and a q_lora_rank; its MLA attention takes the target's
     # MLA sizes (an MLA target: DeepSeek-V3's layout).
@@ -232,6 +237,12 @@ NO_RECIPE = {
     "bailing_moe_mtp": "its target's config (model_type bailing_hybrid, BailingMoeV2_5ForCausalLM) "
                        "is the checkpoint's remote code: neither vLLM nor transformers registers "
                        "a config class for it",
+    "mistral_large4": "Mistral Large 4's DSpark draft is reached only from a Mistral-format "
+                      "checkpoint (params.json, whose mtp.dspark block "
+                      "transformers_utils/configs/mistral.py turns into model_type "
+                      "mistral_large_4), which no config.json of the generator writes; "
+                      "vLLM builds it with quantization_config None (all dense) from the "
+                      "target checkpoint's mtp_dspark.* weights",
     "nemotron_parse3_5_mtp": "its target (RadioMBartPrefixForCausalLM) takes the checkpoint's "
                              "remote-code config: neither vLLM nor transformers registers a config "
                              "class for Nemotron Parse 3.5",
@@ -249,6 +260,9 @@ DSV41_DSPARK = {"text_config": {"model_type": "deepseek_v4", **DSV4_DSPARK,
                                 "mlp_layer_types": None}}
 ARCH_RECIPES = {
     "Qwen3_5MoeMTP": ("qwen3_5_moe_text", {}),
+    # Keyed by architecture: 0.34 moved it (and its MoE sibling) from qwen3_5_mtp to the
+    # vllm.models.qwen3_5 package, whose last name part is also the target's.
+    "Qwen3_5MTP": ("qwen3_5_text", {}),
     # Bailing-MoE V3's MTP is reached from its VL checkpoint (hf_config_override promotes the
     # text_config, whose class, bailing_hybrid, is registered only as the VL config's part).
     "BailingMoeV3MTPModel": ("bailing_moe_v3_vl",
@@ -264,6 +278,20 @@ ARCH_RECIPES = {
     # takes only sparse/dense MLP layer types: none given, its default).
     "DSparkV41DraftModel": ("deepseek_v41", {**DSV41_DSPARK, TARGET_EXTRA: DSV41_DSPARK},
                             ("deepseek_v41", "DeepseekV41ForCausalLM")),
+    # MiniMax-M3's DSpark draft (models/minimax_m3/common/dspark.py, 0.34) is a standalone
+    # checkpoint of the text config; hf_config_override reads dspark_markov_rank, the decoder
+    # layer refuses all but a dense FFN (dspark_use_dense_ffn) of dspark_ffn_hidden_size.
+    "DSparkMiniMaxDraftModel": ("minimax_m3_vl_text",
+                                {**DFLASH, "dspark_use_dense_ffn": True,
+                                 "dspark_ffn_hidden_size": 512, "dspark_markov_rank": 64}),
+    # Nemotron 3.5 Transcribe (0.34): its MTP head (Nemotron3_5TranscribeMTP, a NemotronHMTP)
+    # sits in the speech model's checkpoint (model_type nemo_speechlm, the decoder under
+    # text_config); hf_config_override promotes text_config and copies the speech model's
+    # quantization_config onto it, so the head is quantized with the target's config.
+    "Nemotron3_5TranscribeMTPModel": (
+        "nemo_speechlm", {"text_config": {"model_type": "nemotron_h",
+                                          "moe_shared_expert_intermediate_size": 256}},
+        ("nemo_speechlm", "Nemotron3_5TranscribeForConditionalGeneration")),
     "MiMoV2OmniMTPModel": ("mimo_v2_flash", MIMO_V2, ("mimo_v2_flash", "MiMoV2OmniForCausalLM")),
     # hf_config_override names an EAGLE draft EagleMistralLarge3ForCausalLM only when its
     # checkpoint says MistralLarge3ForCausalLM (a DeepSeek-V3 layout).
@@ -272,12 +300,36 @@ ARCH_RECIPES = {
 }
 
 
-def recipe(arch: str, module_last: str, version: str) -> tuple | None:
-    """The recipe of `arch` (registry module's last name part `module_last`) for vLLM `version`:
-    the release's, else the architecture's, else the module's; None without one."""
-    minor = ".".join(version.split(".")[:2])
-    found = RELEASE_RECIPES.get(minor, {}).get(module_last)
-    return found or ARCH_RECIPES.get(arch) or RECIPES.get(module_last)
+def _minor(version: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", version)[:2])
+
+
+def recipe(arch: str, module: str, version: str) -> tuple | None:
+    """The recipe of `arch` (registry module `module`, or its last name part) for vLLM
+    `version`: the newest release's recipe at or before `version` (a release's recipe holds
+    until a later release gives another: 0.34's Step-3.5 code is 0.33's), else the
+    architecture's, else the module's (its full name first: two packages' modules may share
+    the last part, as Muse Spark's and MiniMax-M3's `dspark`); None without one."""
+    last = module.split(".")[-1]
+    for minor in sorted((m for m in RELEASE_RECIPES if _minor(m) <= _minor(version)),
+                        key=_minor, reverse=True):
+        if last in RELEASE_RECIPES[minor]:
+            return RELEASE_RECIPES[minor][last]
+    return ARCH_RECIPES.get(arch) or RECIPES.get(module) or RECIPES.get(last)
+
+
+def inherited_recipe(cls, version: str) -> tuple[tuple, str] | None:
+    """(recipe, base class name) of the first base class of `cls` (a registry class without
+    a recipe) whose module has one: a kind that subclasses a known one (0.34's
+    RicursiveDFlash2ForCausalLM of DFlash2Qwen3ForCausalLM) needs no recipe of its own."""
+    for base in cls.__mro__[1:]:
+        module = getattr(base, "__module__", "") or ""
+        if not module.startswith("vllm."):
+            continue
+        found = recipe("", module, version)
+        if found is not None:
+            return found, base.__name__
+    return None
 
 
 MODEL_DIRS = ("vllm/model_executor/models/", "vllm/models/")
@@ -339,6 +391,63 @@ def override_sources(speculative_py: str) -> dict[str, dict[str, list[str]]]:
             rule["model_types"].update(types)
             rule["architectures"].update(archs)
     return {arch: {k: sorted(v) for k, v in rule.items()} for arch, rule in found.items()}
+
+
+def derive_recipe(cls, arch: str, version: str, renamed: dict | None,
+                  rewritten: dict) -> tuple[tuple, dict]:
+    """The recipe of a draft `arch` (registry class `cls`) with none of its own: its first
+    base class's (inherited_recipe); the draft config named as hf_config_override's
+    initial_architecture test asks (`renamed`, renamed_from(): the architecture it renames,
+    each key it tests set by tested_key_value); for an MTP layer whose checkpoint architecture
+    hf_config_override tests (`rewritten`, override_sources()), that target. Returns (recipe,
+    what was derived: the map's built.recipe_derived); LookupError without a base recipe."""
+    found = inherited_recipe(cls, version)
+    if found is None:
+        raise LookupError(f"no tiny-config recipe for registry module {cls.__module__!r} "
+                          f"nor for a base class of {cls.__name__}")
+    (model_type, extra, *tgt), base = found
+    derived: dict = {"base_class": base}
+    if rewritten.get("architectures"):
+        types = rewritten.get("model_types") or [model_type]
+        model_type, tgt = types[0], [(types[0], rewritten["architectures"][0])]
+        derived["target_from_hf_config_override"] = tgt[0][1]
+    if renamed:
+        extra = {**extra, CHECKPOINT_ARCH: renamed["architectures"][0],
+                 **{k: tested_key_value(k, 1) for k in renamed["keys"]}}
+        derived["hf_config_override"] = renamed
+    return (model_type, extra, *tgt), derived
+
+
+def renamed_from(speculative_py: str) -> dict[str, dict[str, list[str]]]:
+    """architecture -> {"architectures": the draft config's architecture, "keys": config keys
+    it must hold}, from each `if` of hf_config_override that tests `initial_architecture ==
+    "<name>"` (and `getattr(hf_config, "<key>", ...)`) and writes {"architectures": [that
+    architecture]} (0.34: a DFlash2DraftModel config with no_rope_layers becomes
+    DFlash2RicursiveDraftModel). A draft without a recipe of its own is written that way."""
+    found: dict[str, dict[str, list[str]]] = {}
+    for node in ast.walk(ast.parse(speculative_py)):
+        if not isinstance(node, ast.If):
+            continue
+        archs = [c.value for cmp in ast.walk(node.test) if isinstance(cmp, ast.Compare)
+                 and isinstance(cmp.left, ast.Name) and cmp.left.id == "initial_architecture"
+                 for c in cmp.comparators if isinstance(c, ast.Constant)
+                 and isinstance(c.value, str)]
+        keys = [call.args[1].value for call in ast.walk(node.test)
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Name)
+                and call.func.id == "getattr" and len(call.args) >= 2
+                and isinstance(call.args[1], ast.Constant)]
+        if not archs:
+            continue
+        for arch in _architectures_written(ast.Module(body=node.body, type_ignores=[])):
+            found.setdefault(arch, {"architectures": archs, "keys": keys})
+    return found
+
+
+def tested_key_value(key: str, layers: int):
+    """The value a derived draft config gives a key hf_config_override tests for truthiness:
+    the draft's layer ids for a `*_layers` key (no_rope_layers: which layers are NoPE), else
+    True."""
+    return list(range(layers)) if key.endswith("_layers") else True
 
 
 def method_of(arch: str, module: str, mtp_archs: set[str]) -> tuple[str, str]:

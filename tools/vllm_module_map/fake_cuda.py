@@ -3,7 +3,7 @@
 fake_cuda(cc) is called once, in the generator's child process, before vLLM's model registry is
 imported: empty stand-ins for vLLM's compiled extensions, missing torch.ops of vLLM's namespaces
 answer False, fake-kernel registrations for missing ops are skipped, CudaPlatform answers for
-capability `cc`, the MoE aux stream is None, CUDA streams and events are stand-ins, an attention backend is named where none validates,
+capability `cc`, vLLM modules that import CuTe DSL unguarded are stood in, the MoE aux stream is None, CUDA streams and events are stand-ins, an attention backend is named where none validates,
 triton.Config of vLLM's Triton placeholder keeps its arguments and its tl.extra is `anything`, and
 FlashInfer's sampler (FlashInfer is absent) is not supported. None of these changes what a Linear
 gets; nothing calls a kernel (models are built on meta).
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from tools.vllm_module_map.stand_ins import Anything, Stub, anything
+from tools.vllm_module_map.stand_ins import Anything, Stub, anything, stand_in_kernel_modules
 
 
 def fake_cuda(cc: int) -> None:
@@ -32,6 +32,9 @@ def fake_cuda(cc: int) -> None:
             sys.modules[name] = Stub(name)
     # Ops of those extensions (torch.ops._C.*) asked at import time, for capability checks: a
     # missing op of a vLLM namespace answers False.
+    # vLLM's kernel modules that need a CUDA-only kernel package (CuTe DSL) unguarded: stood in
+    # (stand_ins.py).
+    stand_in_kernel_modules()
     import torch._ops
     orig_getattr = torch._ops._OpNamespace.__getattr__
 

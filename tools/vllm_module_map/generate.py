@@ -8,11 +8,16 @@ SpeculativeConfig and VllmConfig, then model_loader.utils.initialize_model, the 
 BaseModelLoader.create_model makes) on the meta device, with a compressed-tensors W4A16 quantization
 config (targets ["Linear"], ignore ["lm_head"]), and records what vLLM decided for each module.
 
-Regenerate every committed map and docs/draft-kinds.md (one command, from the repository root;
-.venv-vllm holds vLLM 0.32.0's CPU build, DIR vLLM 0.33.0's Python code unzipped from its CUDA
-wheel: `pip download --no-deps vllm==0.33.0 -d W && unzip -q W/vllm-0.33.0-*.whl -x '*.so' -d DIR`):
+Release procedure: a new release's map is one command (release.py: it downloads the wheel,
+unpacks it into a cache keyed by the wheel's sha256, makes a venv there with the wheel's own
+pins, CPU torch substituted and CUDA-only packages stood in, then runs this file with
+--release V=SRC --environment FILE --docs and prints the time and disk it took):
 
-    .venv-vllm/bin/python tools/vllm_module_map/generate.py --release 0.32.0 --release 0.33.0=DIR --docs
+    .venv/bin/python tools/vllm_module_map/release.py 0.34.0
+
+The installed CPU build's map (.venv-vllm holds vLLM 0.32.0's CPU build):
+
+    .venv-vllm/bin/python tools/vllm_module_map/generate.py --release 0.32.0 --docs
 
 `--release V` runs the installed vLLM (it must be version V); `--release V=DIR` puts DIR first on
 sys.path and fakes the CUDA platform (capability --cc, default 90) where that vLLM has no CPU build.
@@ -24,7 +29,8 @@ tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_in
 for absent modules, build.py the model builds and what is recorded, scan.py the model files'
 source and source-derived checkpoint names, load_probe.py the names load_weights accepts,
 kernel_probe.py the "kernels" section, host.py the CPU held fixed (as without AMX) on every host,
-docs.py the page.
+docs.py the page, changes.py its "Changes since the previous release" sections; release.py the
+release procedure, wheel.py the wheel (cache, pins), release_env.py the release's venv.
 
 Error policy: a release whose child process fails, or whose vLLM is not version V, stops the run
 (exit 1, with the tail of the child's stderr) before its map is written; maps written for earlier
@@ -40,21 +46,31 @@ be inspected without it. With V=DIR, vLLM's compiled extensions are
 absent: empty stand-in modules and ops answer False, fake-kernel registrations for missing ops
 are skipped, triton.Config of vLLM's Triton placeholder holds its arguments (its tl.extra is a
 stand-in), the MoE aux stream is None, FlashInfer's sampler (FlashInfer is absent) is not
-supported and, where no CUDA attention backend validates,
+supported, a vLLM module that imports CuTe DSL (a CUDA-only pin) unguarded is stood in and,
+where no CUDA attention backend validates,
 TRITON_MLA / FLASH_ATTN is named (none of these changes what a Linear gets). VllmConfig's
 V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is recorded in
 "notes" and skipped, so that the model is built.
 
 How each field is obtained:
+- "schema_version" (top level, an int, configs.SCHEMA_VERSION): the maps' format; the C++ reader
+  refuses a map without it. Every field keeps its JSON type across releases.
+- "environment" (top level, only in maps release.py made): the wheel ({"name", "sha256"}), the
+  environment's "kind" and "python", the pins installed as the wheel pins them ("pinned"), those
+  substituted ({"torch==2.14.0": "torch==2.13.0+cpu"}), stood in (CUDA-only, not installed:
+  "stood_in"), and pins that would not install or import ({pin: pip's or Python's last line}).
 - "registry": module and class from the registry dict; "file": that module's file in the tree.
 - "methods": the speculative method that loads this architecture, from vLLM's naming rules:
   DSpark in the name -> dspark; EAGLEConfig's Eagle3<arch>/<arch>Eagle3 -> eagle3, Eagle<arch>
   -> eagle (transformers_utils/configs/eagle.py); written by SpeculativeConfig.hf_config_override
   (its source parsed) or named *MTP -> mtp; else by the registry module's name (METHOD_OF).
   Targets: "target" and "draft_model" (any causal LM serves as one). "methods_source" says
-  which rule gave it.
+  which rule gave it. A draft hf_config_override renames from another (its
+  `initial_architecture == ...` test) takes that architecture's method.
 - "built": what vLLM resolved (draft_model_config.architectures, the model class), the method and
-  the target it was built against, and the tiny config's extra keys. An MTP draft is the
+  the target it was built against, and the tiny config's extra keys ("recipe_derived" where the
+  draft has no recipe of its own, configs.derive_recipe: the base class whose recipe it took and
+  the hf_config_override rule its config was named by). An MTP draft is the
   target's checkpoint (SpeculativeConfig model=None), except one that ships as its own
   (configs.MTP_OWN_CHECKPOINT: Gemma4's assistant, model_type gemma4_assistant); such a draft's
   "checkpoint_model_types" are the model_types hf_config_override rewrites to it (its source
@@ -70,10 +86,13 @@ How each field is obtained:
   and "plain_config_error" (vLLM's refusal of the plain one) say so.
 - "speculators" (top level): every format of vLLM's transformers_utils/configs/speculators, asked
   of its own functions (speculators.py): the architecture per transformer_layer_config model_type
-  and the --speculative-config fields the format fixes.
+  and the --speculative-config fields the format fixes. "speculators_refused" (top level, an
+  object, {} when none): a format still registered that vLLM refuses for every model_type and
+  for its speculative config, with vLLM's refusal (0.34's peagle); it is not in "speculators".
 - "as_draft_model" (targets): the same architecture built as a method="draft_model" draft, with
-  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes; "module_prefix" is the
-  prefix its get_model call builds the draft under ("draft_model."), which every module name
+  the draft VllmConfig DraftModelProposer._create_draft_vllm_config makes (0.34 moved the
+  proposer to the V2 model runner's standalone_ar/speculator.py: serving.DRAFT_MODEL_PROPOSERS);
+  "module_prefix" is the prefix its get_model call builds the draft under ("draft_model."), which every module name
   carries when vLLM's compressed-tensors config matches targets and ignore entries.
 - "refuses_unstored" (only where it refuses): after the load probe, the model's load_weights is
   fed every parameter but those the KV-cache method registers on its attention layers (k/v/q
@@ -102,7 +121,11 @@ How each field is obtained:
   `<candidate>.<param>` at a time, every weight loader replaced by a recorder, and kept when they
   reach `<path>.<param>`; "checkpoint_shard_ids" the shard id they are loaded with. So a rename
   in the model's code (DeepSeek MTP's `mtp_block.`, an EAGLE head's `model.` prefix, Qwen3.5's
-  `mtp.`) is followed. A torch Linear (never asked) gets names only this way. Where load_weights
+  `mtp.`) is followed. Where load_weights passes the weights through a function of the model's
+  files that edits names (removeprefix, name[len(P):], replace(".<part>.", ".")), the candidates
+  are also tried with those edits undone and, when one reaches the module, only those are kept
+  (MiniMax-M3 DSpark: language_model.model.dspark.layers.N.decoder_layer.*). A torch Linear
+  (never asked) gets names only this way. Where load_weights
   takes none of a model's candidates (LongCat MTP: a dict literal of dense `.weight` names), the
   fallback: candidates kept when one of the model's WeightsMappers maps `<candidate>.<param>` onto
   `<path>.<param>` ("hf_to_vllm_mapper"), else the stacked_params_mapping tuples of the model
@@ -183,6 +206,8 @@ def main() -> int:
     ap.add_argument("--print", dest="print_", action="store_true",
                     help="generate for the running vLLM and print the map")
     ap.add_argument("--only", action="append", help="architectures to build (debugging)")
+    ap.add_argument("--environment", help="a JSON file: the map's \"environment\" object "
+                                          "(release.py writes it)")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     only = set(args.only) if args.only else None
@@ -212,6 +237,8 @@ def main() -> int:
             print(f"release {version}: generator failed ({out.returncode})", file=sys.stderr)
             return 1
         data = json.loads(out.stdout)
+        if args.environment:
+            data["environment"] = json.loads(pathlib.Path(args.environment).read_text())
         if data["vllm_version"] != version:
             print(f"release {version}: found vLLM {data['vllm_version']}", file=sys.stderr)
             return 1

@@ -146,11 +146,36 @@ def reached(model, rec: Recorder, name: str, param,
     return []
 
 
-def probe(model, probes: list[tuple[dict, object, list[str]]]) -> None:
+def renamed(names: list[str], renames: dict | None) -> list[str]:
+    """`names` as the checkpoint holds them before the model's rename function edits them
+    (scan.checkpoint_renames): each dropped part put back after the layer number, each
+    stripped prefix put back; [] without renames."""
+    if not renames or not (renames["prefixes"] or renames["inserted"]):
+        return []
+    out = []
+    for n in names:
+        parts = n.split(".")
+        for part in renames["inserted"]:
+            at = next((i for i, p in enumerate(parts) if p.isdigit()), None)
+            if at is not None:
+                parts = parts[:at + 1] + [part] + parts[at + 1:]
+        for prefix in renames["prefixes"] or [""]:
+            full = prefix + ".".join(parts)
+            if full not in out and full not in names:
+                out.append(full)
+    return out
+
+
+def probe(model, probes: list[tuple[dict, object, list[str]]],
+          renames: dict | None = None) -> None:
     """Each (entry, module, shard parts) of `probes`: the candidates load_weights sends to the
     module's own first parameter become the entry's checkpoint names (source "load_weights"),
     with the shard ids they were loaded with. Entries of a model whose load_weights took no
-    candidate keep theirs."""
+    candidate keep theirs. Where the model's rename function edits checkpoint names
+    (`renames`, scan.checkpoint_renames), the candidates are also tried with those edits
+    undone (renamed()); when one of those reaches the module, only those are kept: the model
+    renames them, so the checkpoint holds that form (MiniMax-M3 DSpark's
+    language_model.model.dspark.layers.N.decoder_layer.*)."""
     if not callable(getattr(model, "load_weights", None)) or not probes:
         return
     found: list[tuple[dict, list[str], dict]] = []
@@ -164,7 +189,11 @@ def probe(model, probes: list[tuple[dict, object, list[str]]]) -> None:
             last = e["path"].rsplit(".", 1)[-1]
             names, ids = [], {}
             own = {id(p) for p in params.values()}
-            for c in candidates(e["path"], e["prefix"], last, parts):
+            plain = candidates(e["path"], e["prefix"], last, parts)
+            undone = renamed(plain, renames)
+            for c in undone + plain:
+                if c in plain and any(n in undone for n in names):
+                    break  # a name with the renames undone reached it: the checkpoint's form
                 for hit, shard in reached(model, rec, f"{c}.{pname}", params[pname], own):
                     if target in hit and c not in names:
                         names.append(c)

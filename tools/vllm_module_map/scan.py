@@ -52,6 +52,66 @@ def tokens(path: pathlib.Path):
     return toks, text.splitlines()
 
 
+def checkpoint_renames(files: list[str], root: pathlib.Path) -> dict:
+    """The checkpoint-name edits of the functions a model's load_weights passes its weights
+    through (`load_weights(f(weights))`: MiniMax-M3 DSpark's _rename_checkpoint_weights,
+    Nemotron 3.5 Transcribe's _mtp_weights), each undone: {"prefixes": the strings
+    `name.removeprefix(P)` or `name[len(P):]` strips (P a literal or a module-level string
+    constant), "inserted": the name parts `name.replace(".<part>.", ".")` drops}. A checkpoint
+    name is the module's name with each prefix put back and each part put back after the
+    layer number."""
+    prefixes: list[str] = []
+    inserted: list[str] = []
+    trees = []
+    for f in files:
+        try:
+            trees.append(parsed(root / f))
+        except (OSError, SyntaxError):
+            continue
+    # The functions load_weights hands the weights to (by name), other than load_weights.
+    filters = {c.func.id if isinstance(c.func, ast.Name) else c.func.attr
+               for tree in trees for fn in ast.walk(tree)
+               if isinstance(fn, ast.FunctionDef) and fn.name == "load_weights"
+               for c in ast.walk(fn) if isinstance(c, ast.Call)
+               and isinstance(c.func, (ast.Name, ast.Attribute))
+               and any(isinstance(a, ast.Name) and a.id == "weights" for a in c.args)}
+    filters.discard("load_weights")
+    for f in files:
+        try:
+            tree = parsed(root / f)
+        except (OSError, SyntaxError):
+            continue
+        consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
+                  for t in n.targets if isinstance(t, ast.Name)
+                  and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)}
+
+        def value(node):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                return node.value
+            return consts.get(node.id) if isinstance(node, ast.Name) else None
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef) or fn.name not in filters:
+                continue
+            for call in ast.walk(fn):
+                # name[len("llm."):]
+                if isinstance(call, ast.Slice) and isinstance(call.lower, ast.Call) and \
+                        isinstance(call.lower.func, ast.Name) and call.lower.func.id == "len" \
+                        and call.lower.args and value(call.lower.args[0]) and \
+                        value(call.lower.args[0]) not in prefixes:
+                    prefixes.append(value(call.lower.args[0]))
+                if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)):
+                    continue
+                args = [value(a) for a in call.args]
+                if call.func.attr == "removeprefix" and args and args[0] and \
+                        args[0] not in prefixes:
+                    prefixes.append(args[0])
+                if call.func.attr == "replace" and len(args) == 2 and args[1] == "." and \
+                        args[0] and args[0].startswith(".") and args[0].endswith(".") and \
+                        args[0].count(".") == 2 and args[0].strip(".") not in inserted:
+                    inserted.append(args[0].strip("."))
+    return {"prefixes": prefixes, "inserted": inserted}
+
+
 def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
     """(param, shard, shard_id) tuples assigned to *stacked_params_mapping* in the files' code."""
     out = []
@@ -156,13 +216,15 @@ def tests_for_dense(test: str) -> bool:
 
 def dense_guard(path: pathlib.Path, line: int) -> str | None:
     """The condition of the innermost `if` (statement or expression) whose true branch holds
-    `line` and whose condition tests that the layer is dense (tests_for_dense), else None. A read in
+    `line` and whose condition tests that the layer is dense (tests_for_dense; or calls a
+    function of the same file whose return value does, named with it), else None. A read in
     an `else` branch is not guarded."""
     try:
         tree = parsed(path)
     except (OSError, SyntaxError):
         return None
     found = None
+    helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef)}
     for node in ast.walk(tree):
         if isinstance(node, ast.If):
             body = node.body
@@ -172,6 +234,17 @@ def dense_guard(path: pathlib.Path, line: int) -> str | None:
         else:
             continue
         test = ast.unparse(node.test)
+        if start <= line <= end and not tests_for_dense(test):
+            # A helper of the same file that tests it (0.34's qwen3_dflash.py
+            # `if _reads_raw_weights(...)`): the guard names the helper's returns.
+            for call in ast.walk(node.test):
+                fn = helpers.get(call.func.id) if isinstance(call, ast.Call) and \
+                    isinstance(call.func, ast.Name) else None
+                returns = [ast.unparse(r.value) for r in ast.walk(fn) if
+                           isinstance(r, ast.Return) and r.value is not None] if fn else []
+                if any(tests_for_dense(r) for r in returns):
+                    test = f"{test} ({call.func.id}: {'; '.join(returns)})"
+                    break
         if start <= line <= end and tests_for_dense(test):
             if found is None or start >= found[0]:
                 found = (start, test)

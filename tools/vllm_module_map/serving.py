@@ -13,11 +13,24 @@ def draft_model_prefix(root: pathlib.Path) -> str:
     get_model(..., prefix="draft_model")), with the dot that joins it to the module names: every
     module of a method="draft_model" draft is named "draft_model.model.layers.0...." when vLLM's
     compressed-tensors config matches it against config_groups targets and ignore entries. Empty
-    when the release passes no prefix."""
-    source = (root / "vllm/v1/spec_decode/draft_model.py").read_text()
-    call = re.search(r"\bget_model\((.*?)\)", source, re.S)
-    found = re.search(r"prefix\s*=\s*[\"']([^\"']*)[\"']", call.group(1)) if call else None
+    when the release passes no prefix. 0.34 moved the proposer to the V2 model runner
+    (v1/worker/gpu/spec_decode/standalone_ar/speculator.py, "standalone_ar" in its speculator
+    registry): the first of DRAFT_MODEL_PROPOSERS that exists is read."""
+    found = None
+    for rel in DRAFT_MODEL_PROPOSERS:
+        if (root / rel).exists():
+            source = (root / rel).read_text()
+            call = re.search(r"\bget_model\((.*?)\)", source, re.S)
+            found = re.search(r"prefix\s*=\s*[\"']([^\"']*)[\"']", call.group(1)) if call else None
+            break
+    else:
+        raise FileNotFoundError(f"no draft_model proposer in {DRAFT_MODEL_PROPOSERS}")
     return f"{found.group(1)}." if found and found.group(1) else ""
+
+
+# Where a release's method="draft_model" proposer builds the draft (get_model), newest last.
+DRAFT_MODEL_PROPOSERS = ("vllm/v1/spec_decode/draft_model.py",
+                         "vllm/v1/worker/gpu/spec_decode/standalone_ar/speculator.py")
 
 
 # --speculative-config options that change what vLLM does with a draft's weights at load time

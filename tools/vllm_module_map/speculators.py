@@ -10,6 +10,9 @@ hand-kept copy. Some architectures are reachable only this way (PeagleLlamaForCa
 config.json with method eagle3 is renamed Eagle3Peagle... by EAGLEConfig and refused), so the
 builder writes a speculators config for them (config_dict()).
 
+split_refused() separates the formats vLLM refuses outright (the map's "speculators_refused",
+format -> vLLM's refusal) from those it serves (the map's "speculators").
+
 Error policy: formats() records a model_type that a format refuses by leaving it out, and a format
 whose speculative config vLLM cannot build with an "error" text; it raises only when vLLM's
 speculators package does not import (the map would be wrong without it).
@@ -68,6 +71,14 @@ def formats(model_types: list[str]) -> dict:
             entry["error"] = f"{type(ex).__name__}: {' '.join(str(ex).split())[:300]}"
         out[name] = entry
     return out
+
+
+def split_refused(table: dict) -> tuple[dict, dict]:
+    """(the formats vLLM serves, {format: vLLM's refusal}) of formats()' table: a format still
+    registered whose every model_type and whose speculative config vLLM refuses (0.34's peagle:
+    "P-EAGLE (parallel drafting EAGLE-3) is not supported.") is not a format it serves."""
+    served = {n: e for n, e in table.items() if e["architectures"] or "error" not in e}
+    return served, {n: e["error"] for n, e in table.items() if n not in served}
 
 
 def format_for(arch: str, table: dict) -> tuple[str, str | None] | None:

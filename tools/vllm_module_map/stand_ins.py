@@ -7,7 +7,13 @@ stand_in_torchvision() for torchvision, which neither the CI-built .venv-vllm no
 class whose file imports a vision model's processing code (Qwen3.5 and Qwen4-exp through qwen3_vl,
 Step5 through step3_vl) cannot even be inspected. torchvision only transforms images in the
 processors (vLLM's own code uses torchvision.transforms alone); no Linear is built from it, so
-the stand-in changes nothing a Linear gets.
+the stand-in changes nothing a Linear gets. stand_in_kernel_modules() (fake_cuda.py, V=DIR only)
+covers CUDA-only kernel packages a CPU environment does not install (CuTe DSL: cutlass of
+nvidia-cutlass-dsl, quack of quack-kernels, cuda-python's cuda.bindings): a vLLM module whose
+own code imports one of them unguarded is stood in as a whole (a Stub), as 0.34's CuTe DSL
+BF16x3 router GEMM module, which the MoE router (GateLinear) imports on a faked Hopper only to
+register the kernel's warm-up; an import vLLM guards (try/except ImportError) still fails, as on
+any machine without the package. Kernel modules only: no Linear is built from them.
 
 Error policy: process-wide and not undone; where the real module imports, it is used and nothing
 is stood in.
@@ -78,3 +84,53 @@ def stand_in_torchvision() -> None:
     except ImportError:
         pass
     sys.meta_path.insert(0, _StubFinder("torchvision"))
+
+
+KERNEL_PACKAGES = ("cutlass", "quack", "cuda")
+
+
+class _KernelModuleFinder(importlib.abc.MetaPathFinder):
+    """Finds vllm.* modules with the other finders; one whose execution fails on a missing
+    KERNEL_PACKAGES root becomes a Stub (keeping what it defined before the import)."""
+    def __init__(self):
+        self.stood_in: list[str] = []
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith("vllm."):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        real_exec = getattr(loader, "exec_module", None)
+        if real_exec is None:
+            return spec
+        stood_in = self.stood_in
+
+        def exec_module(module):
+            try:
+                real_exec(module)
+            except ModuleNotFoundError as ex:
+                if (ex.name or "").split(".")[0] not in KERNEL_PACKAGES:
+                    raise
+                stub = Stub(fullname)
+                stub.__dict__.update({k: v for k, v in module.__dict__.items()
+                                      if k not in ("__spec__", "__loader__")})
+                stub.__spec__, stub.__loader__ = module.__spec__, module.__loader__
+                sys.modules[fullname] = stub
+                stood_in.append(f"{fullname} (needs {ex.name})")
+        loader.exec_module = exec_module
+        return spec
+
+
+kernel_module_finder = _KernelModuleFinder()
+
+
+def stand_in_kernel_modules() -> None:
+    if kernel_module_finder not in sys.meta_path:
+        sys.meta_path.insert(0, kernel_module_finder)
