@@ -210,17 +210,6 @@ std::string UnmappedArchitectureWarning(const MapContext& context,
       context.map->release, context.architecture_name, unverified.size(), list);
 }
 
-std::string TargetConfigWarning(const MapContext& context) {
-  const MappedArchitecture* a = context.architecture;
-  if (a == nullptr || !a->takes_target_quant_config()) return "";
-  return fmt::format(
-      "vLLM {} builds {} ({}) under the target's quantization config and never reads the "
-      "draft's own: this quantized draft loads only beside a target quantized with the same "
-      "scheme whose ignore list leaves the draft's modules as stored (`sparkulator check --target "
-      "TARGET` says)",
-      context.map->release, a->name, a->file);
-}
-
 std::optional<UnstoredRefusal> RefusalForUnstoredParams(
     const MapContext& context, const std::function<bool(const std::string&)>& stored) {
   for (const MappedArchitecture* a : {context.mtp, context.architecture}) {
