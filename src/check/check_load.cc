@@ -192,8 +192,12 @@ Result<std::unique_ptr<CheckView>> LoadCheckView(FileSystem* fs, const CheckOpti
   SPK_ASSIGN_OR_RETURN(v->config_loaded, LoadConfig(v, sink));
   if (!v->config_loaded) return view;
   std::vector<std::string> names;
-  for (const auto& [name, located] : v->tensors) names.push_back(name);
-  v->family = DetectFamily(v->config, names, Preset::kAuto);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& [name, located] : v->tensors) {
+    names.push_back(name);
+    shapes.push_back(located.entry->shape);
+  }
+  v->family = DetectFamily(v->config, names, Preset::kAuto, &shapes);
   SPK_RETURN_IF_ERROR(ResolveModuleMap(v, sink));
   v->naming_target_layers = options.target_layers;
   if (!options.target.empty()) SPK_RETURN_IF_ERROR(LoadTarget(v));

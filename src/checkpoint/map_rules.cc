@@ -82,8 +82,17 @@ MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
   if (map == nullptr || !family.family_rules) return context;
   context.map = map;
   context.architecture = FindArchitecture(*map, config);
+  // EAGLE-1's layout is served as method "eagle", and vLLM's EAGLEConfig renames the draft's
+  // architectures to Eagle<arch> for that method (vllm/transformers_utils/configs/eagle.py:
+  // `f"Eagle{arch}" if not arch.startswith("Eagle")`), so LlamaForCausalLM builds as
+  // EagleLlamaForCausalLM (llama_eagle.py, whose fc is Linear(2H, H)).
+  if (family.eagle1_layout && !config.architectures.empty()) {
+    auto eagle = map->architectures.find("Eagle" + config.architectures[0]);
+    if (eagle != map->architectures.end()) context.architecture = &eagle->second;
+  }
   if (family.family == ModelFamily::kMtp) context.mtp = FindMtpArchitecture(*map, config);
-  context.draft = IsDraft(family.family) || family.family == ModelFamily::kMtp || family.map_draft;
+  context.draft = IsDraft(family.family) || family.family == ModelFamily::kMtp ||
+                  family.map_draft || family.eagle1_layout;
   context.architecture_name =
       config.architectures.empty() ? std::string("(none in config.json)") : config.architectures[0];
   return context;

@@ -211,10 +211,14 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
                             const PlanOptions& options) {
   if (options.tp < 1) return Status::Usage("--tp must be at least 1");
   std::vector<std::string> names;
-  for (const TensorMeta& t : tensors) names.push_back(t.name);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorMeta& t : tensors) {
+    names.push_back(t.name);
+    shapes.push_back(t.shape);
+  }
   QuantPlan plan;
   plan.options = options;
-  plan.family = DetectFamily(config, names, options.preset);
+  plan.family = DetectFamily(config, names, options.preset, &shapes);
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);

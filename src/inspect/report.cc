@@ -150,8 +150,12 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
   SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc,
                        ParseQuantizationConfig(src.dir + "/config.json", src.config.json));
   std::vector<std::string> names;
-  for (const TensorMeta& t : src.tensors) names.push_back(t.name);
-  FamilyDetection family = DetectFamily(src.config, names, Preset::kAuto);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorMeta& t : src.tensors) {
+    names.push_back(t.name);
+    shapes.push_back(t.shape);
+  }
+  FamilyDetection family = DetectFamily(src.config, names, Preset::kAuto, &shapes);
   // The newest module map names the method vLLM serves the architecture with, as the plan's and
   // check's serve lines do (an EAGLE-1 LlamaForCausalLM layout is a draft, DSpark is dspark).
   MapContext map;
