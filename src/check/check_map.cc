@@ -36,13 +36,9 @@ void MapRelease(const CheckView& v, FindingSink& sink) {
 void MapArchitecture(const CheckView& v, FindingSink& sink) {
   const MapContext& context = v.map;
   if (context.map == nullptr || MapKnowsArchitecture(context)) return;
-  const std::string lacks = ReleaseLacksArchitecture(*context.map, context.architecture_name);
-  if (!lacks.empty()) {
-    sink.Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json",
-             fmt::format("vLLM {}'s model registry has no architecture {} ({}): vLLM refuses to "
-                         "load it (\"Model architectures ['{}'] are not supported for now\")",
-                         context.map->release, context.architecture_name, lacks,
-                         context.architecture_name),
+  // The sentence the plan refuses such a checkpoint with.
+  if (std::string refusal = ReleaseLacksArchitectureRefusal(context); !refusal.empty()) {
+    sink.Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json", refusal,
              "serve it with a vLLM release that has the architecture (--vllm-version), or use a "
              "draft kind this release serves");
     return;

@@ -191,6 +191,18 @@ std::optional<std::string> MapKeepReason(const MapContext& context, std::string_
   return j.reason;
 }
 
+std::string ReleaseLacksArchitectureRefusal(const MapContext& context) {
+  if (context.map == nullptr || context.architecture != nullptr || context.mtp != nullptr) {
+    return "";
+  }
+  const std::string lacks = ReleaseLacksArchitecture(*context.map, context.architecture_name);
+  if (lacks.empty()) return "";
+  return fmt::format(
+      "vLLM {}'s model registry has no architecture {} ({}): vLLM refuses to load it (\"Model "
+      "architectures ['{}'] are not supported for now\")",
+      context.map->release, context.architecture_name, lacks, context.architecture_name);
+}
+
 bool IsUnverifiedByMap(const MapContext& context, std::string_view module) {
   return context.map != nullptr && context.architecture == nullptr &&
          !IsStandardDecoderLinear(module) &&

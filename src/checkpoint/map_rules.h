@@ -90,6 +90,11 @@ struct UnstoredRefusal {
 std::optional<UnstoredRefusal> RefusalForUnstoredParams(
     const MapContext& context, const std::function<bool(const std::string&)>& stored);
 
+// When the release of `context` has no architecture of the checkpoint in its registry while
+// another compiled-in release has it (ReleaseLacksArchitecture): vLLM's refusal, which the plan
+// refuses with and check reports (vllm-release-lacks-architecture); "" otherwise.
+std::string ReleaseLacksArchitectureRefusal(const MapContext& context);
+
 // True when the map does not know `module`'s architecture and it is not a standard decoder Linear:
 // what UnmappedArchitectureWarning lists.
 bool IsUnverifiedByMap(const MapContext& context, std::string_view module);

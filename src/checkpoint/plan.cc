@@ -286,14 +286,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           user_ignore[i].text(), plan.tensors.empty() ? "" : plan.tensors.front().vllm_module));
     }
   }
-  if (plan.map.map != nullptr && plan.map.architecture == nullptr && plan.map.mtp == nullptr) {
-    const std::string lacks = ReleaseLacksArchitecture(*plan.map.map, plan.map.architecture_name);
-    if (!lacks.empty()) {
-      plan.warnings.push_back(fmt::format(
-          "vLLM {}'s model registry has no architecture {} ({}): that release refuses to load "
-          "it; plan for a release that serves it (--vllm-version)",
-          plan.map.map->release, plan.map.architecture_name, lacks));
-    }
+  // Written, it would be refused by vLLM and failed by check: refused here instead.
+  if (std::string refusal = ReleaseLacksArchitectureRefusal(plan.map); !refusal.empty()) {
+    return Status::Usage(refusal + ": plan for a release that serves it (--vllm-version)");
   }
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {
     plan.warnings.push_back(std::move(warning));
