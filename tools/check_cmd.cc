@@ -9,6 +9,7 @@
 #include "check/vllm_rules.h"
 #include "check/vllm_source.h"
 #include "checkpoint/vllm_module_map.h"
+#include "checkpoint/target_model.h"
 #include "commands.h"
 
 namespace spk::cli {
@@ -49,8 +50,7 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
       "quantized tensors, scales, kernel rules, the config, the shard index and safetensors "
       "rules; with --target, the draft/target pairing. Exit 0: OK; 1: errors found.");
   sub->add_option("CKPT", options->checkpoint, "Model folder or org/name");
-  sub->add_option("--target", options->target,
-                  "The target model a draft is served with (folder or org/name)");
+  sub->add_option("--target", options->target, std::string(kTargetFlagHelp));
   sub->add_option("--tp", options->tp, "Tensor-parallel size the kernel rules are checked for")
       ->check(CLI::PositiveNumber);
   sub->add_option("--target-layers", options->target_layers,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "checkpoint/target_model.h"
 #include "checkpoint/vllm_module_map.h"
 #include "quant/scheme.h"
 
@@ -53,6 +54,10 @@ void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags) {
                       ModuleMapReleases() +
                       " built in; docs/draft-kinds.md). A newer release is judged by the newest "
                       "map, with a warning. Default: the newest map's release, as check's");
+  sub->add_option("--target", options->target,
+                  std::string(kTargetFlagHelp) +
+                      ": a draft vLLM builds under the target's quantization config (Gemma4 "
+                      "DSpark) is planned from it, and refused without it");
   sub->add_option("--target-layers", flags->target_layers,
                   "For drafts: the target model's num_hidden_layers, when config.json does not "
                   "give num_target_layers");

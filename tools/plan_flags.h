@@ -17,8 +17,8 @@ struct PlanFlags {
   int64_t target_layers = 0;  // 0: from config.json
 };
 
-// Registers --scheme, --group-size, --preset, --ignore, --tp, --vllm-version, --target-layers on
-// `sub`.
+// Registers --scheme, --group-size, --preset, --ignore, --tp, --vllm-version, --target and
+// --target-layers on `sub`.
 void AddPlanFlags(CLI::App* sub, QuantizeOptions* options, PlanFlags* flags);
 
 // Copies the parsed PlanFlags into `options` (an unknown scheme or preset, a group size the

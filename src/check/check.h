@@ -9,9 +9,9 @@
 // at the first problem: a malformed shard is a finding and the rest is still checked.
 //
 // The rules reuse the library's own: checkpoint/family.h naming, checkpoint/module_pattern.h
-// DecideIgnore, checkpoint/plan.h NotALinearReason/FamilyKeepReason, checkpoint/gemm.h JudgeGemm,
-// checkpoint/quant_config.h, quant/scheme.h shapes and, for the other registry formats, their
-// codec's tensors (check_formats.cc). Reads headers, weight_shape, weight_scale and
+// DecideIgnore, checkpoint/vllm_build.h DecideVllmBuild (the plan's decision), checkpoint/gemm.h
+// JudgeGemm, checkpoint/quant_config.h, quant/scheme.h shapes and, for the other registry formats,
+// their codec's tensors (check_formats.cc). Reads headers, weight_shape, weight_scale and
 // weight_global_scale tensors only (bounded memory). Thread safety: call from one thread; no shared
 // state. Findings that depend on the vLLM release (DFlash q/k/v, Laguna names, EAGLE-3 aux layers)
 // are judged for the vLLM of CheckOptions (check/draft_rules.h), and the report says which. Every

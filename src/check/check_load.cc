@@ -113,63 +113,15 @@ Status ResolveModuleMap(CheckView* v, FindingSink& sink) {
   return Status::Ok();
 }
 
-// ModelOpt up to 0.29 writes its quantization beside config.json: hf_quant_config.json's
-// "quantization" object, when config.json has no quantization_config and the file is there.
-Result<std::optional<nlohmann::ordered_json>> SideQuantConfig(FileSystem* fs,
-                                                              const std::string& dir,
-                                                              const ModelConfig& config) {
-  const std::string path = dir + "/hf_quant_config.json";
-  if (config.has_quantization_config || fs->KindOf(path) != FileKind::kFile) {
-    return std::optional<nlohmann::ordered_json>();
-  }
-  SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
-  auto parsed = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (!parsed.is_object() || !parsed.contains("quantization") ||
-      !parsed["quantization"].is_object()) {
-    return Status::InvalidInput(path + ": not JSON with a \"quantization\" object");
-  }
-  return std::optional<nlohmann::ordered_json>(parsed["quantization"]);
-}
-
-// "w4a16 (group 128)"-like label of a config's quantization, or "unquantized (<dtype>)".
-std::string PrecisionOf(const ModelConfig& config,
-                        const std::optional<nlohmann::ordered_json>& side_quant_config) {
-  if (side_quant_config) {
-    return "modelopt " +
-           side_quant_config->value("quant_algo", std::string("(quant_algo unknown)")) +
-           " (hf_quant_config.json)";
-  }
-  if (!config.has_quantization_config) {
-    return fmt::format("unquantized ({})",
-                       config.torch_dtype.empty() ? "dtype unknown" : config.torch_dtype);
-  }
-  auto qc = ParseQuantizationConfig("config.json", config.json);
-  if (!qc.ok()) return "quantized (unreadable quantization_config)";
-  for (const ConfigGroup& g : qc->groups) {
-    if (g.weights) return qc->quant_method + " " + SchemeLabel(*g.weights);
-  }
-  const auto& q = config.json["quantization_config"];
-  return q.contains("quant_method") && q["quant_method"].is_string()
-             ? q["quant_method"].get<std::string>()
-             : "quantized";
-}
-
 // --target's config.json (a target that cannot be found or read ends the run), and what the
 // pairing decides: the serve line and the layer count the draft's names follow.
 Status LoadTarget(CheckView* v) {
   const CheckOptions& options = v->options;
-  SPK_ASSIGN_OR_RETURN(std::string target_dir, ResolveModelPath(v->fs, options.target));
-  std::string path = target_dir + "/config.json";
-  SPK_ASSIGN_OR_RETURN(std::string text, v->fs->ReadFile(path));
-  SPK_ASSIGN_OR_RETURN(ModelConfig target, ParseModelConfig(path, text));
-  SPK_ASSIGN_OR_RETURN(std::optional<nlohmann::ordered_json> side,
-                       SideQuantConfig(v->fs, target_dir, target));
-  v->target_precision = TargetPrecisionOf(target, side ? &*side : nullptr);
-  v->target_label = PrecisionOf(target, side);
+  SPK_ASSIGN_OR_RETURN(TargetModel target, LoadTargetModel(v->fs, options.target));
   v->serve = v->ServedAsDraftModel() ? DraftModelServeLine(v->dir, options.target)
                                      : ServeLine(v->family, v->dir, options.target);
   if (!v->config.num_target_layers && !options.target_layers) {
-    v->naming_target_layers = target.num_hidden_layers;
+    v->naming_target_layers = target.config.num_hidden_layers;
   }
   v->target = std::move(target);
   return Status::Ok();
@@ -238,8 +190,12 @@ Result<std::unique_ptr<CheckView>> LoadCheckView(FileSystem* fs, const CheckOpti
   SPK_ASSIGN_OR_RETURN(v->config_loaded, LoadConfig(v, sink));
   if (!v->config_loaded) return view;
   std::vector<std::string> names;
-  for (const auto& [name, located] : v->tensors) names.push_back(name);
-  v->family = DetectFamily(v->config, names, Preset::kAuto);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const auto& [name, located] : v->tensors) {
+    names.push_back(name);
+    shapes.push_back(located.entry->shape);
+  }
+  v->family = DetectFamily(v->config, names, Preset::kAuto, &shapes);
   SPK_RETURN_IF_ERROR(ResolveModuleMap(v, sink));
   v->naming_target_layers = options.target_layers;
   if (!options.target.empty()) SPK_RETURN_IF_ERROR(LoadTarget(v));

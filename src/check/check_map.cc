@@ -7,6 +7,7 @@
 
 #include "check/check_rules.h"
 #include "checkpoint/map_rules.h"
+#include "checkpoint/vllm_build.h"
 
 namespace spk::check_internal {
 namespace {
@@ -56,8 +57,8 @@ void MapModules(const CheckView& v, FindingSink& sink) {
   for (const ModuleEntry& m : v.modules) {
     const std::string& module = m.name;
     const ModuleTensors& mt = m.tensors;
-    if (!mt.packed) continue;
-    MapJudgement j = JudgeByMap(context, module, module + std::string(kWeight));
+    if (!mt.packed || !m.build) continue;
+    const MapJudgement& j = m.build->map;
     const std::string file = v.FileOf(*mt.packed);
     switch (j.verdict) {
       case MapVerdict::kQuantized:
@@ -155,13 +156,10 @@ void SpeculatorsFormatRule(const CheckView& v, FindingSink& sink) {
 // the target checkpoint's own, so for them this is the normal case.
 void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
   if (v.map.map == nullptr || v.map.architecture == nullptr) return;
-  const MappedArchitecture& arch = *v.map.architecture;
-  if (!arch.takes_target_quant_config()) return;
-  const std::string where = fmt::format(
-      "vLLM {} builds {} ({}) under the target's quantization config and never reads "
-      "the draft's own",
-      v.map.map->release, arch.name, arch.file);
-  const bool target_quantized = v.target_precision && v.target_precision->quantized;
+  // The sentence the plan refuses such a draft with (checkpoint/vllm_build.h).
+  const std::string where = TargetConfigOwner(v.map);
+  if (where.empty()) return;
+  const bool target_quantized = v.target && v.target->precision.quantized;
   if (v.quantized_modules > 0) {
     // Beside a BF16 target the draft's Linears are built dense: weight_packed has nowhere to go.
     sink.Add(
@@ -170,8 +168,8 @@ void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
         fmt::format("{}: its {} quantized module(s) load only where the target's "
                     "quantization_config quantizes the same modules with the same scheme{}",
                     where, v.quantized_modules,
-                    v.target_precision ? fmt::format(" (the target is {})", v.target_label)
-                                       : std::string(" (no --target given)")),
+                    v.target ? fmt::format(" (the target is {})", v.target->label)
+                             : std::string(" (no --target given)")),
         "serve this draft unquantized (sparkulator dequantize), or pass --target with a target "
         "quantized by the same scheme and check that its ignore list leaves the draft's modules "
         "as the draft stores them");
@@ -185,7 +183,7 @@ void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
         fmt::format("{}: this draft is dense, but the target is {}, so vLLM builds the draft's "
                     "Linears as that config says and they expect tensors this draft does not "
                     "store",
-                    where, v.target_label),
+                    where, v.target->label),
         "serve beside an unquantized target, or quantize the draft with the target's scheme and "
         "ignore list (sparkulator quantize --scheme ...)");
   }

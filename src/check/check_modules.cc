@@ -131,7 +131,7 @@ void FamilyKeepsDense(const CheckView& v, const ModuleEntry& m, FindingSink& sin
   if (lm == nullptr || !(m.tensors.packed || lm->vllm_quantized)) return;
   // DFlash q/k/v depend on the vLLM release (draft_rules.h); the other family rules do not.
   if (v.family.family == ModelFamily::kDFlash && IsAttentionQkv(m.name)) return;
-  if (auto keep = FamilyKeepReason(v.family, v.map, m.name)) {
+  if (const std::optional<std::string>& keep = m.build->family_keep) {
     sink.Add(FindingCode::kFamilyKeepsDense, m.name, lm->file,
              fmt::format("quantized, but {}", *keep),
              "keep it dense: requantize with sparkulator quantize (it applies the family preset)");

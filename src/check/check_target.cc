@@ -5,7 +5,7 @@ namespace spk::check_internal {
 
 void TargetPairing(const CheckView& v, FindingSink& sink) {
   if (!v.target) return;
-  const ModelConfig& target = *v.target;
+  const ModelConfig& target = v.target->config;
   const ModelConfig& config = v.config;
   auto mismatch = [&](FixedCode code, const char* what, std::optional<int64_t> draft,
                       std::optional<int64_t> tgt, const char* fix) {
@@ -50,12 +50,12 @@ void TargetPairing(const CheckView& v, FindingSink& sink) {
   } else {
     expected.quantized = !expected_text.starts_with("unquantized");
   }
-  if (!v.target_precision->Satisfies(expected)) {
+  if (!v.target->precision.Satisfies(expected)) {
     sink.Add(
         FindingCode::kTargetPrecisionMismatch, "", "config.json",
         fmt::format("the draft was built for a {} target, this target is {} ({}): acceptance can "
                     "drop to ~0% while output stays correct (a silent slowdown)",
-                    expected_text, v.target_precision->Name(), v.target_label),
+                    expected_text, v.target->precision.Name(), v.target->label),
         "pair the draft with the target precision it was calibrated for");
   }
 }

@@ -34,11 +34,13 @@
 #include "check/vllm_rules.h"
 #include "checkpoint/family.h"
 #include "checkpoint/map_rules.h"
-#include "checkpoint/target_precision.h"
 #include "checkpoint/model_config.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/plan.h"
 #include "checkpoint/quant_config.h"
+#include "checkpoint/target_model.h"
+#include "checkpoint/target_precision.h"
+#include "checkpoint/vllm_build.h"
 #include "quant/scheme.h"
 #include "safetensors/index.h"
 #include "safetensors/reader.h"
@@ -128,8 +130,11 @@ struct ModuleEntry {
   std::string name;
   ModuleTensors tensors;
   bool has_values() const { return tensors.packed || tensors.weight; }
-  std::optional<std::string> not_linear;  // NotALinearReason, for a module with values
-  std::optional<size_t> linear;           // its index in CheckView::linears
+  // What vLLM builds for it (checkpoint/vllm_build.h), for a module with values; not_linear is
+  // its reason when that is not a Linear.
+  std::optional<BuildDecision> build;
+  std::optional<std::string> not_linear;
+  std::optional<size_t> linear;  // its index in CheckView::linears
 };
 
 // quantization_config as read: the parsed view of a compressed-tensors config, or why not.
@@ -172,13 +177,11 @@ struct CheckView {
   FamilyDetection family;   // with what the module map adds (ApplyModuleMap)
   MapContext map;           // vLLM's module map of the release judged (checkpoint/map_rules.h)
   std::string map_warning;  // the map is another release's
-  std::optional<ModuleMap> own_map;             // a map given as a file or built from --vllm DIR
-  std::string module_map_source;                // "compiled in", the file, or what built it
-  std::optional<ModelConfig> target;            // --target's config.json
-  // With --target: its precision (checkpoint/target_precision.h, what the pairing compares), and
-  // its quantization in words for messages ("compressed-tensors w4a16 (group 128)").
-  std::optional<TargetPrecision> target_precision;
-  std::string target_label;
+  std::optional<ModuleMap> own_map;  // a map given as a file or built from --vllm DIR
+  std::string module_map_source;     // "compiled in", the file, or what built it
+  // --target: its config.json, precision (what the pairing compares), quantization in words
+  // ("compressed-tensors w4a16 (group 128)") and scheme (checkpoint/target_model.h).
+  std::optional<TargetModel> target;
   // The layer count naming uses: --target-layers, else --target's when config.json lacks one.
   std::optional<int64_t> naming_target_layers;
   VllmNaming naming;

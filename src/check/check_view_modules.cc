@@ -135,6 +135,14 @@ void CollectModules(CheckView* v) {
 
 void DeriveLinears(CheckView* v) {
   if (IsDraft(v->family.family)) v->draft_mapping = JudgeDraftFusedMapping(*v);
+  const std::optional<CheckpointScheme>& scheme = v->quant.scheme;
+  const BuildInputs inputs{.config = &v->config,
+                           .family = &v->family,
+                           .map = &v->map,
+                           .naming = &v->naming,
+                           .scheme = scheme ? scheme->scheme : nullptr,
+                           .group_size = scheme ? scheme->params.group_size : 0,
+                           .target = v->target ? &*v->target : nullptr};
   for (ModuleEntry& entry : v->modules) {
     const std::string& module = entry.name;
     const ModuleTensors& mt = entry.tensors;
@@ -146,9 +154,11 @@ void DeriveLinears(CheckView* v) {
               /*split_from=*/""};
     } else {
       // A quantized weight is a 2-D float weight before quantization; only its name decides.
-      meta = {module + std::string(kPacked), DType::kBF16, {1, 1}, /*split_from=*/""};
+      meta = {module + std::string(kWeight), DType::kBF16, {1, 1}, /*split_from=*/""};
     }
-    entry.not_linear = NotALinearReason(meta, module);
+    // The decision the plan made when it wrote the checkpoint, so that check cannot disagree.
+    entry.build = DecideVllmBuild(inputs, meta);
+    if (entry.build->built == Built::kNotALinear) entry.not_linear = entry.build->reason;
     if (entry.not_linear) continue;
     entry.linear = v->linears.size();
     v->linears.push_back(DeriveLinear(v, entry, meta));
@@ -168,9 +178,10 @@ void DeriveLinears(CheckView* v) {
 
   v->draft.config = &v->config;
   v->draft.family = v->family;
-  v->draft.target_layers = v->target && v->target->num_hidden_layers ? v->target->num_hidden_layers
-                           : v->naming_target_layers                 ? v->naming_target_layers
-                                                                     : v->config.num_target_layers;
+  v->draft.target_layers = v->target && v->target->config.num_hidden_layers
+                               ? v->target->config.num_hidden_layers
+                           : v->naming_target_layers ? v->naming_target_layers
+                                                     : v->config.num_target_layers;
 }
 
 std::string CheckView::NameMatchedInstead(const ModulePattern& pattern) const {

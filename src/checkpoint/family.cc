@@ -147,9 +147,37 @@ FamilyDetection DetectFamilyOnly(const ModelConfig& config,
 
 }  // namespace
 
+bool IsEagle1Layout(const ModelConfig& config, const std::vector<std::string>& tensor_names,
+                    const std::vector<std::vector<int64_t>>* shapes) {
+  if (config.architectures.size() != 1 || config.architectures[0].starts_with("Eagle") ||
+      !config.architectures[0].ends_with("ForCausalLM")) {
+    return false;
+  }
+  bool fc = false;
+  for (size_t i = 0; i < tensor_names.size(); ++i) {
+    std::string_view name = tensor_names[i];
+    if (name.starts_with("model.")) name.remove_prefix(6);
+    if (std::optional<int64_t> layer = LayerIndex(name); layer && *layer != 0) return false;
+    if (!name.starts_with("fc.weight")) continue;
+    fc = true;
+    if (shapes == nullptr || name != "fc.weight") continue;
+    const std::vector<int64_t>& shape = (*shapes)[i];
+    const int64_t h = config.hidden_size.value_or(shape.empty() ? 0 : shape[0]);
+    if (shape.size() != 2 || shape[0] != h || shape[1] != 2 * h) return false;
+  }
+  return fc;
+}
+
 FamilyDetection DetectFamily(const ModelConfig& config,
-                             const std::vector<std::string>& tensor_names, Preset preset) {
+                             const std::vector<std::string>& tensor_names, Preset preset,
+                             const std::vector<std::vector<int64_t>>* shapes) {
   FamilyDetection d = DetectFamilyOnly(config, tensor_names, preset);
+  if (preset == Preset::kAuto && d.family == ModelFamily::kLlm &&
+      IsEagle1Layout(config, tensor_names, shapes)) {
+    d.eagle1_layout = true;
+    d.reason = "EAGLE-1 layout: one decoder layer and fc [H, 2H] under a " +
+               config.architectures[0] + " config";
+  }
   d.num_speculative_tokens = NumSpeculativeTokens(d.family, config, &d.speculative_tokens_reason);
   return d;
 }

@@ -38,14 +38,25 @@ struct FamilyDetection {
   std::string vllm_method;  // the --speculative-config method vLLM builds it for ("dspark")
   bool map_draft = false;   // a draft by the map that the markers above call an LLM (EAGLE-1)
   bool map_no_layer_offset = false;  // a draft whose layers vLLM numbers from 0 (Gemma4 DSpark)
+  // EAGLE-1's common layout (IsEagle1Layout): served as method "eagle", which vLLM builds as
+  // Eagle<architecture> (ResolveMapContext looks that up in the map).
+  bool eagle1_layout = false;
   // The other --speculative-config fields the format fixes, as (key, JSON value): a speculators
   // PEAGLE draft is served with {"parallel_drafting", "true"} (the map's SpeculatorsFormat).
   std::vector<std::pair<std::string, std::string>> speculative_config_fields;
 };
 
 // `preset` kAuto detects; any other preset is taken as given (and the reason says so).
+// `shapes`, parallel to `tensor_names` when given, lets it tell EAGLE-1's fc by its shape.
 FamilyDetection DetectFamily(const ModelConfig& config,
-                             const std::vector<std::string>& tensor_names, Preset preset);
+                             const std::vector<std::string>& tensor_names, Preset preset,
+                             const std::vector<std::vector<int64_t>>* shapes = nullptr);
+
+// EAGLE-1's common layout, which names no Eagle* architecture: a *ForCausalLM config with one
+// decoder layer (layers.0 only) and a top-level `fc` whose weight is [H, 2H] (it fuses the
+// token embedding with the target's hidden state; stored quantized, only its name is seen).
+bool IsEagle1Layout(const ModelConfig& config, const std::vector<std::string>& tensor_names,
+                    const std::vector<std::vector<int64_t>>* shapes);
 
 bool IsDraft(ModelFamily family);
 

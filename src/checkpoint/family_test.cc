@@ -74,5 +74,24 @@ TEST(FamilyTest, LayerIndexNeedsWholeComponent) {
   EXPECT_FALSE(LayerIndex("model.layers.x").has_value());
 }
 
+TEST(FamilyTest, Eagle1LayoutIsOneLayerAndFcOfTwiceTheWidth) {
+  // EAGLE-1's common layout names no Eagle* architecture: one decoder layer and fc [H, 2H].
+  const ModelConfig llama = Config(R"({"architectures":["LlamaForCausalLM"],"hidden_size":8})");
+  const std::vector<std::string> names = {"fc.weight", "layers.0.self_attn.q_proj.weight"};
+  std::vector<std::vector<int64_t>> shapes = {{8, 16}, {8, 8}};
+  auto d = DetectFamily(llama, names, Preset::kAuto, &shapes);
+  EXPECT_TRUE(d.eagle1_layout);
+  EXPECT_EQ(d.family, ModelFamily::kLlm);  // the map makes it a draft (map_rules.h)
+  // Stored quantized, only its name is seen.
+  EXPECT_TRUE(IsEagle1Layout(llama, {"fc.weight_packed", "layers.0.mlp.up_proj.weight"}, nullptr));
+  shapes[0] = {8, 8};  // a square fc is not EAGLE-1's
+  EXPECT_FALSE(IsEagle1Layout(llama, names, &shapes));
+  EXPECT_FALSE(IsEagle1Layout(llama, {"fc.weight", "layers.1.mlp.up_proj.weight"}, nullptr));
+  EXPECT_FALSE(IsEagle1Layout(llama, {"layers.0.mlp.up_proj.weight"}, nullptr));
+  EXPECT_FALSE(IsEagle1Layout(Config(R"({"architectures":["EagleLlamaForCausalLM"]})"),
+                              {"fc.weight"}, nullptr));
+  EXPECT_FALSE(DetectFamily(llama, names, Preset::kLlm, nullptr).eagle1_layout);
+}
+
 }  // namespace
 }  // namespace spk

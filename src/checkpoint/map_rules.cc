@@ -82,8 +82,17 @@ MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
   if (map == nullptr || !family.family_rules) return context;
   context.map = map;
   context.architecture = FindArchitecture(*map, config);
+  // EAGLE-1's layout is served as method "eagle", and vLLM's EAGLEConfig renames the draft's
+  // architectures to Eagle<arch> for that method (vllm/transformers_utils/configs/eagle.py:
+  // `f"Eagle{arch}" if not arch.startswith("Eagle")`), so LlamaForCausalLM builds as
+  // EagleLlamaForCausalLM (llama_eagle.py, whose fc is Linear(2H, H)).
+  if (family.eagle1_layout && !config.architectures.empty()) {
+    auto eagle = map->architectures.find("Eagle" + config.architectures[0]);
+    if (eagle != map->architectures.end()) context.architecture = &eagle->second;
+  }
   if (family.family == ModelFamily::kMtp) context.mtp = FindMtpArchitecture(*map, config);
-  context.draft = IsDraft(family.family) || family.family == ModelFamily::kMtp || family.map_draft;
+  context.draft = IsDraft(family.family) || family.family == ModelFamily::kMtp ||
+                  family.map_draft || family.eagle1_layout;
   context.architecture_name =
       config.architectures.empty() ? std::string("(none in config.json)") : config.architectures[0];
   return context;
@@ -208,17 +217,6 @@ std::string UnmappedArchitectureWarning(const MapContext& context,
       "model_free_ptq does, but {} of them are not standard decoder Linears and are not verified "
       "({}); `sparkulator check` says what vLLM then loads, and --ignore keeps one dense",
       context.map->release, context.architecture_name, unverified.size(), list);
-}
-
-std::string TargetConfigWarning(const MapContext& context) {
-  const MappedArchitecture* a = context.architecture;
-  if (a == nullptr || !a->takes_target_quant_config()) return "";
-  return fmt::format(
-      "vLLM {} builds {} ({}) under the target's quantization config and never reads the "
-      "draft's own: this quantized draft loads only beside a target quantized with the same "
-      "scheme whose ignore list leaves the draft's modules as stored (`sparkulator check --target "
-      "TARGET` says)",
-      context.map->release, a->name, a->file);
 }
 
 std::optional<UnstoredRefusal> RefusalForUnstoredParams(

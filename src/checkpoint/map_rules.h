@@ -77,10 +77,6 @@ std::optional<std::string> MapKeepReason(const MapContext& context, std::string_
 std::string UnmappedArchitectureWarning(const MapContext& context,
                                         const std::vector<std::string>& unverified);
 
-// The plan's warning when vLLM builds this draft under the target's quantization config and
-// never reads the draft's own (MappedArchitecture::built_under_target_config); "" otherwise.
-std::string TargetConfigWarning(const MapContext& context);
-
 // Why vLLM refuses to load the architecture (or the MTP layers) of `context` from a
 // compressed-tensors checkpoint: its load_weights requires KV-cache parameters that such a
 // checkpoint does not store (MappedArchitecture::refuses_without); `stored(name)` says whether

@@ -3,12 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cassert>
 #include <iterator>
 #include <map>
 #include <set>
 
-#include "base/checked_math.h"
 #include "checkpoint/gemm.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/moe.h"
@@ -144,62 +142,6 @@ Status CheckFusedGroups(std::vector<TensorPlan>* tensors) {
 
 }  // namespace
 
-// Rules that hold for every family: what vLLM never builds as a quantizable Linear.
-std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module) {
-  if (!IsQuantizableFloat(t.dtype)) {
-    return fmt::format("{} tensor: only BF16/F16/F32 weights are quantized", DTypeName(t.dtype));
-  }
-  if (t.shape.size() != 2) return fmt::format("{}-D tensor (norm, bias or buffer)", t.shape.size());
-  if (Contains(module, "embed") || Leaf(module) == "wte") {
-    return "embedding: vLLM builds VocabParallelEmbedding, not a Linear";
-  }
-  if (Contains(module, "lm_head") || Contains(module, "shared_head.head")) {
-    return "lm_head: vLLM builds ParallelLMHead, not a Linear";
-  }
-  if (Contains(Leaf(module), "norm")) return "norm weight";
-  return std::nullopt;
-}
-
-std::optional<std::string> FamilyKeepReason(const FamilyDetection& family,
-                                            std::string_view module) {
-  if (!family.family_rules) return std::nullopt;
-  std::string_view leaf = Leaf(module);
-  switch (family.family) {
-    case ModelFamily::kDFlash:
-      if (IsQkvLeaf(leaf)) {
-        return "DFlash: q/k/v stay dense so that every vLLM loads the draft: Laguna DFlash and "
-               "vLLM up to 0.26 build the context K/V from qkv_proj.weight directly (vllm#51581); "
-               "Qwen3 DFlash on vLLM 0.32 would also load them quantized (--preset none)";
-      }
-      if (leaf == "g_proj") return "DFlash (Laguna): per-head gate, out = heads, not Marlin-legal";
-      return std::nullopt;
-    case ModelFamily::kMtp:
-      if (leaf == "eh_proj" || module == "mtp.fc") return "MTP: eh_proj stays dense (docs/vllm.md)";
-      return std::nullopt;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, const MapContext& map,
-                                            std::string_view module) {
-  std::optional<std::string> keep = FamilyKeepReason(family, module);
-  if (keep && family.family == ModelFamily::kMtp &&
-      JudgeByMap(map, module, std::string(module) + ".weight").verdict == MapVerdict::kQuantized) {
-    return std::nullopt;
-  }
-  return keep;
-}
-
-uint64_t TensorMeta::nbytes() const {
-  uint64_t elements = 0, bytes = 0;
-  bool ok =
-      CheckedElementCount(shape, &elements) && CheckedByteSize(elements, DTypeBits(dtype), &bytes);
-  assert(ok && "TensorMeta with an unvalidated shape");
-  (void)ok;
-  return bytes;
-}
-
 size_t QuantPlan::quantized_count() const {
   return std::count_if(tensors.begin(), tensors.end(),
                        [](const TensorPlan& t) { return t.action == TensorAction::kQuantize; });
@@ -269,10 +211,14 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
                             const PlanOptions& options) {
   if (options.tp < 1) return Status::Usage("--tp must be at least 1");
   std::vector<std::string> names;
-  for (const TensorMeta& t : tensors) names.push_back(t.name);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorMeta& t : tensors) {
+    names.push_back(t.name);
+    shapes.push_back(t.shape);
+  }
   QuantPlan plan;
   plan.options = options;
-  plan.family = DetectFamily(config, names, options.preset);
+  plan.family = DetectFamily(config, names, options.preset, &shapes);
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
@@ -280,37 +226,37 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     if (auto lacked = ReleaseLacksKind(*choice.map, config)) return Status::Usage(lacked->message);
   }
   ApplyModuleMap(plan.map, config, &plan.family);
-  if (std::string w = TargetConfigWarning(plan.map); !w.empty()) plan.warnings.push_back(w);
-  // The output is compressed-tensors and never stores KV-cache parameters.
+  // The output is compressed-tensors and never stores KV-cache parameters: vLLM would refuse it
+  // whatever the plan quantizes, and check fails it (vllm-refuses-unstored-params), so it is
+  // refused here rather than written.
   if (auto refusal = RefusalForUnstoredParams(plan.map, [](const std::string&) { return false; })) {
-    plan.warnings.push_back(refusal->message + "; " + refusal->fix);
+    return Status::Usage(refusal->message + "; " + refusal->fix);
   }
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
   std::vector<bool> ignore_used(user_ignore.size(), false);
 
+  const BuildInputs inputs{.config = &config,
+                           .family = &plan.family,
+                           .map = &plan.map,
+                           .naming = &plan.naming,
+                           .scheme = options.scheme,
+                           .group_size = options.group_size,
+                           .target = options.target ? &*options.target : nullptr};
   for (const TensorMeta& t : tensors) {
     TensorPlan p;
     p.tensor = t.name;
-    std::string_view module = t.name;
-    bool is_weight = module.ends_with(".weight");
-    if (is_weight) module.remove_suffix(std::string_view(".weight").size());
     if (Contains(t.name, "lm_head")) plan.has_lm_head = true;
-    auto not_linear = is_weight ? NotALinearReason(t, module)
-                                : std::optional<std::string>("not a weight (bias or buffer)");
-    // The embedding / lm_head / norm rules go by the name; where the release's map lists the
-    // module as a Linear vLLM quantizes, the map decides (Qwen4-exp MTP's mtp.fc_embedding is a
-    // ColumnParallelLinear: kept dense and unlisted in the ignore list, it would not load).
-    if (not_linear && is_weight && IsQuantizableFloat(t.dtype) && t.shape.size() == 2 &&
-        JudgeByMap(plan.map, module, t.name).verdict == MapVerdict::kQuantized) {
-      not_linear.reset();
-    }
-    if (not_linear) {
-      p.reason = *not_linear;
+    const BuildDecision built = DecideVllmBuild(inputs, t);
+    if (built.built == Built::kRefused) return Status::Usage(built.reason);
+    if (!built.is_linear()) {
+      p.reason = built.reason;
       plan.tensors.push_back(std::move(p));
       continue;
     }
+    std::string_view module = t.name;
+    module.remove_suffix(std::string_view(".weight").size());
     p.is_linear = true;
     p.out_features = t.shape[0];
     p.in_features = t.shape[1];
@@ -323,19 +269,14 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
         if (p.reason.empty()) p.reason = fmt::format("--ignore '{}'", user_ignore[i].text());
       }
     }
-    if (p.reason.empty()) {
-      if (auto router = RouterKeepRule(config, module)) {
-        p.reason = router->reason;
-      } else if (auto why = FamilyKeepReason(plan.family, plan.map, module)) {
-        p.reason = *why;
-      } else if (auto map_says = MapKeepReason(plan.map, module, t.name)) {
-        p.reason = *map_says;
-        if (IsUnverifiedByMap(plan.map, module)) unverified.emplace_back(module);  // kept dense
-      } else {  // the kernel rules come after the loop: they need the whole fused GEMM
-        p.action = TensorAction::kQuantize;
-        p.reason = "Linear weight";
-        if (IsUnverifiedByMap(plan.map, module)) unverified.emplace_back(module);  // quantized
-      }
+    // The kernel rules come after the loop: they need the whole fused GEMM.
+    const bool quantized = p.reason.empty() && built.built == Built::kQuantizedLinear;
+    if (p.reason.empty()) p.reason = built.reason;
+    if (quantized) p.action = TensorAction::kQuantize;
+    // A Linear of an architecture no map knows, kept dense (a draft's) or quantized unverified.
+    if (p.reason == built.reason && (built.by == DenseBy::kMap || quantized) &&
+        IsUnverifiedByMap(plan.map, module)) {
+      unverified.emplace_back(module);
     }
     plan.tensors.push_back(std::move(p));
   }

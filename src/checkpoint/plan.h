@@ -1,17 +1,15 @@
 // The quantization plan: for every tensor of a checkpoint, quantize or keep dense, with the reason,
 // and the `ignore` list that makes vLLM agree.
 //
-// The rules, in order (first that applies wins): non-float or non-2-D tensors, embeddings, lm_head,
-// index tensors and norms stay as they are; --ignore; routers; the family preset keeps the modules
-// vLLM needs dense (docs/vllm.md: DFlash q/k/v and g_proj, EAGLE-3/MTP heads); vLLM's module map
-// of the release judged keeps what vLLM does not load quantized (map_rules.h: heads built without
-// the quant config, weights read in the forward, modules it does not list); the group rule;
-// the Marlin kernel rules per tensor-parallel partition; then fused groups (q/k/v, gate/up) are
-// made all-dense if any member is dense. BuildPlan then writes the ignore list and proves it with
-// the same matcher that `check` uses (VerifyIgnoreList): every dense Linear is ignored under vLLM's
-// naming with and without fused-name expansion, no quantized Linear is. It refuses
-// (InvalidInput/Usage) rather than plan a checkpoint that vLLM would load wrongly. Pure functions
-// over values; thread-safe.
+// What vLLM builds for each tensor is DecideVllmBuild's (vllm_build.h: not a Linear, a router, the
+// family rules, the module map, a draft under the target's quantization config), the decision
+// `check` judges by too; on top, the plan applies --ignore (its reason wins), then the Marlin
+// kernel rules per tensor-parallel partition; then fused groups (q/k/v, gate/up) are made
+// all-dense if any member is dense. A draft that DecideVllmBuild refuses is refused (Usage).
+// BuildPlan then writes the ignore list and proves it with the same matcher that `check` uses
+// (VerifyIgnoreList): every dense Linear is ignored under vLLM's naming with and without fused-name
+// expansion, no quantized Linear is. It refuses (InvalidInput/Usage) rather than plan a checkpoint
+// that vLLM would load wrongly. Pure functions over values; thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -23,21 +21,12 @@
 #include "checkpoint/family.h"
 #include "checkpoint/map_rules.h"
 #include "checkpoint/model_config.h"
+#include "checkpoint/target_model.h"
+#include "checkpoint/vllm_build.h"
 #include "quant/scheme.h"
 #include "tensor/dtype.h"
 
 namespace spk {
-
-struct TensorMeta {
-  std::string name;
-  DType dtype = DType::kBF16;
-  std::vector<int64_t> shape;
-  // The fused 3-D expert tensor this 2-D weight was split from (checkpoint/moe.h), else empty.
-  std::string split_from;
-  // Bytes of the tensor's data. REQUIRES: a shape the safetensors parser (or the plan) validated,
-  // so the product cannot overflow.
-  uint64_t nbytes() const;
-};
 
 struct PlanOptions {
   const QuantScheme* scheme = FindScheme("w4a16");  // a row of quant/scheme.h, never null
@@ -47,6 +36,9 @@ struct PlanOptions {
   int tp = 1;                       // tensor-parallel size the kernel rules are checked for
   std::optional<int64_t> target_layers;
   std::string vllm_release;  // the vLLM release whose module map judges the plan; "" = newest
+  // --target: the model the draft is served with. A draft vLLM builds under the target's
+  // quantization config is planned from it, and refused without it (vllm_build.h).
+  std::optional<TargetModel> target;
 };
 
 enum class TensorAction { kKeep, kQuantize };
@@ -79,21 +71,5 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
 // every dense Linear ignored, with and without fused-name expansion; no quantized one. The message
 // names the first module that vLLM would get wrong and what it would do.
 Status VerifyIgnoreList(const QuantPlan& plan, const std::vector<std::string>& ignore);
-
-// Why vLLM never builds the tensor `t` of checkpoint module `module` (its name without ".weight")
-// as a quantizable Linear (embedding, lm_head, norm, router, non-float or non-2-D), or nullopt for
-// a Linear weight. Shared by the plan and by `check`.
-std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module);
-
-// Why the draft family keeps the Linear `module` dense (DFlash q/k/v and g_proj, MTP eh_proj), or
-// nullopt. Always nullopt when the family rules are off (--preset none).
-std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, std::string_view module);
-
-// FamilyKeepReason where the module map knows better: an MTP layer's Linear that the map shows vLLM
-// builds quantized (Qwen3-Next, Qwen3.5, Exaone MTP's `mtp.fc`, a ColumnParallelLinear with a
-// scheme) is not kept dense by the MTP rule, which is for the `eh_proj` vLLM builds as a plain
-// nn.Linear. The DFlash rules stay: they keep q/k/v dense for the releases that read them directly.
-std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, const MapContext& map,
-                                            std::string_view module);
 
 }  // namespace spk

@@ -128,7 +128,9 @@ TEST(ModuleMapPlanTest, Gemma4DSparkNamesItsLayersWithoutTheTargetsOffset) {
   std::vector<TensorMeta> tensors = Square({"model.layers.0.mlp.down_proj.weight"});
   ModelConfig config = Config(R"({"architectures":["Gemma4DSparkModel"],"num_target_layers":30,
       "dflash_config":{"block_size":4}})");
-  auto plan = BuildPlan(tensors, config, PlanOptions{});
+  PlanOptions beside_dense;
+  beside_dense.target = TargetModel{};  // vLLM builds Gemma4 DSpark under the target's config
+  auto plan = BuildPlan(tensors, config, beside_dense);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->tensors[0].vllm_module, "model.layers.0.mlp.down_proj");
   auto qwen = BuildPlan(tensors, Config(R"({"architectures":["Qwen3DSparkModel"],
@@ -138,20 +140,49 @@ TEST(ModuleMapPlanTest, Gemma4DSparkNamesItsLayersWithoutTheTargetsOffset) {
   EXPECT_EQ(qwen->tensors[0].vllm_module, "model.layers.30.mlp.down_proj");
 }
 
-TEST(ModuleMapPlanTest, ADraftBuiltUnderTheTargetsConfigIsWarnedAbout) {
+TEST(ModuleMapPlanTest, ADraftBuiltUnderTheTargetsConfigIsPlannedFromTheTarget) {
   // gemma4_dspark.py builds with vllm_config.quant_config (the target's); qwen3_dspark.py asks
   // the draft's own, and MTP layers are the target checkpoint's own.
   EXPECT_TRUE(Map("0.33.0").architectures.at("Gemma4DSparkModel").built_under_target_config);
   EXPECT_FALSE(Map("0.33.0").architectures.at("Qwen3DSparkModel").built_under_target_config);
   std::vector<TensorMeta> tensors = Square({"model.layers.0.mlp.down_proj.weight"});
-  auto gemma = BuildPlan(tensors, Config(R"({"architectures":["Gemma4DSparkModel"],
-      "num_target_layers":30,"dflash_config":{"block_size":4}})"),
-                         PlanOptions{});
-  ASSERT_TRUE(gemma.ok()) << gemma.status().message();
-  ASSERT_EQ(gemma->warnings.size(), 1u);
-  EXPECT_NE(gemma->warnings[0].find("gemma4_dspark.py) under the target's quantization config"),
+  const ModelConfig gemma = Config(R"({"architectures":["Gemma4DSparkModel"],
+      "num_target_layers":30,"dflash_config":{"block_size":4}})");
+  PlanOptions options;
+  options.vllm_release = "0.33.0";
+  // Without --target nothing says what vLLM builds: refused, never written and then failed.
+  auto refused = BuildPlan(tensors, gemma, options);
+  ASSERT_EQ(refused.status().code(), StatusCode::kUsage);
+  EXPECT_EQ(refused.status().message(),
+            "vLLM 0.33.0 builds Gemma4DSparkModel (vllm/model_executor/models/gemma4_dspark.py) "
+            "under the target's quantization config and never reads the draft's own: pass "
+            "--target T (the target it is served with): beside a dense target its Linears stay "
+            "dense, beside a compressed-tensors target they take the target's scheme");
+  // Beside a dense target its Linears are built dense.
+  options.target = TargetModel{};
+  options.target->label = "unquantized (bfloat16)";
+  auto dense = BuildPlan(tensors, gemma, options);
+  ASSERT_TRUE(dense.ok()) << dense.status().message();
+  EXPECT_EQ(dense->quantized_count(), 0u);
+  EXPECT_EQ(dense->tensors[0].reason,
+            "vLLM 0.33.0 builds Gemma4DSparkModel (vllm/model_executor/models/gemma4_dspark.py) "
+            "under the target's quantization config and never reads the draft's own, and the "
+            "target is unquantized (bfloat16): vLLM builds the draft's Linears dense");
+  // Beside a w4a16 target: the target's scheme, and only it.
+  options.target->precision.quantized = true;
+  options.target->label = "compressed-tensors w4a16";
+  options.target->scheme = CheckpointScheme{FindScheme("w4a16"), QuantParams{}};
+  auto quantized = BuildPlan(tensors, gemma, options);
+  ASSERT_TRUE(quantized.ok()) << quantized.status().message();
+  EXPECT_EQ(quantized->quantized_count(), 1u);
+  options.scheme = FindScheme("w8a16");
+  auto other = BuildPlan(tensors, gemma, options);
+  ASSERT_EQ(other.status().code(), StatusCode::kUsage);
+  EXPECT_NE(other.status().message().find(", and the target is compressed-tensors w4a16: the "
+                                          "draft's Linears load only with that scheme: pass "
+                                          "--scheme w4a16 --group-size 128"),
             std::string::npos)
-      << gemma->warnings[0];
+      << other.status().message();
   auto qwen = BuildPlan(tensors, Config(R"({"architectures":["Qwen3DSparkModel"],
       "num_target_layers":30,"dflash_config":{"block_size":4}})"),
                         PlanOptions{});
@@ -470,21 +501,19 @@ TEST(ModuleMapTest, AnMtpLayerThatWantsKvCacheParamsIsRefusedUnlessTheyAreStored
   }
 }
 
-TEST(ModuleMapPlanTest, AStep3p5CheckpointsPlanWarnsThatItsMtpLayersWillBeRefused) {
+TEST(ModuleMapPlanTest, AStep3p5CheckpointIsRefusedAsVllmRefusesItsMtpLayers) {
+  // Any compressed-tensors Step3p5 checkpoint lacks the KV-cache parameters its MTP layers'
+  // load_weights requires: written, it would fail check (vllm-refuses-unstored-params) and vLLM.
   std::vector<TensorMeta> tensors =
       Square({"model.layers.0.self_attn.q_proj.weight", "model.layers.2.self_attn.q_proj.weight",
               "model.layers.2.eh_proj.weight"});
   auto plan = BuildPlan(tensors, Step3p5(), PlanOptions{});
-  ASSERT_TRUE(plan.ok()) << plan.status().message();
-  ASSERT_NE(plan->map.mtp, nullptr);
-  bool warned = false;
-  for (const std::string& w : plan->warnings) {
-    EXPECT_EQ(w.find("does not know architecture"), std::string::npos) << w;
-    warned |= w.find("refuses to load Step3p5MTP") != std::string::npos &&
-              w.find("without --speculative-config") != std::string::npos;
-  }
-  EXPECT_TRUE(warned);
-  // A model the map shows loading without them gets no such warning.
+  ASSERT_EQ(plan.status().code(), StatusCode::kUsage);
+  EXPECT_NE(plan.status().message().find("refuses to load Step3p5MTP"), std::string::npos)
+      << plan.status().message();
+  EXPECT_NE(plan.status().message().find("without --speculative-config"), std::string::npos)
+      << plan.status().message();
+  // A model the map shows loading without them is planned, with no such warning.
   auto qwen = BuildPlan(Square({"model.layers.0.self_attn.q_proj.weight"}),
                         Config(R"({"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3"})"),
                         PlanOptions{});

@@ -154,8 +154,12 @@ Result<Json> InspectQuantized(SourceCheckpoint src) {
   SPK_ASSIGN_OR_RETURN(QuantizationConfigView qc,
                        ParseQuantizationConfig(src.dir + "/config.json", src.config.json));
   std::vector<std::string> names;
-  for (const TensorMeta& t : src.tensors) names.push_back(t.name);
-  FamilyDetection family = DetectFamily(src.config, names, Preset::kAuto);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorMeta& t : src.tensors) {
+    names.push_back(t.name);
+    shapes.push_back(t.shape);
+  }
+  FamilyDetection family = DetectFamily(src.config, names, Preset::kAuto, &shapes);
   // The newest module map names the method vLLM serves the architecture with, as the plan's and
   // check's serve lines do (an EAGLE-1 LlamaForCausalLM layout is a draft, DSpark is dspark).
   MapContext map;
@@ -275,7 +279,8 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"part_shards", s.part_shards},
               {"tensors", tensors},
               {"size", SizeJson(s.source_tensor_bytes, s.output_tensor_bytes)},
-              {"serve", ServeLine(plan.family, out_path, "<target>")},
+              {"serve", ServeLine(plan.family, out_path,
+                                  plan.options.target ? plan.options.target->spec : "<target>")},
               {"serve_options", ServeOptionsJson(plan.map)},
               {"serve_options_notes", ServeOptionsNotes(plan.map, plan.has_lm_head)},
               {"num_speculative_tokens_reason", plan.family.speculative_tokens_reason},

@@ -269,7 +269,11 @@ Result<QuantizeSummary> QuantizeCheckpoint(const RunContext& run, const Quantize
   // A pre-quantized source (FP8 blocks) is read as the dense checkpoint it decodes to; any other
   // quantization_config is refused there, naming what is decoded.
   SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));
-  SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, options.plan));
+  PlanOptions plan_options = options.plan;
+  if (!options.target.empty()) {
+    SPK_ASSIGN_OR_RETURN(plan_options.target, LoadTargetModel(fs, options.target));
+  }
+  SPK_ASSIGN_OR_RETURN(QuantPlan plan, BuildPlan(src.tensors, src.config, plan_options));
   uint64_t source_bytes = 0;
   for (const TensorMeta& t : src.tensors) source_bytes += t.nbytes();
   auto write = CheckpointWriterOptions::For(options.destination, options.force, run.threads,

@@ -39,6 +39,9 @@ struct QuantizeOptions {
   // (its Name(): "unquantized", "fp8", "int4") so that `check --target` catches a cross-pairing.
   TargetPrecision target_precision;
   PlanOptions plan;  // the scheme row and group size (quant/scheme.h SelectScheme) among them
+  // --target: the model the draft is served with (folder or org/name), read into plan.target
+  // (checkpoint/target_model.h); "" for none.
+  std::string target;
   bool force = false;
   bool dry_run = false;  // plan and report, write nothing
   // Continue an interrupted run of the same job (--resume): the shards it finished, verified by

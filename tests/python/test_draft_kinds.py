@@ -34,6 +34,7 @@ SIDE = 256  # every weight [SIDE, SIDE]: whole groups of 128 and Marlin tiles
 # docs/check.md); routers by the router rule. The map's verdict on them is not the plan's.
 FAMILY_DENSE_LEAVES = {"q_proj", "k_proj", "v_proj", "qkv_proj", "g_proj", "eh_proj", "gate",
                        "shared_expert_gate"}
+QKV_LEAVES = {"q_proj", "k_proj", "v_proj", "qkv_proj"}
 MAP_ERROR_CODES = {"vllm-map-no-scheme", "vllm-map-plain-param", "vllm-map-weight-read-directly"}
 
 
@@ -41,6 +42,17 @@ def draft_architectures():
     return sorted(name for name, a in MAP["architectures"].items()
                   if a.get("error") is None and a["role"] == "draft"
                   and a["methods"] != ["extract_hidden_states"])
+
+
+def refused_architectures():
+    """The kinds vLLM refuses from any compressed-tensors checkpoint (their load_weights wants the
+    KV-cache parameters only a kv_cache_scheme stores: the map's refuses_unstored), which
+    quantize refuses rather than write."""
+    return [n for n in draft_architectures() if MAP["architectures"][n].get("refuses_unstored")]
+
+
+def planned_architectures():
+    return [n for n in draft_architectures() if n not in refused_architectures()]
 
 
 def module_weights(arch: dict) -> dict:
@@ -111,22 +123,69 @@ def quantized_modules(folder: Path) -> set:
         return {k.removesuffix(".weight_packed") for k in f.keys() if k.endswith(".weight_packed")}
 
 
+def target_args(root: Path, name: str) -> list:
+    """The --target a kind is quantized and checked with: a w4a16 target for a draft vLLM builds
+    under the target's quantization config (quantize refuses it without one), else none."""
+    if not takes_target_config(name):
+        return []
+    return ["--target", write_target(root / name / "w4-target", quantized=True)]
+
+
 @pytest.fixture(scope="module")
 def kinds(tmp_path_factory, spk):
-    """name -> (source, default output, --preset none output, the plan's --json)."""
+    """name -> (source, default output, --preset none output, the plan's --json or, for a kind
+    quantize refuses, its message)."""
     root = tmp_path_factory.mktemp("kinds")
     out = {}
     for name in draft_architectures():
         arch = MAP["architectures"][name]
         src = root / name / "src"
         write_checkpoint(src, name, arch)
-        plan = json.loads(spk("quantize", src, root / name / "q", "--json", "--no-fsync").stdout)
+        proc = spk("quantize", src, root / name / "q", "--json", "--no-fsync",
+                   *target_args(root, name), expect=2 if name in refused_architectures() else 0)
+        plan = json.loads(proc.stdout) if proc.returncode == 0 else proc.stderr
         spk("quantize", src, root / name / "all", "--preset", "none", "--no-fsync")
         out[name] = (src, root / name / "q", root / name / "all", plan)
     return out
 
 
-@pytest.mark.parametrize("name", draft_architectures())
+def check_findings(spk, ckpt, *args) -> tuple:
+    """check's exit code and findings, judged for the newest map's release."""
+    proc = spk("check", ckpt, "--vllm-version", RELEASE, "--json", *args, expect=None)
+    return proc.returncode, json.loads(proc.stdout)["findings"]
+
+
+def errors_of(findings: list) -> list:
+    return [f for f in findings if f["severity"] == "error"]
+
+
+def expected_map_errors(name: str, stored: set) -> set:
+    """The modules of `stored` (quantized) that check must fail by the map: built with no scheme,
+    read in the forward (a DFlash draft's q/k/v are the release rules' instead), or held as a
+    plain parameter."""
+    arch = MAP["architectures"][name]
+    dflash = "dflash_config" in config_for(name, arch) or "DFlash" in name
+    expected = set()
+    for weight, entry in module_weights(arch).items():
+        module = weight.removesuffix(".weight")
+        if module not in stored:
+            continue
+        if entry.get("weight_read_directly"):
+            # check's read_at: the first unguarded read of the module's leaf (vllm_module_map.cc).
+            vllm_leaf = entry["prefix"].rsplit(".", 1)[-1]
+            read_at = next((r["file"] for r in arch["weight_reads"]
+                            if r["name"] == vllm_leaf and r.get("guard") is None), "")
+            if not (dflash and leaf(module) in QKV_LEAVES and read_at.endswith("_dflash.py")):
+                expected.add(module)
+        elif not entry["quantized"]:
+            expected.add(module)
+    for weight in plain_weights(arch):
+        if weight.removesuffix(".weight") in stored:
+            expected.add(weight.removesuffix(".weight"))
+    return expected
+
+
+@pytest.mark.parametrize("name", planned_architectures())
 def test_plan_quantizes_only_what_vllm_loads_quantized(kinds, name):
     arch = MAP["architectures"][name]
     _, q, _, plan = kinds[name]
@@ -147,7 +206,7 @@ def test_plan_quantizes_only_what_vllm_loads_quantized(kinds, name):
     assert plan["vllm_module_map"]["release"] == RELEASE
 
 
-@pytest.mark.parametrize("name", draft_architectures())
+@pytest.mark.parametrize("name", planned_architectures())
 def test_serve_line_uses_the_architectures_method(kinds, name):
     method = next(m for m in MAP["architectures"][name]["methods"]
                   if m not in ("target", "draft_model"))
@@ -160,30 +219,31 @@ def test_serve_line_uses_the_architectures_method(kinds, name):
         assert f'"{key}":{json.dumps(value)}' in serve, serve
 
 
-@pytest.mark.parametrize("name", draft_architectures())
-def test_check_passes_the_plan_and_names_each_head_quantized_anyway(kinds, spk, name):
-    arch = MAP["architectures"][name]
+@pytest.mark.parametrize("name", planned_architectures())
+def test_check_passes_the_plan_and_names_each_head_quantized_anyway(kinds, spk, tmp_path, name):
     _, q, everything, _ = kinds[name]
+    # The plan's output, checked beside the target it was planned for: no error at all.
+    rc, findings = check_findings(spk, q, *target_args(tmp_path, name))
+    assert (rc, errors_of(findings)) == (0, []), findings
     report = json.loads(spk("check", q, "--vllm-version", RELEASE, "--json", expect=None).stdout)
-    map_errors = [f for f in report["findings"] if f["code"] in MAP_ERROR_CODES]
-    assert map_errors == [], map_errors
     assert report["vllm_module_map"] == RELEASE
-    # The head-quantized copy: each module vLLM builds with no scheme, or holds as a parameter,
-    # is an error naming it (q/k/v of a DFlash draft are the release rules', docs/check.md).
-    stored = quantized_modules(everything)
-    expected = set()
-    for weight, entry in module_weights(arch).items():
-        module = weight.removesuffix(".weight")
-        if module in stored and not entry["quantized"]:
-            expected.add(module)
-    for weight in plain_weights(arch):
-        if weight.removesuffix(".weight") in stored:
-            expected.add(weight.removesuffix(".weight"))
-    proc = spk("check", everything, "--vllm-version", RELEASE, "--json", expect=None)
-    report = json.loads(proc.stdout)
-    flagged = {f["module"] for f in report["findings"] if f["code"] in MAP_ERROR_CODES}
-    assert expected <= flagged, (expected - flagged, report["findings"])
-    assert proc.returncode == (1 if flagged else 0) or not flagged
+    # The head-quantized copy: each module vLLM builds with no scheme, reads in its forward, or
+    # holds as a parameter, is an error naming it, and only those.
+    rc, findings = check_findings(spk, everything)
+    flagged = {f["module"] for f in findings if f["code"] in MAP_ERROR_CODES}
+    assert flagged == expected_map_errors(name, quantized_modules(everything)), findings
+    assert rc == (1 if errors_of(findings) else 0), findings
+
+
+@pytest.mark.parametrize("name", refused_architectures())
+def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(kinds, spk, name):
+    # quantize says what check says of the copy written anyway (--preset none): vLLM's refusal.
+    _, q, everything, refusal = kinds[name]
+    assert not q.exists()
+    rc, findings = check_findings(spk, everything)
+    (found,) = [f for f in findings if f["code"] == "vllm-refuses-unstored-params"]
+    assert rc == 1 and found["severity"] == "error", findings
+    assert f"error: {found['message']}; {found['fix']}" in refusal, (refusal, found)
 
 
 def test_the_kinds_of_the_field_are_covered():
@@ -232,19 +292,24 @@ def test_some_drafts_take_the_targets_quant_config():
 
 
 @pytest.mark.parametrize("name", [n for n in draft_architectures() if takes_target_config(n)])
-def test_a_draft_built_under_the_targets_config_is_flagged(kinds, spk, tmp_path, name):
+def test_a_draft_built_under_the_targets_config_is_planned_from_it(kinds, spk, tmp_path, name):
     src, q, _, plan = kinds[name]
-    assert quantized_modules(q), f"{name}: the plan quantizes nothing"
-    assert any("under the target's quantization config" in w for w in plan["warnings"]), plan
+    assert quantized_modules(q), f"{name}: the plan beside a w4a16 target quantizes nothing"
+    # Without --target quantize refuses: vLLM would build the draft from a config it never reads.
+    proc = spk("quantize", src, tmp_path / "refused", "--no-fsync", expect=2)
+    arch = MAP["architectures"][name]
+    assert (f"vLLM {RELEASE} builds {name} ({arch['file']}) under the target's quantization "
+            "config and never reads the draft's own: pass --target T") in proc.stderr, proc.stderr
+    assert not (tmp_path / "refused").exists()
     code = "vllm-map-draft-takes-target-config"
 
     def findings(ckpt, *extra):
-        proc = spk("check", ckpt, "--vllm-version", RELEASE, "--json", *extra, expect=None)
-        return proc.returncode, [f for f in json.loads(proc.stdout)["findings"] if f["code"] == code]
+        rc, found = check_findings(spk, ckpt, *extra)
+        return rc, [f for f in found if f["code"] == code]
 
     rc, found = findings(q, "--target", write_target(tmp_path / "bf16", quantized=False))
     assert rc == 1 and [f["severity"] for f in found] == ["error"], found
-    assert MAP["architectures"][name]["file"] in found[0]["message"]
+    assert arch["file"] in found[0]["message"]
     # Beside a target quantized the same way it may load: a warning, not an error.
     _, found = findings(q, "--target", write_target(tmp_path / "w4", quantized=True))
     assert [f["severity"] for f in found] == ["warning"], found
@@ -253,6 +318,10 @@ def test_a_draft_built_under_the_targets_config_is_flagged(kinds, spk, tmp_path,
     assert rc == 1 and [f["severity"] for f in found] == ["error"], found
     _, found = findings(src, "--target", tmp_path / "bf16")
     assert found == []
+    # Planned beside the dense target, it stays dense, and check passes it.
+    spk("quantize", src, tmp_path / "dense", "--no-fsync", "--target", tmp_path / "bf16")
+    assert quantized_modules(tmp_path / "dense") == set()
+    assert findings(tmp_path / "dense", "--target", tmp_path / "bf16") == (0, [])
 
 
 def test_a_draft_that_reads_its_own_config_is_not_flagged(kinds, spk, tmp_path):
@@ -377,7 +446,7 @@ def test_the_newly_built_033_kinds_are_in_the_newest_map():
 
 
 @pytest.mark.parametrize("name", NEWLY_BUILT_033)
-def test_a_newly_built_033_kind_keeps_dense_what_vllm_builds_dense(kinds, spk, name):
+def test_a_newly_built_033_kind_keeps_dense_what_vllm_builds_dense(kinds, spk, tmp_path, name):
     arch = MAP["architectures"][name]
     _, q, everything, plan = kinds[name]
     action = {t["name"]: t["action"] for t in plan["tensors"]}
@@ -397,15 +466,14 @@ def test_a_newly_built_033_kind_keeps_dense_what_vllm_builds_dense(kinds, spk, n
                 if w.removesuffix(".weight") in stored and not weights[w]["quantized"]}
     expected |= {w.removesuffix(".weight") for w in plain_weights(arch)
                  if w.removesuffix(".weight") in stored}
-    proc = spk("check", everything, "--vllm-version", "0.33.0", "--json", expect=None)
-    flagged = {f["module"] for f in json.loads(proc.stdout)["findings"]
-               if f["code"] in MAP_ERROR_CODES}
-    assert expected <= flagged, (name, expected - flagged)
-    if expected:
-        assert proc.returncode == 1, proc.stdout
+    rc, findings = check_findings(spk, everything)
+    flagged = {f["module"] for f in findings if f["code"] in MAP_ERROR_CODES}
+    assert flagged == expected_map_errors(name, stored), (name, findings)
+    assert expected <= flagged
+    assert rc == (1 if errors_of(findings) else 0), findings
     # The plan's own output passes.
-    report = json.loads(spk("check", q, "--vllm-version", "0.33.0", "--json", expect=None).stdout)
-    assert [f for f in report["findings"] if f["code"] in MAP_ERROR_CODES] == []
+    rc, findings = check_findings(spk, q, *target_args(tmp_path, name))
+    assert (rc, errors_of(findings)) == (0, []), findings
 
 
 def test_the_heads_of_some_newly_built_kinds_are_flagged(kinds, spk):
@@ -443,7 +511,8 @@ def test_draft_lm_head_quantization_is_a_serve_option_under_033_only(kinds, spk,
     def notes(name):
         return kinds[name][3]["serve_options_notes"]
     assert "lm_head.weight" in plain_weights(MAP["architectures"]["EagleLlama4ForCausalLM"])
-    for name in ("EagleLlama4ForCausalLM", "Step3p5MTP"):
+    # (Step-3.5's MTP, whose class declares one, is refused by quantize: refused_architectures.)
+    for name in ("EagleLlama4ForCausalLM",):
         assert any("needs a drafter that shares the target lm_head" in n for n in notes(name)), \
             (name, notes(name))
     assert notes("EagleLlamaForCausalLM") == []

@@ -223,8 +223,9 @@ def run_proof(vllm_python, tmp_path_factory, spk) -> dict:
     write_target(qwen3, "Qwen3ForCausalLM", qwen3_layout)
     built = {}
 
-    def quantize(key, src):
-        plan = json.loads(spk("quantize", src, root / key / "q", "--json", "--no-fsync").stdout)
+    def quantize(key, src, *flags):
+        plan = json.loads(spk("quantize", src, root / key / "q", "--json", "--no-fsync",
+                              *flags).stdout)
         spk("quantize", src, root / key / "all", "--preset", "none", "--no-fsync")
         built[key] = {"src": src, "q": root / key / "q", "all": root / key / "all", "plan": plan,
                       "check_q": check_report(spk, root / key / "q"),
