@@ -333,26 +333,53 @@ def test_a_draft_that_reads_its_own_config_is_not_flagged(kinds, spk, tmp_path):
     assert "vllm-map-draft-takes-target-config" not in codes
 
 
-def test_a_speculators_format_vllm_does_not_read_is_an_error(kinds, spk, tmp_path):
+OLD_MAP = json.loads((NEWEST.parent / "vllm-0.33.0.json").read_text())
+
+
+def test_a_speculators_format_vllm_does_not_read_is_an_error(spk, tmp_path):
     # vLLM reads a speculators config by its format's code (transformers_utils/configs/
-    # speculators); a format the release does not register stops it with "Expected one of".
-    import shutil
-    _, q, _, _ = kinds["PeagleQwen3ForCausalLM"]
-    bad = tmp_path / "eagle-format"
-    shutil.copytree(q, bad)
-    config = json.loads((bad / "config.json").read_text())
-    assert config["speculators_model_type"] == "peagle"
+    # speculators); a format the release does not register stops it with "Expected one of". The
+    # message lists the formats of the release judged, never one it lacks.
+    name = "Eagle3Qwen3ForCausalLM"
+    src = tmp_path / "eagle3"
+    write_checkpoint(src, name, MAP["architectures"][name])
+    config = speculators_config("eagle3", config_for(name, MAP["architectures"][name]),
+                                "target", [])
     config["speculators_model_type"] = "eagle"  # EAGLE-1: no speculators format in vLLM
-    (bad / "config.json").write_text(json.dumps(config))
-    proc = spk("check", bad, "--vllm-version", RELEASE, "--json", expect=1)
+    (src / "config.json").write_text(json.dumps(config))
+    proc = spk("check", src, "--vllm-version", RELEASE, "--json", expect=1)
     found = [f for f in json.loads(proc.stdout)["findings"]
              if f["code"] == "vllm-speculators-format-unknown"]
     assert [f["severity"] for f in found] == ["error"], found
-    assert "'eagle'" in found[0]["message"] and "peagle" in found[0]["message"], found
-    # The format's own check passes the unedited output.
-    codes = {f["code"] for f in json.loads(spk("check", q, "--vllm-version", RELEASE, "--json",
-                                                  expect=None).stdout)["findings"]}
-    assert "vllm-speculators-format-unknown" not in codes
+    message = found[0]["message"]
+    assert "'eagle'" in message and "eagle3" in message, message
+    for lacked in MAP.get("speculators_refused", {}):  # P-EAGLE on 0.34
+        assert lacked not in message.replace("'eagle'", ""), message
+
+
+def test_peagle_is_refused_for_the_release_that_removed_it(spk, tmp_path):
+    # vLLM 0.34.0 removed P-EAGLE (no Peagle* architecture; its speculators reader raises "P-EAGLE
+    # (parallel drafting EAGLE-3) is not supported."). quantize refuses it for that release and
+    # check fails it, both naming the release that serves it; 0.33.0 plans and passes it.
+    assert "peagle" in MAP["speculators_refused"] and "peagle" not in MAP["speculators"]
+    name = "PeagleQwen3ForCausalLM"
+    assert name not in MAP["architectures"]
+    src = tmp_path / "peagle"
+    write_checkpoint(src, name, OLD_MAP["architectures"][name])
+    want = (f"vLLM {RELEASE} does not build {name} (removed after 0.33.0): serve it on 0.33.0, or "
+            "check/quantize with --vllm-version 0.33.0")
+    proc = spk("quantize", src, tmp_path / "q", "--no-fsync", expect=2)
+    assert proc.stderr.strip() == f"sparkulator: error: {want}", proc.stderr
+    assert not (tmp_path / "q").exists()
+    report = json.loads(spk("check", src, "--json", expect=1).stdout)
+    assert [(f["code"], f["severity"], f["message"]) for f in report["findings"]
+            if f["severity"] == "error"] == [("vllm-release-lacks-architecture", "error", want)]
+    assert "--speculative-config" in report["serve"], report["serve"]
+    assert "parallel_drafting" not in report["serve"], report["serve"]
+    old = ["--vllm-version", "0.33.0"]
+    plan = json.loads(spk("quantize", src, tmp_path / "q33", "--no-fsync", "--json", *old).stdout)
+    assert '"parallel_drafting":true' in plan["serve"], plan["serve"]
+    assert spk("check", tmp_path / "q33", "--json", *old, expect=None).returncode == 0
 
 
 def low_bits_mtp(spk, ckpt) -> list:
@@ -441,7 +468,7 @@ NEWLY_BUILT_033 = ["BailingMoeV3MTPModel", "DSparkDraftModel", "DSparkV41DraftMo
 
 
 def test_the_newly_built_033_kinds_are_in_the_newest_map():
-    assert RELEASE == "0.33.0"
+    assert tuple(int(p) for p in RELEASE.split(".")) >= (0, 33, 0)
     assert set(NEWLY_BUILT_033) <= set(draft_architectures())
 
 
@@ -487,7 +514,7 @@ def test_the_heads_of_some_newly_built_kinds_are_flagged(kinds, spk):
     assert len(failing) >= 2, failing
 
 
-def test_draft_lm_head_quantization_is_a_serve_option_under_033_only(kinds, spk, tmp_path):
+def test_draft_lm_head_quantization_is_a_serve_option_since_033(kinds, spk, tmp_path):
     # vLLM 0.33's SpeculativeConfig takes it for EAGLE/MTP drafts, not for dspark; 0.32 has none.
     option = MAP["serve_options"]["draft_lm_head_quantization"]
     assert option["values"] == ["fp8", "nvfp4"]
@@ -499,7 +526,7 @@ def test_draft_lm_head_quantization_is_a_serve_option_under_033_only(kinds, spk,
     old = json.loads(spk("inspect", src, "--json", "--vllm-version", "0.32.0").stdout)
     assert old["serve_options"] == {}
     text = spk("inspect", src).stdout
-    assert 'serve option: "draft_lm_head_quantization":"fp8|nvfp4" (vLLM 0.33.0, ' \
+    assert f'serve option: "draft_lm_head_quantization":"fp8|nvfp4" (vLLM {RELEASE}, ' \
            'vllm/config/speculative.py:' in text, text
     # The quantized output, inspected, says the same.
     shown = json.loads(spk("inspect", kinds["DeepSeekMTPModel"][1], "--json").stdout)
