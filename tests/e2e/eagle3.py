@@ -98,7 +98,8 @@ class Eagle3Kind:
             out = work / name
             shutil.rmtree(out, ignore_errors=True)
             subprocess.run([str(spk), "quantize", str(src), str(out), "--scheme", scheme,
-                            *self.quantize_args()], check=True, capture_output=True)
+                            "--vllm-version", env.SERVED_RELEASE, *self.quantize_args()],
+                           check=True, capture_output=True)
             return out
 
         def case(name, what, head, error, loaded=False, extra_env=None, checkpoint_fault=True):

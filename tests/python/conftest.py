@@ -127,6 +127,22 @@ BINARY_FIXTURES = ("spk", "spk_path", "build_file")
 RELEASE_ONLY_FIXTURES = ("python_package", "vllm_venv")
 
 
+# The subcommands that judge by a vLLM release (--vllm-version; default: the newest module map).
+JUDGING_SUBCOMMANDS = ("quantize", "check", "inspect", "card")
+
+
+def on_release(run, release: str):
+    """`run` (run_spk) judging by vLLM `release` where the call names none: the vLLM tier serves on
+    vLLM's CPU build (tests/e2e/env.py SERVED_RELEASE), older than the newest map that sparkulator
+    judges by when given no --vllm-version, so its quantize and check name the release served."""
+    def run_on(*args, **kwargs):
+        named = {str(a) for a in args} & {"--vllm-version", "--vllm", "--vllm-module-map"}
+        if args and args[0] in JUDGING_SUBCOMMANDS and not named:
+            args = (*args, "--vllm-version", release)
+        return run(*args, **kwargs)
+    return run_on
+
+
 @pytest.fixture(scope="session")
 def spk():
     """run_spk: runs the `sparkulator` binary and asserts its exit code (expect=None: any)."""

@@ -43,13 +43,13 @@ import numpy as np
 import pytest
 
 import test_draft_kinds as kinds
-from conftest import assert_same_tensors
+from conftest import assert_same_tensors, on_release
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from tests.e2e import server, served_drafts  # noqa: E402
 
-RELEASE = "0.32.0"
+RELEASE = "0.32.0"  # vLLM's CPU build, which serves the tier (tests/e2e/env.py SERVED_RELEASE)
 MAP = json.loads((kinds.MAPS / f"vllm-{RELEASE}.json").read_text())["architectures"]
 H, HEADS, KV, HD, INTER, VOCAB, LAYERS = 256, 4, 2, 64, 512, 512, 2
 SHAPES = {"q_proj": (HEADS * HD, H), "k_proj": (KV * HD, H), "v_proj": (KV * HD, H),
@@ -189,6 +189,13 @@ def spec_of(serve: str) -> tuple:
 def check_report(spk, folder: Path) -> tuple:
     proc = spk("check", folder, "--vllm-version", RELEASE, "--json", expect=None)
     return proc.returncode, json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def spk(spk):
+    """conftest's runner judging by the release the tier serves on (conftest.on_release); the
+    modules that take `proof` from here import this too."""
+    return on_release(spk, RELEASE)
 
 
 @pytest.fixture(scope="session")

@@ -21,12 +21,14 @@ import json
 import shutil
 
 import test_e2e_draft_kinds as e2e
-from conftest import run_spk
+from conftest import on_release
+from conftest import run_spk as run_spk_newest
 # `proof` (and `vllm_tier`, which it asks for) are that module's fixtures, by their names here.
 from test_e2e_draft_kinds import (MAX_TOKENS, PROMPTS, proof, qwen3_layout, served_ok,  # noqa: F401
-                                  spec_of, vllm_tier, write_target)
+                                  spec_of, spk, vllm_tier, write_target)
 
 RELEASE = e2e.RELEASE
+run_spk = on_release(run_spk_newest, RELEASE)
 DENSE_ENTRY = "re:(.*\\.)?model\\.layers\\.0\\.mlp\\.down_proj$"
 LITERAL_TARGETS = ["re:.*self_attn\\..*", "re:.*mlp\\.(gate|up)_proj$",
                    "model.layers.0.mlp.down_proj", "model.layers.1.mlp.down_proj"]

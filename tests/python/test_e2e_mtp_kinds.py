@@ -32,14 +32,16 @@ import numpy as np
 import pytest
 
 import test_draft_kinds as kinds
-from conftest import run_spk as spk_run
+from conftest import on_release, run_spk
 import test_e2e_draft_kinds as e2e
 from conftest import assert_same_tensors
 # `proof` (and `vllm_tier`, which it asks for) are that module's fixtures, by their names here:
 # its run is made once for both modules.
 from test_e2e_draft_kinds import (DRAFTER_LINE, H, HD, HEADS, INTER, KERNEL_LINE, KV,  # noqa: F401
                                   LAYERS, MAP, MAX_TOKENS, PROMPTS, VOCAB, leaf, proof, served_ok,
-                                  shape, spec_of, split, vllm_tier)
+                                  shape, spec_of, spk, split, vllm_tier)
+
+spk_run = on_release(run_spk, e2e.RELEASE)
 
 # One head_dim for every Gemma4 layer (global_head_dim too): one KV spec, as the tiny target has.
 GEMMA4_TEXT = {"vocab_size": VOCAB, "hidden_size": H, "intermediate_size": INTER,

@@ -22,12 +22,18 @@ import torch
 from safetensors.torch import save_file
 
 import references
-from conftest import REPO
+from conftest import REPO, on_release
 
 sys.path.insert(0, str(REPO))
 from tests.e2e import env  # noqa: E402
 
 VENV_PYTHON = env.venv_dir() / "bin" / "python"
+
+
+@pytest.fixture(scope="session")
+def spk(spk):
+    """Judging by the release whose kernels answer here (conftest.on_release)."""
+    return on_release(spk, env.SERVED_RELEASE)
 ODD_WIDTHS = [2, 3, 5, 6, 7]
 GPUS = [75, 80, 89, 90, 100]  # Turing, Ampere, Ada, Hopper, Blackwell
 
