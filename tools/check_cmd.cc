@@ -8,8 +8,8 @@
 #include "check/check.h"
 #include "check/vllm_rules.h"
 #include "check/vllm_source.h"
-#include "checkpoint/vllm_module_map.h"
 #include "checkpoint/target_model.h"
+#include "checkpoint/vllm_module_map.h"
 #include "commands.h"
 
 namespace spk::cli {
