@@ -102,8 +102,9 @@ def docs_text(maps: dict[str, dict]) -> str:
         "\"last module asked\" names the module, and the reason gives the size.",
         "A draft \"built under the target's quant config\" gets its Linears from the target",
         "checkpoint's quantization_config (vllm_config.quant_config) and never reads its own:",
-        "quantized, it loads only beside a target quantized the same way (`sparkulator check",
-        "--target` says: vllm-map-draft-takes-target-config).",
+        "quantized, it loads only beside a target quantized the same way. `sparkulator quantize",
+        "--target T` plans it from T's config (dense beside a dense target) and refuses it",
+        "without `--target`; `check --target` says the same (vllm-map-draft-takes-target-config).",
         "",
     ]
     versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
