@@ -200,8 +200,10 @@ std::string KeptDense(const Record& record) {
            record.ignore + "`).\n";
   }
   std::vector<std::pair<std::string, std::string>> rows;  // reason, tensors
-  for (const auto& [reason, name] : record.kept_dense) {
-    std::string tensor = "`" + name + "`";
+  for (const auto& kept : record.kept_dense) {
+    // Not a structured binding: clang (C++20) cannot capture one in the lambda below.
+    const std::string& reason = kept.first;
+    std::string tensor = "`" + kept.second + "`";
     auto row =
         std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == reason; });
     if (row == rows.end()) {

@@ -235,14 +235,32 @@ def test_check_passes_the_plan_and_names_each_head_quantized_anyway(kinds, spk, 
     assert rc == (1 if errors_of(findings) else 0), findings
 
 
-@pytest.mark.parametrize("name", refused_architectures())
-def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(kinds, spk, name):
+# Every map's refusing kinds (Step-3.5's MTP up to 0.33.0; vLLM 0.34.0's step3p5_mtp.py dropped
+# the completeness check, so the newest map may have none).
+REFUSING = [(m["vllm_version"], n) for m in (json.loads(p.read_text()) for p in
+                                             sorted(MAPS.glob("vllm-*.json")))
+            for n, a in m["architectures"].items()
+            if a.get("error") is None and a.get("refuses_unstored") and a["role"] == "draft"]
+
+
+def test_some_release_refuses_a_kind_from_any_compressed_tensors_checkpoint():
+    assert ("0.33.0", "Step3p5MTP") in REFUSING, REFUSING
+
+
+@pytest.mark.parametrize("release,name", REFUSING)
+def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(spk, tmp_path, release, name):
     # quantize says what check says of the copy written anyway (--preset none): vLLM's refusal.
-    _, q, everything, refusal = kinds[name]
+    arch = json.loads((MAPS / f"vllm-{release}.json").read_text())["architectures"][name]
+    src, q, everything = tmp_path / "src", tmp_path / "q", tmp_path / "all"
+    write_checkpoint(src, name, arch)
+    v = ["--vllm-version", release]
+    refusal = spk("quantize", src, q, "--no-fsync", *v, expect=2).stderr
     assert not q.exists()
-    rc, findings = check_findings(spk, everything)
+    spk("quantize", src, everything, "--preset", "none", "--no-fsync", *v)
+    proc = spk("check", everything, "--json", *v, expect=None)
+    findings = json.loads(proc.stdout)["findings"]
     (found,) = [f for f in findings if f["code"] == "vllm-refuses-unstored-params"]
-    assert rc == 1 and found["severity"] == "error", findings
+    assert proc.returncode == 1 and found["severity"] == "error", findings
     assert f"error: {found['message']}; {found['fix']}" in refusal, (refusal, found)
 
 
