@@ -79,11 +79,8 @@ def canonical(value) -> str:
 
 
 def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    with open(path, "rb") as f:  # hashlib reads it in blocks: a wheel is hundreds of MiB
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def tree_files(root: Path) -> dict:

@@ -51,11 +51,8 @@ def cache_root() -> pathlib.Path:
 
 
 def sha256(path: pathlib.Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    with open(path, "rb") as f:  # hashlib reads it in blocks: a wheel is hundreds of MiB
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def cache_key(digest: str) -> str:
