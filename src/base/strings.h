@@ -19,4 +19,23 @@ inline std::string ReplaceAll(std::string_view text, std::string_view from, std:
   return out.append(text.substr(pos));
 }
 
+// Whether `needle` occurs in `text` (std::string_view::contains is C++23).
+inline bool Contains(std::string_view text, std::string_view needle) {
+  return text.find(needle) != std::string_view::npos;
+}
+
+// The last part of a dotted module or tensor name ("model.layers.0.mlp.down_proj" ->
+// "down_proj"); the whole name when it has no dot.
+inline std::string_view Leaf(std::string_view dotted) {
+  size_t dot = dotted.rfind('.');
+  return dot == std::string_view::npos ? dotted : dotted.substr(dot + 1);
+}
+
+// Everything before the last dot ("model.layers.0.mlp.down_proj" -> "model.layers.0.mlp"); empty
+// when the name has no dot.
+inline std::string_view Parent(std::string_view dotted) {
+  size_t dot = dotted.rfind('.');
+  return dot == std::string_view::npos ? std::string_view() : dotted.substr(0, dot);
+}
+
 }  // namespace spk

@@ -5,15 +5,11 @@
 #include <algorithm>
 #include <iterator>
 
+#include "base/strings.h"
 #include "checkpoint/module_pattern.h"
 
 namespace spk {
 namespace {
-
-std::string_view Leaf(std::string_view name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string_view::npos ? name : name.substr(dot + 1);
-}
 
 // The split of a Linear no module map describes, by its leaf name (gemm.h GemmGeometry).
 ParallelStyle StyleByName(std::string_view module) {

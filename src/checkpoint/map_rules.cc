@@ -1,4 +1,5 @@
 #include "checkpoint/map_rules.h"
+#include "base/strings.h"
 
 #include <fmt/format.h>
 
@@ -7,11 +8,6 @@
 
 namespace spk {
 namespace {
-
-std::string_view Leaf(std::string_view name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string_view::npos ? name : name.substr(dot + 1);
-}
 
 MapJudgement Judged(MapVerdict verdict, std::string reason, std::string read_at = "") {
   return {verdict, std::move(reason), std::move(read_at)};

@@ -7,6 +7,7 @@
 #include <charconv>
 
 #include "base/strings.h"
+#include "quant/stored_names.h"
 
 namespace spk {
 namespace {
@@ -57,11 +58,6 @@ constexpr std::array<RouterRow, 5> kRouters = {{
     {"router", "", false,
      "GateLinear(hidden, num_experts, bias=True), no quant_config (gpt_oss.py)"},
 }};
-
-std::string_view Leaf(std::string_view name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string_view::npos ? name : name.substr(dot + 1);
-}
 
 bool HasArchitecture(const ModelConfig& config, std::string_view needle) {
   return std::any_of(config.architectures.begin(), config.architectures.end(),
@@ -116,7 +112,7 @@ Result<std::vector<ExpertSlice>> SplitFusedExperts(std::string_view file, std::s
     for (int64_t p = 0; p < parts; ++p) {
       ExpertSlice s;
       s.name = ReplaceAll(name, key.key, fmt::format("{}.{}", e, key.parts[p]));
-      if (!s.name.ends_with(".weight")) s.name += ".weight";
+      if (!s.name.ends_with(kWeightSuffix)) s.name += kWeightSuffix;
       s.expert = e;
       s.shape = {rows, cols};
       s.byte_offset = static_cast<uint64_t>(e * parts + p) * part_bytes;

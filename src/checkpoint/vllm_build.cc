@@ -5,19 +5,12 @@
 #include <cassert>
 
 #include "base/checked_math.h"
+#include "base/strings.h"
 #include "checkpoint/moe.h"
+#include "quant/stored_names.h"
 
 namespace spk {
 namespace {
-
-std::string_view Leaf(std::string_view name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string_view::npos ? name : name.substr(dot + 1);
-}
-
-bool Contains(std::string_view s, std::string_view needle) {
-  return s.find(needle) != std::string_view::npos;
-}
 
 BuildDecision Decided(Built built, DenseBy by, std::string reason) {
   BuildDecision d;
@@ -77,10 +70,10 @@ std::optional<BuildDecision> UnderTargetConfig(const BuildInputs& in, std::strin
 
 BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
   std::string_view module = t.name;
-  if (!module.ends_with(".weight")) {
+  if (!module.ends_with(kWeightSuffix)) {
     return Decided(Built::kNotALinear, DenseBy::kNone, "not a weight (bias or buffer)");
   }
-  module.remove_suffix(std::string_view(".weight").size());
+  module.remove_suffix(kWeightSuffix.size());
   MapJudgement map = JudgeByMap(*in.map, module, t.name);
   // The embedding / lm_head / norm rules go by the name; where the release's map lists the
   // module as a Linear vLLM quantizes, the map decides (Qwen4-exp MTP's mtp.fc_embedding is a
@@ -149,7 +142,8 @@ std::optional<std::string> FamilyKeepReason(const FamilyDetection& family, const
                                             std::string_view module) {
   std::optional<std::string> keep = FamilyKeepReason(family, module);
   if (keep && family.family == ModelFamily::kMtp &&
-      JudgeByMap(map, module, std::string(module) + ".weight").verdict == MapVerdict::kQuantized) {
+      JudgeByMap(map, module, std::string(module) + std::string(kWeightSuffix)).verdict ==
+          MapVerdict::kQuantized) {
     return std::nullopt;
   }
   return keep;

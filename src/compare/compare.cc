@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 
+#include "base/strings.h"
 #include "checkpoint/module_reader.h"
 #include "checkpoint/quant_config.h"
 #include "checkpoint/quantized_modules.h"
@@ -47,11 +48,6 @@ uint64_t Fnv1a(std::string_view s) {
   uint64_t h = 0xCBF29CE484222325ull;
   for (char c : s) h = (h ^ static_cast<uint8_t>(c)) * 0x100000001B3ull;
   return h;
-}
-
-std::string Leaf(const std::string& module) {
-  size_t dot = module.rfind('.');
-  return dot == std::string::npos ? module : module.substr(dot + 1);
 }
 
 // Beyond these, w / scale + zero_point was clipped by more than half of the last step: the
