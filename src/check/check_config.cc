@@ -37,10 +37,10 @@ bool StockVllmRunsWidth(int bits) { return bits == 4 || bits == 8; }
 
 void DraftOffset(const CheckView& v, FindingSink& sink) {
   if (IsDraft(v.family.family) && !v.naming.offset_known) {
-    sink.Add(FindingCode::kDraftOffsetUnknown, "", "config.json",
-             "the draft's vLLM layer names depend on the target's layer count, which config.json "
-             "does not give; per-layer ignore entries cannot be checked",
-             "pass --target TARGET or --target-layers N");
+    sink.Add(
+        FindingCode::kDraftOffsetUnknown, "", "config.json",
+        std::string(kDraftOffsetUnknownReason) + "; per-layer ignore entries cannot be checked",
+        "pass --target TARGET or --target-layers N");
   }
 }
 

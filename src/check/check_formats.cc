@@ -20,13 +20,13 @@ namespace spk::check_internal {
 void MarkUnpackedValues(CheckView* v) {
   if (!v->quant.scheme) return;
   const WeightCodec& codec = *v->quant.scheme->scheme->codec;
-  if (ValueSuffix(codec) != kWeight) return;
+  if (ValueSuffix(codec) != kWeightSuffix) return;
   auto has = [&](const std::string& name) { return v->tensors.count(name) > 0; };
   for (ModuleEntry& entry : v->modules) {
     const std::string& module = entry.name;
     ModuleTensors& mt = entry.tensors;
     if (!mt.weight) continue;
-    const std::string name = module + std::string(kWeight);
+    const std::string name = module + std::string(kWeightSuffix);
     if (QuantizedModuleOf(codec, name, mt.weight->entry->dtype, has)) {
       mt.packed = mt.weight;
       mt.weight.reset();
@@ -110,9 +110,9 @@ std::optional<std::pair<int64_t, int64_t>> VerifyCodecTensors(const CheckView& v
   }
   // Quantization tensors of other formats (a zero point in a symmetric scheme, a weight_shape or
   // global scale the format does not have) are parameters vLLM never creates.
-  for (auto [suffix, slot] : {std::pair{kShape, mt.shape},
-                              {kZeroPoint, mt.zero_point},
-                              {kGlobalScale, mt.global_scale}}) {
+  for (auto [suffix, slot] : {std::pair{kShapeSuffix, mt.shape},
+                              {kZeroPointSuffix, mt.zero_point},
+                              {kGlobalScaleSuffix, mt.global_scale}}) {
     const std::string name = module + std::string(suffix);
     if (slot && !expected.count(name)) {
       problems->Add(

@@ -102,10 +102,11 @@ void QuantizedOrDense(const CheckView& v, const ModuleEntry& m, FindingSink& sin
                           ? "no config group targets it"
                           : fmt::format("the ignore list matches vLLM module '{}'", lm->fused);
     sink.Add(FindingCode::kVllmExpectsDense, m.name, lm->file,
-             fmt::format("stored quantized ({}), but vLLM builds it dense ({}): loading fails "
-                         "with \"There is no module or parameter named '{}{}'\"",
-                         mt.packed->entry->name, why, lm->vllm_name,
-                         HasSuffix(mt.packed->entry->name, kPacked) ? kPacked : kScale),
+             fmt::format(
+                 "stored quantized ({}), but vLLM builds it dense ({}): loading fails "
+                 "with \"There is no module or parameter named '{}{}'\"",
+                 mt.packed->entry->name, why, lm->vllm_name,
+                 HasSuffix(mt.packed->entry->name, kPackedSuffix) ? kPackedSuffix : kScaleSuffix),
              "remove the ignore entry that matches it (or store the module dense)");
   }
 }

@@ -42,19 +42,13 @@
 #include "checkpoint/target_precision.h"
 #include "checkpoint/vllm_build.h"
 #include "quant/scheme.h"
+#include "quant/stored_names.h"
 #include "safetensors/index.h"
 #include "safetensors/reader.h"
 
 namespace spk::check_internal {
 
 class FindingSink;
-
-constexpr std::string_view kPacked = ".weight_packed";
-constexpr std::string_view kScale = ".weight_scale";
-constexpr std::string_view kShape = ".weight_shape";
-constexpr std::string_view kZeroPoint = ".weight_zero_point";
-constexpr std::string_view kWeight = ".weight";
-constexpr std::string_view kGlobalScale = ".weight_global_scale";
 
 // Formats compressed-tensors 0.19 knows (its CompressionFormat enum) that no row of the scheme
 // registry writes, so check does not verify them tensor by tensor (the registry's formats it

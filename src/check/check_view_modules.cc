@@ -117,12 +117,12 @@ LinearModule DeriveLinear(CheckView* v, const ModuleEntry& entry, const TensorMe
 void CollectModules(CheckView* v) {
   std::map<std::string, ModuleTensors> modules;
   for (const auto& [name, located] : v->tensors) {
-    for (auto [suffix, slot] : {std::pair{kPacked, &ModuleTensors::packed},
-                                {kScale, &ModuleTensors::scale},
-                                {kShape, &ModuleTensors::shape},
-                                {kZeroPoint, &ModuleTensors::zero_point},
-                                {kGlobalScale, &ModuleTensors::global_scale},
-                                {kWeight, &ModuleTensors::weight}}) {
+    for (auto [suffix, slot] : {std::pair{kPackedSuffix, &ModuleTensors::packed},
+                                {kScaleSuffix, &ModuleTensors::scale},
+                                {kShapeSuffix, &ModuleTensors::shape},
+                                {kZeroPointSuffix, &ModuleTensors::zero_point},
+                                {kGlobalScaleSuffix, &ModuleTensors::global_scale},
+                                {kWeightSuffix, &ModuleTensors::weight}}) {
       if (HasSuffix(name, suffix)) {
         modules[name.substr(0, name.size() - suffix.size())].*slot = located;
         break;
@@ -150,11 +150,11 @@ void DeriveLinears(CheckView* v) {
     if (!entry.has_values()) continue;
     TensorMeta meta;
     if (mt.weight && !mt.packed) {
-      meta = {module + std::string(kWeight), mt.weight->entry->dtype, mt.weight->entry->shape,
+      meta = {module + std::string(kWeightSuffix), mt.weight->entry->dtype, mt.weight->entry->shape,
               /*split_from=*/""};
     } else {
       // A quantized weight is a 2-D float weight before quantization; only its name decides.
-      meta = {module + std::string(kWeight), DType::kBF16, {1, 1}, /*split_from=*/""};
+      meta = {module + std::string(kWeightSuffix), DType::kBF16, {1, 1}, /*split_from=*/""};
     }
     // The decision the plan made when it wrote the checkpoint, so that check cannot disagree.
     entry.build = DecideVllmBuild(inputs, meta);

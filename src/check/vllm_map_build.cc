@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "base/embedded_file.h"
+#include "base/json_at.h"
 #include "io/subprocess.h"
 
 namespace spk {
@@ -16,7 +17,6 @@ const std::vector<EmbeddedFile>& EmbeddedMapGenerator();
 
 namespace {
 
-constexpr int kFakedCapability = 90;  // Hopper, the generator's default for V=DIR
 constexpr size_t kStderrLines = 12;
 
 // The folder whose `vllm` package is DIR's (site-packages, a source tree), for PYTHONPATH.
@@ -93,7 +93,7 @@ Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& req
     argv.push_back("--print");
   } else {
     argv.push_back("--_child");
-    argv.push_back(fmt::format("{},{}", root, kFakedCapability));
+    argv.push_back(root);  // the generator fakes its default CUDA capability (fake_cuda.py)
   }
   for (const std::string& a : request.architectures) {
     argv.push_back("--only");
@@ -115,9 +115,15 @@ Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& req
   }
   SPK_ASSIGN_OR_RETURN(ModuleMap map,
                        ParseModuleMap(run->out, fmt::format("the map {} printed", command)));
-  TreeMap out{
-      std::move(map),
-      compiled ? python : fmt::format("{} (CUDA capability {} faked)", python, kFakedCapability)};
+  // The platform the generator faked, as it recorded it in the map: the capability is written in
+  // fake_cuda.py alone.
+  std::string faked;
+  const nlohmann::json printed = nlohmann::json::parse(run->out, nullptr, false);
+  if (const nlohmann::json& f = FieldOrNull(printed, "faked_platform"); f.is_string()) {
+    faked = f.get<std::string>();
+  }
+  TreeMap out{std::move(map),
+              compiled || faked.empty() ? python : fmt::format("{} ({} faked)", python, faked)};
   return out;
 }
 

@@ -1,4 +1,5 @@
 #include "checkpoint/global_scale_sets.h"
+#include "quant/stored_names.h"
 
 #include <array>
 
@@ -23,9 +24,8 @@ constexpr std::array<FusedSet, 4> kSets = {{
 }  // namespace
 
 std::string GlobalScaleSetKey(std::string_view weight_name) {
-  constexpr std::string_view kWeight = ".weight";
-  if (!weight_name.ends_with(kWeight)) return std::string(weight_name);
-  const std::string_view module = weight_name.substr(0, weight_name.size() - kWeight.size());
+  if (!weight_name.ends_with(kWeightSuffix)) return std::string(weight_name);
+  const std::string_view module = weight_name.substr(0, weight_name.size() - kWeightSuffix.size());
   for (const FusedSet& set : kSets) {
     for (std::string_view member : set.members) {
       if (member.empty() || !module.ends_with(member)) continue;
@@ -35,7 +35,8 @@ std::string GlobalScaleSetKey(std::string_view weight_name) {
       for (std::string_view p : set.parents) {
         if (!p.empty() && parent.ends_with(std::string(p) + ".")) parent_ok = true;
       }
-      if (parent_ok) return std::string(parent) + std::string(set.key_leaf) + std::string(kWeight);
+      if (parent_ok)
+        return std::string(parent) + std::string(set.key_leaf) + std::string(kWeightSuffix);
     }
   }
   return std::string(weight_name);

@@ -1,4 +1,5 @@
 #include "checkpoint/quantized_modules.h"
+#include "quant/stored_names.h"
 
 namespace spk {
 
@@ -13,9 +14,9 @@ std::optional<std::string> QuantizedModuleOf(
   const std::string_view suffix = ValueSuffix(codec);
   if (name.size() <= suffix.size() || !name.ends_with(suffix)) return std::nullopt;
   std::string module(name.substr(0, name.size() - suffix.size()));
-  if (suffix != ".weight") return module;
+  if (suffix != kWeightSuffix) return module;
   const bool one_byte = dtype == DType::kF8E4M3 || dtype == DType::kI8 || dtype == DType::kU8;
-  if (one_byte || has_tensor(module + ".weight_scale")) return module;
+  if (one_byte || has_tensor(module + std::string(kScaleSuffix))) return module;
   return std::nullopt;
 }
 

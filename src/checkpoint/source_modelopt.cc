@@ -26,6 +26,7 @@
 
 #include "checkpoint/source_decode.h"
 #include "checkpoint/source_formats.h"
+#include "quant/stored_names.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -33,8 +34,6 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-constexpr std::string_view kWeight = ".weight";
-constexpr std::string_view kScale = ".weight_scale";
 constexpr std::string_view kScale2 = ".weight_scale_2";
 
 // The quant_algo values decoded: ModelOpt's NVFP4 and FP8 weight formats.
@@ -305,14 +304,14 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
       continue;
     }
     const bool nvfp4 = t.dtype == DType::kU8, fp8 = t.dtype == DType::kF8E4M3;
-    if (!t.name.ends_with(kWeight) || (!nvfp4 && !fp8)) continue;
-    const std::string module = t.name.substr(0, t.name.size() - kWeight.size());
-    auto s = by_name.find(module + std::string(kScale));
+    if (!t.name.ends_with(kWeightSuffix) || (!nvfp4 && !fp8)) continue;
+    const std::string module = t.name.substr(0, t.name.size() - kWeightSuffix.size());
+    auto s = by_name.find(module + std::string(kScaleSuffix));
     if (s == by_name.end()) {
       return BadSourceTensor(*src, shard, t.name,
                              fmt::format("{} without its {}{}: the weight cannot be decoded; the "
                                          "checkpoint is incomplete (re-download it)",
-                                         DTypeName(t.dtype), module, kScale));
+                                         DTypeName(t.dtype), module, kScaleSuffix));
     }
     const TensorMeta& scale = src->tensors[s->second];
     const size_t scale_shard = src->tensor_shard[s->second];
@@ -385,7 +384,7 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
   }
   for (size_t i = 0; i < src->tensors.size(); ++i) {
     const std::string& name = src->tensors[i].name;
-    if (keep[i] && (name.ends_with(kScale) || name.ends_with(kScale2))) {
+    if (keep[i] && (name.ends_with(kScaleSuffix) || name.ends_with(kScale2))) {
       return BadSourceTensor(*src, src->tensor_shard[i], name,
                              "a scale whose quantized (U8 or F8_E4M3) weight is not in the "
                              "checkpoint");

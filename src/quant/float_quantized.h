@@ -17,11 +17,9 @@
 #pragma once
 
 #include "quant/codec.h"
+#include "quant/stored_names.h"
 
 namespace spk {
-
-// Stored tensor suffixes of the unpacked formats.
-inline constexpr std::string_view kWeightSuffix = ".weight";
 
 const WeightCodec& Fp8ChannelCodec();    // float-quantized, strategy channel
 const WeightCodec& Fp8BlockCodec();      // float-quantized, strategy block [128, 128]

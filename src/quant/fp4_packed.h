@@ -13,10 +13,9 @@
 #pragma once
 
 #include "quant/codec.h"
+#include "quant/stored_names.h"
 
 namespace spk {
-
-inline constexpr std::string_view kGlobalScaleSuffix = ".weight_global_scale";
 
 const WeightCodec& Nvfp4Codec();
 const WeightCodec& Mxfp4Codec();

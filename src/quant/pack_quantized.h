@@ -8,14 +8,9 @@
 #pragma once
 
 #include "quant/codec.h"
+#include "quant/stored_names.h"
 
 namespace spk {
-
-// Stored tensor suffixes of pack-quantized modules.
-inline constexpr std::string_view kPackedSuffix = ".weight_packed";
-inline constexpr std::string_view kScaleSuffix = ".weight_scale";
-inline constexpr std::string_view kShapeSuffix = ".weight_shape";
-inline constexpr std::string_view kZeroPointSuffix = ".weight_zero_point";
 
 const WeightCodec& PackQuantizedCodec();
 

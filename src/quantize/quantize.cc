@@ -14,6 +14,7 @@
 #include "checkpoint/source_decode.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
+#include "quant/stored_names.h"
 #include "quantize/global_scales.h"
 #include "quantize/record.h"
 #include "safetensors/checkpoint_writer.h"
@@ -22,7 +23,7 @@ namespace spk {
 namespace {
 
 std::string ModuleOf(const std::string& weight_name) {
-  return weight_name.substr(0, weight_name.size() - std::string_view(".weight").size());
+  return weight_name.substr(0, weight_name.size() - kWeightSuffix.size());
 }
 
 // The scheme and its parameters, as the options chose them.
@@ -236,7 +237,7 @@ Result<QuantizeOptions::Part> ParsePart(std::string_view text) {
   if (slash == std::string_view::npos || !number(text.substr(0, slash), &index) ||
       !number(text.substr(slash + 1), &count) || index < 1 || index > count) {
     return Status::Usage(fmt::format(
-        "--shard {}: expected I/N with 1 <= I <= N (part I of a job split into N, e.g. 2/3)",
+        "--part {}: expected I/N with 1 <= I <= N (part I of a job split into N, e.g. 2/3)",
         text));
   }
   return QuantizeOptions::Part{index, count};
