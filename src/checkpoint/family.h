@@ -70,6 +70,12 @@ struct VllmNaming {
   std::string ToString() const;
 };
 
+// Why a draft's per-layer vLLM names are unknown when `offset_known` is false: the plan's error
+// and check's finding both start with it.
+inline constexpr std::string_view kDraftOffsetUnknownReason =
+    "the draft's vLLM layer names depend on the target's layer count, which config.json does not "
+    "give";
+
 // `target_layers` (from --target-layers) overrides what the config says.
 VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
                      const std::vector<std::string>& tensor_names,

@@ -7,26 +7,13 @@
 #include <map>
 #include <set>
 
+#include "base/strings.h"
 #include "checkpoint/gemm.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/moe.h"
 
 namespace spk {
 namespace {
-
-std::string_view Leaf(std::string_view name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string_view::npos ? name : name.substr(dot + 1);
-}
-
-std::string_view Parent(std::string_view name) {
-  size_t dot = name.rfind('.');
-  return dot == std::string_view::npos ? std::string_view() : name.substr(0, dot);
-}
-
-bool Contains(std::string_view s, std::string_view needle) {
-  return s.find(needle) != std::string_view::npos;
-}
 
 // "qkv_proj" -> "(q|k|v|qkv)_proj": the fused name and its shards, so the entry holds with and
 // without vLLM's fused-name expansion.
@@ -103,10 +90,9 @@ Result<std::vector<std::string>> WriteIgnoreList(const QuantPlan& plan) {
     if (!kind.empty() && kinds[kind].second == 0) continue;  // covered by the kind's pattern
     if (!kind.empty() && !plan.naming.offset_known) {
       return Status::Usage(fmt::format(
-          "module '{}' stays dense in some layers only, and its vLLM name depends on the target "
-          "model's layer count, which config.json does not give: pass --target-layers N (the "
+          "module '{}' stays dense in some layers only, and {}: pass --target-layers N (the "
           "target's num_hidden_layers)",
-          name));
+          name, kDraftOffsetUnknownReason));
     }
     add(IgnoreEntryFor(name, plan.family.family == ModelFamily::kLlm && !plan.family.map_draft
                                  ? EntryStart::kPartBoundary

@@ -18,6 +18,11 @@ import sys
 from tools.vllm_module_map.stand_ins import Anything, Stub, anything, stand_in_kernel_modules
 
 
+# The CUDA capability faked where a vLLM has no CPU build (Hopper): the one place it is written;
+# generate.py's --cc and `sparkulator check --vllm DIR` (which passes no capability) use it.
+DEFAULT_CC = 90
+
+
 def fake_cuda(cc: int) -> None:
     """Makes vLLM believe it runs on CUDA at capability `cc` (as tests/python/vllm_kernel_verdicts.py)."""
     import importlib

@@ -175,6 +175,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from tools.vllm_module_map import fake_cuda  # noqa: E402
 from tools.vllm_module_map.docs import DATA, DOCS, docs_text, load_maps  # noqa: E402
 
 
@@ -201,7 +202,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--release", action="append", default=[],
                     help="V (the running vLLM) or V=DIR (vLLM's Python code in DIR, CUDA faked)")
-    ap.add_argument("--cc", type=int, default=90, help="faked CUDA capability for V=DIR")
+    ap.add_argument("--cc", type=int, default=fake_cuda.DEFAULT_CC,
+                    help="faked CUDA capability for V=DIR")
     ap.add_argument("--docs", action="store_true", help="rewrite docs/draft-kinds.md")
     ap.add_argument("--print", dest="print_", action="store_true",
                     help="generate for the running vLLM and print the map")
@@ -212,11 +214,12 @@ def main() -> int:
     args = ap.parse_args()
     only = set(args.only) if args.only else None
     if args._child is not None:
-        src, cc = args._child.split(",") if args._child else ("", "")
+        # "DIR,CC", or "DIR" alone for the default capability; "" for the running vLLM.
+        src, _, cc = args._child.partition(",")
         cc_val = None
         if src:
             sys.path.insert(0, src)
-            cc_val = int(cc)
+            cc_val = int(cc) if cc else fake_cuda.DEFAULT_CC
             os.environ["VLLM_MODULE_MAP_FAKED"] = f"CUDA capability {cc_val}"
         sys.stdout.write(dump(generate(cc_val, only)))
         return 0
