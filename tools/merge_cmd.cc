@@ -1,5 +1,5 @@
 // `sparkulator merge DST PART... [--force] [--no-fsync] [--json]`: the parts of a quantize job
-// split across machines (quantize --shard I/N) made into one checkpoint, byte for byte the one a
+// split across machines (quantize --part I/N) made into one checkpoint, byte for byte the one a
 // single machine writes (quantize/merge.h says what is checked first).
 #include <cstdio>
 #include <memory>
@@ -16,7 +16,7 @@ void AddMergeCommand(CLI::App& app, CommandBody* run) {
   auto no_fsync = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "merge",
-      "Make the parts of a quantize job split across machines (quantize SRC PART --shard I/N, "
+      "Make the parts of a quantize job split across machines (quantize SRC PART --part I/N, "
       "for I = 1..N) into one checkpoint, byte for byte the single-machine output. Checks first "
       "that the parts are one job's, each part given once, every shard's content hash as its "
       "part recorded; writes DST atomically; reads the parts only (docs/distributed.md).");

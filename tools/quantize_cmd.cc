@@ -75,12 +75,16 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_flag("--force", options->force, "Replace DST if it exists");
   sub->add_flag("--dry-run", options->dry_run, "Plan and report only; write nothing");
   auto part = std::make_shared<std::string>();
-  sub->add_option("--shard", *part,
+  auto old_part = std::make_shared<std::string>();
+  sub->add_option("--part", *part,
                   "Write part I of the job split into N (I/N, e.g. 2/3) for `sparkulator merge`: "
                   "the output shards of a share of the source shards (whole shards, even bytes), "
                   "with config.json, the index, the other files and sparkulator-part.json. Run "
                   "every part (one per machine: scripts/distributed/), then merge DST PART...; the "
                   "result is byte for byte the single-machine output (docs/distributed.md)");
+  // The old spelling: "shard" is a safetensors file everywhere else in the tool.
+  sub->add_option("--shard", *old_part, "The old name of --part (I/N); says so when used")
+      ->excludes("--part");
   sub->add_flag("--resume", options->resume,
                 "Continue an interrupted run of the same job: the unfinished output folder is "
                 "kept beside DST (.DST.tmp-unfinished) when a run fails or is killed, each shard "
@@ -97,6 +101,13 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       Result<TargetPrecision> target_precision = ParseTargetPrecision(*precision);
       if (!target_precision.ok()) return ReportError(target_precision.status());
       options->target_precision = *target_precision;
+      if (!old_part->empty()) {
+        std::fprintf(stderr,
+                     "sparkulator: --shard is the old name of --part (a part of a split job; a "
+                     "shard is a safetensors file): use --part %s\n",
+                     old_part->c_str());
+        *part = *old_part;
+      }
       if (!part->empty()) {
         Result<QuantizeOptions::Part> parsed_part = ParsePart(*part);
         if (!parsed_part.ok()) return ReportError(parsed_part.status());

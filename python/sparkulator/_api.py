@@ -22,7 +22,7 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
              threads: Optional[int] = None, force: bool = False, dry_run: bool = False,
              progress: ProgressArg = True, target_precision: str = "unquantized", tp: int = 1,
              target_layers: Optional[int] = None, fsync: bool = True, resume: bool = False,
-             shard: Optional[str] = None) -> QuantizeSummary:
+             part: Optional[str] = None) -> QuantizeSummary:
     """Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst``
     (``sparkulator quantize SRC DST``).
 
@@ -52,7 +52,7 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         resume: continue an interrupted run of the same job (``--resume``): the shards it finished
             and recorded, verified by their content hash, are taken over
             (``summary.reused_shards``), the rest written; the result is the same bytes.
-        shard: ``"I/N"``: write part I of the job split into N (``--shard``), for :func:`merge`
+        part: ``"I/N"``: write part I of the job split into N (``--part``), for :func:`merge`
             (``summary.part_shards`` lists the shards this part wrote).
 
     Returns:
@@ -179,7 +179,7 @@ def dequantize(src: PathLike, dst: PathLike, force: bool = False, threads: Optio
 
 def merge(dst: PathLike, parts: Sequence[PathLike], force: bool = False,
           fsync: bool = True) -> MergeSummary:
-    """The parts of a job split across machines (``quantize(..., shard="I/N")`` for I = 1..N) made
+    """The parts of a job split across machines (``quantize(..., part="I/N")`` for I = 1..N) made
     into one checkpoint at ``dst``, byte for byte the single-machine output (``sparkulator merge DST
     PART...``; docs/distributed.md).
 

@@ -123,7 +123,7 @@ class QuantizeSummary(_Report):
     ignore: list[str]
     shards: int
     reused_shards: int  # quantize --resume: shards taken over from the interrupted run
-    part_shards: list[str]  # quantize --shard I/N: the shards this part wrote
+    part_shards: list[str]  # quantize --part I/N: the shards this part wrote
     tensors: list[PlannedTensor]
     size: Size
     serve: str

@@ -100,8 +100,8 @@ Result<std::string> RunQuantize(const ApiRequest& r, RunContext run) {
   SPK_ASSIGN_OR_RETURN(o.target_precision, ParseTargetPrecision(r.Str("target_precision")));
   o.durability = DurabilityOf(r);
   o.resume = r.Bool("resume");
-  if (auto shard = r.OptionalStr("shard")) {
-    SPK_ASSIGN_OR_RETURN(o.part, ParsePart(*shard));
+  if (auto part = r.OptionalStr("part")) {
+    SPK_ASSIGN_OR_RETURN(o.part, ParsePart(*part));
   }
   SPK_ASSIGN_OR_RETURN(QuantizeSummary summary, QuantizeCheckpoint(run, o));
   return PlanReport(summary, /*with_tensors=*/true).dump();
@@ -203,8 +203,8 @@ std::vector<ApiCommand> MakeCommands() {
             "continue an interrupted run of the same job (``--resume``): the shards it finished "
             "and recorded, verified by their content hash, are taken over "
             "(``summary.reused_shards``), the rest written; the result is the same bytes."},
-           {"shard", ParamType::kOptionalStr, "None",
-            "``\"I/N\"``: write part I of the job split into N (``--shard``), for :func:`merge` "
+           {"part", ParamType::kOptionalStr, "None",
+            "``\"I/N\"``: write part I of the job split into N (``--part``), for :func:`merge` "
             "(``summary.part_shards`` lists the shards this part wrote)."}},
       .returns = {{"QuantizeSummary", ""}},
       .returns_doc = "The summary ``quantize --json`` prints.",
@@ -284,7 +284,7 @@ std::vector<ApiCommand> MakeCommands() {
       .run = RunDequantize});
   c.push_back(ApiCommand{
       .name = "merge",
-      .doc = "The parts of a job split across machines (``quantize(..., shard=\"I/N\")`` for I "
+      .doc = "The parts of a job split across machines (``quantize(..., part=\"I/N\")`` for I "
              "= 1..N) made into one checkpoint at ``dst``, byte for byte the single-machine "
              "output (``sparkulator merge DST PART...``; docs/distributed.md).",
       .params = {{"dst", ParamType::kPath, "", "the output folder."},

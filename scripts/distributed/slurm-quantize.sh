@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One quantize job split across a Slurm cluster: a job array of N tasks, task I running
-# `sparkulator quantize SRC WORK/part-I --shard I/N`, and a merge job that starts when every task
+# `sparkulator quantize SRC WORK/part-I --part I/N`, and a merge job that starts when every task
 # succeeded (afterok), writing DST byte for byte as one machine would (docs/distributed.md).
 # SRC, WORK and DST must be on a file system every node sees. A task that fails (a node lost, a
 # time limit) is simply submitted again: each part runs with --resume and takes over the shards it
@@ -23,7 +23,7 @@ flags=$(printf ' %q' "$@")
 # shellcheck disable=SC2086  # SBATCH_FLAGS is a list of flags
 parts=$(sbatch --parsable ${SBATCH_FLAGS:-} --job-name=spk-quantize --array="1-$n" \
   --output="$work/part-%a.log" --wrap \
-  "$(printf '%q' "$spk") quantize $(printf '%q' "$src") $(printf '%q' "$work")/part-\$SLURM_ARRAY_TASK_ID --shard \$SLURM_ARRAY_TASK_ID/$n --resume$flags")
+  "$(printf '%q' "$spk") quantize $(printf '%q' "$src") $(printf '%q' "$work")/part-\$SLURM_ARRAY_TASK_ID --part \$SLURM_ARRAY_TASK_ID/$n --resume$flags")
 list=""
 for i in $(seq 1 "$n"); do list+=" $(printf '%q' "$work/part-$i")"; done
 # shellcheck disable=SC2086

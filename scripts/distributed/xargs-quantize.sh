@@ -16,7 +16,7 @@ spk=${SPARKULATOR:-sparkulator}
 work=${WORK:-$dst.parts}
 mkdir -p "$work"
 seq 1 "$n" | xargs -P "${PARALLEL:-$n}" -I{} \
-  "$spk" quantize "$src" "$work/part-{}" --shard "{}/$n" --resume "$@"
+  "$spk" quantize "$src" "$work/part-{}" --part "{}/$n" --resume "$@"
 parts=()
 for i in $(seq 1 "$n"); do parts+=("$work/part-$i"); done
 "$spk" merge "$dst" "${parts[@]}"

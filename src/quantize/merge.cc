@@ -25,7 +25,7 @@ Result<LoadedPart> LoadPart(FileSystem* fs, const std::string& dir) {
   if (fs->KindOf(path) != FileKind::kFile) {
     return Status::NotFound(fmt::format(
         "{} is not a part of a split job: it has no {} (parts are written by sparkulator quantize "
-        "SRC PART --shard I/N)",
+        "SRC PART --part I/N)",
         dir, kPartRecordFile));
   }
   SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
@@ -55,7 +55,7 @@ Result<std::vector<const LoadedPart*>> OrderParts(const std::vector<LoadedPart>&
   for (size_t i = 0; i < by_number.size(); ++i) {
     if (by_number[i] == nullptr) {
       return Status::InvalidInput(fmt::format(
-          "part {} of {} is missing: give every part's folder (run quantize --shard {}/{} for it)",
+          "part {} of {} is missing: give every part's folder (run quantize --part {}/{} for it)",
           i + 1, by_number.size(), i + 1, by_number.size()));
     }
   }

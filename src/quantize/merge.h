@@ -1,5 +1,5 @@
 // `sparkulator merge DST PART...`: the parts of one quantize job split across machines
-// (quantize --shard I/N, each writing its shards, the index, config.json, the other files and a
+// (quantize --part I/N, each writing its shards, the index, config.json, the other files and a
 // part record, safetensors/resume_record.h PartRecord) made into the checkpoint one machine would
 // have written, byte for byte. Before anything is written the parts are checked: each holds a part
 // record; all are of one job (the same job hash: the same source, options and planned layout) and

@@ -1,4 +1,4 @@
-// The pieces of a split job that need no checkpoint: --shard's parsing, the split of shards over
+// The pieces of a split job that need no checkpoint: --part's parsing, the split of shards over
 // parts, and the part record (tests/python/test_distributed.py runs whole jobs, merges and
 // refusals on real folders, Slurm and xargs).
 #include <gtest/gtest.h>

@@ -50,7 +50,7 @@ struct QuantizeOptions {
   // kPageCache (--no-fsync) skips every fsync: as fast as cp, durable only once the kernel has
   // written the pages back. The rename stays atomic either way.
   Durability durability = Durability::kSynced;
-  // One part of the job split across machines (--shard I/N): the output shards of the source
+  // One part of the job split across machines (--part I/N): the output shards of the source
   // shards assigned to part `index` of `count` (PartOfShards), for `sparkulator merge`.
   struct Part {
     int index = 0;  // 1-based
@@ -78,7 +78,7 @@ struct QuantizeSummary {
   uint64_t output_tensor_bytes = 0;
   size_t shards = 0;
   size_t reused_shards = 0;              // --resume: shards taken over from the interrupted run
-  std::vector<std::string> part_shards;  // --shard I/N: the shards this part wrote
+  std::vector<std::string> part_shards;  // --part I/N: the shards this part wrote
   std::vector<std::string> copied_files;
   std::vector<std::string> warnings;
   double seconds = 0;

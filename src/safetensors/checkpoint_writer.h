@@ -78,7 +78,7 @@ struct CheckpointWriterOptions {
   // (its source files and their sizes, the method, ...).
   bool resume = false;
   std::string resume_identity;
-  // One part of a job split across machines (quantize --shard I/N): only the shards numbered in
+  // One part of a job split across machines (quantize --part I/N): only the shards numbered in
   // `shards` (AddShard's numbers) are written, with every other file, and a part record
   // (resume_record.h PartRecord) for `sparkulator merge`. `resume_identity` is the job's identity
   // here too.

@@ -37,7 +37,7 @@ struct ResumeRecord {
 Result<ResumeRecord> ParseResumeRecord(std::string_view text, std::string_view path);
 std::string SerializeResumeRecord(const ResumeRecord& record);
 
-// The record a part of a split job (quantize --shard I/N) writes beside its shards,
+// The record a part of a split job (quantize --part I/N) writes beside its shards,
 // `sparkulator-part.json`, for `sparkulator merge`: the job (the same hash as above, which does not
 // depend on I), which part of how many, every shard of the whole output, and the shards this part
 // wrote with their sizes and content hashes.

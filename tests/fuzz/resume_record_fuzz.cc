@@ -1,5 +1,5 @@
 // libFuzzer target: ParseResumeRecord (quantize --resume's .resume.json) and ParsePartRecord
-// (quantize --shard's sparkulator-part.json) must never crash or trip a sanitizer, must never
+// (quantize --part's sparkulator-part.json) must never crash or trip a sanitizer, must never
 // accept a shard name that could leave the output folder or name the record itself, and what it
 // accepts must survive a serialize/parse round trip.
 #include <cstddef>
@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   return 0;
 }
 
-// The part record (quantize --shard I/N) shares the shard map and its rules.
+// The part record (quantize --part I/N) shares the shard map and its rules.
 static int FuzzPartRecord(std::string_view text) {
   auto record = spk::ParsePartRecord(text, "fuzz.part.json");
   if (!record.ok()) return 0;

@@ -1,4 +1,4 @@
-"""One quantize job split across machines (issue 25 item 2): `quantize --shard I/N` and
+"""One quantize job split across machines (issue 25 item 2): `quantize --part I/N` and
 `sparkulator merge`, through the two scripts of scripts/distributed/ on what they drive for real:
 - a real Slurm (Debian's slurmctld and slurmd, one node on this host, with munge), started here
   in a temporary folder with its own slurm.conf, munge key and ports: slurm-quantize.sh submits a
@@ -144,7 +144,7 @@ def quantize_parts(spk, src, root: Path, *flags) -> list:
     parts = [root / f"part-{i}" for i in range(1, PARTS + 1)]
     written = []
     for i, part in enumerate(parts, 1):
-        summary = spk("quantize", src, part, "--shard", f"{i}/{PARTS}", "--no-fsync", "--json",
+        summary = spk("quantize", src, part, "--part", f"{i}/{PARTS}", "--no-fsync", "--json",
                       *flags)
         written += json.loads(summary.stdout)["part_shards"]
     assert sorted(written) == [f"model-0000{i}-of-00005.safetensors" for i in range(1, 6)]
@@ -186,3 +186,18 @@ def test_merge_refuses_parts_that_do_not_make_one_job(source, spk, tmp_path):
     assert proc.returncode != 0 and f"{shard} changed after part 2 wrote it" in proc.stderr, \
         proc.stderr
     assert not dst.exists() and not list(tmp_path.glob(".merged*"))
+
+
+def test_the_old_shard_spelling_writes_the_same_part_and_says_it_is_old(source, spk, tmp_path):
+    # --shard I/N was the first name of --part I/N; "shard" is a safetensors file everywhere else.
+    src, _ = source
+    new = tmp_path / "new"
+    spk("quantize", src, new, "--part", f"2/{PARTS}", "--no-fsync")
+    old = tmp_path / "old"
+    run = spk("quantize", src, old, "--shard", f"2/{PARTS}", "--no-fsync")
+    assert "--shard is the old name of --part" in run.stderr
+    assert_same_tree(old, new)
+    both = spk("quantize", src, tmp_path / "both", "--part", "1/3", "--shard", "1/3", expect=2)
+    assert "excludes" in both.stderr and not (tmp_path / "both").exists()
+    bad = spk("quantize", src, tmp_path / "bad", "--part", "4/3", expect=2)
+    assert "--part 4/3: expected I/N with 1 <= I <= N" in bad.stderr

@@ -390,16 +390,16 @@ def test_the_repaired_wheel_installs_and_runs_in_a_fresh_venv(sources, tmp_path)
 
 
 def test_split_job_parts_and_merge_match_the_cli(spk, sp, sources, tmp_path):
-    # quantize(shard=...) writes the parts the CLI's --shard writes, merge() the CLI's merge.
+    # quantize(part=...) writes the parts the CLI's --part writes, merge() the CLI's merge.
     parts = []
     for i in (1, 2):
         part = tmp_path / f"part-{i}"
-        summary = sp.quantize(sources / "llm", part, shard=f"{i}/2", fsync=False, progress=False)
+        summary = sp.quantize(sources / "llm", part, part=f"{i}/2", fsync=False, progress=False)
         assert len(summary.part_shards) == 1
         parts.append(part)
     cli_parts = [tmp_path / f"cli-{i}" for i in (1, 2)]
     for i, part in enumerate(cli_parts, 1):
-        spk("quantize", sources / "llm", part, "--shard", f"{i}/2", "--no-fsync")
+        spk("quantize", sources / "llm", part, "--part", f"{i}/2", "--no-fsync")
         assert tree_bytes(part) == tree_bytes(parts[i - 1])
     merged = sp.merge(tmp_path / "merged", list(reversed(parts)), fsync=False)
     assert isinstance(merged, sp.MergeSummary) and merged.parts == 2 and merged.shards == 2
@@ -409,7 +409,7 @@ def test_split_job_parts_and_merge_match_the_cli(spk, sp, sources, tmp_path):
     with pytest.raises(ValueError, match="part 2 of 2 is missing"):
         sp.merge(tmp_path / "nothing", parts[:1])
     with pytest.raises(ValueError, match="expected I/N"):
-        sp.quantize(sources / "llm", tmp_path / "bad", shard="3/2")
+        sp.quantize(sources / "llm", tmp_path / "bad", part="3/2")
 
 
 # ---- the one declaration (python/src/api.h) and the package generated from it ------------------
@@ -434,7 +434,7 @@ def test_signatures_keep_their_order_and_defaults(sp):
     params = pyinspect.signature(sp.quantize).parameters
     assert list(params) == ["src", "dst", "scheme", "group_size", "preset", "ignore", "method",
                             "threads", "force", "dry_run", "progress", "target_precision", "tp",
-                            "target_layers", "fsync", "resume", "shard"]
+                            "target_layers", "fsync", "resume", "part"]
     assert params["scheme"].default == "W4A16" and params["fsync"].default is True
     assert list(pyinspect.signature(sp.check).parameters) == [
         "ckpt", "target", "tp", "vllm_version", "vllm", "target_layers", "vllm_batch_invariant"]
