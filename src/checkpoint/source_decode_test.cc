@@ -396,6 +396,23 @@ TEST(SourceDecodeTest, Mxfp8ScalesOfTheWrongShapeDtypeOrValueAreRefusedNamingThe
       << s.message();
 }
 
+// vLLM refuses an MXFP8 weight whose inputs are not whole blocks of 32; the grid is not rounded up
+// as fp8's is, so the weight itself is named.
+TEST(SourceDecodeTest, Mxfp8InputsThatAreNotWholeBlocksAreRefusedNamingTheWeight) {
+  spk::testing::ScopedTempDir dir;
+  WriteSource(dir.path(), kMxfp8Config,
+              {{{"w.weight", DType::kF8E4M3, {1, 48}}, std::vector<uint8_t>(48, 0x38)},
+               {{"w.weight_scale_inv", DType::kU8, {1, 2}}, {127, 127}}});
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok());
+  Status s = DecodeQuantizedSource(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() + "/model.safetensors: tensor 'w.weight': 48 inputs, not "
+                                          "a multiple of the MXFP8 block 32"),
+            std::string::npos)
+      << s.message();
+}
+
 // A weight without its scale, and the MXFP8 configs not decoded (ModelOpt's form, MiniMax-M3's
 // NVFP4 routed experts), are refused with what to do.
 TEST(SourceDecodeTest, Mxfp8WithoutItsScaleOrInAFormNotDecodedIsRefused) {
