@@ -51,7 +51,8 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
   sub->add_option("SRC", options->source,
                   "Source model folder or org/name: BF16/F16/F32, compressed-tensors (any "
                   "--scheme format), or FP8 with 128x128 block scales (quant_method fp8, "
-                  "weight_scale_inv: DeepSeek-V3, Kimi K2), GPTQ (int2/4/8) or AWQ (int4, "
+                  "weight_scale_inv: DeepSeek-V3, Kimi K2), MXFP8 (quant_method mxfp8, E8M0 "
+                  "weight_scale_inv: MiniMax-M3, its DSpark draft), GPTQ (int2/4/8) or AWQ (int4, "
                   "gemm; also AutoGPTQ's quantize_config.json or AutoAWQ's quant_config.json "
                   "alone), or NVIDIA ModelOpt NVFP4/FP8, decoded on the fly (docs/formats.md)")
       ->required();

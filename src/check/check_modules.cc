@@ -127,6 +127,23 @@ void QuantizedRouter(const CheckView& v, const ModuleEntry& m, FindingSink& sink
       "keep the router dense (add it to ignore and requantize; sparkulator quantize does both)");
 }
 
+// A quantized module of a draft embedded in its target that vLLM builds with quantization_config
+// None: the same decision the plan keeps it dense by (DenseBy::kEmbeddedDraft), so that check
+// fails what quantize would never write.
+void QuantizedEmbeddedDraft(const CheckView& v, const ModuleEntry& m, FindingSink& sink) {
+  const LinearModule* lm = v.LinearOf(m);
+  if (lm == nullptr || !m.tensors.packed || !m.build || m.build->by != DenseBy::kEmbeddedDraft) {
+    return;
+  }
+  sink.Add(
+      FindingCode::kQuantizedEmbeddedDraft, m.name, lm->file,
+      fmt::format("stored as {}, but {}: loading fails (\"Unexpected DSpark weight: {}\", "
+                  "or a KeyError for a fused w1/w2/w3)",
+                  m.tensors.packed->entry->name, m.build->reason, m.tensors.packed->entry->name),
+      "keep the draft dense: requantize the target with sparkulator quantize (it keeps "
+      "mtp_dspark.* BF16), or copy its BF16 mtp_dspark.* tensors back");
+}
+
 void FamilyKeepsDense(const CheckView& v, const ModuleEntry& m, FindingSink& sink) {
   const LinearModule* lm = v.LinearOf(m);
   if (lm == nullptr || !(m.tensors.packed || lm->vllm_quantized)) return;

@@ -110,6 +110,7 @@ void DraftFusedMapping(const CheckView& v, const ModuleEntry& m, FindingSink& si
 void WeightAndPacked(const CheckView& v, const ModuleEntry& m, FindingSink& sink);
 void QuantizedOrDense(const CheckView& v, const ModuleEntry& m, FindingSink& sink);
 void QuantizedRouter(const CheckView& v, const ModuleEntry& m, FindingSink& sink);
+void QuantizedEmbeddedDraft(const CheckView& v, const ModuleEntry& m, FindingSink& sink);
 void FamilyKeepsDense(const CheckView& v, const ModuleEntry& m, FindingSink& sink);
 void ModuleTensorsRule(const CheckView& v, const ModuleEntry& m, FindingSink& sink);
 // check_modules.cc: over the checkpoint

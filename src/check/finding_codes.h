@@ -51,6 +51,7 @@ enum class FindingCode : uint8_t {
   kQuantizedLmHead,
   kQuantizedNonLinear,
   kQuantizedRouter,
+  kQuantizedEmbeddedDraft,
   kDflashQkvQuantized,
   kLagunaUnfusedQkv,
   kEagle3AuxLayersDefault,
@@ -211,6 +212,11 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "DeepSeek, gpt-oss `GateLinear`, Qwen2/3-MoE `shared_expert_gate`; docs/moe.md): it has "
          "only "
          "a dense `.weight`"},
+        {FindingCode::kQuantizedEmbeddedDraft, "quantized-embedded-draft", kErr,
+         "embedded-draft-dense",
+         "a packed Linear of a draft embedded in its target's checkpoint that vLLM builds with "
+         "`quantization_config` None (Mistral Large 4's DSpark draft, `mtp_dspark.*`, vLLM 0.34): "
+         "its `load_weights` knows only a BF16 `.weight` and fails"},
         {FindingCode::kDflashQkvQuantized, "dflash-qkv-quantized", kErr | kWarn | kInfo,
          "vllm-release-drafts",
          "a DFlash draft with quantized q/k/v, by vLLM version and model (table above): error "

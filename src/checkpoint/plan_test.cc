@@ -180,6 +180,32 @@ TEST(PlanTest, MtpKeepsEhProjAndSharedHead) {
   EXPECT_EQ(a["model.layers.61.mlp.up_proj.weight"], TensorAction::kQuantize);
 }
 
+// Mistral Large 4's DSpark draft rides in the target's checkpoint as mtp_dspark.*, and vLLM builds
+// it with quantization_config None: its Linears stay dense under every preset, with the reason,
+// while the target's own Linears are quantized.
+TEST(PlanTest, AnEmbeddedDraftVllmBuildsDenseStaysDenseUnderEveryPreset) {
+  std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 256, 128);
+  tensors.push_back(
+      {"mtp_dspark.backbone.layers.0.attention.wo.weight", DType::kBF16, {256, 256}, ""});
+  tensors.push_back(
+      {"mtp_dspark.backbone.layers.0.feed_forward.w1.weight", DType::kBF16, {768, 256}, ""});
+  for (Preset preset : {Preset::kAuto, Preset::kNone}) {
+    PlanOptions opts;
+    opts.preset = preset;
+    auto plan = BuildPlan(tensors, Config(R"({"architectures":["MistralForCausalLM"]})"), opts);
+    ASSERT_TRUE(plan.ok()) << plan.status().message();
+    auto a = Actions(*plan);
+    EXPECT_EQ(a["model.layers.0.mlp.up_proj.weight"], TensorAction::kQuantize);
+    for (const TensorPlan& t : plan->tensors) {
+      if (!t.tensor.starts_with("mtp_dspark.")) continue;
+      EXPECT_EQ(t.action, TensorAction::kKeep) << t.tensor;
+      EXPECT_NE(t.reason.find("MistralLarge4DSparkModel with quantization_config None"),
+                std::string::npos)
+          << t.reason;
+    }
+  }
+}
+
 // vLLM's validate_fp8_block_shape: the members of a fused GEMM but the last need whole 128-row
 // blocks; a lone module or the last member may end in a partial one, unless --tp splits it.
 TEST(PlanTest, Fp8BlocksFollowVllmsFusedPartitionRule) {

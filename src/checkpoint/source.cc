@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
 
@@ -52,6 +53,48 @@ Result<std::string> ResolveInHubCache(FileSystem* fs, const std::string& repo_id
   return repo_dir + "/snapshots/" + snapshots->front();
 }
 
+// Mistral's own checkpoint format (params.json beside consolidated*.safetensors), which vLLM reads
+// in config.json's place whenever both are there (transformers_utils/config.py, config_format
+// auto) and sparkulator not at all: a folder with params.json and no config.json is refused by
+// name, so that the user is not told only that config.json is missing. Mistral Large 4 is read by
+// vLLM from this format alone (configs/mistral.py adapt_config_dict sets model_type
+// mistral_large_4), and with it the DSpark draft its params.json's `mtp.dspark` block describes
+// (vLLM 0.34, MistralLarge4DSparkModel): vLLM builds that draft from the target's `mtp_dspark.*`
+// tensors with quantization_config None (get_mistral_large_4_dspark_config; dspark/config.py
+// gives it no quantization: "Mistral Large 4 DSpark drafts ship in BF16"), so those must stay BF16
+// in any copy of the target (vllm_build.h EmbeddedDraftKeepReason keeps them dense where a
+// Hugging Face folder holds them).
+constexpr std::string_view kMistralParamsFile = "params.json";
+
+Status RefuseMistralFormat(FileSystem* fs, const std::string& dir) {
+  const std::string params = dir + "/" + std::string(kMistralParamsFile);
+  if (fs->FileExists(dir + "/config.json") || !fs->FileExists(params)) return Status::Ok();
+  bool dspark = false;
+  if (auto text = fs->ReadFile(params); text.ok()) {
+    const auto j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object()) {
+      auto mtp = j.find("mtp");
+      dspark = mtp != j.end() && mtp->is_object() && mtp->contains("dspark");
+    }
+  }
+  if (dspark) {
+    return Status::InvalidInput(fmt::format(
+        "{}: a Mistral-format checkpoint (params.json and consolidated safetensors) with a DSpark "
+        "draft (mtp.dspark): Mistral Large 4, which vLLM reads from this format only, and whose "
+        "draft vLLM 0.34 builds as MistralLarge4DSparkModel from the mtp_dspark.* tensors with "
+        "quantization_config None, so they must stay BF16 whatever the target's quantization. "
+        "sparkulator reads Hugging Face folders (config.json and model*.safetensors) only and "
+        "cannot quantize or check it: serve it as Mistral ships it (vllm serve {} "
+        "--speculative-config '{{\"method\": \"dspark\"}}')",
+        params, dir));
+  }
+  return Status::InvalidInput(fmt::format(
+      "{}: a Mistral-format checkpoint (params.json and consolidated safetensors, no config.json), "
+      "which sparkulator does not read: pass the model's Hugging Face-format folder (config.json "
+      "and model*.safetensors; Mistral's repos often ship both) instead",
+      params));
+}
+
 // The language model's hidden size: config.json's hidden_size, or its text_config's where the
 // model is multimodal (Llama4); nullopt when neither gives one.
 std::optional<int64_t> TextHiddenSize(const ModelConfig& config) {
@@ -66,8 +109,15 @@ std::optional<int64_t> TextHiddenSize(const ModelConfig& config) {
 }  // namespace
 
 Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec) {
-  if (fs->IsDirectory(spec)) return spec;
-  if (LooksLikeRepoId(spec) && !fs->FileExists(spec)) return ResolveInHubCache(fs, spec);
+  if (fs->IsDirectory(spec)) {
+    SPK_RETURN_IF_ERROR(RefuseMistralFormat(fs, spec));
+    return spec;
+  }
+  if (LooksLikeRepoId(spec) && !fs->FileExists(spec)) {
+    SPK_ASSIGN_OR_RETURN(std::string dir, ResolveInHubCache(fs, spec));
+    SPK_RETURN_IF_ERROR(RefuseMistralFormat(fs, dir));
+    return dir;
+  }
   if (fs->FileExists(spec)) {
     return Status::InvalidInput(fmt::format(
         "{}: is a file; pass the model folder that holds config.json and the safetensors", spec));

@@ -25,7 +25,10 @@ namespace spk {
 
 // A folder path as is; "org/name" (when no such folder exists) as
 // $HF_HUB_CACHE or $HF_HOME/hub or ~/.cache/huggingface/hub / models--org--name / snapshots /
-// <ref>, where <ref> comes from refs/main, or is the only snapshot.
+// <ref>, where <ref> comes from refs/main, or is the only snapshot. A Mistral-format folder
+// (params.json and no config.json; Mistral Large 4 and its embedded DSpark draft are read by vLLM
+// from this format only) is InvalidInput naming params.json and saying what to do: every command
+// resolves its folders here, so each refuses it the same way.
 Result<std::string> ResolveModelPath(FileSystem* fs, const std::string& spec);
 
 // ModelOpt's file beside config.json that describes its quantization (SourceCheckpoint).

@@ -12,6 +12,12 @@
 //   F32 scale per block of weight_block_size, the grid rounded up), computed in F32 and rounded
 //   to BF16, as transformers' Fp8Dequantize does for a BF16 model; the scales are consumed and
 //   are not tensors of the decoded checkpoint.
+//   mxfp8 (MiniMax-M3 and its DSpark draft: quant_method "mxfp8" with ignored_layers, as vLLM's
+//   ModelOptMxFp8Config reads it): each F8_E4M3 `X.weight` times 2^(e - 127) for the U8 (or
+//   F8_E8M0) E8M0 exponent e of its `X.weight_scale_inv` [rows, cols / 32], one per 32 inputs,
+//   in F32 and rounded to BF16, as vLLM's dequant_mxfp8_to_bf16; the scales are consumed.
+//   ModelOpt's own form of MXFP8 (quant_algo) and MiniMax-M3's NVFP4 routed experts
+//   (moe_quant_algo) are refused.
 //   gptq (AutoGPTQ, GPTQModel: int2/4/8 `X.qweight` packed along the inputs, `X.qzeros`,
 //   `X.scales`, `X.g_idx`; v1 and v2 zeros) and awq (AutoAWQ version gemm: int4 packed along the
 //   outputs in AWQ's order): each module's `X.weight` [out, in] = (q - z) * s in F32, rounded

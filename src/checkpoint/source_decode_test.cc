@@ -4,7 +4,9 @@
 // quantization_config, and a missing scale named with its file; the translation of AutoGPTQ's
 // quantize_config.json and AutoAWQ's quant_config.json (SideFileQuantizationConfig). The decode
 // against ModelOpt itself is tests/python/test_modelopt_sources.py, against GPTQModel and AutoAWQ
-// tests/python/test_gptq_sources.py.
+// tests/python/test_gptq_sources.py. MiniMax's MXFP8 (E8M0 weight_scale_inv per 32 inputs): exact
+// values of a hand-made block, both scale dtypes, and each bad scale named; against an independent
+// numpy decode through quantize, tests/python/test_mxfp8_sources.py.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -290,6 +292,158 @@ TEST(SourceDecodeTest, AProducerNameThatIsNotAStringIsNoModeloptAndNoException) 
       "quantization_config": {"producer": {"name": "modelopt"}, "quant_algo": "FP8"}})");
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(SourceQuantMethod(*named), "modelopt");
+}
+
+// MiniMax-M3's MXFP8 (quant_method "mxfp8"): a weight [2, 64] F8_E4M3, two blocks of 32 inputs a
+// row, with U8 E8M0 exponents in weight_scale_inv [2, 2]. Decoded values, each 2^(e - 127) times
+// the E4M3 value, rounded to BF16:
+//   [0][0]  1.0   (0x38) * 2^(128-127) =  2.0     BF16 0x4000
+//   [0][33] -2.0  (0xC0) * 2^(120-127) = -2^-6    BF16 0xBC80
+//   [1][5]  448   (0x7E) * 2^(127-127) =  448     BF16 0x43E0
+//   [1][40] 2^-9  (0x01, subnormal) * 2^(136-127) = 1.0   BF16 0x3F80
+constexpr char kMxfp8Config[] =
+    R"({"architectures": ["DSparkMiniMaxDraftModel"], "model_type": "minimax_m3_vl_text",
+        "quantization_config": {"quant_method": "mxfp8", "ignored_layers": ["fc"]}})";
+
+std::vector<Tensor> Mxfp8Tensors(DType scale_dtype, std::vector<int64_t> scale_shape) {
+  std::vector<uint8_t> values(2 * 64, 0);
+  values[0] = 0x38;
+  values[33] = 0xC0;
+  values[64 + 5] = 0x7E;
+  values[64 + 40] = 0x01;
+  int64_t scale_count = 1;
+  for (int64_t d : scale_shape) scale_count *= d;
+  std::vector<uint8_t> scales(static_cast<size_t>(scale_count) * DTypeBits(scale_dtype) / 8, 127);
+  if (scale_shape == std::vector<int64_t>{2, 2} && scale_dtype != DType::kF32) {
+    scales = {128, 120, 127, 136};
+  }
+  return {
+      {{"layers.0.mlp.down_proj.weight", DType::kF8E4M3, {2, 64}}, values},
+      {{"layers.0.mlp.down_proj.weight_scale_inv", scale_dtype, scale_shape}, scales},
+      {{"fc.weight", DType::kBF16, {1, 2}}, {0x80, 0x3F, 0x00, 0x40}},  // ignored: dense 1, 2
+  };
+}
+
+TEST(SourceDecodeTest, Mxfp8E8M0BlocksOf32DecodeExactlyAndTheScalesAreConsumed) {
+  for (DType scale_dtype : {DType::kU8, DType::kF8E8M0}) {
+    spk::testing::ScopedTempDir dir;
+    WriteSource(dir.path(), kMxfp8Config, Mxfp8Tensors(scale_dtype, {2, 2}));
+    auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+    ASSERT_TRUE(src.ok()) << src.status().message();
+    Status s = DecodeQuantizedSource(&*src);
+    ASSERT_TRUE(s.ok()) << s.message();
+    ASSERT_EQ(src->tensors.size(), 2u);  // weight_scale_inv consumed
+    auto w = FindSourceTensor(*src, "layers.0.mlp.down_proj.weight");
+    ASSERT_TRUE(w.has_value());
+    EXPECT_EQ(src->tensors[*w].dtype, DType::kBF16);
+    std::vector<uint16_t> rows(2 * 64);
+    ASSERT_TRUE(
+        ReadSourceRows(*src, *w, 0, 2, {reinterpret_cast<uint8_t*>(rows.data()), 256}).ok());
+    std::vector<uint16_t> want(2 * 64, 0x0000);
+    want[0] = 0x4000;
+    want[33] = 0xBC80;
+    want[64 + 5] = 0x43E0;
+    want[64 + 40] = 0x3F80;
+    EXPECT_EQ(rows, want) << DTypeName(scale_dtype);
+    // Row 1 alone: its scales are read from the second scale row.
+    std::vector<uint16_t> row1(64);
+    ASSERT_TRUE(
+        ReadSourceRows(*src, *w, 1, 1, {reinterpret_cast<uint8_t*>(row1.data()), 128}).ok());
+    EXPECT_EQ(row1, std::vector<uint16_t>(want.begin() + 64, want.end()));
+    EXPECT_NE(src->decoded_from.find("\"quant_method\":\"mxfp8\""), std::string::npos);
+  }
+}
+
+// Each error names the file and the tensor and says what was expected.
+TEST(SourceDecodeTest, Mxfp8ScalesOfTheWrongShapeDtypeOrValueAreRefusedNamingTheTensor) {
+  const std::string scale = "layers.0.mlp.down_proj.weight_scale_inv";
+  struct Case {
+    DType dtype;
+    std::vector<int64_t> shape;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      // One scale per 128 x 128 block (DeepSeek's fp8 layout) is not MXFP8's [rows, cols / 32].
+      {DType::kU8, {1, 1}, "shape [1, 1] where the weight's [2, 64] in 1x32 blocks needs [2, 2]"},
+      {DType::kF32, {2, 2}, "dtype F32 where U8 (or F8_E8M0) E8M0 exponents"},
+  };
+  for (const Case& c : cases) {
+    spk::testing::ScopedTempDir dir;
+    WriteSource(dir.path(), kMxfp8Config, Mxfp8Tensors(c.dtype, c.shape));
+    auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+    ASSERT_TRUE(src.ok());
+    Status s = DecodeQuantizedSource(&*src);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+    EXPECT_NE(s.message().find(dir.path() + "/model.safetensors: tensor '" + scale + "'"),
+              std::string::npos)
+        << s.message();
+    EXPECT_NE(s.message().find(c.want), std::string::npos) << s.message();
+  }
+  // E8M0 255 is NaN: found as the rows are read, naming the scale and its block.
+  spk::testing::ScopedTempDir dir;
+  std::vector<Tensor> tensors = Mxfp8Tensors(DType::kU8, {2, 2});
+  tensors[1].bytes[3] = 255;
+  WriteSource(dir.path(), kMxfp8Config, std::move(tensors));
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok());
+  ASSERT_TRUE(DecodeQuantizedSource(&*src).ok());
+  std::vector<uint16_t> rows(2 * 64);
+  Status s = ReadSourceRows(*src, *FindSourceTensor(*src, "layers.0.mlp.down_proj.weight"), 0, 2,
+                            {reinterpret_cast<uint8_t*>(rows.data()), 256});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find("tensor '" + scale + "': non-finite scale inf at block [1, 1]"),
+            std::string::npos)
+      << s.message();
+}
+
+// vLLM refuses an MXFP8 weight whose inputs are not whole blocks of 32; the grid is not rounded up
+// as fp8's is, so the weight itself is named.
+TEST(SourceDecodeTest, Mxfp8InputsThatAreNotWholeBlocksAreRefusedNamingTheWeight) {
+  spk::testing::ScopedTempDir dir;
+  WriteSource(dir.path(), kMxfp8Config,
+              {{{"w.weight", DType::kF8E4M3, {1, 48}}, std::vector<uint8_t>(48, 0x38)},
+               {{"w.weight_scale_inv", DType::kU8, {1, 2}}, {127, 127}}});
+  auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+  ASSERT_TRUE(src.ok());
+  Status s = DecodeQuantizedSource(&*src);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+  EXPECT_NE(s.message().find(dir.path() + "/model.safetensors: tensor 'w.weight': 48 inputs, not "
+                                          "a multiple of the MXFP8 block 32"),
+            std::string::npos)
+      << s.message();
+}
+
+// A weight without its scale, and the MXFP8 configs not decoded (ModelOpt's form, MiniMax-M3's
+// NVFP4 routed experts), are refused with what to do.
+TEST(SourceDecodeTest, Mxfp8WithoutItsScaleOrInAFormNotDecodedIsRefused) {
+  {
+    spk::testing::ScopedTempDir dir;
+    std::vector<Tensor> tensors = Mxfp8Tensors(DType::kU8, {2, 2});
+    tensors.erase(tensors.begin() + 1);
+    WriteSource(dir.path(), kMxfp8Config, std::move(tensors));
+    auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+    ASSERT_TRUE(src.ok());
+    Status s = DecodeQuantizedSource(&*src);
+    EXPECT_NE(s.message().find("tensor 'layers.0.mlp.down_proj.weight': F8_E4M3 without its "
+                               "layers.0.mlp.down_proj.weight_scale_inv"),
+              std::string::npos)
+        << s.message();
+  }
+  for (const char* qc : {R"({"quant_method": "mxfp8", "moe_quant_algo": "NVFP4"})",
+                         R"({"quant_method": "mxfp8", "quantization": {"quant_algo": "MXFP8"}})"}) {
+    spk::testing::ScopedTempDir dir;
+    WriteSource(dir.path(),
+                std::string(R"({"architectures": ["X"], "quantization_config": )") + qc + "}",
+                Mxfp8Tensors(DType::kU8, {2, 2}));
+    auto src = OpenSourceCheckpoint(FileSystem::Default(), dir.path());
+    ASSERT_TRUE(src.ok());
+    Status s = DecodeQuantizedSource(&*src);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
+    EXPECT_NE(s.message().find(dir.path() + "/config.json: the model is already quantized "
+                                            "(quant_method mxfp8"),
+              std::string::npos)
+        << s.message();
+  }
 }
 
 }  // namespace

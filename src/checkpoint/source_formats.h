@@ -30,6 +30,7 @@ struct SourceFormat {
 
 Status DecodeCompressedTensorsSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeFp8BlockSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
+Status DecodeMxfp8Source(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeGptqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);
 Status DecodeAwqSource(SourceCheckpoint* src, const nlohmann::ordered_json& qc);

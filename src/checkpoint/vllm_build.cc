@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <array>
 #include <cassert>
 
 #include "base/checked_math.h"
@@ -84,6 +85,11 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
         IsQuantizableFloat(t.dtype) && t.shape.size() == 2 && map.verdict == MapVerdict::kQuantized;
     if (!map_says_linear) d = Decided(Built::kNotALinear, DenseBy::kNone, *not_linear);
   }
+  if (!d) {
+    if (auto why = EmbeddedDraftKeepReason(module)) {
+      d = Decided(Built::kDenseLinear, DenseBy::kEmbeddedDraft, *why);
+    }
+  }
   if (!d) d = UnderTargetConfig(in, module);
   if (!d) {
     if (auto router = RouterKeepRule(*in.config, module)) {
@@ -114,6 +120,33 @@ std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_vie
     return "lm_head: vLLM builds ParallelLMHead, not a Linear";
   }
   if (Contains(Leaf(module), "norm")) return "norm weight";
+  return std::nullopt;
+}
+
+namespace {
+
+// The drafts a target's checkpoint carries that vLLM builds with quantization_config None, by the
+// prefix of their tensors' names.
+struct DenseEmbeddedDraft {
+  std::string_view prefix;
+  std::string_view why;
+};
+constexpr std::array kDenseEmbeddedDrafts = {
+    DenseEmbeddedDraft{
+        "mtp_dspark.",
+        "Mistral Large 4's DSpark draft (mtp_dspark.*): vLLM builds it as "
+        "MistralLarge4DSparkModel with quantization_config None whatever the target's "
+        "quantization (0.34: transformers_utils/configs/mistral.py "
+        "get_mistral_large_4_dspark_config; dspark/config.py: \"Mistral Large 4 DSpark drafts "
+        "ship in BF16\"), so its Linears load a BF16 .weight only"},
+};
+
+}  // namespace
+
+std::optional<std::string> EmbeddedDraftKeepReason(std::string_view module) {
+  for (const DenseEmbeddedDraft& d : kDenseEmbeddedDrafts) {
+    if (module.starts_with(d.prefix)) return std::string(d.why);
+  }
   return std::nullopt;
 }
 

@@ -10,7 +10,8 @@
 // (where the map lists the module as a quantized Linear, the map decides: Qwen4-exp MTP's
 // mtp.fc_embedding); the target's config for a draft that takes it; routers; the family rules;
 // the module map (map_rules.h). The user's --ignore and the kernel rules (gemm.h) are the plan's,
-// on top.
+// on top. A draft embedded in its target that vLLM builds dense (EmbeddedDraftKeepReason) is
+// decided right after the non-Linears, ahead of the target's config.
 //
 // Pure functions over values; thread-safe. No errors: every tensor gets a decision.
 #pragma once
@@ -54,7 +55,7 @@ struct BuildInputs {
 
 enum class Built { kQuantizedLinear, kDenseLinear, kNotALinear, kRefused };
 // Which rule made a Linear dense (or refused it).
-enum class DenseBy { kNone, kRouter, kFamily, kMap, kTargetConfig };
+enum class DenseBy { kNone, kRouter, kFamily, kMap, kTargetConfig, kEmbeddedDraft };
 
 struct BuildDecision {
   Built built = Built::kNotALinear;
@@ -78,6 +79,12 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t);
 // as a quantizable Linear (embedding, lm_head, norm, non-float or non-2-D), by the name rule alone,
 // or nullopt for a Linear weight. DecideVllmBuild applies it with the map's override.
 std::optional<std::string> NotALinearReason(const TensorMeta& t, std::string_view module);
+
+// Why vLLM builds the Linear `module` dense as part of a draft embedded in its target's checkpoint
+// that vLLM builds with quantization_config None (Mistral Large 4's DSpark draft, `mtp_dspark.*`),
+// or nullopt. It holds for every family and preset (what vLLM builds, not a recipe), and ahead of
+// the target's own quantization config: the draft never reads it.
+std::optional<std::string> EmbeddedDraftKeepReason(std::string_view module);
 
 // Why the draft family keeps the Linear `module` dense (DFlash q/k/v and g_proj, MTP eh_proj), or
 // nullopt. Always nullopt when the family rules are off (--preset none).
