@@ -1,6 +1,9 @@
 #include "base/status.h"
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
+
+#include "base/test_util.h"
 
 namespace spk {
 namespace {
@@ -38,6 +41,22 @@ TEST(ResultTest, AssignOrReturnPropagates) {
   Status s = Doubled(-1, &out);
   EXPECT_EQ(s.code(), StatusCode::kInvalidInput);
   EXPECT_EQ(s.message(), "not positive");
+}
+
+TEST(ExpectErrorTest, PassesOnTheCodeAndAPartOfTheMessage) {
+  test_util::ExpectError(Status::NotFound("x.json: no such file"), StatusCode::kNotFound, "x.json");
+  test_util::ExpectError(ParsePositive(0), StatusCode::kInvalidInput, "positive");
+}
+
+TEST(ExpectErrorTest, FailsOnAnotherCodeAnotherMessageOrSuccess) {
+  EXPECT_NONFATAL_FAILURE(
+      test_util::ExpectError(Status::IoError("x.json"), StatusCode::kNotFound, "x.json"),
+      "actual: kIoError: \"x.json\"");
+  EXPECT_NONFATAL_FAILURE(
+      test_util::ExpectError(Status::NotFound("y.json"), StatusCode::kNotFound, "x.json"),
+      "containing \"x.json\"");
+  EXPECT_NONFATAL_FAILURE(test_util::ExpectError(ParsePositive(1), StatusCode::kInvalidInput, ""),
+                          "actual: kOk");
 }
 
 }  // namespace

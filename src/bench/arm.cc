@@ -36,7 +36,8 @@ Result<std::vector<std::string>> SplitCommandLine(std::string_view line) {
     }
     in_word = true;
     if (c == '\\') {
-      if (++i >= line.size()) return Status::Usage("command ends with a lone backslash");
+      if (++i >= line.size())
+        return Status::Usage("command ends with a lone backslash: " + std::string(line));
       word.push_back(line[i]);
     } else if (c == '\'') {
       size_t end = line.find('\'', i + 1);
@@ -70,7 +71,9 @@ Result<ArmSpec> ParseArmSpec(std::string_view text) {
   arm.name = std::string(text.substr(0, eq));
   std::string_view target = text.substr(eq + 1);
   if (target.substr(0, 4) == "cmd:") {
-    SPK_ASSIGN_OR_RETURN(arm.command, SplitCommandLine(target.substr(4)));
+    Result<std::vector<std::string>> words = SplitCommandLine(target.substr(4));
+    if (!words.ok()) return words.status().WithContext("--arm " + arm.name);
+    arm.command = std::move(words).value();
     if (arm.command.empty())
       return Status::Usage("--arm " + arm.name + ": empty command after cmd:");
     return arm;

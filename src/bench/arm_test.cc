@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <thread>
 
+#include "base/test_util.h"
 #include "io/fault_injection.h"
 
 namespace spk::bench {
@@ -26,9 +27,12 @@ TEST(SplitCommandLine, QuotesAndEscapesWithoutAShell) {
 }
 
 TEST(SplitCommandLine, Unclosed) {
-  EXPECT_FALSE(SplitCommandLine("a 'b").ok());
-  EXPECT_FALSE(SplitCommandLine("a \"b").ok());
-  EXPECT_FALSE(SplitCommandLine("a \\").ok());
+  test_util::ExpectError(SplitCommandLine("a 'b"), StatusCode::kUsage,
+                         "unclosed ' in command: a 'b");
+  test_util::ExpectError(SplitCommandLine("a \"b"), StatusCode::kUsage,
+                         "unclosed \" in command: a \"b");
+  test_util::ExpectError(SplitCommandLine("a \\"), StatusCode::kUsage,
+                         "command ends with a lone backslash: a \\");
 }
 
 TEST(ParseArmSpec, UrlAndCommand) {
@@ -41,10 +45,16 @@ TEST(ParseArmSpec, UrlAndCommand) {
   ASSERT_TRUE(cmd.ok());
   EXPECT_TRUE(cmd->launched());
   EXPECT_EQ(cmd->command, (Words{"vllm", "serve", "T", "--port", "{port}"}));
-  EXPECT_FALSE(ParseArmSpec("noequals").ok());
-  EXPECT_FALSE(ParseArmSpec("=http://x:1").ok());
-  EXPECT_FALSE(ParseArmSpec("a=ftp://x").ok());
-  EXPECT_FALSE(ParseArmSpec("a=cmd:   ").ok());
+  test_util::ExpectError(ParseArmSpec("noequals"), StatusCode::kUsage,
+                         "--arm 'noequals': expected NAME=http://host:port or NAME=cmd:COMMAND");
+  test_util::ExpectError(ParseArmSpec("=http://x:1"), StatusCode::kUsage,
+                         "--arm '=http://x:1': expected NAME=");
+  test_util::ExpectError(ParseArmSpec("a=ftp://x"), StatusCode::kUsage,
+                         "--arm a: 'ftp://x' is not an http:// URL");
+  test_util::ExpectError(ParseArmSpec("a=cmd:   "), StatusCode::kUsage,
+                         "--arm a: empty command after cmd:");
+  test_util::ExpectError(ParseArmSpec("a=cmd:vllm serve 'T"), StatusCode::kUsage,
+                         "--arm a: unclosed ' in command");
 }
 
 TEST(LaunchedServer, EarlyExitShowsLog) {

@@ -4,6 +4,8 @@
 
 #include <functional>
 
+#include "base/test_util.h"
+
 namespace spk::bench {
 namespace {
 
@@ -282,7 +284,8 @@ TEST(PoolResults, InverseVarianceAcrossFiles) {
   EXPECT_EQ(p["n_machines"], 2);
   EXPECT_NEAR(p["log_ratio"].get<double>(), 0.12, 1e-12);
   EXPECT_NE(RenderPooledMarkdown(*pooled).find("| y vs x | all | 2 |"), std::string::npos);
-  EXPECT_FALSE(PoolResults({json{{"nope", 1}}}, {"bad.json"}).ok());
+  test_util::ExpectError(PoolResults({json{{"nope", 1}}}, {"bad.json"}), StatusCode::kInvalidInput,
+                         "bad.json: comparisons: expected an array");
 }
 
 TEST(Analyze, AcceptanceIntervalsAreOverBlocks) {

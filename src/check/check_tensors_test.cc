@@ -43,7 +43,8 @@ class CheckTensors : public ::testing::Test {
     ASSERT_EQ(found.size(), 1u) << name << ":\n" << RenderCheckReport(r);
     EXPECT_EQ(found[0]->module, module) << name;
     EXPECT_EQ(found[0]->severity, severity) << name;
-    EXPECT_FALSE(r.ok()) << name;
+    SCOPED_TRACE(name);
+    ExpectErrorCodes(r, {std::string(code)});  // the planted fault and nothing else
   }
 
   spk::testing::ScopedTempDir dir_;
@@ -187,7 +188,10 @@ TEST_F(CheckTensors, DuplicateTensorAndInvalidShard) {
   std::string trailing = TwoShards(Copy("trailing"), [](ShardIndex&) {});
   std::ofstream(trailing + "/b.safetensors", std::ios::app | std::ios::binary) << "trailing";
   CheckReport bad = Check(trailing);
-  EXPECT_FALSE(bad.ok());
+  // missing-weight-shape is a knock-on error, not a second fault: v_proj's weight_shape is in the
+  // unreadable b.safetensors, so the module check finds it absent and says to requantize. Drop it
+  // here once tensors of an invalid shard are no longer judged missing.
+  ExpectErrorCodes(bad, {"safetensors-invalid", "missing-weight-shape"});
   if (const Finding* f = Only(bad, "safetensors-invalid")) {
     EXPECT_EQ(f->file, "b.safetensors");
     EXPECT_EQ(f->severity, Severity::kError);

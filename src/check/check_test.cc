@@ -35,7 +35,7 @@ TEST(CheckVllmVersion, Qwen3DFlashQuantizedQkvLoadsOn032FailsOnOld) {
   CheckOptions old;
   old.vllm_version = "0.25.1";
   CheckReport then = Check(q, old);
-  EXPECT_FALSE(then.ok());
+  ExpectErrorCodes(then, {"dflash-qkv-quantized"});
   auto errors = WithCode(then, "dflash-qkv-quantized");
   ASSERT_EQ(errors.size(), 6u);  // q, k, v of two layers, each named
   EXPECT_EQ(errors[0]->severity, Severity::kError);
@@ -68,7 +68,7 @@ TEST(CheckVllmVersion, LagunaUnfusedQkvNamesFailEvenDense) {
   CheckOptions v32;
   v32.vllm_version = "0.32.0";
   CheckReport r = Check(src, v32);
-  EXPECT_FALSE(r.ok());
+  ExpectErrorCodes(r, {"laguna-unfused-qkv"});
   auto f = WithCode(r, "laguna-unfused-qkv");
   ASSERT_EQ(f.size(), 1u);
   // vLLM 0.32: KeyError: 'layers.0.self_attn.k_proj.weight' (k sorts first, as vLLM hits it).
@@ -139,7 +139,7 @@ TEST(CheckVllmVersion, Eagle3HeadWithoutAuxLayerIds) {
   CheckOptions four;
   four.target_layers = 4;
   CheckReport r = Check(head, four);
-  EXPECT_FALSE(r.ok());
+  ExpectErrorCodes(r, {"eagle3-aux-layers-default"});
   auto e = WithCode(r, "eagle3-aux-layers-default");
   ASSERT_EQ(e.size(), 1u);
   EXPECT_NE(e[0]->message.find("[1, 2]"), std::string::npos) << e[0]->message;
@@ -173,13 +173,14 @@ TEST(CheckIgnoreLiterals, DFlashQkvLiteralsThatVllmMisses) {
       with_ignore("ckpt", {"layers.0.self_attn.q_proj", "layers.0.self_attn.k_proj",
                            "layers.0.self_attn.v_proj", "layers.1.self_attn.q_proj",
                            "layers.1.self_attn.k_proj", "layers.1.self_attn.v_proj"});
-  EXPECT_FALSE(checkpoint_names.ok());
+  // q/k/v are dense, and with no entry matching its qkv_proj vLLM expects them quantized.
+  ExpectErrorCodes(checkpoint_names, {"ignore-matches-nothing", "vllm-expects-quantized"});
   EXPECT_EQ(WithCode(checkpoint_names, "ignore-matches-nothing").size(), 6u);
   CheckReport shard_names =
       with_ignore("shards", {"model.layers.8.self_attn.q_proj", "model.layers.8.self_attn.k_proj",
                              "model.layers.8.self_attn.v_proj", "model.layers.9.self_attn.q_proj",
                              "model.layers.9.self_attn.k_proj", "model.layers.9.self_attn.v_proj"});
-  EXPECT_FALSE(shard_names.ok());
+  ExpectErrorCodes(shard_names, {"ignore-needs-fused-mapping", "vllm-expects-quantized"});
   auto needs = WithCode(shard_names, "ignore-needs-fused-mapping");
   ASSERT_EQ(needs.size(), 2u);
   EXPECT_EQ(needs[0]->module, "model.layers.8.self_attn.qkv_proj");
@@ -229,7 +230,7 @@ TEST(CheckVllmTree, SourceTreeWithoutVersionIsJudgedByItsCode) {
   CheckOptions o;
   o.vllm_dir = dir / "tree";
   CheckReport r = Check(q, o);
-  EXPECT_FALSE(r.ok());
+  ExpectErrorCodes(r, {"dflash-qkv-quantized"});
   EXPECT_EQ(r.vllm_tree, dir / "tree");
   EXPECT_NE(r.vllm_version_source.find("judged by its code"), std::string::npos)
       << r.vllm_version_source;
@@ -252,7 +253,7 @@ TEST(CheckOnce, UnsupportedGroupSizeIsOneFinding) {
     }
   });
   CheckReport r = Check(q);
-  EXPECT_FALSE(r.ok());
+  ExpectErrorCodes(r, {"group-size-unsupported"});
   ASSERT_EQ(r.findings.size(), 1u) << RenderCheckReport(r);
   EXPECT_EQ(r.findings[0].code, "group-size-unsupported");
 }

@@ -9,6 +9,8 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <source_location>
 #include <string>
 #include <vector>
 
@@ -80,6 +82,22 @@ inline bool HasCode(const CheckReport& r, std::string_view code) {
     if (f.code == code) return true;
   }
   return false;
+}
+
+// Expects the codes of the report's error findings to be exactly `codes` (a failing report is not
+// enough: a test that plants one fault fails when the check errs on something else as well).
+inline void ExpectErrorCodes(const CheckReport& r, const std::set<std::string>& codes,
+                             std::source_location where = std::source_location::current()) {
+  std::set<std::string> errors;
+  for (const Finding& f : r.findings) {
+    if (f.severity == Severity::kError) errors.insert(f.code);
+  }
+  if (errors == codes && !r.ok()) return;
+  std::string want;
+  for (const std::string& c : codes) want += " " + c;
+  ADD_FAILURE_AT(where.file_name(), static_cast<int>(where.line()))
+      << "expected error findings:" << want << "\n"
+      << RenderCheckReport(r);
 }
 
 // One stored tensor: its name, dtype and shape, and its bytes.

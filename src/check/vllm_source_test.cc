@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/test_util.h"
+
 namespace spk {
 namespace {
 
@@ -57,7 +59,9 @@ TEST(InspectVllmSource, FindsBothBlockers) {
   EXPECT_EQ((*findings)[1].code, "vllm-laguna-get-cache-scale");
   EXPECT_NE((*findings)[1].fix.find("getattr(self.quant_config, \"get_cache_scale\""),
             std::string::npos);
-  EXPECT_FALSE(InspectVllmSource(FileSystem::Default(), (root / "nothing").string()).ok());
+  test_util::ExpectError(InspectVllmSource(FileSystem::Default(), (root / "nothing").string()),
+                         StatusCode::kNotFound,
+                         "nothing: no vllm/model_executor/models folder; pass the folder");
   fs::remove_all(root);
 }
 

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_util.h"
 #include "checkpoint/test_util.h"
 
 namespace spk {
@@ -59,12 +60,14 @@ TEST(FamilyTest, DraftNamesGetPrefixAndTargetOffset) {
 }
 
 TEST(FamilyTest, MalformedConfigIsAnError) {
-  EXPECT_FALSE(ParseModelConfig("cfg", "{").ok());
-  EXPECT_FALSE(ParseModelConfig("cfg", "[]").ok());
-  auto bad = ParseModelConfig("cfg", R"({"num_hidden_layers":"six"})");
-  ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("num_hidden_layers"), std::string::npos);
-  EXPECT_FALSE(ParsePreset("qwen").ok());
+  test_util::ExpectError(ParseModelConfig("cfg", "{"), StatusCode::kInvalidInput,
+                         "cfg: not valid JSON");
+  test_util::ExpectError(ParseModelConfig("cfg", "[]"), StatusCode::kInvalidInput,
+                         "cfg: must be a JSON object");
+  test_util::ExpectError(ParseModelConfig("cfg", R"({"num_hidden_layers":"six"})"),
+                         StatusCode::kInvalidInput,
+                         "cfg: 'num_hidden_layers' must be an integer, found string");
+  test_util::ExpectError(ParsePreset("qwen"), StatusCode::kUsage, "unknown preset 'qwen'");
 }
 
 TEST(FamilyTest, LayerIndexNeedsWholeComponent) {

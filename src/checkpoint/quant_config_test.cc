@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_util.h"
 #include "checkpoint/test_util.h"
 
 namespace spk {
@@ -98,7 +99,8 @@ TEST(QuantConfigTest, SchemesWithNoRowAreNamedAndRefused) {
       std::string::npos)
       << read.status().message();
   auto none = SchemeFromConfig("ckpt/config.json", WithQuantization(Json::object()));
-  EXPECT_FALSE(none.ok());
+  test_util::ExpectError(none, StatusCode::kInvalidInput,
+                         "ckpt/config.json: quantization_config has no config group with weights");
 }
 
 }  // namespace

@@ -188,7 +188,8 @@ Result<Url> ParseUrl(std::string_view text) {
     std::string port(authority.substr(colon + 1));
     if (port.empty() || port.size() > 5 || !std::all_of(port.begin(), port.end(), ::isdigit) ||
         std::stoi(port) == 0 || std::stoi(port) > 65535) {
-      return Status::Usage("'" + std::string(text) + "': bad port '" + port + "'");
+      return Status::Usage("'" + std::string(text) + "': bad port '" + port +
+                           "' (expected a number from 1 to 65535)");
     }
     url.port = std::stoi(port);
     authority = authority.substr(0, colon);

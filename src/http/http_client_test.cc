@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "base/test_util.h"
+
 namespace spk::http {
 namespace {
 
@@ -19,10 +21,11 @@ TEST(ParseUrl, HostPortAndPrefix) {
 
 TEST(ParseUrl, RejectsOtherSchemesAndBadPorts) {
   EXPECT_EQ(ParseUrl("https://x:1").status().code(), StatusCode::kUsage);
-  EXPECT_FALSE(ParseUrl("127.0.0.1:8000").ok());
-  EXPECT_FALSE(ParseUrl("http://x:99999").ok());
-  EXPECT_FALSE(ParseUrl("http://x:").ok());
-  EXPECT_FALSE(ParseUrl("http://:80").ok());
+  test_util::ExpectError(ParseUrl("127.0.0.1:8000"), StatusCode::kUsage, "is not an http:// URL");
+  test_util::ExpectError(ParseUrl("http://x:99999"), StatusCode::kUsage,
+                         "bad port '99999' (expected a number from 1 to 65535)");
+  test_util::ExpectError(ParseUrl("http://x:"), StatusCode::kUsage, "bad port ''");
+  test_util::ExpectError(ParseUrl("http://:80"), StatusCode::kUsage, "missing host");
 }
 
 TEST(ChunkedDecoder, DecodesWhenSplitAnywhere) {
@@ -40,9 +43,11 @@ TEST(ChunkedDecoder, DecodesWhenSplitAnywhere) {
 TEST(ChunkedDecoder, RejectsBadSize) {
   ChunkedDecoder decoder;
   std::string out;
-  EXPECT_FALSE(decoder.Feed("zz\r\n", &out).ok());
+  test_util::ExpectError(decoder.Feed("zz\r\n", &out), StatusCode::kInvalidInput,
+                         "bad chunk size 'zz'");
   ChunkedDecoder missing_crlf;
-  EXPECT_FALSE(missing_crlf.Feed("2\r\nabX\r\n", &out).ok());
+  test_util::ExpectError(missing_crlf.Feed("2\r\nabX\r\n", &out), StatusCode::kInvalidInput,
+                         "missing CRLF after chunk");
 }
 
 TEST(SendRequest, UnreachableServerSaysSo) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"
+
 namespace spk::http {
 namespace {
 
@@ -92,7 +94,8 @@ TEST(SseParser, InvalidUtf8IsFlagged) {
 TEST(SseParser, OverlongLineIsAnError) {
   SseParser parser(8);
   std::vector<SseEvent> events;
-  EXPECT_FALSE(parser.Feed("data: 0123456789", &events).ok());
+  test_util::ExpectError(parser.Feed("data: 0123456789", &events), StatusCode::kInvalidInput,
+                         "line longer than 8 bytes");
 }
 
 TEST(Utf8, Validation) {

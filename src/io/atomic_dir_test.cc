@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <filesystem>
 
+#include "base/test_util.h"
 #include "io/fault_injection.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
@@ -130,7 +131,8 @@ TEST(WriteFileAtomicallyTest, AFailureLeavesTheOldFileAndNothingElse) {
   EXPECT_THAT(full.message(), HasSubstr("it is unchanged"));
   faulty.ClearFaults();
   faulty.FailOperation(FileOp::kRename, "README.md", EIO);
-  EXPECT_FALSE(WriteFileAtomically(&faulty, path, "the card").ok());
+  test_util::ExpectError(WriteFileAtomically(&faulty, path, "the card"), StatusCode::kIoError,
+                         "(cannot rename " + path);
   EXPECT_EQ(*ReadWholeFile(path), "the user's own text");
   EXPECT_EQ(CountHiddenSiblings(dir.path()), 0);
 }

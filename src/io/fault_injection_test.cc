@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "base/test_util.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
 
@@ -93,7 +94,8 @@ TEST(FaultInjectionTest, ReadFaultsCoverWholeFilesAndCopySources) {
   auto read = fs.ReadFile(dir / "index.json");
   ASSERT_FALSE(read.ok());
   EXPECT_THAT(read.status().message(), HasSubstr("cannot read " + (dir / "index.json")));
-  EXPECT_FALSE(fs.CopyFile(dir / "index.json", dir / "copy.json").ok());
+  test_util::ExpectError(fs.CopyFile(dir / "index.json", dir / "copy.json"), StatusCode::kIoError,
+                         "cannot read " + (dir / "index.json"));
   fs.ClearFaults();
   fs.FailOperation(FileOp::kRead, "index.json", EIO);
   EXPECT_THAT(fs.ReadFile(dir / "index.json").status().message(), HasSubstr("Input/output error"));

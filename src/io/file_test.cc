@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/test_util.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
 
@@ -27,7 +28,8 @@ TEST(PosixFileTest, WriteThenReadBack) {
   ASSERT_TRUE((*w)->WriteAt(0, head).ok());
   ASSERT_TRUE((*w)->Sync().ok());
   ASSERT_TRUE((*w)->Close().ok());
-  EXPECT_FALSE((*w)->WriteAt(0, head).ok());
+  test_util::ExpectError((*w)->WriteAt(0, head), StatusCode::kInternal,
+                         "write to closed file " + path);
 
   auto r = FileSystem::Default()->OpenForRead(path);
   ASSERT_TRUE(r.ok());

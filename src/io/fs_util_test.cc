@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "base/test_util.h"
 #include "io/test_util.h"
 
 namespace spk {
@@ -35,7 +36,8 @@ TEST(FsUtilTest, ErrorsNameThePath) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_THAT(missing.status().message(), ::testing::HasSubstr("missing.json"));
-  EXPECT_FALSE(CopyFile(dir / "missing.json", dir / "x").ok());
+  test_util::ExpectError(CopyFile(dir / "missing.json", dir / "x"), StatusCode::kNotFound,
+                         "no such file: " + (dir / "missing.json"));
   EXPECT_EQ(ListDirectory(dir / "nodir").status().code(), StatusCode::kNotFound);
 }
 

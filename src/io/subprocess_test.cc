@@ -48,6 +48,7 @@ TEST(RunProcess, KillsTheWholeGroupAtTheTimeLimit) {
   ProcessResult r = Sh("sleep 30 & sleep 30", {}, 300ms);
   EXPECT_TRUE(r.timed_out);
   EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.description, "ran past its time limit and was killed");
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
 }
 

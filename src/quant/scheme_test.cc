@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"
 #include "quant/pack_quantized.h"
 #include "tensor/float_convert.h"
 
@@ -158,8 +159,12 @@ TEST(SchemeTest, StoredTensorsPerRow) {
         EXPECT_EQ(FindRole(t, st.role), &st);
       }
     }
-    EXPECT_FALSE(s.codec->Validate(ParamsFor(s, 128), DType::kBF16, rows, 200).ok()) << s.name;
-    EXPECT_FALSE(s.codec->Validate(ParamsFor(s, 128), DType::kI32, rows, cols).ok()) << s.name;
+    SCOPED_TRACE(s.name);
+    test_util::ExpectError(s.codec->Validate(ParamsFor(s, 128), DType::kBF16, rows, 200),
+                           StatusCode::kInvalidInput,
+                           "a [64, 200] weight cannot be stored with group size 128");
+    test_util::ExpectError(s.codec->Validate(ParamsFor(s, 128), DType::kI32, rows, cols),
+                           StatusCode::kInvalidInput, "weight dtype I32 cannot be quantized");
   }
 }
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"
 #include "io/atomic_dir.h"
 #include "io/fault_injection.h"
 #include "io/fs_util.h"
@@ -309,7 +310,9 @@ TEST_F(CheckpointWriterTest, AResumableRunTakesOverTheShardsAFailedOneFinished) 
   o.destination = dir_ / "out2";
   CheckpointWriter again(&faulty, o);
   Declare(again, dir_ / "tokenizer.json");
-  EXPECT_FALSE(again.Finish().ok());
+  test_util::ExpectError(again.Finish(), StatusCode::kIoError,
+                         "disk full while writing " +
+                             AtomicOutputDir::ResumableTempPath(o.destination) + "/" + kShard2);
   ASSERT_TRUE(IsDirectory(AtomicOutputDir::ResumableTempPath(o.destination)));
   o.resume_identity = "job two";
   CheckpointWriter other(FileSystem::Default(), o);

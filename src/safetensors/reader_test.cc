@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "base/endian.h"
+#include "base/test_util.h"
 #include "io/fault_injection.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
@@ -29,9 +30,11 @@ TEST(ReaderTest, ReadsTensorsAndSlices) {
   std::vector<uint8_t> slice(4);
   ASSERT_TRUE(reader->ReadTensorBytes(*b, 8, slice).ok());
   EXPECT_EQ(slice[0], testing::PatternByte(1, 8));
-  EXPECT_FALSE(reader->ReadTensorBytes(*b, 13, slice).ok());  // past the tensor's 16 bytes
+  test_util::ExpectError(reader->ReadTensorBytes(*b, 13, slice), StatusCode::kInternal,
+                         "tensor 'b': slice at byte 13 of 4 bytes lies outside its 16 bytes");
   std::vector<uint8_t> wrong(3);
-  EXPECT_FALSE(reader->ReadTensor(*b, wrong).ok());
+  test_util::ExpectError(reader->ReadTensor(*b, wrong), StatusCode::kInternal,
+                         "tensor 'b': read buffer of 3 bytes for a tensor of 16");
 }
 
 TEST(ReaderTest, RejectsFileShorterThanEightBytes) {

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "base/test_util.h"
 #include "safetensors/header.h"
 
 namespace spk {
@@ -104,11 +105,18 @@ TEST(WriterTest, RejectsDuplicateNames) {
 }
 
 TEST(WriterTest, RejectsReservedNameInvalidUtf8AndBadSizes) {
-  EXPECT_FALSE(SafetensorsLayout::Plan({{"__metadata__", DType::kU8, {1}}}).ok());
-  EXPECT_FALSE(SafetensorsLayout::Plan({{"\xff", DType::kU8, {1}}}).ok());
-  EXPECT_FALSE(SafetensorsLayout::Plan({{"w", DType::kU8, {-1}}}).ok());
-  EXPECT_FALSE(SafetensorsLayout::Plan({{"w", DType::kF4, {3}}}).ok());
-  EXPECT_FALSE(SafetensorsLayout::Plan({{"w", DType::kF64, {int64_t{1} << 62}}}).ok());
+  test_util::ExpectError(SafetensorsLayout::Plan({{"__metadata__", DType::kU8, {1}}}),
+                         StatusCode::kInvalidInput, "cannot be named '__metadata__'");
+  test_util::ExpectError(SafetensorsLayout::Plan({{"\xff", DType::kU8, {1}}}),
+                         StatusCode::kInvalidInput, "is not valid UTF-8");
+  test_util::ExpectError(SafetensorsLayout::Plan({{"w", DType::kU8, {-1}}}),
+                         StatusCode::kInvalidInput, "tensor 'w': shape has a negative dimension");
+  test_util::ExpectError(SafetensorsLayout::Plan({{"w", DType::kF4, {3}}}),
+                         StatusCode::kInvalidInput,
+                         "tensor 'w': 3 F4 elements do not fill whole bytes");
+  test_util::ExpectError(SafetensorsLayout::Plan({{"w", DType::kF64, {int64_t{1} << 62}}}),
+                         StatusCode::kInvalidInput,
+                         "tensor 'w': shape has a negative dimension or its byte size overflows");
   EXPECT_TRUE(SafetensorsLayout::Plan({{"w", DType::kF4, {4}}}).ok());
 }
 

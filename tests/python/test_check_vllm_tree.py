@@ -79,14 +79,14 @@ def test_a_map_with_a_field_of_the_wrong_type_is_refused(dflash_w4, spk, tmp_pat
 def test_a_file_that_is_no_map_is_a_clear_error(dflash_w4, spk, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 2, "architectures": {}}')
-    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=None)
-    assert proc.returncode not in (0, 1) and str(bad) in proc.stderr, proc.stderr
-    assert "vllm_version" in proc.stderr
+    # Exit 2 (an input error), not 1 (findings) or 3 (I/O).
+    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=2)
+    assert f"{bad}: vllm_version: missing" in proc.stderr, proc.stderr
     bad.write_text("not json")
-    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=None)
-    assert proc.returncode not in (0, 1) and "not a JSON object" in proc.stderr, proc.stderr
-    proc = spk("check", dflash_w4, "--vllm-module-map", tmp_path / "missing.json", expect=None)
-    assert proc.returncode not in (0, 1) and "missing.json" in proc.stderr, proc.stderr
+    proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=2)
+    assert f"{bad}: not a JSON object" in proc.stderr, proc.stderr
+    proc = spk("check", dflash_w4, "--vllm-module-map", tmp_path / "missing.json", expect=2)
+    assert f"no such file: {tmp_path / 'missing.json'}" in proc.stderr, proc.stderr
 
 
 def site_packages(venv_python: Path) -> Path:

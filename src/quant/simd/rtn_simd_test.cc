@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/test_util.h"
 #include "hwy/highway.h"
 #include "hwy/tests/hwy_gtest.h"
 #include "quant/rtn.h"
@@ -315,7 +316,7 @@ TEST_P(RtnSimdTest, BadDataGivesTheReferenceError) {
       const QuantParams p{4, false, 128};
       const Output want = RunQuantizer(QuantizeRowsRtn, p, dtype, bytes, 4, 256);
       const Output got = RunQuantizer(QuantizeRowsRtnFast, p, dtype, bytes, 4, 256);
-      ASSERT_FALSE(want.status.ok());
+      test_util::ExpectError(want.status, StatusCode::kInvalidInput, "weight row 2 column 77 is");
       EXPECT_EQ(got.status.code(), want.status.code());
       EXPECT_EQ(got.status.message(), want.status.message());
       EXPECT_NE(got.status.message().find("row 2 column 77"), std::string::npos)
@@ -330,9 +331,10 @@ TEST_P(RtnSimdTest, BadDataGivesTheReferenceError) {
   const QuantParams p{4, false, 128};
   const Output want = RunQuantizer(QuantizeRowsRtn, p, DType::kF16, bytes, 2, 128);
   const Output got = RunQuantizer(QuantizeRowsRtnFast, p, DType::kF16, bytes, 2, 128);
-  ASSERT_FALSE(want.status.ok());
+  test_util::ExpectError(want.status, StatusCode::kInvalidInput,
+                         "weight row 1 columns 0..127: the value range overflows F16");
+  EXPECT_EQ(got.status.code(), want.status.code());
   EXPECT_EQ(got.status.message(), want.status.message());
-  EXPECT_NE(got.status.message().find("overflows"), std::string::npos);
   // Bad shape and dtype are rejected like the reference does.
   const Output shape_want =
       RunQuantizer(QuantizeRowsRtn, {4, true, 128}, DType::kF16, bytes, 1, 256);
