@@ -54,6 +54,7 @@ void MapArchitecture(const CheckView& v, FindingSink& sink) {
 void MapModules(const CheckView& v, FindingSink& sink) {
   const MapContext& context = v.map;
   if (!MapKnowsArchitecture(context)) return;
+  bool scheme_refused = false;  // said once, not per module
   for (const ModuleEntry& m : v.modules) {
     const std::string& module = m.name;
     const ModuleTensors& mt = m.tensors;
@@ -73,6 +74,13 @@ void MapModules(const CheckView& v, FindingSink& sink) {
         }
         sink.Add(FindingCode::kVllmMapWeightReadDirectly, module, file,
                  "stored quantized, but " + j.reason, std::string(kRequantize));
+        break;
+      case MapVerdict::kSchemeRefused:
+        if (!scheme_refused) {
+          sink.Add(FindingCode::kVllmMapSchemeRefused, "", "config.json", j.reason,
+                   "write another scheme, or serve it with a release that builds it");
+        }
+        scheme_refused = true;
         break;
       case MapVerdict::kNoScheme:
         sink.Add(FindingCode::kVllmMapNoScheme, module, file, "stored quantized, but " + j.reason,

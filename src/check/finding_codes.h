@@ -90,6 +90,7 @@ enum class FindingCode : uint8_t {
   kNoSafetensors,
   kDraftOffsetUnknown,
   kVllmMapNoScheme,
+  kVllmMapSchemeRefused,
   kVllmMapPlainParam,
   kVllmMapWeightReadDirectly,
   kVllmMapDraftTakesTargetConfig,
@@ -345,6 +346,10 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "`ParallelLMHead`: DSpark's Markov head, XPress's head, DFlash2's candidate selector, "
          "MiMo's "
          "MTP `input_proj`); names the class and vLLM's file"},
+        {FindingCode::kVllmMapSchemeRefused, "vllm-map-scheme-refused", kErr, "map-modules",
+         "vLLM's module map of the release judged records that vLLM refuses to build the "
+         "architecture under the checkpoint's compressed-tensors format (the map's "
+         "`scheme_verdicts`), with vLLM's error"},
         {FindingCode::kVllmMapPlainParam, "vllm-map-plain-param", kErr, "map-modules",
          "a module stored quantized whose weight vLLM holds as a plain parameter (an "
          "`nn.Embedding` "

@@ -17,9 +17,15 @@ MapJudgement Judged(MapVerdict verdict, std::string reason, std::string read_at 
   return {verdict, std::move(reason), std::move(read_at)};
 }
 
-// The verdict of one architecture's map on `module`; kNotListed when it does not list it.
+// The verdict of one architecture's map on `module` under the compressed-tensors format `format`
+// ("" for the base one); kNotListed when it does not list it.
 MapJudgement VerdictOf(const ModuleMap& map, const MappedArchitecture& arch,
-                       std::string_view module, std::string_view tensor) {
+                       std::string_view module, std::string_view tensor, std::string_view format) {
+  if (auto refused = arch.refused_by_format.find(format); refused != arch.refused_by_format.end()) {
+    return Judged(MapVerdict::kSchemeRefused,
+                  fmt::format("vLLM {} does not build {} ({}) from a {} checkpoint: {}",
+                              map.release, arch.name, arch.file, format, refused->second));
+  }
   if (const MappedModule* m = FindModule(arch, module)) {
     if (m->read_directly) {
       return Judged(
@@ -30,11 +36,13 @@ MapJudgement VerdictOf(const ModuleMap& map, const MappedArchitecture& arch,
                       m->read_at.empty() ? arch.file : m->read_at),
           m->read_at);
     }
-    if (!m->quantized) {
+    if (!m->QuantizedUnder(format)) {
       return Judged(MapVerdict::kNoScheme,
-                    fmt::format("vLLM {} builds it as {} with no quantization scheme ({}, {}): a "
+                    fmt::format("vLLM {} builds it as {} with no quantization scheme{} ({}, {}): a "
                                 "quantized weight would not load",
-                                map.release, m->module_class, arch.name, arch.file));
+                                map.release, m->module_class,
+                                m->QuantizedUnder("") ? fmt::format(" under {}", format) : "",
+                                arch.name, arch.file));
     }
     return Judged(MapVerdict::kQuantized, "");
   }
@@ -159,11 +167,11 @@ MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
   if (context.map == nullptr) return {};
   // The MTP layers are the MTP draft's: its map speaks for every module it lists.
   if (context.mtp != nullptr) {
-    MapJudgement j = VerdictOf(*context.map, *context.mtp, module, tensor);
+    MapJudgement j = VerdictOf(*context.map, *context.mtp, module, tensor, context.scheme_format);
     if (j.verdict != MapVerdict::kNotListed) return j;
   }
   if (context.architecture != nullptr) {
-    return VerdictOf(*context.map, *context.architecture, module, tensor);
+    return VerdictOf(*context.map, *context.architecture, module, tensor, context.scheme_format);
   }
   return Judged(
       MapVerdict::kUnmapped,

@@ -34,6 +34,10 @@ struct MapContext {
   const MappedArchitecture* mtp = nullptr;
   std::string architecture_name;  // config.json's first architecture, for messages
   bool draft = false;  // a draft or MTP layers: an unknown architecture keeps non-standard dense
+  // The compressed-tensors format of the weights judged ("float-quantized"), whose verdict the map
+  // gives (MappedModule::QuantizedUnder); empty: the base (W4A16) verdict. DecideVllmBuild sets it
+  // from BuildInputs::scheme, so the plan, check and inspect judge by the scheme written.
+  std::string_view scheme_format;
 };
 
 MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
@@ -47,12 +51,13 @@ void ApplyModuleMap(const MapContext& context, const ModelConfig& config, Family
 
 // What the map says of one Linear weight of checkpoint module `module` (`tensor`: the whole name).
 enum class MapVerdict {
-  kQuantized,     // a Linear with a compressed-tensors scheme: it loads quantized weights
-  kNoScheme,      // built without a scheme (a head under quant_config=None, a plain nn.Linear)
-  kReadDirectly,  // the forward reads its .weight itself
-  kPlainParam,    // a parameter outside any Linear (an nn.Embedding's weight)
-  kNotListed,     // the architecture's map does not list it
-  kUnmapped,      // no map knows the architecture
+  kQuantized,      // a Linear with a compressed-tensors scheme: it loads quantized weights
+  kNoScheme,       // built without a scheme (a head under quant_config=None, a plain nn.Linear)
+  kReadDirectly,   // the forward reads its .weight itself
+  kPlainParam,     // a parameter outside any Linear (an nn.Embedding's weight)
+  kNotListed,      // the architecture's map does not list it
+  kUnmapped,       // no map knows the architecture
+  kSchemeRefused,  // vLLM refuses to build the architecture under the weights' format
 };
 struct MapJudgement {
   MapVerdict verdict = MapVerdict::kUnmapped;

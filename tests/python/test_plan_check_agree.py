@@ -6,6 +6,11 @@ a small checkpoint in that architecture's own checkpoint names (the map's checkp
 other_params, [256, 256] F16: whole groups of 128 and Marlin tiles), quantized and then checked,
 by default and with --vllm-version for each release. Either check reports no error, or
 quantize refuses (exit 2) and check's error on that draft quantized anyway gives the same reason.
+
+Per scheme (the maps' scheme_verdicts: vLLM's verdict under each compressed-tensors format): each
+architecture again under its release, with one representative scheme of another format (in turn,
+so every format meets many architectures), and with every format whose verdict differs from
+W4A16's for it.
 """
 import json
 from pathlib import Path
@@ -28,6 +33,24 @@ def built(release: str) -> list:
 
 
 CASES = [(release, name) for release in MAPS for name in built(release)]
+
+# A representative scheme of each non-base format the maps cover (src/quant/scheme.cc's rows).
+SCHEME_OF_FORMAT = {"int-quantized": "w8a8", "float-quantized": "fp8-dynamic",
+                    "nvfp4-pack-quantized": "nvfp4a16", "mxfp4-pack-quantized": "mxfp4a16",
+                    "mxfp8-quantized": "mxfp8a16"}
+
+
+def scheme_cases() -> list:
+    cases = set()
+    for i, (release, name) in enumerate(CASES):
+        formats = sorted(f for f, s in MAPS[release]["schemes"].items() if not s["base"])
+        assert set(formats) == set(SCHEME_OF_FORMAT), formats
+        cases.add((release, name, SCHEME_OF_FORMAT[formats[i % len(formats)]]))
+        verdicts = MAPS[release]["architectures"][name]["scheme_verdicts"]
+        for fmt, v in verdicts.items():
+            if v["error"] or v["modules"]:
+                cases.add((release, name, SCHEME_OF_FORMAT[fmt]))
+    return sorted(cases)
 
 
 def errors(spk, ckpt, *args) -> tuple:
@@ -59,25 +82,36 @@ def takes_target_config(arch: dict) -> bool:
 @pytest.mark.parametrize("version", ["default", *MAPS])
 @pytest.mark.parametrize("release,name", CASES)
 def test_check_passes_what_quantize_writes(spk, tmp_path, release, name, version):
+    flags = [] if version == "default" else ["--vllm-version", version]
+    quantize_then_check(spk, tmp_path, release, name, flags, version)
+
+
+@pytest.mark.parametrize("release,name,scheme", scheme_cases())
+def test_check_passes_what_quantize_writes_per_scheme(spk, tmp_path, release, name, scheme):
+    quantize_then_check(spk, tmp_path, release, name, ["--vllm-version", release],
+                        f"{release} {scheme}", ["--scheme", scheme])
+
+
+def quantize_then_check(spk, tmp_path, release: str, name: str, flags: list, label: str,
+                        scheme: tuple = ()) -> None:
     arch = MAPS[release]["architectures"][name]
     src = tmp_path / "src"
     write_checkpoint(src, name, arch)
-    flags = [] if version == "default" else ["--vllm-version", version]
 
     def agree(ok: bool, detail) -> None:
         if not ok:
-            pytest.fail(f"{name} ({release}'s map), {version}: {detail}")
+            pytest.fail(f"{name} ({release}'s map), {label}: {detail}")
 
     out = tmp_path / "q"
-    proc = spk("quantize", src, out, "--no-fsync", *flags, expect=None)
+    proc = spk("quantize", src, out, "--no-fsync", *scheme, *flags, expect=None)
     if proc.returncode == 2:
         # Refused: check fails the draft quantized anyway (--preset none) for the same reason
         # (a draft built under the target's config: pass --target; a kind vLLM refuses from any
         # compressed-tensors checkpoint; a release without the architecture).
         reason = proc.stderr.strip().split("error: ", 1)[-1]
         reason = reason.split(": pass --target")[0].split("; ")[0].split(": plan for a release")[0]
-        anyway = spk("quantize", src, tmp_path / "all", "--preset", "none", "--no-fsync", *flags,
-                     expect=None)
+        anyway = spk("quantize", src, tmp_path / "all", "--preset", "none", "--no-fsync", *scheme,
+                     *flags, expect=None)
         # A kind the release lacks is refused whatever the preset: check judges the source then.
         checked = tmp_path / "all" if anyway.returncode == 0 else src
         assert anyway.returncode in (0, 2), anyway.stderr

@@ -517,9 +517,12 @@ def test_scheme_verdicts_keep_only_what_differs_from_the_base():
     assert a["B"]["scheme_verdicts"] == {"float-quantized": {
         "error": "RuntimeError: no", "error_module": "x", "modules": {}}}
     assert a["C"]["scheme_verdicts"]["float-quantized"]["modules"] == {}
-    fp8["architectures"]["A"]["modules"].pop("y")
-    with pytest.raises(ValueError, match="A under float-quantized"):
-        merge(base, {"float-quantized": fp8}, "x")
+    # A module the format's build lacks is not quantized under it; one only it has is left out.
+    fp8["architectures"]["A"]["modules"] = {"z": mod(True)}
+    fp8["architectures"]["B"] = {"error": None, "modules": {}}
+    m = merge(base, {"float-quantized": fp8}, "x")["architectures"]
+    assert m["A"]["scheme_verdicts"]["float-quantized"]["modules"] == {"x": mod(False)}
+    assert m["B"]["scheme_verdicts"]["float-quantized"]["modules"] == {"x": mod(False)}
 
 
 def test_every_map_records_each_format_for_each_built_architecture():

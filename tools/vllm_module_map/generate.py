@@ -25,7 +25,8 @@ Each release runs in a subprocess of its own (one vLLM per process), and again o
 compressed-tensors format of configs.SCHEME_CONFIGS (FP8, W8A8 int, NVFP4, MXFP4, MXFP8: only the
 module verdicts, merged by schemes.py). `--reuse-base` keeps a committed map's base (W4A16) part
 and builds only those verdicts. `--docs` alone rewrites docs/draft-kinds.md from the committed
-maps; `--print` writes one map to stdout (the test uses it).
+maps; `--print` writes one map to stdout (the test uses it; with
+`--tree DIR`, of vLLM's Python code in DIR, CUDA faked).
 
 The code: this file is the command line; configs.py the hand-written inputs (quantization config,
 tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_ins.py the stand-ins
@@ -175,6 +176,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
@@ -193,6 +195,10 @@ def generate(cc: int | None, only: set[str] | None, fmt: str = BASE_FORMAT) -> d
     if fmt == BASE_FORMAT:
         data["kernels"] = kernels(cc)
     return data
+
+
+def version_of(data: dict) -> str:
+    return str(data.get("vllm_version", "unknown"))
 
 
 def release_map(label: str, src: str, cc: int, only: list[str] | None,
@@ -220,6 +226,9 @@ def release_map(label: str, src: str, cc: int, only: list[str] | None,
                   file=sys.stderr)
             return None
         maps[fmt] = json.loads(out.stdout)
+        # Kept where a later step's failure would otherwise lose minutes of builds.
+        keep = pathlib.Path(tempfile.gettempdir()) / f"vllm-module-map-{version_of(maps[fmt])}-{fmt}.json"
+        keep.write_text(out.stdout)
     data = maps.pop(BASE_FORMAT)
     return merge(data, maps, data["faked_platform"] or "the installed vLLM's own platform")
 
@@ -243,6 +252,9 @@ def main() -> int:
     ap.add_argument("--docs", action="store_true", help="rewrite docs/draft-kinds.md")
     ap.add_argument("--print", dest="print_", action="store_true",
                     help="generate for the running vLLM and print the map")
+    ap.add_argument("--tree", default="",
+                    help="with --print: vLLM's Python code in DIR (CUDA faked, --cc), not the "
+                         "installed vLLM (check --vllm DIR of a tree without a CPU build)")
     ap.add_argument("--only", action="append", help="architectures to build (debugging)")
     ap.add_argument("--environment", help="a JSON file: the map's \"environment\" object "
                                           "(release.py writes it)")
@@ -264,7 +276,7 @@ def main() -> int:
         sys.stdout.write(dump(generate(cc_val, only, args._format)))
         return 0
     if args.print_:
-        data = release_map("(installed)", "", args.cc, args.only)
+        data = release_map(args.tree or "(installed)", args.tree, args.cc, args.only)
         if data is None:
             return 1
         sys.stdout.write(dump(data))

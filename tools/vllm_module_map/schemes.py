@@ -16,9 +16,12 @@ base verdict, so that a map where every format agrees carries empty objects:
   for every format: the module registered a quantized weight (a *weight_packed or *weight_scale
   parameter), i.e. vLLM gave it a compressed-tensors scheme or MoE method.
 
-Error policy: pure functions over the children's maps. A module the base lists that a format's
-build lacks, or one the format's build adds, is a generator inconsistency: ValueError naming the
-architecture, format and module (nothing is written).
+A module the base lists that a format's build lacks (Kimi-K3 MTP's head and attention under
+MXFP4: never asked of the quant config) is recorded as not quantized under it where the base
+quantizes it; a module only the format's build has is not recorded (the C++ reader keeps a module
+the map does not list dense, whatever the format).
+
+Error policy: pure functions over the children's maps; a missing field raises KeyError.
 """
 from __future__ import annotations
 
@@ -39,13 +42,13 @@ def module_verdicts(recorded: Iterable[tuple]) -> dict:
             for _, _, _, e in recorded}
 
 
-def _differences(arch: str, fmt: str, base: dict, other: dict) -> dict:
-    if set(base) != set(other):
-        raise ValueError(f"{arch} under {fmt}: modules differ from the base build's: "
-                         f"only in the base {sorted(set(base) - set(other))}, "
-                         f"only under {fmt} {sorted(set(other) - set(base))}")
-    return {key: v for key, v in sorted(other.items())
-            if v["quantized"] != base[key]["quantized"]}
+NOT_BUILT = {"quantized": False, "quant_method": None, "scheme": None}
+
+
+def _differences(base: dict, other: dict) -> dict:
+    """The base's modules whose verdict under the format differs (absent: not quantized)."""
+    return {key: other.get(key, NOT_BUILT) for key in sorted(base)
+            if other.get(key, NOT_BUILT)["quantized"] != base[key]["quantized"]}
 
 
 def merge(base: dict, others: dict[str, dict], platform: str) -> dict:
@@ -65,7 +68,7 @@ def merge(base: dict, others: dict[str, dict], platform: str) -> dict:
                 if o.get(k) is not None:
                     v[k] = o[k]
             if entry.get("error") is None and o.get("error") is None:
-                v["modules"] = _differences(arch, fmt, entry["modules"], o["modules"])
+                v["modules"] = _differences(entry["modules"], o["modules"])
             verdicts[fmt] = v
         entry["scheme_verdicts"] = verdicts
     return base
