@@ -237,7 +237,8 @@ std::map<std::string, std::map<std::string, bool, std::less<>>> ParseSchemeVerdi
     for (const auto& [key, m] : differing->items()) {
       const std::string mat = Child(Child(at, "modules"), key);
       if (r.Value(m, mat, Type::kObject, Need::kRequired) == nullptr) break;
-      if (modules == nullptr || !modules->is_object() || !modules->contains(key)) {
+      // (A "modules" that is missing or not an object is refused with its own path below.)
+      if (modules != nullptr && modules->is_object() && !modules->contains(key)) {
         r.Fail(mat, "not a module of the architecture's modules");
         break;
       }
