@@ -43,7 +43,17 @@ void MapArchitecture(const CheckView& v, FindingSink& sink) {
                          lacked->serving_release, context.map->release));
     return;
   }
-  if (MapKnowsArchitecture(context)) return;
+  if (MapKnowsArchitecture(context)) {
+    const std::optional<CheckpointScheme>& scheme = v.quant.scheme;
+    if (scheme && scheme->scheme != nullptr) {
+      std::string warning = SchemeNotBuiltWarning(context, scheme->scheme->format);
+      if (!warning.empty()) {
+        sink.Add(FindingCode::kVllmMapSchemeNotBuilt, "", "config.json", warning,
+                 "serve it once on the GPU to verify, or write a scheme the map verified");
+      }
+    }
+    return;
+  }
   sink.Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
            fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
                        "vLLM builds quantized is not verified",
@@ -54,7 +64,6 @@ void MapArchitecture(const CheckView& v, FindingSink& sink) {
 void MapModules(const CheckView& v, FindingSink& sink) {
   const MapContext& context = v.map;
   if (!MapKnowsArchitecture(context)) return;
-  bool scheme_refused = false;  // said once, not per module
   for (const ModuleEntry& m : v.modules) {
     const std::string& module = m.name;
     const ModuleTensors& mt = m.tensors;
@@ -74,13 +83,6 @@ void MapModules(const CheckView& v, FindingSink& sink) {
         }
         sink.Add(FindingCode::kVllmMapWeightReadDirectly, module, file,
                  "stored quantized, but " + j.reason, std::string(kRequantize));
-        break;
-      case MapVerdict::kSchemeRefused:
-        if (!scheme_refused) {
-          sink.Add(FindingCode::kVllmMapSchemeRefused, "", "config.json", j.reason,
-                   "write another scheme, or serve it with a release that builds it");
-        }
-        scheme_refused = true;
         break;
       case MapVerdict::kNoScheme:
         sink.Add(FindingCode::kVllmMapNoScheme, module, file, "stored quantized, but " + j.reason,

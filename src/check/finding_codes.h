@@ -90,7 +90,7 @@ enum class FindingCode : uint8_t {
   kNoSafetensors,
   kDraftOffsetUnknown,
   kVllmMapNoScheme,
-  kVllmMapSchemeRefused,
+  kVllmMapSchemeNotBuilt,
   kVllmMapPlainParam,
   kVllmMapWeightReadDirectly,
   kVllmMapDraftTakesTargetConfig,
@@ -346,10 +346,12 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "`ParallelLMHead`: DSpark's Markov head, XPress's head, DFlash2's candidate selector, "
          "MiMo's "
          "MTP `input_proj`); names the class and vLLM's file"},
-        {FindingCode::kVllmMapSchemeRefused, "vllm-map-scheme-refused", kErr, "map-modules",
-         "vLLM's module map of the release judged records that vLLM refuses to build the "
-         "architecture under the checkpoint's compressed-tensors format (the map's "
-         "`scheme_verdicts`), with vLLM's error"},
+        {FindingCode::kVllmMapSchemeNotBuilt, "vllm-map-scheme-not-built", kWarn,
+         "map-architecture",
+         "vLLM's module map of the release judged could not build the architecture under the "
+         "checkpoint's compressed-tensors format on the generator's platform (the map's "
+         "`scheme_verdicts` error: 0.32's CPU build has no NVFP4 or MXFP4 Linear kernel), so its "
+         "W4A16 verdict judges the modules; quotes vLLM's error and the platform"},
         {FindingCode::kVllmMapPlainParam, "vllm-map-plain-param", kErr, "map-modules",
          "a module stored quantized whose weight vLLM holds as a plain parameter (an "
          "`nn.Embedding` "

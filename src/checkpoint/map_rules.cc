@@ -18,14 +18,11 @@ MapJudgement Judged(MapVerdict verdict, std::string reason, std::string read_at 
 }
 
 // The verdict of one architecture's map on `module` under the compressed-tensors format `format`
-// ("" for the base one); kNotListed when it does not list it.
+// ("" for the base one); kNotListed when it does not list it. Where the generator could not build
+// the architecture under `format`, the map records no module of it there: the base verdict judges
+// (SchemeNotBuiltWarning says so).
 MapJudgement VerdictOf(const ModuleMap& map, const MappedArchitecture& arch,
                        std::string_view module, std::string_view tensor, std::string_view format) {
-  if (auto refused = arch.refused_by_format.find(format); refused != arch.refused_by_format.end()) {
-    return Judged(MapVerdict::kSchemeRefused,
-                  fmt::format("vLLM {} does not build {} ({}) from a {} checkpoint: {}",
-                              map.release, arch.name, arch.file, format, refused->second));
-  }
   if (const MappedModule* m = FindModule(arch, module)) {
     if (m->read_directly) {
       return Judged(
@@ -178,6 +175,23 @@ MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
       fmt::format("architecture {} is not in vLLM {}'s module map: only the standard decoder "
                   "Linears are quantized (--preset none quantizes every Linear weight)",
                   context.architecture_name, context.map->release));
+}
+
+std::string SchemeNotBuiltWarning(const MapContext& context, std::string_view format) {
+  if (context.map == nullptr) return "";
+  for (const MappedArchitecture* arch : {context.mtp, context.architecture}) {
+    if (arch == nullptr) continue;
+    auto error = arch->refused_by_format.find(format);
+    if (error == arch->refused_by_format.end()) continue;
+    auto scheme = context.map->schemes.find(format);
+    return fmt::format(
+        "vLLM {}'s module map could not build {} ({}) under a {} quantization config ({}: {}): "
+        "its modules are judged by the W4A16 build's verdict, not verified for {}",
+        context.map->release, arch->name, arch->file, format,
+        scheme == context.map->schemes.end() ? std::string("?") : scheme->second.platform,
+        error->second, format);
+  }
+  return "";
 }
 
 ParallelStyle MapParallelStyle(const MapContext& context, std::string_view module) {

@@ -51,13 +51,12 @@ void ApplyModuleMap(const MapContext& context, const ModelConfig& config, Family
 
 // What the map says of one Linear weight of checkpoint module `module` (`tensor`: the whole name).
 enum class MapVerdict {
-  kQuantized,      // a Linear with a compressed-tensors scheme: it loads quantized weights
-  kNoScheme,       // built without a scheme (a head under quant_config=None, a plain nn.Linear)
-  kReadDirectly,   // the forward reads its .weight itself
-  kPlainParam,     // a parameter outside any Linear (an nn.Embedding's weight)
-  kNotListed,      // the architecture's map does not list it
-  kUnmapped,       // no map knows the architecture
-  kSchemeRefused,  // vLLM refuses to build the architecture under the weights' format
+  kQuantized,     // a Linear with a compressed-tensors scheme: it loads quantized weights
+  kNoScheme,      // built without a scheme (a head under quant_config=None, a plain nn.Linear)
+  kReadDirectly,  // the forward reads its .weight itself
+  kPlainParam,    // a parameter outside any Linear (an nn.Embedding's weight)
+  kNotListed,     // the architecture's map does not list it
+  kUnmapped,      // no map knows the architecture
 };
 struct MapJudgement {
   MapVerdict verdict = MapVerdict::kUnmapped;
@@ -66,6 +65,13 @@ struct MapJudgement {
 };
 MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
                         std::string_view tensor);
+
+// Where the map's generator built the architecture (or the MTP layers) of `context` under W4A16
+// but not under the compressed-tensors format `format` (the map's scheme_verdicts error: on 0.32's
+// CPU build, no NVFP4/MXFP4 Linear kernel), the warning that its base verdict judges instead, with
+// vLLM's error and the platform; "" otherwise. A kernel missing on the generator's platform says
+// nothing of a GPU's, so it is a warning, not a refusal.
+std::string SchemeNotBuiltWarning(const MapContext& context, std::string_view format);
 
 // How vLLM splits checkpoint module `module` over --tp, from the map's class for it (the MTP
 // draft's first, as JudgeByMap); kUnknown when no map lists it (gemm.h then goes by its name).

@@ -96,10 +96,6 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
     if (!map_says_linear) d = Decided(Built::kNotALinear, DenseBy::kNone, *not_linear);
   }
   if (!d) d = UnderTargetConfig(in, module);
-  if (!d && map.verdict == MapVerdict::kSchemeRefused) {
-    d = Decided(Built::kRefused, DenseBy::kMap,
-                map.reason + ": write another scheme for this release");
-  }
   if (!d) {
     if (auto router = RouterKeepRule(*in.config, module)) {
       d = Decided(Built::kDenseLinear, DenseBy::kRouter, router->reason);

@@ -11,8 +11,9 @@
 // mtp.fc_embedding); the target's config for a draft that takes it; routers; the family rules;
 // the module map (map_rules.h), whose verdict is vLLM's under the compressed-tensors format of
 // `scheme` (the map's scheme_verdicts: MapContext::scheme_format), so a module vLLM builds dense
-// under FP8 but quantized under W4A16 is planned and checked dense for FP8 only; an architecture
-// vLLM refuses to build under that format is refused. The user's --ignore and the kernel rules
+// under FP8 but quantized under W4A16 is planned and checked dense for FP8 only (where the map
+// could not build the architecture under that format, the W4A16 verdict, with
+// SchemeNotBuiltWarning). The user's --ignore and the kernel rules
 // (gemm.h) are the plan's, on top.
 //
 // Pure functions over values; thread-safe. No errors: every tensor gets a decision.

@@ -182,8 +182,8 @@ TEST(ModuleMapSchemaTest, EveryCompiledInMapIsOfTheSchema) {
 }
 
 // DecideVllmBuild judges by the verdict of the scheme written: the map's DFlash qkv_proj is
-// quantized under W4A16 and dense under FP8 (float-quantized), and its Eagle3 architecture is
-// refused under FP8; NVFP4, a format the map does not cover, gets the base verdict.
+// quantized under W4A16 and dense under FP8 (float-quantized), and its Eagle3 architecture was not
+// built under FP8; NVFP4, a format the map does not cover, gets the base verdict.
 TEST(ModuleMapSchemaTest, TheBuildDecisionUsesTheVerdictOfTheSchemeWritten) {
   Json j = SmallMap();
   j["architectures"]["DFlashDraftModel"]["modules"]["model.layers.0.self_attn.qkv_proj"]
@@ -215,15 +215,20 @@ TEST(ModuleMapSchemaTest, TheBuildDecisionUsesTheVerdictOfTheSchemeWritten) {
   EXPECT_EQ(fp8.map.verdict, MapVerdict::kNoScheme);
   EXPECT_NE(fp8.reason.find("with no quantization scheme under float-quantized"), std::string::npos)
       << fp8.reason;
+  // Eagle3 could not be built under FP8: its W4A16 verdict judges, with the warning.
   const char* down = "layers.0.mlp.down_proj.weight";
-  EXPECT_EQ(decide("Eagle3LlamaForCausalLM", "w4a16", down).map.verdict, MapVerdict::kNotListed);
-  BuildDecision refused = decide("Eagle3LlamaForCausalLM", "fp8-block", down);
-  EXPECT_EQ(refused.built, Built::kRefused);
-  EXPECT_EQ(refused.map.verdict, MapVerdict::kSchemeRefused);
-  EXPECT_NE(refused.reason.find("does not build Eagle3LlamaForCausalLM () from a float-quantized "
-                                "checkpoint: RuntimeError: no kernel"),
-            std::string::npos)
-      << refused.reason;
+  EXPECT_EQ(decide("Eagle3LlamaForCausalLM", "fp8-block", down).map.verdict,
+            MapVerdict::kNotListed);
+  ModelConfig eagle3 = test_util::ConfigFromJson(R"({"architectures":["Eagle3LlamaForCausalLM"]})");
+  FamilyDetection family = DetectFamily(eagle3, {down}, Preset::kAuto);
+  MapContext context = ResolveMapContext(&*map, eagle3, family);
+  EXPECT_EQ(SchemeNotBuiltWarning(context, "float-quantized"),
+            "vLLM 0.34.0's module map could not build Eagle3LlamaForCausalLM () under a "
+            "float-quantized quantization config (CUDA capability 90: RuntimeError: no kernel): "
+            "its modules are judged by the W4A16 build's verdict, not verified for "
+            "float-quantized");
+  EXPECT_EQ(SchemeNotBuiltWarning(context, "pack-quantized"), "");
+  EXPECT_EQ(SchemeNotBuiltWarning(context, "nvfp4-pack-quantized"), "");
 }
 
 // A release whose map lacks P-EAGLE's speculators format, which 0.33.0's has.
