@@ -111,9 +111,11 @@ def docs_text(maps: dict[str, dict]) -> str:
         "with dynamic int8 token activations; float-quantized: FP8_DYNAMIC; nvfp4-pack-quantized:",
         "NVFP4A16; mxfp4-pack-quantized: MXFP4A16; mxfp8-quantized: MXFP8A16), on the same",
         "platform, and the map's `scheme_verdicts` records where vLLM's verdict differs from",
-        "W4A16's (a module quantized or not, or the architecture refused). The plan, `check` and",
-        "`inspect` use the verdict of the format written (W4AFP8 is int-quantized, FP8_BLOCK",
-        "float-quantized, the int weight-only rows W4A16's).",
+        "W4A16's (a module quantized or not) and where the format did not build the architecture",
+        "(vLLM's error: on 0.32's CPU build no NVFP4/MXFP4/MXFP8 Linear kernel). The plan, `check`",
+        "and `inspect` use the verdict of the format written (W4AFP8 is int-quantized, FP8_BLOCK",
+        "float-quantized, the int weight-only rows W4A16's); where the format was not built, the",
+        "W4A16 verdict, with a warning (`vllm-map-scheme-not-built`).",
         "",
     ]
     versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
@@ -199,13 +201,13 @@ def docs_text(maps: dict[str, dict]) -> str:
 def schemes_summary(m: dict) -> str:
     """The release's line on its other formats: where vLLM's verdict differs from the base's."""
     others = [f for f, s in sorted(m["schemes"].items()) if not s["base"]]
-    differ = sorted(a for a, e in m["architectures"].items()
-                    if any(v["error"] or v["modules"] for v in e.get("scheme_verdicts", {}).values()))
+    differ = sorted(a for a, e in m["architectures"].items() if e.get("error") is None and
+                    any(v["error"] or v["modules"] for v in e["scheme_verdicts"].values()))
     if not differ:
         return (f"under {', '.join(others)} vLLM's verdict is W4A16's for every architecture "
                 "(`scheme_verdicts` empty)")
-    return (f"under {', '.join(others)} vLLM's verdict differs from W4A16's for "
-            f"{len(differ)} architectures (noted in their cells)")
+    return (f"under {', '.join(others)} vLLM's verdict differs from W4A16's (or the format "
+            f"was not built) for {len(differ)} built architectures (noted in their cells)")
 
 
 def scheme_notes(e: dict) -> list[str]:
@@ -213,7 +215,7 @@ def scheme_notes(e: dict) -> list[str]:
     notes = []
     for fmt, v in sorted(e.get("scheme_verdicts", {}).items()):
         if v["error"]:
-            notes.append(f"under {fmt}: not built: {v['error'][:200]}")
+            notes.append(f"under {fmt}: not built (the W4A16 verdict judges): {v['error'][:120]}")
         elif v["modules"]:
             now = ", ".join(f"`{k}` {'quantized' if m['quantized'] else 'dense'}"
                             for k, m in sorted(v["modules"].items()))
