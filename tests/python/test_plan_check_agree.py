@@ -9,8 +9,8 @@ quantize refuses (exit 2) and check's error on that draft quantized anyway gives
 
 Per scheme (the maps' scheme_verdicts: vLLM's verdict under each compressed-tensors format): each
 architecture again under its release, with one representative scheme of another format (in turn,
-so every format meets many architectures), and with every format whose verdict differs from
-W4A16's for it.
+so every format meets many architectures), and with every format under which vLLM builds one of
+its modules otherwise than under W4A16.
 """
 import json
 from pathlib import Path
@@ -48,7 +48,7 @@ def scheme_cases() -> list:
         cases.add((release, name, SCHEME_OF_FORMAT[formats[i % len(formats)]]))
         verdicts = MAPS[release]["architectures"][name]["scheme_verdicts"]
         for fmt, v in verdicts.items():
-            if v["error"] or v["modules"]:
+            if v["modules"]:
                 cases.add((release, name, SCHEME_OF_FORMAT[fmt]))
     return sorted(cases)
 
@@ -204,3 +204,38 @@ def test_an_eagle1_head_is_served_as_eagle(spk, tmp_path, release):
     assert actions["fc.weight"][0] == "quantize", actions
     assert actions["layers.0.mlp.down_proj.weight"] == ("quantize", "model.layers.2.mlp.down_proj")
     assert errors(spk, tmp_path / "q", "--target-layers", "2", *v) == (0, [])
+
+
+DIFFERING = sorted((release, name, fmt, sorted(v["modules"]))
+                   for release in MAPS for name in built(release)
+                   for fmt, v in MAPS[release]["architectures"][name]["scheme_verdicts"].items()
+                   if v["modules"])
+
+
+@pytest.mark.parametrize("release,name,fmt,modules", DIFFERING)
+def test_the_plan_follows_the_verdict_of_the_scheme_written(spk, tmp_path, release, name, fmt,
+                                                           modules):
+    # Where vLLM builds a module otherwise under a format than under W4A16 (Kimi-K3 MTP's layer
+    # under MXFP4: UnquantizedLinearMethod), the plan for that format follows it.
+    arch = MAPS[release]["architectures"][name]
+    src = tmp_path / "src"
+    write_checkpoint(src, name, arch)
+
+    def actions(scheme: str) -> dict:
+        plan = json.loads(spk("quantize", src, tmp_path / scheme, "--dry-run", "--json",
+                              "--scheme", scheme, "--vllm-version", release).stdout)
+        return {t["name"]: t["action"] for t in plan["tensors"]}
+    base, other = actions("w4a16"), actions(SCHEME_OF_FORMAT[fmt])
+    verdicts = arch["scheme_verdicts"][fmt]["modules"]
+    checked = 0
+    for key in modules:
+        names = arch["modules"][key].get("checkpoint_names") or [arch["modules"][key]["path"]]
+        for n in names:
+            t = f"{n}.weight"
+            if t not in base:
+                continue
+            want = "quantize" if verdicts[key]["quantized"] else "keep"
+            assert other[t] == want, (t, other[t], base[t])
+            assert base[t] != want, (t, base[t])
+            checked += 1
+    assert checked, (modules, sorted(base))
