@@ -2,9 +2,10 @@
 
 The only hand-written inputs of the maps: QUANT_CONFIG (the compressed-tensors W4A16 config every
 model is built with), SCHEME_CONFIGS (one config per compressed-tensors format sparkulator writes,
-each model built again under each: the map's "scheme_verdicts"), TINY (the shapes), TARGETS (the common targets), RECIPES (per registry
-module: the base HF model_type and the keys that family's code reads, optionally the target's
-model_type and architecture; an extra "text_config" naming a model_type is made tiny too),
+each model built again under each: the map's "scheme_verdicts"), TINY (the shapes), TARGETS
+(the common targets), RECIPES (per registry module: the base HF model_type and the keys that
+family's code reads, optionally the target's model_type and architecture; an extra "text_config"
+naming a model_type is made tiny too),
 RELEASE_RECIPES / ARCH_RECIPES (a release's or an architecture's own recipe: recipe()),
 MTP_OWN_CHECKPOINT (MTP drafts built from a checkpoint of their own) and the rules that name the
 speculative method of a registry architecture (method_of, from vLLM's naming rules and

@@ -124,7 +124,8 @@ def docs_text(maps: dict[str, dict]) -> str:
         n = len(m["architectures"])
         failed = sum(1 for e in m["architectures"].values() if e.get("error"))
         lines.append(f"- vLLM {v}: {n} architectures, {n - failed} built, {failed} not built"
-                     + (f" (platform faked: {m['faked_platform']})" if m.get("faked_platform") else "")
+                     + (f" (platform faked: {m['faked_platform']})"
+                        if m.get("faked_platform") else "")
                      + "; " + schemes_summary(m))
     def cell(e: dict | None) -> str:
         if e is None:

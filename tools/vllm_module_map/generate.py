@@ -227,7 +227,8 @@ def release_map(label: str, src: str, cc: int, only: list[str] | None,
             return None
         maps[fmt] = json.loads(out.stdout)
         # Kept where a later step's failure would otherwise lose minutes of builds.
-        keep = pathlib.Path(tempfile.gettempdir()) / f"vllm-module-map-{version_of(maps[fmt])}-{fmt}.json"
+        keep = pathlib.Path(tempfile.gettempdir()) / \
+            f"vllm-module-map-{version_of(maps[fmt])}-{fmt}.json"
         keep.write_text(out.stdout)
     data = maps.pop(BASE_FORMAT)
     return merge(data, maps, data["faked_platform"] or "the installed vLLM's own platform")
