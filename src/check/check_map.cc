@@ -43,7 +43,17 @@ void MapArchitecture(const CheckView& v, FindingSink& sink) {
                          lacked->serving_release, context.map->release));
     return;
   }
-  if (MapKnowsArchitecture(context)) return;
+  if (MapKnowsArchitecture(context)) {
+    const std::optional<CheckpointScheme>& scheme = v.quant.scheme;
+    if (scheme && scheme->scheme != nullptr) {
+      std::string warning = SchemeNotBuiltWarning(context, scheme->scheme->format);
+      if (!warning.empty()) {
+        sink.Add(FindingCode::kVllmMapSchemeNotBuilt, "", "config.json", warning,
+                 "serve it once on the GPU to verify, or write a scheme the map verified");
+      }
+    }
+    return;
+  }
   sink.Add(FindingCode::kVllmMapArchitectureUnknown, "", "config.json",
            fmt::format("vLLM {}'s module map does not know architecture {}: which of its modules "
                        "vLLM builds quantized is not verified",

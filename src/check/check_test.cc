@@ -412,9 +412,11 @@ TEST(CheckCodes, ASpeculatorsFormatTheReleaseLacksIsAnError) {
     j["speculators_model_type"] = "peagle";
     j["architectures"] = Json::array({"PeagleQwen3ForCausalLM"});
   });
-  std::ofstream(dir / "v34.json") << R"({"schema_version": 2, "vllm_version": "0.34.0",
+  std::ofstream(dir / "v34.json") << R"({"schema_version": 3, "vllm_version": "0.34.0",
+    "schemes": {"pack-quantized": {"base": true, "platform": "CUDA capability 90",
+      "quantization_config": {"format": "pack-quantized"}}},
     "architectures": {"Eagle3LlamaForCausalLM": {"error": null, "role": "draft",
-      "methods": ["eagle3"], "weight_reads": [], "modules": {}}},
+      "methods": ["eagle3"], "weight_reads": [], "modules": {}, "scheme_verdicts": {}}},
     "speculators": {"eagle3": {"architectures": {"llama": "Eagle3LlamaForCausalLM"},
                                "speculative_config": {"method": "eagle3"}}}})";
   CheckOptions v34;

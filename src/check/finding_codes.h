@@ -91,6 +91,7 @@ enum class FindingCode : uint8_t {
   kNoSafetensors,
   kDraftOffsetUnknown,
   kVllmMapNoScheme,
+  kVllmMapSchemeNotBuilt,
   kVllmMapPlainParam,
   kVllmMapWeightReadDirectly,
   kVllmMapDraftTakesTargetConfig,
@@ -351,6 +352,12 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "`ParallelLMHead`: DSpark's Markov head, XPress's head, DFlash2's candidate selector, "
          "MiMo's "
          "MTP `input_proj`); names the class and vLLM's file"},
+        {FindingCode::kVllmMapSchemeNotBuilt, "vllm-map-scheme-not-built", kWarn,
+         "map-architecture",
+         "vLLM's module map of the release judged could not build the architecture under the "
+         "checkpoint's compressed-tensors format on the generator's platform (the map's "
+         "`scheme_verdicts` error: 0.32's CPU build has no NVFP4 or MXFP4 Linear kernel), so its "
+         "W4A16 verdict judges the modules; quotes vLLM's error and the platform"},
         {FindingCode::kVllmMapPlainParam, "vllm-map-plain-param", kErr, "map-modules",
          "a module stored quantized whose weight vLLM holds as a plain parameter (an "
          "`nn.Embedding` "

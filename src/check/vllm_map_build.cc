@@ -89,11 +89,10 @@ Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& req
   SPK_ASSIGN_OR_RETURN(std::string generator_dir, WriteGenerator(fs));
   std::vector<std::string> argv = {python,
                                    JoinPath(generator_dir, "tools/vllm_module_map/generate.py")};
-  if (compiled) {
-    argv.push_back("--print");
-  } else {
-    argv.push_back("--_child");
-    argv.push_back(root);  // the generator fakes its default CUDA capability (fake_cuda.py)
+  // Every format's verdicts (the map's scheme_verdicts): --print builds each in turn.
+  argv.push_back("--print");
+  if (!compiled) {
+    argv.insert(argv.end(), {"--tree", root});  // the generator fakes its default capability
   }
   for (const std::string& a : request.architectures) {
     argv.push_back("--only");

@@ -13,9 +13,12 @@ MapJudgement Judged(MapVerdict verdict, std::string reason, std::string read_at 
   return {verdict, std::move(reason), std::move(read_at)};
 }
 
-// The verdict of one architecture's map on `module`; kNotListed when it does not list it.
+// The verdict of one architecture's map on `module` under the compressed-tensors format `format`
+// ("" for the base one); kNotListed when it does not list it. Where the generator could not build
+// the architecture under `format`, the map records no module of it there: the base verdict judges
+// (SchemeNotBuiltWarning says so).
 MapJudgement VerdictOf(const ModuleMap& map, const MappedArchitecture& arch,
-                       std::string_view module, std::string_view tensor) {
+                       std::string_view module, std::string_view tensor, std::string_view format) {
   if (const MappedModule* m = FindModule(arch, module)) {
     if (m->read_directly) {
       return Judged(
@@ -26,11 +29,13 @@ MapJudgement VerdictOf(const ModuleMap& map, const MappedArchitecture& arch,
                       m->read_at.empty() ? arch.file : m->read_at),
           m->read_at);
     }
-    if (!m->quantized) {
+    if (!m->QuantizedUnder(format)) {
       return Judged(MapVerdict::kNoScheme,
-                    fmt::format("vLLM {} builds it as {} with no quantization scheme ({}, {}): a "
+                    fmt::format("vLLM {} builds it as {} with no quantization scheme{} ({}, {}): a "
                                 "quantized weight would not load",
-                                map.release, m->module_class, arch.name, arch.file));
+                                map.release, m->module_class,
+                                m->QuantizedUnder("") ? fmt::format(" under {}", format) : "",
+                                arch.name, arch.file));
     }
     return Judged(MapVerdict::kQuantized, "");
   }
@@ -155,17 +160,34 @@ MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
   if (context.map == nullptr) return {};
   // The MTP layers are the MTP draft's: its map speaks for every module it lists.
   if (context.mtp != nullptr) {
-    MapJudgement j = VerdictOf(*context.map, *context.mtp, module, tensor);
+    MapJudgement j = VerdictOf(*context.map, *context.mtp, module, tensor, context.scheme_format);
     if (j.verdict != MapVerdict::kNotListed) return j;
   }
   if (context.architecture != nullptr) {
-    return VerdictOf(*context.map, *context.architecture, module, tensor);
+    return VerdictOf(*context.map, *context.architecture, module, tensor, context.scheme_format);
   }
   return Judged(
       MapVerdict::kUnmapped,
       fmt::format("architecture {} is not in vLLM {}'s module map: only the standard decoder "
                   "Linears are quantized (--preset none quantizes every Linear weight)",
                   context.architecture_name, context.map->release));
+}
+
+std::string SchemeNotBuiltWarning(const MapContext& context, std::string_view format) {
+  if (context.map == nullptr) return "";
+  for (const MappedArchitecture* arch : {context.mtp, context.architecture}) {
+    if (arch == nullptr) continue;
+    auto error = arch->refused_by_format.find(format);
+    if (error == arch->refused_by_format.end()) continue;
+    auto scheme = context.map->schemes.find(format);
+    return fmt::format(
+        "vLLM {}'s module map could not build {} ({}) under a {} quantization config ({}: {}): "
+        "its modules are judged by the W4A16 build's verdict, not verified for {}",
+        context.map->release, arch->name, arch->file, format,
+        scheme == context.map->schemes.end() ? std::string("?") : scheme->second.platform,
+        error->second, format);
+  }
+  return "";
 }
 
 ParallelStyle MapParallelStyle(const MapContext& context, std::string_view module) {

@@ -34,6 +34,10 @@ struct MapContext {
   const MappedArchitecture* mtp = nullptr;
   std::string architecture_name;  // config.json's first architecture, for messages
   bool draft = false;  // a draft or MTP layers: an unknown architecture keeps non-standard dense
+  // The compressed-tensors format of the weights judged ("float-quantized"), whose verdict the map
+  // gives (MappedModule::QuantizedUnder); empty: the base (W4A16) verdict. DecideVllmBuild sets it
+  // from BuildInputs::scheme, so the plan, check and inspect judge by the scheme written.
+  std::string_view scheme_format;
 };
 
 MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
@@ -61,6 +65,13 @@ struct MapJudgement {
 };
 MapJudgement JudgeByMap(const MapContext& context, std::string_view module,
                         std::string_view tensor);
+
+// Where the map's generator built the architecture (or the MTP layers) of `context` under W4A16
+// but not under the compressed-tensors format `format` (the map's scheme_verdicts error: on 0.32's
+// CPU build, no NVFP4/MXFP4 Linear kernel), the warning that its base verdict judges instead, with
+// vLLM's error and the platform; "" otherwise. A kernel missing on the generator's platform says
+// nothing of a GPU's, so it is a warning, not a refusal.
+std::string SchemeNotBuiltWarning(const MapContext& context, std::string_view format);
 
 // How vLLM splits checkpoint module `module` over --tp, from the map's class for it (the MTP
 // draft's first, as JudgeByMap); kUnknown when no map lists it (gemm.h then goes by its name).

@@ -208,6 +208,10 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
+  if (options.scheme != nullptr) {  // the map's verdict for the scheme written is not verified
+    std::string unverified = SchemeNotBuiltWarning(plan.map, options.scheme->format);
+    if (!unverified.empty()) plan.warnings.push_back(std::move(unverified));
+  }
   if (choice.map != nullptr) {  // that release refuses it: no plan is right for it
     if (auto lacked = ReleaseLacksKind(*choice.map, config)) return Status::Usage(lacked->message);
   }

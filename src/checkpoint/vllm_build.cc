@@ -75,7 +75,11 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
     return Decided(Built::kNotALinear, DenseBy::kNone, "not a weight (bias or buffer)");
   }
   module.remove_suffix(kWeightSuffix.size());
-  MapJudgement map = JudgeByMap(*in.map, module, t.name);
+  // The map's verdict is vLLM's under the format of the scheme written (scheme_verdicts): every
+  // rule below that asks the map asks it of that format.
+  MapContext context = *in.map;
+  if (in.scheme != nullptr) context.scheme_format = in.scheme->format;
+  MapJudgement map = JudgeByMap(context, module, t.name);
   // The embedding / lm_head / norm rules go by the name; where the release's map lists the
   // module as a Linear vLLM quantizes, the map decides (Qwen4-exp MTP's mtp.fc_embedding is a
   // ColumnParallelLinear: kept dense and unlisted in the ignore list, it would not load).
@@ -94,16 +98,16 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
   if (!d) {
     if (auto router = RouterKeepRule(*in.config, module)) {
       d = Decided(Built::kDenseLinear, DenseBy::kRouter, router->reason);
-    } else if (auto why = FamilyKeepReason(*in.family, *in.map, module)) {
+    } else if (auto why = FamilyKeepReason(*in.family, context, module)) {
       d = Decided(Built::kDenseLinear, DenseBy::kFamily, *why);
-    } else if (auto map_says = MapKeepReason(*in.map, module, t.name)) {
+    } else if (auto map_says = MapKeepReason(context, module, t.name)) {
       d = Decided(Built::kDenseLinear, DenseBy::kMap, *map_says);
     } else {
       d = Decided(Built::kQuantizedLinear, DenseBy::kNone, "Linear weight");
     }
   }
   d->map = std::move(map);
-  d->family_keep = FamilyKeepReason(*in.family, *in.map, module);
+  d->family_keep = FamilyKeepReason(*in.family, context, module);
   return *d;
 }
 

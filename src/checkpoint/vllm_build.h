@@ -9,9 +9,13 @@
 // it). The rules, first that applies wins: non-weights and what vLLM never builds as a Linear
 // (where the map lists the module as a quantized Linear, the map decides: Qwen4-exp MTP's
 // mtp.fc_embedding); the target's config for a draft that takes it; routers; the family rules;
-// the module map (map_rules.h). The user's --ignore and the kernel rules (gemm.h) are the plan's,
-// on top. A draft embedded in its target that vLLM builds dense (EmbeddedDraftKeepReason) is
-// decided right after the non-Linears, ahead of the target's config.
+// the module map (map_rules.h), whose verdict is vLLM's under the compressed-tensors format of
+// `scheme` (the map's scheme_verdicts: MapContext::scheme_format), so a module vLLM builds dense
+// under FP8 but quantized under W4A16 is planned and checked dense for FP8 only (where the map
+// could not build the architecture under that format, the W4A16 verdict, with
+// SchemeNotBuiltWarning). The user's --ignore and the kernel rules
+// (gemm.h) are the plan's, on top. A draft embedded in its target that vLLM builds dense
+// (EmbeddedDraftKeepReason) is decided right after the non-Linears, ahead of the target's config.
 //
 // Pure functions over values; thread-safe. No errors: every tensor gets a decision.
 #pragma once

@@ -4,7 +4,9 @@
 // (data/vllm_module_map/vllm-<release>.json, compiled into the binary). For each checkpoint module
 // the map says the module class vLLM builds, whether it got a compressed-tensors scheme (a Linear
 // that takes quantized weights) and whether the forward reads its `.weight` directly; for each
-// architecture its speculative methods and whether its layers follow the target's.
+// architecture its speculative methods and whether its layers follow the target's. The verdict is
+// the W4A16 (pack-quantized) build's, with each other format's where vLLM decides otherwise
+// (MappedModule::QuantizedUnder, MappedArchitecture::refused_by_format).
 //
 // This is the one source of what vLLM quantizes: the plan, `check`, `inspect` and the serve line
 // read it (docs/draft-kinds.md lists it, generated from the same files).
@@ -33,7 +35,7 @@ namespace spk {
 
 // The module-map schema this reader reads: a map's top-level "schema_version". The generator
 // (tools/vllm_module_map/build.py) writes it; a map of another schema is refused, never half read.
-inline constexpr int kModuleMapSchemaVersion = 2;
+inline constexpr int kModuleMapSchemaVersion = 3;
 
 // How vLLM splits a Linear over tensor-parallel ranks, by its class: column-parallel layers
 // (ColumnParallelLinear, MergedColumnParallelLinear, QKVParallelLinear) split their output rows,
@@ -50,6 +52,17 @@ struct MappedModule {
   bool read_directly = false;  // the forward reads `.weight` itself (it must stay dense)
   std::string read_at;         // "file:line" of that read, when read_directly
   ParallelStyle parallel = ParallelStyle::kUnknown;  // from module_class
+  // vLLM's verdict under another compressed-tensors format where it differs from `quantized`
+  // (the base format's): format ("float-quantized") -> quantized under it (the map's
+  // scheme_verdicts). Empty when every format agrees.
+  std::map<std::string, bool, std::less<>> quantized_by_format;
+
+  // Whether it loads quantized weights of `format` (a compressed-tensors format; "" or the
+  // base format: `quantized`).
+  bool QuantizedUnder(std::string_view format) const {
+    auto it = quantized_by_format.find(format);
+    return it == quantized_by_format.end() ? quantized : it->second;
+  }
 };
 
 struct MappedArchitecture {
@@ -96,6 +109,9 @@ struct MappedArchitecture {
   // target's lm_head with it, and so applies draft_lm_head_quantization, only when the two are
   // equal.
   bool has_own_lm_head = false;
+  // vLLM refuses to build the architecture under a compressed-tensors format that the base
+  // format builds: format -> vLLM's error (the map's scheme_verdicts.<format>.error).
+  std::map<std::string, std::string, std::less<>> refused_by_format;
 
   // The method of a `--speculative-config` ("dspark"), or "" for a target.
   std::string_view method() const;
@@ -140,6 +156,12 @@ struct BatchInvariantKernels {
   std::string refused;  // vLLM's error for that Linear without the variable
 };
 
+// A compressed-tensors format the generator built every architecture under (the map's "schemes").
+struct SchemeBuild {
+  bool base = false;     // the format of the map's "modules" (pack-quantized, W4A16)
+  std::string platform;  // where: "CUDA capability 90" (FP8/FP4 kernels choose by capability)
+};
+
 struct ModuleMap {
   std::string release;  // "0.33.0"
   VllmVersion version;  // release, parsed
@@ -156,6 +178,9 @@ struct ModuleMap {
   std::string draft_model_prefix;
   std::map<std::string, ServeOption> serve_options;  // by option name; none before 0.33
   BatchInvariantKernels batch_invariant;
+  // Every format the map's verdicts cover, the base one included; a format not listed (none
+  // today) is judged by the base verdict.
+  std::map<std::string, SchemeBuild, std::less<>> schemes;
 
   // Serving with VLLM_BATCH_INVARIANT=1, a compressed-tensors WNA16 Linear loads without kernel
   // selection on this release (its kernel shape rules do not apply).

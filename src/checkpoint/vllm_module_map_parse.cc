@@ -186,8 +186,72 @@ void ParseServeOptions(Reader& r, const Json& a, const std::string& arch_path,
   }
 }
 
-MappedArchitecture ParseArchitecture(Reader& r, const std::string& name, const Json& a,
-                                     const std::string& path) {
+// The top-level "schemes": every format the verdicts cover, exactly one of them the base.
+void ParseSchemes(Reader& r, const Json& j, ModuleMap* map) {
+  const Json* schemes = r.Get(j, "", "schemes", Type::kObject, Need::kRequired);
+  if (schemes == nullptr) return;
+  int bases = 0;
+  for (const auto& [format, s] : schemes->items()) {
+    const std::string at = Child("schemes", format);
+    if (r.Value(s, at, Type::kObject, Need::kRequired) == nullptr) return;
+    SchemeBuild build{r.Bool(s, at, "base", Need::kRequired),
+                      r.Str(s, at, "platform", Need::kRequired)};
+    if (const Json* qc = r.Get(s, at, "quantization_config", Type::kObject, Need::kRequired)) {
+      if (r.Str(*qc, Child(at, "quantization_config"), "format", Need::kRequired) != format) {
+        r.Fail(Child(Child(at, "quantization_config"), "format"), "not the scheme's key");
+      }
+    }
+    bases += build.base ? 1 : 0;
+    map->schemes.emplace(format, std::move(build));
+  }
+  if (bases != 1) r.Fail("schemes", fmt::format("{} base formats, expected one", bases));
+}
+
+// An architecture's "scheme_verdicts": for every format of `map.schemes` but the base, vLLM's
+// refusal to build it (into arch->refused_by_format) and, by module key, the verdicts that differ
+// from the base's (returned: module key -> format -> quantized). A format the top level does not
+// list, a missing one, or a module the architecture's "modules" does not list refuses the map.
+std::map<std::string, std::map<std::string, bool, std::less<>>> ParseSchemeVerdicts(
+    Reader& r, const ModuleMap& map, const Json& a, const std::string& path,
+    MappedArchitecture* arch) {
+  std::map<std::string, std::map<std::string, bool, std::less<>>> by_module;
+  const Json* verdicts = r.Get(a, path, "scheme_verdicts", Type::kObject, Need::kRequired);
+  if (verdicts == nullptr) return by_module;
+  const std::string vpath = Child(path, "scheme_verdicts");
+  for (const auto& [format, build] : map.schemes) {
+    if (!build.base && !verdicts->contains(format)) r.Fail(Child(vpath, format), "missing");
+  }
+  const Json* modules = a.contains("modules") ? &a["modules"] : nullptr;
+  for (const auto& [format, v] : verdicts->items()) {
+    const std::string at = Child(vpath, format);
+    auto known = map.schemes.find(format);
+    if (known == map.schemes.end() || known->second.base) {
+      r.Fail(at, "not a non-base format of the map's schemes");
+      break;
+    }
+    if (r.Value(v, at, Type::kObject, Need::kRequired) == nullptr) break;
+    std::string error = r.Str(v, at, "error", Need::kOptional);
+    if (!error.empty()) arch->refused_by_format.emplace(format, std::move(error));
+    const Json* differing = r.Get(v, at, "modules", Type::kObject, Need::kRequired);
+    if (differing == nullptr) break;
+    for (const auto& [key, m] : differing->items()) {
+      const std::string mat = Child(Child(at, "modules"), key);
+      if (r.Value(m, mat, Type::kObject, Need::kRequired) == nullptr) break;
+      // (A "modules" that is missing or not an object is refused with its own path below.)
+      if (modules != nullptr && modules->is_object() && !modules->contains(key)) {
+        r.Fail(mat, "not a module of the architecture's modules");
+        break;
+      }
+      r.Str(m, mat, "quant_method", Need::kOptional);
+      r.Str(m, mat, "scheme", Need::kOptional);
+      by_module[key][format] = r.Bool(m, mat, "quantized", Need::kRequired);
+    }
+  }
+  return by_module;
+}
+
+MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std::string& name,
+                                     const Json& a, const std::string& path) {
   MappedArchitecture arch;
   arch.name = name;
   arch.file = r.Str(a, path, "file", Need::kOptional);
@@ -207,6 +271,7 @@ MappedArchitecture ParseArchitecture(Reader& r, const std::string& name, const J
     arch.unstored_refusal = r.Str(*refuses, at, "error", Need::kRequired);
   }
   arch.quant_config_packed_mapping = PackedMappingOf(r, a, path);
+  auto by_format = ParseSchemeVerdicts(r, map, a, path, &arch);
   // The direct reads outside an `if` (no "guard"), as (leaf name, "file:line").
   std::vector<std::pair<std::string, std::string>> unguarded_reads;
   if (const Json* reads = r.Get(a, path, "weight_reads", Type::kArray, Need::kRequired)) {
@@ -228,6 +293,9 @@ MappedArchitecture ParseArchitecture(Reader& r, const std::string& name, const J
       const std::string at = Child(modules_path, prefix);
       if (r.Value(m, at, Type::kObject, Need::kRequired) == nullptr) break;
       MappedModule module = ParseModule(r, m, at, unguarded_reads);
+      if (auto it = by_format.find(prefix); it != by_format.end()) {
+        module.quantized_by_format = std::move(it->second);
+      }
       std::vector<std::string> names = r.Strings(m, at, "checkpoint_names", Need::kOptional);
       // A module the generator could not trace to checkpoint names loads under its own path or
       // its prefix (a MoE layer's experts: path "...mlp.experts.routed_experts", prefix
@@ -334,13 +402,14 @@ Result<ModuleMap> ParseModuleMap(std::string_view json, std::string_view origin)
         fmt::format("{}: vllm_version: {}", origin, version.status().message()));
   }
   map.version = *version;
+  ParseSchemes(r, j, &map);
   for (const auto& [name, a] : architectures->items()) {
     const std::string path = Child("architectures", name);
     if (r.Value(a, path, Type::kObject, Need::kRequired) == nullptr) break;
     if (const Json* error = r.Get(a, path, "error", Type::kString, Need::kOptional)) {
       map.not_built.emplace(name, error->get<std::string>());
     } else {
-      map.architectures.emplace(name, ParseArchitecture(r, name, a, path));
+      map.architectures.emplace(name, ParseArchitecture(r, map, name, a, path));
     }
     if (const Json* d = r.Get(a, path, "as_draft_model", Type::kObject, Need::kOptional)) {
       const std::string prefix =

@@ -540,17 +540,19 @@ TEST(ModuleMapPlanTest, AStep3p5CheckpointIsRefusedAsVllmRefusesItsMtpLayers) {
 
 TEST(ModuleMapTest, ServeOptionsAreTheReleasesAndAcceptedPerDraft) {
   // The release's option with its values; per draft only those vLLM's SpeculativeConfig accepted.
-  constexpr std::string_view kMap = R"({"schema_version": 2, "vllm_version": "0.33.0",
+  constexpr std::string_view kMap = R"({"schema_version": 3, "vllm_version": "0.33.0",
+    "schemes": {"pack-quantized": {"base": true, "platform": "CUDA capability 90",
+      "quantization_config": {"format": "pack-quantized"}}},
     "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
       "defined_at": "vllm/config/speculative.py:484", "doc": "Quantize the drafter's copy."}},
     "architectures": {
       "EagleX": {"role": "draft", "methods": ["eagle"], "error": null, "modules": {},
-        "weight_reads": [],
+        "weight_reads": [], "scheme_verdicts": {},
         "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
                                                          "accepted": true,
                                                          "has_own_lm_head": true}}},
       "DSparkX": {"role": "draft", "methods": ["dspark"], "error": null, "modules": {},
-        "weight_reads": [],
+        "weight_reads": [], "scheme_verdicts": {},
         "serve_options": {"draft_lm_head_quantization": {"values": ["fp8", "nvfp4"],
                                                          "accepted": false,
                                                          "error": "not for dspark"}}}}})";

@@ -6,6 +6,11 @@ a small checkpoint in that architecture's own checkpoint names (the map's checkp
 other_params, [256, 256] F16: whole groups of 128 and Marlin tiles), quantized and then checked,
 by default and with --vllm-version for each release. Either check reports no error, or
 quantize refuses (exit 2) and check's error on that draft quantized anyway gives the same reason.
+
+Per scheme (the maps' scheme_verdicts: vLLM's verdict under each compressed-tensors format): each
+architecture again under its release, with one representative scheme of another format (in turn,
+so every format meets many architectures), and with every format under which vLLM builds one of
+its modules otherwise than under W4A16.
 """
 import json
 from pathlib import Path
@@ -28,6 +33,38 @@ def built(release: str) -> list:
 
 
 CASES = [(release, name) for release in MAPS for name in built(release)]
+
+# A representative scheme of each non-base format the maps cover (src/quant/scheme.cc's rows).
+SCHEME_OF_FORMAT = {"int-quantized": "w8a8", "float-quantized": "fp8-dynamic",
+                    "nvfp4-pack-quantized": "nvfp4a16", "mxfp4-pack-quantized": "mxfp4a16",
+                    "mxfp8-quantized": "mxfp8a16"}
+
+
+# Found by the per-scheme cases, not a verdict of the maps (vLLM's is W4A16's there): under NVFP4
+# quantize shares one weight_global_scale across the fused groups it knows, while check fuses by
+# vLLM's names (global-scale-differs) for these drafts' MTP/feed_forward layers and for a
+# checkpoint storing a module under two names. To fix in quantize's global-scale grouping.
+NVFP4_GLOBAL_SCALE_DISAGREES = {
+    ("0.32.0", "Exaone4_5_MTP"), ("0.33.0", "EagleMistralForCausalLM"),
+    ("0.33.0", "MuseSparkDSparkModel"), ("0.34.0", "Gemma4MTPModel"),
+    ("0.34.0", "Nemotron3_5TranscribeMTPModel"), ("0.34.0", "Qwen3NextMTP"),
+    ("0.34.0", "Qwen4ExpMTP")}
+
+
+def scheme_cases() -> list:
+    cases = set()
+    for i, (release, name) in enumerate(CASES):
+        formats = sorted(f for f, s in MAPS[release]["schemes"].items() if not s["base"])
+        assert set(formats) == set(SCHEME_OF_FORMAT), formats
+        cases.add((release, name, SCHEME_OF_FORMAT[formats[i % len(formats)]]))
+        verdicts = MAPS[release]["architectures"][name]["scheme_verdicts"]
+        for fmt, v in verdicts.items():
+            if v["modules"]:
+                cases.add((release, name, SCHEME_OF_FORMAT[fmt]))
+    return [pytest.param(*c, marks=pytest.mark.xfail(
+                strict=True, reason="NVFP4 global scale: quantize and check fuse differently"))
+            if c[2] == "nvfp4a16" and c[:2] in NVFP4_GLOBAL_SCALE_DISAGREES else c
+            for c in sorted(cases)]
 
 
 def errors(spk, ckpt, *args) -> tuple:
@@ -59,25 +96,36 @@ def takes_target_config(arch: dict) -> bool:
 @pytest.mark.parametrize("version", ["default", *MAPS])
 @pytest.mark.parametrize("release,name", CASES)
 def test_check_passes_what_quantize_writes(spk, tmp_path, release, name, version):
+    flags = [] if version == "default" else ["--vllm-version", version]
+    quantize_then_check(spk, tmp_path, release, name, flags, version)
+
+
+@pytest.mark.parametrize("release,name,scheme", scheme_cases())
+def test_check_passes_what_quantize_writes_per_scheme(spk, tmp_path, release, name, scheme):
+    quantize_then_check(spk, tmp_path, release, name, ["--vllm-version", release],
+                        f"{release} {scheme}", ["--scheme", scheme])
+
+
+def quantize_then_check(spk, tmp_path, release: str, name: str, flags: list, label: str,
+                        scheme: tuple = ()) -> None:
     arch = MAPS[release]["architectures"][name]
     src = tmp_path / "src"
     write_checkpoint(src, name, arch)
-    flags = [] if version == "default" else ["--vllm-version", version]
 
     def agree(ok: bool, detail) -> None:
         if not ok:
-            pytest.fail(f"{name} ({release}'s map), {version}: {detail}")
+            pytest.fail(f"{name} ({release}'s map), {label}: {detail}")
 
     out = tmp_path / "q"
-    proc = spk("quantize", src, out, "--no-fsync", *flags, expect=None)
+    proc = spk("quantize", src, out, "--no-fsync", *scheme, *flags, expect=None)
     if proc.returncode == 2:
         # Refused: check fails the draft quantized anyway (--preset none) for the same reason
         # (a draft built under the target's config: pass --target; a kind vLLM refuses from any
         # compressed-tensors checkpoint; a release without the architecture).
         reason = proc.stderr.strip().split("error: ", 1)[-1]
         reason = reason.split(": pass --target")[0].split("; ")[0].split(": plan for a release")[0]
-        anyway = spk("quantize", src, tmp_path / "all", "--preset", "none", "--no-fsync", *flags,
-                     expect=None)
+        anyway = spk("quantize", src, tmp_path / "all", "--preset", "none", "--no-fsync", *scheme,
+                     *flags, expect=None)
         # A kind the release lacks is refused whatever the preset: check judges the source then.
         checked = tmp_path / "all" if anyway.returncode == 0 else src
         assert anyway.returncode in (0, 2), anyway.stderr
@@ -170,3 +218,38 @@ def test_an_eagle1_head_is_served_as_eagle(spk, tmp_path, release):
     assert actions["fc.weight"][0] == "quantize", actions
     assert actions["layers.0.mlp.down_proj.weight"] == ("quantize", "model.layers.2.mlp.down_proj")
     assert errors(spk, tmp_path / "q", "--target-layers", "2", *v) == (0, [])
+
+
+DIFFERING = sorted((release, name, fmt, sorted(v["modules"]))
+                   for release in MAPS for name in built(release)
+                   for fmt, v in MAPS[release]["architectures"][name]["scheme_verdicts"].items()
+                   if v["modules"])
+
+
+@pytest.mark.parametrize("release,name,fmt,modules", DIFFERING)
+def test_the_plan_follows_the_verdict_of_the_scheme_written(spk, tmp_path, release, name, fmt,
+                                                           modules):
+    # Where vLLM builds a module otherwise under a format than under W4A16 (Kimi-K3 MTP's layer
+    # under MXFP4: UnquantizedLinearMethod), the plan for that format follows it.
+    arch = MAPS[release]["architectures"][name]
+    src = tmp_path / "src"
+    write_checkpoint(src, name, arch)
+
+    def actions(scheme: str) -> dict:
+        plan = json.loads(spk("quantize", src, tmp_path / scheme, "--dry-run", "--json",
+                              "--scheme", scheme, "--vllm-version", release).stdout)
+        return {t["name"]: t["action"] for t in plan["tensors"]}
+    base, other = actions("w4a16"), actions(SCHEME_OF_FORMAT[fmt])
+    verdicts = arch["scheme_verdicts"][fmt]["modules"]
+    checked = 0
+    for key in modules:
+        names = arch["modules"][key].get("checkpoint_names") or [arch["modules"][key]["path"]]
+        for n in names:
+            t = f"{n}.weight"
+            if t not in base:
+                continue
+            want = "quantize" if verdicts[key]["quantized"] else "keep"
+            assert other[t] == want, (t, other[t], base[t])
+            assert base[t] != want, (t, base[t])
+            checked += 1
+    assert checked, (modules, sorted(base))

@@ -47,7 +47,7 @@ def module(entry: dict, suffix: str) -> tuple[str, dict]:
 
 def test_map_matches_installed_vllm(vllm_venv):
     out = subprocess.run(["nice", "-n", "15", str(vllm_venv), str(GEN), "--print"],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+                         capture_output=True, text=True, timeout=1800, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-3000:]
     fresh = json.loads(out.stdout)
     committed = DATA / f"vllm-{fresh['vllm_version']}.json"
@@ -254,7 +254,7 @@ def test_every_committed_map_has_the_schema_version():
     assert maps
     for f in maps:
         v = json.loads(f.read_text()).get("schema_version")
-        assert type(v) is int and v == SCHEMA_VERSION == 2, f"{f.name}: schema_version {v!r}"
+        assert type(v) is int and v == SCHEMA_VERSION == 3, f"{f.name}: schema_version {v!r}"
 
 
 METADATA = """Metadata-Version: 2.4
@@ -317,7 +317,7 @@ def test_release_cache_is_keyed_by_the_wheels_sha256(tmp_path, monkeypatch):
 
 def _fake_map(archs: dict, speculators: dict, refused: dict | None = None,
               options: dict | None = None) -> dict:
-    return {"schema_version": 2, "architectures": archs, "speculators": speculators,
+    return {"schema_version": 3, "architectures": archs, "speculators": speculators,
             "speculators_refused": refused or {}, "serve_options": options or {}}
 
 
@@ -488,3 +488,48 @@ def test_0_34_new_kinds_build_from_vllms_code():
     for name in ("BailingMoeV3MTPModel", "Glm4MoeLiteMTPModel", "Glm4MoeMTPModel", "Qwen3_5MTP",
                  "Step3p5MTP"):
         arch("0.34.0", name)
+
+
+def test_scheme_verdicts_keep_only_what_differs_from_the_base():
+    # schemes.merge: per other format, the modules whose "quantized" differs from the base's
+    # (every format asks the same question: a *weight_packed or *weight_scale parameter), and
+    # vLLM's refusal to build the architecture under it.
+    from tools.vllm_module_map.schemes import merge, quantized
+    assert quantized(["weight_packed", "weight_scale"]) and quantized(["weight", "weight_scale"])
+    assert quantized(["w13_weight", "w13_weight_scale"]) and not quantized(["weight", "bias"])
+
+    def mod(q: bool) -> dict:
+        return {"quantized": q, "quant_method": "M" if q else None, "scheme": "S" if q else None}
+    base = {"quantization_config": {"format": "pack-quantized"}, "faked_platform": None,
+            "architectures": {"A": {"error": None, "modules": {"x": mod(True), "y": mod(False)}},
+                              "B": {"error": None, "modules": {"x": mod(True)}},
+                              "C": {"error": "E: base"}}}
+    fp8 = {"quantization_config": {"format": "float-quantized"},
+           "architectures": {"A": {"error": None, "modules": {"x": mod(False), "y": mod(False)}},
+                             "B": {"error": "RuntimeError: no", "error_module": "x"},
+                             "C": {"error": "E: base"}}}
+    m = merge(base, {"float-quantized": fp8}, "CUDA capability 90")
+    assert m["schemes"]["pack-quantized"]["base"] and not m["schemes"]["float-quantized"]["base"]
+    assert m["schemes"]["float-quantized"]["platform"] == "CUDA capability 90"
+    a = m["architectures"]
+    assert a["A"]["scheme_verdicts"] == {"float-quantized": {"error": None, "modules": {
+        "x": mod(False)}}}
+    assert a["B"]["scheme_verdicts"] == {"float-quantized": {
+        "error": "RuntimeError: no", "error_module": "x", "modules": {}}}
+    assert a["C"]["scheme_verdicts"]["float-quantized"]["modules"] == {}
+    # A module the format's build lacks is not quantized under it; one only it has is left out.
+    fp8["architectures"]["A"]["modules"] = {"z": mod(True)}
+    fp8["architectures"]["B"] = {"error": None, "modules": {}}
+    m = merge(base, {"float-quantized": fp8}, "x")["architectures"]
+    assert m["A"]["scheme_verdicts"]["float-quantized"]["modules"] == {"x": mod(False)}
+    assert m["B"]["scheme_verdicts"]["float-quantized"]["modules"] == {"x": mod(False)}
+
+
+def test_every_map_records_each_format_for_each_built_architecture():
+    from tools.vllm_module_map.configs import BASE_FORMAT, SCHEME_CONFIGS
+    for f in sorted(DATA.glob("vllm-*.json")):
+        m = json.loads(f.read_text())
+        assert set(m["schemes"]) == set(SCHEME_CONFIGS), f.name
+        assert [k for k, s in m["schemes"].items() if s["base"]] == [BASE_FORMAT]
+        for name, e in m["architectures"].items():
+            assert set(e["scheme_verdicts"]) == set(SCHEME_CONFIGS) - {BASE_FORMAT}, name

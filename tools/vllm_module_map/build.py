@@ -25,14 +25,15 @@ import tempfile
 import traceback
 
 from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, MODEL_DIRS, MTP_OWN_CHECKPOINT,
-                                           NO_RECIPE, SCHEMA_VERSION,
-                                           QUANT_CONFIG, QUANT_IGNORE, RECIPES, TARGET_EXTRA,
+                                           NO_RECIPE, SCHEMA_VERSION, SCHEME_CONFIGS,
+                                           BASE_FORMAT, QUANT_IGNORE, RECIPES, TARGET_EXTRA,
                                            TARGET_LAYERS,
                                            TARGETS, TINY, method_of, mtp_architectures,
                                            derive_recipe, override_sources, recipe,
                                            recipe_options, renamed_from)
 from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.load_probe import probe, unstored_refusal
+from tools.vllm_module_map.schemes import module_verdicts
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
                                         rel_file_path,
@@ -44,7 +45,7 @@ from tools.vllm_module_map.speculators import format_for, formats, split_refused
 
 
 class Builder:
-    def __init__(self, cc: int | None):
+    def __init__(self, cc: int | None, fmt: str = BASE_FORMAT):
         import torch  # noqa: F401
         import vllm
         self.version = vllm.__version__
@@ -107,9 +108,13 @@ class Builder:
                     notes.append(f"VllmConfig on this build: {ex} (check skipped to build)")
             VllmConfig._validate_v1_model_runner = validate_v1
         self.dist_ready = False
-        # The quantization config the tiny configs carry: QUANT_CONFIG, with a recipe's
-        # QUANT_IGNORE entries while a draft that refuses the plain one is built (draft_entry).
-        self.quant_config = QUANT_CONFIG
+        # The quantization config the tiny configs carry: the format's (SCHEME_CONFIGS), with a
+        # recipe's QUANT_IGNORE entries while a draft that refuses the plain one is built
+        # (draft_entry). Under another format than the base one only the verdicts are recorded
+        # (schemes.py): the rest of the map does not depend on the scheme.
+        self.base_config = SCHEME_CONFIGS[fmt]
+        self.verdicts_only = fmt != BASE_FORMAT
+        self.quant_config = self.base_config
 
     def tiny_config(self, model_type: str, arch: str, extra: dict, layers: int) -> dict:
         """config.json of a tiny `arch` of `model_type` (TINY's shapes where the config class
@@ -174,7 +179,7 @@ class Builder:
     def write_dir(self, name: str, config: dict) -> pathlib.Path:
         # vLLM caches what it read of a directory's config: a config with other ignore entries
         # (draft_entry's retry) gets a directory of its own.
-        if self.quant_config is not QUANT_CONFIG:
+        if self.quant_config is not self.base_config:
             name += "-ignore"
         d = self.tmp / name
         d.mkdir(parents=True, exist_ok=True)
@@ -214,9 +219,34 @@ class Builder:
         with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
             return initialize_model(vllm_config=vllm_config, model_config=model_config)
 
+    def recorded_modules(self, model):
+        """(path, module, record, entry) for every module vLLM asked the quant config about and
+        every Linear, asked or not: the entry holds what vLLM decided (path, prefix, class, asked,
+        quant_method, scheme, params); the record is the hook's, None when never asked."""
+        import torch
+        from vllm.model_executor.layers.linear import LinearBase
+        for path, mod in model.named_modules():
+            rec = self.records.get(id(mod))
+            if rec is not None and rec["layer"] is not mod:
+                rec = None
+            if rec is None and not isinstance(mod, (LinearBase, torch.nn.Linear)):
+                continue
+            name = rec["prefix"] if rec else getattr(mod, "prefix", path)
+            qm = rec["quant_method"] if rec else type(getattr(mod, "quant_method", None)).__name__
+            if isinstance(mod, torch.nn.Linear):
+                qm = None  # torch's own Linear: no quant method at all, vLLM never quantizes it
+            scheme = getattr(mod, "scheme", None)
+            yield path, mod, rec, {
+                "path": path, "prefix": name, "class": type(mod).__name__,
+                "asked": rec is not None, "quant_method": qm,
+                "scheme": type(scheme).__name__ if scheme is not None else None,
+                "params": sorted(n for n, _ in mod.named_parameters(recurse=False))}
+
     def describe(self, model, model_cls) -> dict:
         import torch
         from vllm.model_executor.layers.linear import LinearBase
+        if self.verdicts_only:
+            return {"modules": module_verdicts(self.recorded_modules(model))}
         files = sorted({f for m in model.modules() for c in type(m).__mro__
                         if (f := rel_file(c)) and f.startswith(MODEL_DIRS)})
         linear_names = {n.rsplit(".", 1)[-1] for n, m in model.named_modules()
@@ -236,29 +266,16 @@ class Builder:
         qc_seen: list = []
         qc_from: set[str] = set()
         probes = []
-        for path, mod in model.named_modules():
-            rec = self.records.get(id(mod))
-            if rec is not None and rec["layer"] is not mod:
-                rec = None
-            if rec is None and not isinstance(mod, (LinearBase, torch.nn.Linear)):
-                continue
+        for path, mod, rec, e in self.recorded_modules(model):
             last = path.rsplit(".", 1)[-1]
-            name = rec["prefix"] if rec else getattr(mod, "prefix", path)
-            qm = rec["quant_method"] if rec else type(getattr(mod, "quant_method", None)).__name__
+            name = e["prefix"]
             if rec:
                 if isinstance(mod, LinearBase) and rec["qc_packed"] not in qc_seen:
                     qc_seen.append(rec["qc_packed"])
                 if isinstance(mod, LinearBase):
                     qc_from.add("target" if rec["target_config"] else "draft")
-            scheme = getattr(mod, "scheme", None)
-            e = {"path": path, "prefix": name, "class": type(mod).__name__, "asked": rec is not None,
-                 "quant_method": qm,
-                 "scheme": type(scheme).__name__ if scheme is not None else None,
-                 "params": sorted(n for n, _ in mod.named_parameters(recurse=False))}
             e["quantized"] = any("weight_packed" in p for p in e["params"])
             if isinstance(mod, torch.nn.Linear):
-                # torch's own Linear: no quant method at all, vLLM never quantizes it.
-                e["quant_method"] = None
                 e["weight_read_directly"] = last in read_names
                 probes.append((e, mod, []))
             if isinstance(mod, LinearBase):
@@ -330,6 +347,8 @@ class Builder:
              "built": {"architecture": mc.hf_config.architectures[0], "class": model_cls.__name__,
                        "model_type": model_type, "layers": TARGET_LAYERS}}
         e.update(self.describe(model, model_cls))
+        if self.verdicts_only:
+            return e
         del e["quant_config_from"]  # a target has only its own
         e["as_draft_model"] = self.as_draft_model(arch, model_type, mc)
         return e
@@ -372,7 +391,8 @@ class Builder:
             if not ignore:
                 raise
             refused_at = self.asking[0]
-            self.quant_config = {**QUANT_CONFIG, "ignore": QUANT_CONFIG["ignore"] + list(ignore)}
+            base = self.base_config
+            self.quant_config = {**base, "ignore": base["ignore"] + list(ignore)}
             try:
                 entry = self.draft_entry_plain_or_speculators(arch, module, method)
             except Exception as retry_error:  # noqa: BLE001 - both are the record
@@ -383,7 +403,7 @@ class Builder:
                                     f"{type(retry_error).__name__}: {retried})",)
                 raise plain_error from None
             finally:
-                self.quant_config = QUANT_CONFIG
+                self.quant_config = self.base_config
             text = re.sub(r"0x[0-9a-f]+|/tmp/vllm_module_map_\w+", "...",
                           " ".join(str(plain_error).split()))
             entry["quant_config_ignore_added"] = {
@@ -567,7 +587,7 @@ class Builder:
             archs[arch] = entry
         return {"schema_version": SCHEMA_VERSION, "vllm_version": self.version,
                 "generator": "tools/vllm_module_map/generate.py",
-                "quantization_config": QUANT_CONFIG, "tiny_config": TINY,
+                "quantization_config": self.base_config, "tiny_config": TINY,
                 "faked_platform": os.environ.get("VLLM_MODULE_MAP_FAKED"),
                 "serve_options": release_serve_options(self.root),
                 "speculators": self.speculators,
@@ -586,12 +606,14 @@ class Builder:
         return None
 
 
-def generate(cc: int | None, only: set[str] | None) -> dict:
+def generate(cc: int | None, only: set[str] | None, fmt: str = BASE_FORMAT) -> dict:
+    """The map of the running vLLM under SCHEME_CONFIGS[fmt]: the whole map under the base
+    format, only the module verdicts under another (schemes.merge folds them into the base's)."""
     import logging
     logging.disable(logging.WARNING)
     if cc is None:
         from tools.vllm_module_map.host import as_on_a_host_without_amx
         as_on_a_host_without_amx()
-    b = Builder(cc)
+    b = Builder(cc, fmt)
     return b.run(only)
 

@@ -1,9 +1,11 @@
 """What the module map builds: the quantization config, the tiny configs and the method rules.
 
 The only hand-written inputs of the maps: QUANT_CONFIG (the compressed-tensors W4A16 config every
-model is built with), TINY (the shapes), TARGETS (the common targets), RECIPES (per registry
-module: the base HF model_type and the keys that family's code reads, optionally the target's
-model_type and architecture; an extra "text_config" naming a model_type is made tiny too),
+model is built with), SCHEME_CONFIGS (one config per compressed-tensors format sparkulator writes,
+each model built again under each: the map's "scheme_verdicts"), TINY (the shapes), TARGETS
+(the common targets), RECIPES (per registry module: the base HF model_type and the keys that
+family's code reads, optionally the target's model_type and architecture; an extra "text_config"
+naming a model_type is made tiny too),
 RELEASE_RECIPES / ARCH_RECIPES (a release's or an architecture's own recipe: recipe()),
 MTP_OWN_CHECKPOINT (MTP drafts built from a checkpoint of their own) and the rules that name the
 speculative method of a registry architecture (method_of, from vLLM's naming rules and
@@ -20,7 +22,7 @@ import re
 
 # The maps' format: the top-level "schema_version" of every map (the C++ reader refuses a map
 # without it, or with a field of another type). Raise it when a field changes type or meaning.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 QUANT_CONFIG = {
     "quant_method": "compressed-tensors",
@@ -31,6 +33,44 @@ QUANT_CONFIG = {
         "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
                     "group_size": 128, "dynamic": False, "actorder": None, "observer": "minmax"},
         "input_activations": None, "output_activations": None}},
+}
+
+
+def _scheme_config(fmt: str, weights: dict, input_activations: dict | None) -> dict:
+    return {"quant_method": "compressed-tensors", "format": fmt, "ignore": ["lm_head"],
+            "config_groups": {"group_0": {
+                "targets": ["Linear"],
+                "weights": {"symmetric": True, "dynamic": False, "actorder": None,
+                            "observer": "minmax", **weights},
+                "input_activations": input_activations, "output_activations": None}}}
+
+
+# The format QUANT_CONFIG writes: the maps' "modules" are vLLM's verdict under it.
+BASE_FORMAT = QUANT_CONFIG["format"]
+# One representative config per compressed-tensors format that sparkulator's scheme table
+# (src/quant/scheme.cc) writes, keyed by that format: the C++ reader picks a scheme's verdicts by
+# its format (int-quantized: W8A8 and W4AFP8; float-quantized: FP8_DYNAMIC and FP8_BLOCK; the
+# pack-quantized int rows are the base). Each is the llm-compressor preset's: W8A8 (int8 channel,
+# dynamic int8 token activations), FP8_DYNAMIC, NVFP4A16, MXFP4A16, MXFP8A16.
+_INT8_TOKEN = {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True,
+               "symmetric": True}
+_FP8_TOKEN = {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True,
+              "symmetric": True}
+SCHEME_CONFIGS = {
+    BASE_FORMAT: QUANT_CONFIG,
+    "int-quantized": _scheme_config(
+        "int-quantized", {"num_bits": 8, "type": "int", "strategy": "channel"}, _INT8_TOKEN),
+    "float-quantized": _scheme_config(
+        "float-quantized", {"num_bits": 8, "type": "float", "strategy": "channel"}, _FP8_TOKEN),
+    "nvfp4-pack-quantized": _scheme_config(
+        "nvfp4-pack-quantized", {"num_bits": 4, "type": "float", "strategy": "tensor_group",
+                                 "group_size": 16, "scale_dtype": "torch.float8_e4m3fn"}, None),
+    "mxfp4-pack-quantized": _scheme_config(
+        "mxfp4-pack-quantized", {"num_bits": 4, "type": "float", "strategy": "group",
+                                 "group_size": 32, "scale_dtype": "torch.uint8"}, None),
+    "mxfp8-quantized": _scheme_config(
+        "mxfp8-quantized", {"num_bits": 8, "type": "float", "strategy": "group",
+                            "group_size": 32, "scale_dtype": "torch.uint8"}, None),
 }
 
 # Shapes small enough to build fast and large enough for the W4A16 kernels' shape rules

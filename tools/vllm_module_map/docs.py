@@ -106,6 +106,17 @@ def docs_text(maps: dict[str, dict]) -> str:
         "--target T` plans it from T's config (dense beside a dense target) and refuses it",
         "without `--target`; `check --target` says the same (vllm-map-draft-takes-target-config).",
         "",
+        "Maps per scheme: every architecture is built again under one config per other",
+        "compressed-tensors format sparkulator writes (int-quantized: W8A8 int8 channel weights",
+        "with dynamic int8 token activations; float-quantized: FP8_DYNAMIC; nvfp4-pack-quantized:",
+        "NVFP4A16; mxfp4-pack-quantized: MXFP4A16; mxfp8-quantized: MXFP8A16), on the same",
+        "platform, and the map's `scheme_verdicts` records where vLLM's verdict differs from",
+        "W4A16's (a module quantized or not) and where the format did not build the architecture",
+        "(vLLM's error: on 0.32's CPU build no NVFP4/MXFP4/MXFP8 Linear kernel). The plan, `check`",
+        "and `inspect` use the verdict of the format written (W4AFP8 is int-quantized, FP8_BLOCK",
+        "float-quantized, the int weight-only rows W4A16's); where the format was not built, the",
+        "W4A16 verdict, with a warning (`vllm-map-scheme-not-built`).",
+        "",
     ]
     versions = sorted(maps, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
     for v in versions:
@@ -113,7 +124,9 @@ def docs_text(maps: dict[str, dict]) -> str:
         n = len(m["architectures"])
         failed = sum(1 for e in m["architectures"].values() if e.get("error"))
         lines.append(f"- vLLM {v}: {n} architectures, {n - failed} built, {failed} not built"
-                     + (f" (platform faked: {m['faked_platform']})" if m.get("faked_platform") else ""))
+                     + (f" (platform faked: {m['faked_platform']})"
+                        if m.get("faked_platform") else "")
+                     + "; " + schemes_summary(m))
     def cell(e: dict | None) -> str:
         if e is None:
             return "not in registry"
@@ -160,6 +173,7 @@ def docs_text(maps: dict[str, dict]) -> str:
                              "matches config_groups targets and ignore entries (an anchored "
                              "`re:model...` or literal name matches nothing)")
             parts += build_notes(e)
+            parts += scheme_notes(e)
         return "<br>".join(parts).replace("|", "/")
 
     rows = []
@@ -183,6 +197,31 @@ def docs_text(maps: dict[str, dict]) -> str:
     lines += changes_section(maps, versions)
     lines.append("")
     return "\n".join(lines)
+
+
+def schemes_summary(m: dict) -> str:
+    """The release's line on its other formats: where vLLM's verdict differs from the base's."""
+    others = [f for f, s in sorted(m["schemes"].items()) if not s["base"]]
+    differ = sorted(a for a, e in m["architectures"].items() if e.get("error") is None and
+                    any(v["error"] or v["modules"] for v in e["scheme_verdicts"].values()))
+    if not differ:
+        return (f"under {', '.join(others)} vLLM's verdict is W4A16's for every architecture "
+                "(`scheme_verdicts` empty)")
+    return (f"under {', '.join(others)} vLLM's verdict differs from W4A16's (or the format "
+            f"was not built) for {len(differ)} built architectures (noted in their cells)")
+
+
+def scheme_notes(e: dict) -> list[str]:
+    """A cell's notes on the formats whose verdict differs from the base's (scheme_verdicts)."""
+    notes = []
+    for fmt, v in sorted(e.get("scheme_verdicts", {}).items()):
+        if v["error"]:
+            notes.append(f"under {fmt}: not built (the W4A16 verdict judges): {v['error'][:120]}")
+        elif v["modules"]:
+            now = ", ".join(f"`{k}` {'quantized' if m['quantized'] else 'dense'}"
+                            for k, m in sorted(v["modules"].items()))
+            notes.append(f"under {fmt}: {now}")
+    return notes
 
 
 def build_notes(e: dict) -> list[str]:

@@ -21,8 +21,12 @@ The installed CPU build's map (.venv-vllm holds vLLM 0.32.0's CPU build):
 
 `--release V` runs the installed vLLM (it must be version V); `--release V=DIR` puts DIR first on
 sys.path and fakes the CUDA platform (capability --cc, default 90) where that vLLM has no CPU build.
-Each release runs in a subprocess of its own (one vLLM per process). `--docs` alone rewrites
-docs/draft-kinds.md from the committed maps; `--print` writes one map to stdout (the test uses it).
+Each release runs in a subprocess of its own (one vLLM per process), and again once per other
+compressed-tensors format of configs.SCHEME_CONFIGS (FP8, W8A8 int, NVFP4, MXFP4, MXFP8: only the
+module verdicts, merged by schemes.py). `--reuse-base` keeps a committed map's base (W4A16) part
+and builds only those verdicts. `--docs` alone rewrites docs/draft-kinds.md from the committed
+maps; `--print` writes one map to stdout (the test uses it; with
+`--tree DIR`, of vLLM's Python code in DIR, CUDA faked).
 
 The code: this file is the command line; configs.py the hand-written inputs (quantization config,
 tiny configs, method rules), fake_cuda.py the faked platform for V=DIR, stand_ins.py the stand-ins
@@ -53,6 +57,8 @@ V1-model-runner check (this CPU build has no Triton, so it falls back to V1) is 
 "notes" and skipped, so that the model is built.
 
 How each field is obtained:
+- "schemes" (top level) and "scheme_verdicts" (per built architecture): vLLM's verdict under each
+  other compressed-tensors format where it differs from the base's (schemes.py says how).
 - "schema_version" (top level, an int, configs.SCHEMA_VERSION): the maps' format; the C++ reader
   refuses a map without it. Every field keeps its JSON type across releases.
 - "environment" (top level, only in maps release.py made): the wheel ({"name", "sha256"}), the
@@ -170,21 +176,63 @@ import os
 import pathlib
 import subprocess
 import sys
+import tempfile
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from tools.vllm_module_map import fake_cuda  # noqa: E402
+from tools.vllm_module_map.configs import BASE_FORMAT, SCHEMA_VERSION, SCHEME_CONFIGS  # noqa: E402
 from tools.vllm_module_map.docs import DATA, DOCS, docs_text, load_maps  # noqa: E402
+from tools.vllm_module_map.schemes import merge  # noqa: E402
 
 
-def generate(cc: int | None, only: set[str] | None) -> dict:
-    """One release's map, from the vLLM this process imports (vLLM is imported here, not above)."""
+def generate(cc: int | None, only: set[str] | None, fmt: str = BASE_FORMAT) -> dict:
+    """One release's map under SCHEME_CONFIGS[fmt], from the vLLM this process imports (vLLM is
+    imported here, not above): the whole map under the base format, the verdicts under another."""
     from tools.vllm_module_map import build
-    data = build.generate(cc, only)
-    data["kernels"] = kernels(cc)
+    data = build.generate(cc, only, fmt)
+    if fmt == BASE_FORMAT:
+        data["kernels"] = kernels(cc)
     return data
+
+
+def version_of(data: dict) -> str:
+    return str(data.get("vllm_version", "unknown"))
+
+
+def release_map(label: str, src: str, cc: int, only: list[str] | None,
+                base: dict | None = None) -> dict | None:
+    """A release's map (the vLLM in `src` with CUDA faked, or the installed one for src ""): the
+    base format's, then each other format's verdicts (schemes.py) merged into it, each in a child
+    process of its own (one vLLM and one format per process, in turn); None when one failed.
+    `base`: that release's base map already made (--reuse-base), so only the verdicts are built."""
+    cmd = [sys.executable, __file__, "--_child", f"{src},{cc}" if src else ""]
+    for a in only or []:
+        cmd += ["--only", a]
+    env = dict(os.environ)
+    if src:
+        env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
+    maps = {}
+    if base is not None:
+        maps[BASE_FORMAT] = base
+    for fmt in SCHEME_CONFIGS:
+        if fmt in maps:
+            continue
+        out = subprocess.run(cmd + ["--_format", fmt], env=env, capture_output=True, text=True)
+        sys.stderr.write(out.stderr[-4000:] if out.returncode else "")
+        if out.returncode:
+            print(f"release {label} ({fmt}): generator failed ({out.returncode})",
+                  file=sys.stderr)
+            return None
+        maps[fmt] = json.loads(out.stdout)
+        # Kept where a later step's failure would otherwise lose minutes of builds.
+        keep = pathlib.Path(tempfile.gettempdir()) / \
+            f"vllm-module-map-{version_of(maps[fmt])}-{fmt}.json"
+        keep.write_text(out.stdout)
+    data = maps.pop(BASE_FORMAT)
+    return merge(data, maps, data["faked_platform"] or "the installed vLLM's own platform")
 
 
 def kernels(cc: int | None) -> dict:
@@ -207,10 +255,18 @@ def main() -> int:
     ap.add_argument("--docs", action="store_true", help="rewrite docs/draft-kinds.md")
     ap.add_argument("--print", dest="print_", action="store_true",
                     help="generate for the running vLLM and print the map")
+    ap.add_argument("--tree", default="",
+                    help="with --print: vLLM's Python code in DIR (CUDA faked, --cc), not the "
+                         "installed vLLM (check --vllm DIR of a tree without a CPU build)")
     ap.add_argument("--only", action="append", help="architectures to build (debugging)")
     ap.add_argument("--environment", help="a JSON file: the map's \"environment\" object "
                                           "(release.py writes it)")
+    ap.add_argument("--reuse-base", action="store_true",
+                    help="keep the committed map's base (W4A16) build and build only the other "
+                         "formats' verdicts (schemes.py): for a map whose base part this "
+                         "generator would write unchanged")
     ap.add_argument("--_child", help=argparse.SUPPRESS)
+    ap.add_argument("--_format", default=BASE_FORMAT, help=argparse.SUPPRESS)
     args = ap.parse_args()
     only = set(args.only) if args.only else None
     if args._child is not None:
@@ -221,25 +277,26 @@ def main() -> int:
             sys.path.insert(0, src)
             cc_val = int(cc) if cc else fake_cuda.DEFAULT_CC
             os.environ["VLLM_MODULE_MAP_FAKED"] = f"CUDA capability {cc_val}"
-        sys.stdout.write(dump(generate(cc_val, only)))
+        sys.stdout.write(dump(generate(cc_val, only, args._format)))
         return 0
     if args.print_:
-        sys.stdout.write(dump(generate(None, only)))
+        data = release_map(args.tree or "(installed)", args.tree, args.cc, args.only)
+        if data is None:
+            return 1
+        sys.stdout.write(dump(data))
         return 0
     for rel in args.release:
         version, _, src = rel.partition("=")
-        cmd = [sys.executable, __file__, "--_child", f"{src},{args.cc}" if src else ""]
-        for a in args.only or []:
-            cmd += ["--only", a]
-        env = dict(os.environ)
-        if src:
-            env["PYTHONPATH"] = src + os.pathsep + env.get("PYTHONPATH", "")
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        sys.stderr.write(out.stderr[-4000:] if out.returncode else "")
-        if out.returncode:
-            print(f"release {version}: generator failed ({out.returncode})", file=sys.stderr)
+        base = None
+        if args.reuse_base:
+            base = json.loads((DATA / f"vllm-{version}.json").read_text())
+            base["schema_version"] = SCHEMA_VERSION
+            base.pop("schemes", None)
+            for e in base["architectures"].values():
+                e.pop("scheme_verdicts", None)
+        data = release_map(version, src, args.cc, args.only, base)
+        if data is None:
             return 1
-        data = json.loads(out.stdout)
         if args.environment:
             data["environment"] = json.loads(pathlib.Path(args.environment).read_text())
         if data["vllm_version"] != version:
