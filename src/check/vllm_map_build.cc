@@ -117,7 +117,8 @@ Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& req
                        ParseModuleMap(run->out, fmt::format("the map {} printed", command)));
   TreeMap out{
       std::move(map),
-      compiled ? python : fmt::format("{} (CUDA capability {} faked)", python, kFakedCapability)};
+      compiled ? python : fmt::format("{} (CUDA capability {} faked)", python, kFakedCapability),
+      run->out};
   return out;
 }
 
