@@ -180,19 +180,34 @@ def test_the_release_loads_what_quantize_writes(proof, release, arch, scheme):
     assert verdict["ok"] and "process_weights_after_loading" in verdict["stopped_before"]
 
 
-def test_check_builds_the_committed_map_from_the_release(spk, vllm_releases, tmp_path):
-    """check --vllm DIR (0.34.0's unpacked code) with that release environment's Python builds,
-    for a DFlash draft, the entry the committed map has, field for field."""
+# CI: one DFlash draft (a build of one architecture, about 30 s); the full tier: every
+# architecture of the committed map in one config.json (check --vllm builds each it names).
+MAP_CHECK = ["every"] if FULL else ["DFlashDraftModel"]
+
+
+@pytest.mark.parametrize("which", MAP_CHECK)
+def test_check_builds_the_committed_map_from_the_release(spk, vllm_releases, tmp_path, which):
+    """check --vllm DIR (0.34.0's unpacked code) with that release environment's Python builds
+    the committed map, field for field: every top-level field but "environment" (release.py's
+    record of the wheel and pins), and every architecture it was asked to build."""
     release = "0.34.0"
     release_dir = vllm_releases(release)
+    committed = MAPS[release]
     name = "DFlashDraftModel"
-    arch = MAPS[release]["architectures"][name]
     src = tmp_path / "src"
-    write_checkpoint(src, name, arch)
+    write_checkpoint(src, name, committed["architectures"][name])
+    if which == "every":
+        config = json.loads((src / "config.json").read_text())
+        config["architectures"] = [name] + sorted(set(committed["architectures"]) - {name})
+        (src / "config.json").write_text(json.dumps(config))
     dumped = tmp_path / "map.json"
     spk("check", src, "--vllm", release_dir / "src", "--vllm-python",
         release_dir / "venv" / "bin" / "python", "--vllm-map-out", dumped, expect=None,
-        timeout=600)
+        timeout=900)
     got = json.loads(dumped.read_text())
-    assert got["vllm_version"] == release
-    assert got["architectures"][name] == arch
+    want = {k: v for k, v in committed.items() if k not in ("environment", "architectures")}
+    assert {k: v for k, v in got.items() if k != "architectures"} == want
+    asked = [name] if which != "every" else sorted(committed["architectures"])
+    assert sorted(got["architectures"]) == sorted(asked)
+    for a in asked:
+        assert got["architectures"][a] == committed["architectures"][a], a
