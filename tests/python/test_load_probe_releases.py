@@ -57,7 +57,8 @@ CI_CASES = {
                ("DeepSeekMTPModel", "w4a16"), ("Qwen3_5MTP", "fp8-block")],
 }
 FULL = os.environ.get("SPK_E2E_FULL") == "1"
-VERDICT_LISTS = ("unconsumed", "misplaced", "not_loaded", "dtype_mismatch", "returned_missing")
+VERDICT_LISTS = ("unconsumed", "misplaced", "not_loaded", "shard_incomplete", "dtype_mismatch",
+                 "returned_missing")
 
 
 def cases(release: str) -> list:
@@ -122,6 +123,28 @@ def quantize(spk, root: Path, release: str, name: str, arch: dict, scheme: str,
     return out, None
 
 
+CONTROL = "control: a weight_scale dropped"
+
+
+def control_job(job: dict, dst: Path) -> dict:
+    """The first output with one stored weight_scale left out, a fused module's shard's where
+    there is one (the parameter is still loaded, by the other shards): vLLM loads it without a
+    word and runs on uninitialized scales (docs VLLM.md), which the probe must report."""
+    from safetensors.numpy import load_file, save_file
+    src = Path(job["out"])
+    tensors = {}
+    for f in sorted(src.glob("*.safetensors")):
+        tensors.update(load_file(str(f)))
+    paths = list(job["linear_paths"].values())
+    dropped = min((n for n in tensors if n.endswith(".weight_scale")), key=lambda n: (
+        paths.count(job["linear_paths"].get(n.removesuffix(".weight_scale"))) < 2, n))
+    del tensors[dropped]
+    dst.mkdir(parents=True)
+    save_file(tensors, str(dst / "model.safetensors"))
+    (dst / "config.json").write_text((src / "config.json").read_text())
+    return {**job, "out": str(dst), "scheme": CONTROL, "dropped": dropped}
+
+
 @pytest.fixture(scope="module")
 def proof(spk, vllm_releases, tmp_path_factory):
     """release -> {(arch, scheme): verdict}, each release's cases run once (two processes)."""
@@ -154,9 +177,13 @@ def proof(spk, vllm_releases, tmp_path_factory):
                 continue
             load_jobs.append({"arch": a, "scheme": s, "out": str(out), "linear_paths":
                               {n: p for n, (p, _) in linear_names(archs[a]).items()}})
+        control = control_job(load_jobs[0], root / "control") if load_jobs else None
         t2 = time.monotonic()
-        for r in run_probe(release_dir, "load", load_jobs, root):
-            verdicts[(r["arch"], r["scheme"])] = r
+        for r in run_probe(release_dir, "load", load_jobs + ([control] if control else []), root):
+            if r["scheme"] == CONTROL:
+                verdicts[("control", CONTROL)] = {**r, "dropped": control["dropped"]}
+            else:
+                verdicts[(r["arch"], r["scheme"])] = r
         times = {"shapes_s": round(t1 - t0, 1), "quantize_s": round(t2 - t1, 1),
                  "load_s": round(time.monotonic() - t2, 1)}
         record = build_dir() / f"load-probe-{release}.json"
@@ -167,6 +194,15 @@ def proof(spk, vllm_releases, tmp_path_factory):
         done[release] = verdicts
         return verdicts
     return of
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_the_probe_reports_a_missing_scale(proof, release):
+    """The control (control_job): the checkpoint name whose scale was dropped is named."""
+    verdict = proof(release)[("control", CONTROL)]
+    assert verdict["error"] is None and not verdict["ok"], verdict
+    prefix = verdict["dropped"].removesuffix(".weight_scale")
+    assert f"{prefix}: weight_scale" in verdict["shard_incomplete"], verdict
 
 
 @pytest.mark.parametrize("release,arch,scheme",

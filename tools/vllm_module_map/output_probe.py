@@ -26,7 +26,9 @@ ignore retry; Builder.run), with describe() replaced by the job:
 A load verdict (per release, architecture, scheme) lists: "unconsumed" (stored tensors no loader
 was given), "misplaced" (stored tensors of a Linear that reached a parameter outside the module
 the map names for that checkpoint name), "not_loaded" (parameters of the map's modules that no
-stored tensor reached), "dtype_mismatch" (a tensor loaded into a parameter of another kind:
+stored tensor reached; a bias only where the checkpoint stores one), "shard_incomplete" (a
+checkpoint name of a Linear, a fused module's shard, whose tensors left one of the module's
+parameters unfilled: its rows stay unloaded though the parameter was loaded), "dtype_mismatch" (a tensor loaded into a parameter of another kind:
 integer, FP8 or float, or another integer/FP8 type), "float_casts" (F16 into BF16 and the like:
 information), "returned_missing" (stored tensors whose parameter load_weights left out of the
 names it returned, where it returns them), and "error" (load_weights raised: a loader refused
@@ -166,9 +168,28 @@ def load_verdict(model, job: dict) -> dict:
             misplaced.append(f"{n} -> {sorted(r)[0]} (the map: {path})")
     verdict["misplaced"] = sorted(misplaced)
     params = dict(model.named_parameters())
+
+    def own(path: str, prefix: str) -> set[str]:
+        """The module's parameters (last name parts) a checkpoint name must fill: its bias
+        only where the checkpoint stores one (the synthetic sources have none)."""
+        return {n[len(path) + 1:] for n in params
+                if n.startswith(path + ".") and "." not in n[len(path) + 1:]} - \
+            ({"bias"} if f"{prefix}.bias" not in stored else set())
+    covered: dict[str, set[str]] = {}
+    for n, r in reached.items():
+        prefix = n.rsplit(".", 1)[0]
+        path = job["linear_paths"].get(prefix)
+        if path is not None:
+            covered.setdefault(prefix, set()).update(
+                x[len(path) + 1:] for x in r if x.startswith(path + "."))
+    # Each shard of a fused module fills every parameter (its rows of it): a shard that does
+    # not leaves those rows unloaded although the parameter was loaded.
+    verdict["shard_incomplete"] = sorted(
+        f"{prefix}: {leaf}" for prefix, got in covered.items()
+        for leaf in own(job["linear_paths"][prefix], prefix) - got)
     verdict["not_loaded"] = sorted(
-        n for p in set(job["linear_paths"].values()) for n in params
-        if n.startswith(p + ".") and n.count(".") == p.count(".") + 1 and n not in loaded)
+        f"{p}.{leaf}" for prefix, p in job["linear_paths"].items() for leaf in own(p, prefix)
+        if f"{p}.{leaf}" not in loaded)
     verdict["dtype_mismatch"] = sorted(mismatch)
     verdict["float_casts"] = sorted(casts)
     verdict["returned_missing"] = []
@@ -180,7 +201,8 @@ def load_verdict(model, job: dict) -> dict:
         p for p in set(job["linear_paths"].values()) if f"{p}.weight_packed" in params or
         (f"{p}.weight_scale" in params and f"{p}.weight" in params))
     verdict["ok"] = not any(verdict[k] for k in ("error", "unconsumed", "misplaced", "not_loaded",
-                                                  "dtype_mismatch", "returned_missing"))
+                                                  "shard_incomplete", "dtype_mismatch",
+                                                  "returned_missing"))
     return verdict
 
 
