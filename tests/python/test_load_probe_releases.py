@@ -87,7 +87,10 @@ def linear_names(arch: dict) -> dict:
     the synthetic checkpoint stores (test_draft_kinds.module_weights) that holds parameters."""
     out = {}
     for weight, entry in module_weights(arch).items():
-        if not entry["params"]:
+        # An attention layer's parameters are KV-cache scales, not a weight (Llama4's
+        # ChunkedLocalAttention, DeepSeek's MLAAttention).
+        if not entry["params"] or ("Attention" in entry["class"] and
+                                   "Linear" not in entry["class"]):
             continue
         name = weight.removesuffix(".weight")
         out[name] = (entry["path"], (entry.get("checkpoint_shard_ids") or {}).get(name))

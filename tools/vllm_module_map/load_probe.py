@@ -107,7 +107,9 @@ def recording(model, through: bool = False):
     imported, replaced by one Recorder (Recorder's `through`) for the duration."""
     from vllm.model_executor.model_loader import weight_utils
     rec = Recorder(model, through)
-    rec.default = weight_utils.default_weight_loader
+    # Kept aside: weight_utils' own attribute is replaced too, and restoring the others from it
+    # would leave them the Recorder (a later through-Recorder then recursed into this one).
+    original = rec.default = weight_utils.default_weight_loader
     saved_params = []
     for _, p in model.named_parameters(remove_duplicate=False):
         has = "weight_loader" in p.__dict__ or hasattr(type(p), "weight_loader")
@@ -118,14 +120,14 @@ def recording(model, through: bool = False):
     saved_globals = []
     for name, mod in list(sys.modules.items()):
         if name.startswith("vllm.") and \
-                getattr(mod, "default_weight_loader", None) is weight_utils.default_weight_loader:
+                getattr(mod, "default_weight_loader", None) is original:
             saved_globals.append(mod)
             mod.default_weight_loader = rec
     try:
         yield rec
     finally:
         for mod in saved_globals:
-            mod.default_weight_loader = weight_utils.default_weight_loader
+            mod.default_weight_loader = original
         for p, has, loader in saved_params:
             if has:
                 p.weight_loader = loader

@@ -26,7 +26,8 @@ ignore retry; Builder.run), with describe() replaced by the job:
 A load verdict (per release, architecture, scheme) lists: "unconsumed" (stored tensors no loader
 was given), "misplaced" (stored tensors of a Linear that reached a parameter outside the module
 the map names for that checkpoint name), "not_loaded" (parameters of the map's modules that no
-stored tensor reached; a bias only where the checkpoint stores one), "shard_incomplete" (a
+stored tensor reached; other than the weight's own, such as a bias, only where the checkpoint
+stores it), "shard_incomplete" (a
 checkpoint name of a Linear, a fused module's shard, whose tensors left one of the module's
 parameters unfilled: its rows stay unloaded though the parameter was loaded), "dtype_mismatch" (a tensor loaded into a parameter of another kind:
 integer, FP8 or float, or another integer/FP8 type), "float_casts" (F16 into BF16 and the like:
@@ -170,11 +171,14 @@ def load_verdict(model, job: dict) -> dict:
     params = dict(model.named_parameters())
 
     def own(path: str, prefix: str) -> set[str]:
-        """The module's parameters (last name parts) a checkpoint name must fill: its bias
-        only where the checkpoint stores one (the synthetic sources have none)."""
-        return {n[len(path) + 1:] for n in params
-                if n.startswith(path + ".") and "." not in n[len(path) + 1:]} - \
-            ({"bias"} if f"{prefix}.bias" not in stored else set())
+        """The module's parameters (last name parts) a checkpoint name must fill: those made
+        from its weight (weight*, input_*: what quantize writes), and any other (a bias, a
+        router's e_score_correction_bias) only where the checkpoint stores it (the synthetic
+        sources store a Linear's weight alone)."""
+        leaves = {n[len(path) + 1:] for n in params
+                  if n.startswith(path + ".") and "." not in n[len(path) + 1:]}
+        return {x for x in leaves if x.startswith(("weight", "input_")) or
+                f"{prefix}.{x}" in stored}
     covered: dict[str, set[str]] = {}
     for n, r in reached.items():
         prefix = n.rsplit(".", 1)[0]
