@@ -36,8 +36,9 @@ names it returned, where it returns them), and "error" (load_weights raised: a l
 a shape, a name, or needed CUDA). "ok" is true when all of those are empty.
 
 A tensor is attributed to the stored name whose storage the loader was given (the loaders
-narrow and view, they do not copy first); a loader given a new tensor (a model that
-concatenates or converts before loading) is attributed to the name load_weights took last.
+narrow and view, they do not copy first); a loader given a new tensor (a model that permutes or
+converts before loading) to a stored tensor of the same shape and dtype whose checkpoint name the
+map gives the parameter's module, else to the name load_weights took last.
 
 Error policy: an architecture that cannot be built, or whose load raises, is a verdict with
 "error" (the test fails it), never an exception of the probe; a failure outside a model (vLLM
@@ -143,10 +144,19 @@ def load_verdict(model, job: dict) -> dict:
     reached: dict[str, set[str]] = {n: set() for n in stored}
     loaded: set[str] = set()
     mismatch, casts = [], set()
+    paths = job["linear_paths"]
     for names, param, given in rec.loads:
         src = None
         if given is not None and hasattr(given, "untyped_storage") and given.numel():
             src = by_storage.get(given.untyped_storage().data_ptr())
+        if src is None and given is not None and hasattr(given, "shape"):
+            # A new tensor (Llama4's q/k permuted for its rotary layout): the stored tensor of
+            # the parameter's module with its shape and dtype, one not attributed yet first.
+            alike = [n for n in stored if stored[n].shape == given.shape and
+                     stored[n].dtype == given.dtype and
+                     any(x.startswith(paths.get(n.rsplit(".", 1)[0], "\0") + ".")
+                         for x in names)]
+            src = next((n for n in alike if not reached[n]), alike[0] if alike else None)
         src = src or (fed[-1] if fed else None)
         if src is None:
             continue
