@@ -78,6 +78,9 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
                   "With CKPT and --vllm DIR: the Python that imports DIR's vLLM and torch, which "
                   "builds the module map from DIR (default: the virtual environment's python when "
                   "DIR is its site-packages, else python3)");
+  sub->add_option("--vllm-map-out", options->vllm_map_out,
+                  "With CKPT and --vllm DIR: write the module map built from DIR to FILE (the "
+                  "JSON generate.py printed), to compare with a committed map");
   sub->add_flag(
       "--no-vllm-map-build", [options](int64_t) { options->build_map_from_tree = false; },
       "With CKPT and --vllm DIR: do not build the module map from DIR; judge by the "

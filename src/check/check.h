@@ -53,6 +53,9 @@ struct CheckOptions {
   std::string vllm_module_map;
   bool build_map_from_tree = true;
   std::string vllm_python;
+  // Where the map built from vllm_dir is written as the generator printed it ("" = nowhere), so
+  // that it can be compared with a committed map (tests/python/test_load_probe_releases.py).
+  std::string vllm_map_out;
   // The checkpoint is served with VLLM_BATCH_INVARIANT=1. Where the judged release's module map
   // says a WNA16 Linear then loads without kernel selection (vLLM 0.33), the WNA16 kernel shape
   // findings (no-vllm-kernel, kernel-rule, kernel-rule-platform) become the info finding

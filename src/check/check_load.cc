@@ -63,14 +63,14 @@ Result<bool> LoadConfig(CheckView* v, FindingSink& sink) {
 }
 
 // The map of the --vllm tree, built by that tree; when it cannot be built the compiled-in maps
-// judge, and the finding says why.
-void BuildTreeMap(CheckView* v, FindingSink& sink) {
+// judge, and the finding says why. A map that cannot be written to --vllm-map-out ends the run.
+Status BuildTreeMap(CheckView* v, FindingSink& sink) {
   const CheckOptions& options = v->options;
   TreeMapRequest request;
   request.vllm_dir = options.vllm_dir;
   request.python = options.vllm_python;
   request.architectures = ArchitecturesToMap(v->config);
-  if (request.architectures.empty()) return;  // config.json names none: nothing to build
+  if (request.architectures.empty()) return Status::Ok();  // config.json names none
   if (options.notice) {
     options.notice(
         fmt::format("building vLLM's module map from {} for {} (its own Python "
@@ -82,10 +82,14 @@ void BuildTreeMap(CheckView* v, FindingSink& sink) {
     sink.Add(FindingCode::kVllmMapNotBuilt, "", "", built.status().message(),
              "pass --vllm-python PY (a Python that imports this vLLM and torch), or "
              "--vllm-module-map FILE (generate.py --print run in that vLLM's environment)");
-    return;
+    return Status::Ok();
   }
   v->module_map_source = fmt::format("built from {} by {}", options.vllm_dir, built->built_by);
   v->own_map = std::move(built->map);
+  if (!options.vllm_map_out.empty()) {
+    SPK_RETURN_IF_ERROR(v->fs->WriteFile(options.vllm_map_out, built->json));
+  }
+  return Status::Ok();
 }
 
 // The map of the release judged, into the family.
@@ -99,7 +103,7 @@ Status ResolveModuleMap(CheckView* v, FindingSink& sink) {
     v->own_map = std::move(map);
     v->module_map_source = options.vllm_module_map;
   } else if (!options.vllm_dir.empty() && options.build_map_from_tree) {
-    BuildTreeMap(v, sink);
+    SPK_RETURN_IF_ERROR(BuildTreeMap(v, sink));
   }
   const ModuleMap* map = v->own_map ? &*v->own_map : nullptr;
   if (map == nullptr) {

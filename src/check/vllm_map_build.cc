@@ -122,7 +122,8 @@ Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& req
     faked = f.get<std::string>();
   }
   TreeMap out{std::move(map),
-              compiled || faked.empty() ? python : fmt::format("{} ({} faked)", python, faked)};
+              compiled || faked.empty() ? python : fmt::format("{} ({} faked)", python, faked),
+              run->out};
   return out;
 }
 

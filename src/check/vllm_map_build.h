@@ -38,6 +38,7 @@ struct TreeMapRequest {
 struct TreeMap {
   ModuleMap map;
   std::string built_by;  // "python3 (CUDA capability 90 faked)", for the report
+  std::string json;      // the map as the generator printed it (check --vllm-map-out)
 };
 
 Result<TreeMap> BuildModuleMapFromTree(FileSystem* fs, const TreeMapRequest& request);

@@ -124,7 +124,7 @@ def run_spk(*args, expect=0, timeout=300):
 # the Python package's (the module is not built with the sanitizers) and the vLLM-served ones (their
 # verdict is vLLM's; the CLI runs inside them are the ones the interop tests make).
 BINARY_FIXTURES = ("spk", "spk_path", "build_file")
-RELEASE_ONLY_FIXTURES = ("python_package", "vllm_venv")
+RELEASE_ONLY_FIXTURES = ("python_package", "vllm_venv", "vllm_releases")
 
 
 # The subcommands that judge by a vLLM release (--vllm-version; default: the newest module map).
@@ -181,6 +181,23 @@ def vllm_venv() -> Path:
     if not env.venv_has_vllm():
         pytest.skip(f"no vLLM CPU venv at {env.venv_dir()} (python -m tests.e2e.env --ensure-venv)")
     return env.venv_python()
+
+
+@pytest.fixture(scope="session")
+def vllm_releases():
+    """release -> the folder tools/vllm_module_map/release.py made for it (src/: the wheel's
+    Python code, venv/: its environment; wheel.cached_release); skips the test where there is
+    none, which SPK_REQUIRE turns into a failure (suite_policy.py)."""
+    sys.path.insert(0, str(REPO))
+    from tools.vllm_module_map import wheel
+
+    def folder(release: str) -> Path:
+        found = wheel.cached_release(release)
+        if found is None:
+            pytest.skip(f"no environment of vLLM {release} in {wheel.cache_root()} "
+                        f"(.venv/bin/python tools/vllm_module_map/release.py {release})")
+        return found
+    return folder
 
 
 @pytest.fixture(scope="session")

@@ -45,6 +45,10 @@ from tools.vllm_module_map.speculators import format_for, formats, split_refused
 
 
 class Builder:
+    # Where models are built: meta (no storage) for the map; output_probe.py builds on the CPU,
+    # where the real weight loaders copy into.
+    device = "meta"
+
     def __init__(self, cc: int | None, fmt: str = BASE_FORMAT):
         import torch  # noqa: F401
         import vllm
@@ -216,7 +220,7 @@ class Builder:
         from vllm.utils.torch_utils import set_default_torch_dtype
         # As BaseModelLoader.load_model: the model's dtype is the default while it is built
         # (Step5's DSA attention refuses float32 activations).
-        with set_default_torch_dtype(model_config.dtype), torch.device("meta"):
+        with set_default_torch_dtype(model_config.dtype), torch.device(self.device):
             return initialize_model(vllm_config=vllm_config, model_config=model_config)
 
     def recorded_modules(self, model):

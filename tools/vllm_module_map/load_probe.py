@@ -66,43 +66,68 @@ def candidates(path: str, prefix: str, last: str, parts: list[str]) -> list[str]
 class Recorder:
     """Stands in for every weight loader: records (parameter names, shard id) and loads nothing.
     A parameter has every name it is reachable by (an MLA attention's o_proj is also its
-    wrapper's)."""
+    wrapper's). With `through` (output_probe.py) it loads too: each call is recorded in `loads`
+    (parameter names, the tensor given) and passed on to the parameter's own loader
+    (`loaders`, by parameter id; vLLM's default_weight_loader, `default`, for one without:
+    the module attribute itself is the Recorder while recording)."""
 
-    def __init__(self, model):
+    def __init__(self, model, through: bool = False):
         self.names: dict[int, set[str]] = {}
         for n, p in model.named_parameters(remove_duplicate=False):
             self.names.setdefault(id(p), set()).add(n)
         self.hits: list[tuple[set[str], object]] = []
+        self.through = through
+        self.loaders: dict[int, object] = {}
+        self.default = None  # vLLM's default_weight_loader (recording() sets it)
+        self.inside: set[int] = set()  # parameters whose loader is running
+        self.loads: list[tuple[set[str], object, object]] = []
 
     def __call__(self, param, *args, **kwargs):
         shard = args[1] if len(args) > 1 else kwargs.get("loaded_shard_id",
                                                           kwargs.get("shard_id"))
         self.hits.append((self.names.get(id(param), set()), shard))
+        if self.through:
+            if id(param) in self.inside:
+                # The parameter's own loader calling vLLM's default one (a module global, this
+                # Recorder while recording): the original, recorded once.
+                return self.default(param, *args, **kwargs)
+            self.loads.append((self.names.get(id(param), set()), param, args[0] if args else
+                               kwargs.get("loaded_weight")))
+            self.inside.add(id(param))
+            try:
+                return self.loaders.get(id(param), self.default)(param, *args, **kwargs)
+            finally:
+                self.inside.discard(id(param))
         return True if kwargs.get("return_success") else None
 
 
 @contextlib.contextmanager
-def recording(model):
+def recording(model, through: bool = False):
     """Every parameter's weight_loader, and the `default_weight_loader` vLLM's model modules
-    imported, replaced by one Recorder for the duration."""
+    imported, replaced by one Recorder (Recorder's `through`) for the duration."""
     from vllm.model_executor.model_loader import weight_utils
-    rec = Recorder(model)
+    rec = Recorder(model, through)
+    # Kept aside: weight_utils' own attribute is replaced too, and restoring the others from it
+    # would leave them the Recorder (a later through-Recorder then recursed into this one).
+    original = rec.default = weight_utils.default_weight_loader
     saved_params = []
     for _, p in model.named_parameters(remove_duplicate=False):
         has = "weight_loader" in p.__dict__ or hasattr(type(p), "weight_loader")
         saved_params.append((p, has, getattr(p, "weight_loader", None)))
+        if has and id(p) not in rec.loaders:
+            rec.loaders[id(p)] = p.weight_loader
         p.weight_loader = rec
     saved_globals = []
     for name, mod in list(sys.modules.items()):
         if name.startswith("vllm.") and \
-                getattr(mod, "default_weight_loader", None) is weight_utils.default_weight_loader:
+                getattr(mod, "default_weight_loader", None) is original:
             saved_globals.append(mod)
             mod.default_weight_loader = rec
     try:
         yield rec
     finally:
         for mod in saved_globals:
-            mod.default_weight_loader = weight_utils.default_weight_loader
+            mod.default_weight_loader = original
         for p, has, loader in saved_params:
             if has:
                 p.weight_loader = loader

@@ -19,6 +19,7 @@ malformed Requires-Dist line raises packaging's InvalidRequirement.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -53,6 +54,17 @@ def cache_root() -> pathlib.Path:
 def sha256(path: pathlib.Path) -> str:
     with open(path, "rb") as f:  # hashlib reads it in blocks: a wheel is hundreds of MiB
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def cached_release(version: str) -> pathlib.Path | None:
+    """The cache folder release.py made for vLLM `version` (src/, venv/ and the environment.json
+    naming its wheel), or None where it made none."""
+    root = cache_root()
+    for env in sorted(root.glob("*/environment.json")) if root.is_dir() else []:
+        name = json.loads(env.read_text()).get("wheel", {}).get("name", "")
+        if name.startswith(f"vllm-{version}-") and (env.parent / "venv" / "bin" / "python").exists():
+            return env.parent
+    return None
 
 
 def cache_key(digest: str) -> str:
