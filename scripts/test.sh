@@ -80,10 +80,28 @@ vllm_venv() {
   echo "warning: vLLM's CPU build could not be installed: the vLLM tier will skip" >&2
 }
 
+# release_envs: an environment per mapped vLLM release that has no CPU build (its map records a
+# faked platform: 0.33.0, 0.34.0), made by release.py --env-only (about 3 GiB and 5 minutes each,
+# reused by later runs), for the load probe of tests/python/test_load_probe_releases.py.
+release_envs() {
+  local release
+  for release in $("$SPK_PY" -c 'import json, pathlib
+for p in sorted(pathlib.Path("data/vllm_module_map").glob("vllm-*.json")):
+    m = json.loads(p.read_text())
+    if m.get("faked_platform"): print(m["vllm_version"])'); do
+    if "$SPK_PY" tools/vllm_module_map/release.py "$release" --env-only; then continue; fi
+    if [[ "${SPK_REQUIRE:-}" == *vllm* ]]; then
+      echo "error: vLLM $release's environment could not be made, and SPK_REQUIRE=$SPK_REQUIRE" >&2
+      return 1
+    fi
+    echo "warning: vLLM $release's environment could not be made: its load probe will skip" >&2
+  done
+}
+
 install() {
   scripts/install-deps.sh
   . scripts/python-env.sh
-  if [ "$quick" = 0 ]; then vllm_venv; fi
+  if [ "$quick" = 0 ]; then vllm_venv && release_envs; fi
 }
 
 # configure DIR CMAKE_ARGS...: a Ninja build folder, compiled through ccache when it is installed.

@@ -7,7 +7,7 @@ From the repository root, with the project's .venv (any Python with pip and pack
 
 1. pip downloads vllm==V's wheel (no dependencies) into the cache (wheel.cache_root());
 2. unpacks its Python code (no compiled extensions) into a folder keyed by the wheel's sha256;
-3. makes the release's environment there: a venv with the wheel's own Requires-Dist pins, a
+3. makes the release's environment there (`--env-only` stops here): a venv with the wheel's own Requires-Dist pins, a
    CPU torch substituted for its CUDA torch and CUDA-only packages stood in (release_env.py);
    `--venv PY` uses an existing venv's interpreter instead (pins not installed, recorded so);
 4. runs generate.py --release V=SRC in that environment (CUDA faked, --cc), which writes
@@ -34,7 +34,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from tools.vllm_module_map import release_env, wheel  # noqa: E402
+from tools.vllm_module_map import fake_cuda, release_env, wheel  # noqa: E402
 
 GEN = REPO / "tools" / "vllm_module_map" / "generate.py"
 
@@ -47,7 +47,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("version", help="the vLLM release, e.g. 0.34.0")
     ap.add_argument("--venv", help="an existing venv's python instead of a venv per release")
-    ap.add_argument("--cc", type=int, default=90, help="faked CUDA capability")
+    ap.add_argument("--cc", type=int, default=fake_cuda.DEFAULT_CC, help="faked CUDA capability")
+    ap.add_argument("--env-only", action="store_true",
+                    help="stop after step 3: the release's environment, for the load probe "
+                         "(scripts/test.sh's install makes one per mapped release without a CPU "
+                         "build); nothing is written into the repository")
     ap.add_argument("--only", action="append", help="architectures to build (debugging)")
     args = ap.parse_args()
     times: dict[str, float] = {}
@@ -75,6 +79,9 @@ def main() -> int:
     times["environment"] = time.monotonic() - t
     env_file = folder / "environment.json"
     env_file.write_text(json.dumps(env, indent=1, sort_keys=True) + "\n")
+    if args.env_only:
+        print(f"environment: {times['environment']:.0f} s ({folder})", file=sys.stderr)
+        return 0
     t = time.monotonic()
     cmd = [str(python), str(GEN), "--release", f"{args.version}={src}", "--cc", str(args.cc),
            "--environment", str(env_file), "--docs"]
