@@ -3,7 +3,7 @@ vLLM-ready compressed-tensors checkpoints, from Python.
 
 One function per subcommand of the ``sparkulator`` command line, over the same native core (no
 subprocess): :func:`quantize`, :func:`inspect`, :func:`check`, :func:`compare`, :func:`dequantize`,
-:func:`merge`.
+:func:`merge`, :func:`example`.
 Each returns the dataclass of the report the subcommand prints with ``--json`` (same fields).
 
 Sources (``src``, ``ckpt``) may be a folder, a Hugging Face repo id (``org/name``) in the local
@@ -29,20 +29,21 @@ from __future__ import annotations
 
 from . import _core
 from ._progress import ProgressCallback
-from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary, Finding,
+from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary,
+                       ExampleCheckpoint, Finding,
                        GainReport, LayerError, MergeSummary, ModuleMapUse, PlannedTensor,
                        QuantizedCheckpoint,
                        QuantizedModule, QuantizeSummary, Size, StoredTensor)
 
 __version__: str = _core.__version__
 __all__ = [
-    "quantize", "inspect", "check", "compare", "dequantize", "merge",
+    "quantize", "inspect", "check", "compare", "dequantize", "merge", "example",
     "QuantizeSummary", "QuantizedCheckpoint", "QuantizedModule", "PlannedTensor", "StoredTensor",
     "ConfigGroup", "Size", "ModuleMapUse",
     "CheckReport", "Finding", "CompareReport", "GainReport", "LayerError", "DequantizeSummary",
-    "MergeSummary",
+    "MergeSummary", "ExampleCheckpoint",
     "ProgressCallback", "__version__",
 ]
 
 # The functions are generated from their one declaration (python/src/api.h) into _api.py.
-from ._api import check, compare, dequantize, inspect, merge, quantize  # noqa: E402
+from ._api import check, compare, dequantize, example, inspect, merge, quantize  # noqa: E402

@@ -11,10 +11,10 @@ from typing import Optional, Sequence, Union, cast
 
 from ._call import PathLike, call
 from ._progress import ProgressArg
-from ._reports import (CheckReport, CompareReport, DequantizeSummary, GainReport, MergeSummary,
-                       QuantizeSummary, QuantizedCheckpoint)
+from ._reports import (CheckReport, CompareReport, DequantizeSummary, ExampleCheckpoint, GainReport,
+                       MergeSummary, QuantizeSummary, QuantizedCheckpoint)
 
-__all__ = ["quantize", "inspect", "check", "compare", "dequantize", "merge"]
+__all__ = ["quantize", "inspect", "check", "compare", "dequantize", "merge", "example"]
 
 
 def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Optional[int] = None,
@@ -22,7 +22,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
              threads: Optional[int] = None, force: bool = False, dry_run: bool = False,
              progress: ProgressArg = True, target_precision: str = "unquantized", tp: int = 1,
              target_layers: Optional[int] = None, fsync: bool = True, resume: bool = False,
-             part: Optional[str] = None) -> QuantizeSummary:
+             part: Optional[str] = None, target: Optional[PathLike] = None,
+             vllm_version: Optional[str] = None) -> QuantizeSummary:
     """Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst``
     (``sparkulator quantize SRC DST``).
 
@@ -54,6 +55,12 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
             (``summary.reused_shards``), the rest written; the result is the same bytes.
         part: ``"I/N"``: write part I of the job split into N (``--part``), for :func:`merge`
             (``summary.part_shards`` lists the shards this part wrote).
+        target: the target model a draft is served with (``--target``): a draft vLLM builds under
+            the target's quantization config (Gemma4 DSpark) is planned from it, and refused without
+            it.
+        vllm_version: the vLLM release to plan for (``--vllm-version``): what it builds as a
+            quantized Linear comes from its module map; None for the newest map's release, as
+            :func:`check`.
 
     Returns:
         The summary ``quantize --json`` prints.
@@ -68,7 +75,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
 
 def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = None,
             preset: str = "auto", ignore: Sequence[str] = (), tp: int = 1,
-            target_layers: Optional[int] = None) -> Union[QuantizedCheckpoint, QuantizeSummary]:
+            target_layers: Optional[int] = None, target: Optional[PathLike] = None,
+            vllm_version: Optional[str] = None) -> Union[QuantizedCheckpoint, QuantizeSummary]:
     """What is in ``ckpt`` (``sparkulator inspect CKPT``); writes nothing.
 
     For a dense checkpoint: the plan ``quantize`` would follow with these arguments, as a
@@ -86,6 +94,12 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
         ignore: modules kept dense: exact vLLM module names or ``re:REGEX`` (Python ``re.match``).
         tp: the tensor-parallel size the kernel shape rules are checked for.
         target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
+        target: the target model a draft is served with (``--target``): a draft vLLM builds under
+            the target's quantization config (Gemma4 DSpark) is planned from it, and refused without
+            it.
+        vllm_version: the vLLM release to plan for (``--vllm-version``): what it builds as a
+            quantized Linear comes from its module map; None for the newest map's release, as
+            :func:`check`.
 
     Returns:
         The report ``inspect --json`` prints.
@@ -98,7 +112,9 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
 
 def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
           vllm_version: Optional[str] = None, vllm: Optional[PathLike] = None,
-          target_layers: Optional[int] = None, vllm_batch_invariant: bool = False) -> CheckReport:
+          target_layers: Optional[int] = None, vllm_batch_invariant: bool = False,
+          vllm_module_map: Optional[PathLike] = None, vllm_python: Optional[PathLike] = None,
+          vllm_map_build: bool = True) -> CheckReport:
     """Will vLLM load ``ckpt``, and load it right? (``sparkulator check CKPT``)
 
     Findings are returned, never raised: ``report.ok`` is False when one is an error (where the CLI
@@ -118,6 +134,14 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
             --vllm-batch-invariant``): where the release judged then loads a WNA16 Linear without
             choosing a kernel (0.33), kernel shape findings become the info finding
             ``vllm-batch-invariant-no-kernel``.
+        vllm_module_map: judge what vLLM builds as a quantized Linear by this module map (the JSON
+            ``tools/vllm_module_map/generate.py --print`` writes in your vLLM's environment) instead
+            of the compiled-in ones.
+        vllm_python: with ``vllm``: the Python that imports that vLLM and torch, which builds the
+            module map from it (None: the virtual environment's python when ``vllm`` is its
+            site-packages, else python3).
+        vllm_map_build: with ``vllm``: build the module map from that tree (False is
+            ``--no-vllm-map-build``: judge by the compiled-in map of its release).
 
     Returns:
         The report ``check --json`` prints.
@@ -199,3 +223,37 @@ def merge(dst: PathLike, parts: Sequence[PathLike], force: bool = False,
         is missing. FileExistsError: ``dst`` exists. OSError: the file system failed.
     """
     return cast(MergeSummary, call("merge", locals()))
+
+
+def example(dir: PathLike, family: str = "dflash", shards: int = 1, hidden: int = 256,
+            intermediate: int = 768, layers: int = 2, kv_heads: int = 0, fc_inputs: int = 0,
+            target_layers: int = 0, vocab: int = 1024, dtype: str = "BF16", seed: int = 1,
+            force: bool = False) -> ExampleCheckpoint:
+    """Writes a small checkpoint shaped like a DFlash draft, an EAGLE-3 head or a Qwen3-style LLM at
+    ``dir`` (random weights with realistic scale and outlier columns), to try the other functions on
+    (``sparkulator example DIR``).
+
+    Args:
+        dir: the output folder; it must not exist unless ``force``.
+        family: dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the
+            speculators config format) or llm.
+        shards: the number of safetensors shards.
+        hidden: the hidden size (a multiple of 64).
+        intermediate: the MLP size.
+        layers: decoder layers.
+        kv_heads: key/value heads of 64 dims (0: half the heads).
+        fc_inputs: DFlash: target layers concatenated into fc (0: 3).
+        target_layers: layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: the
+            aux layer ids are derived from it). 0: 8 (DFlash: at least 2 * fc inputs + 2).
+        vocab: the vocabulary size.
+        dtype: BF16, F16 or F32.
+        seed: the random seed.
+        force: replace ``dst`` if it exists.
+
+    Returns:
+        The folder written and its family.
+
+    Raises:
+        ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the file system failed.
+    """
+    return cast(ExampleCheckpoint, call("example", locals()))

@@ -275,3 +275,10 @@ class DequantizeSummary(_Report):
     shards: int
     copied_files: list[str]
     warnings: list[str]
+
+
+@dataclass(frozen=True)
+class ExampleCheckpoint(_Report):
+    """What :func:`example` wrote (the CLI prints it as a line: ``wrote a FAMILY example ...``)."""
+    dir: str
+    family: str

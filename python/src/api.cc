@@ -8,12 +8,14 @@
 #include <utility>
 
 #include "check/check.h"
+#include "checkpoint/example.h"
 #include "checkpoint/family.h"
 #include "commands.h"
 #include "compare/compare.h"
 #include "compare/report.h"
 #include "dequantize/dequantize.h"
 #include "inspect/report.h"
+#include "plan_flags.h"
 #include "quantize/merge.h"
 #include "quantize/quantize.h"
 
@@ -56,6 +58,15 @@ constexpr ApiParam kFsync{"fsync", ParamType::kBool, "True",
                           "wait for every file to reach the disk before the rename (the CLI's "
                           "default; False is ``--no-fsync``)."};
 
+constexpr ApiParam kPlanTarget{"target", ParamType::kOptionalPath, "None",
+                               "the target model a draft is served with (``--target``): a draft "
+                               "vLLM builds under the target's quantization config (Gemma4 "
+                               "DSpark) is planned from it, and refused without it."};
+constexpr ApiParam kPlanVllmVersion{"vllm_version", ParamType::kOptionalStr, "None",
+                                    "the vLLM release to plan for (``--vllm-version``): what it "
+                                    "builds as a quantized Linear comes from its module map; None "
+                                    "for the newest map's release, as :func:`check`."};
+
 // ---- turning a request into the library call -------------------------------------------------
 
 // An int parameter the library takes as `int`: Usage when it does not fit.
@@ -66,19 +77,28 @@ Result<int> IntOf(std::string_view name, int64_t value) {
   return static_cast<int>(value);
 }
 
-// Raises nothing: a bad preset or scheme is the Status the CLI prints.
+// An int parameter the library takes as a non-negative uint64_t (a seed): Usage when negative.
+Result<uint64_t> SeedOf(std::string_view name, int64_t value) {
+  if (value < 0) return Status::Usage(fmt::format("{} = {} is negative", name, value));
+  return static_cast<uint64_t>(value);
+}
+
+// The plan parameters as the CLI's plan flags (tools/plan_flags.h), turned into options by the
+// CLI's own ApplyPlanFlags, so quantize/inspect read a plan the same way from either side. Raises
+// nothing: a bad preset or scheme is the Status the CLI prints.
 Result<QuantizeOptions> PlanRequest(const ApiRequest& r, std::string source) {
-  SPK_ASSIGN_OR_RETURN(Preset preset, ParsePreset(r.Str("preset")));
-  std::optional<int64_t> group_size = r.OptionalInt("group_size");
-  SPK_ASSIGN_OR_RETURN(SchemeSelection selected, SelectScheme(r.Str("scheme"), group_size));
+  cli::PlanFlags flags;
+  flags.scheme = r.Str("scheme");
+  flags.group_size = r.OptionalInt("group_size");
+  flags.preset = r.Str("preset");
+  flags.target_layers = r.OptionalInt("target_layers").value_or(0);
   QuantizeOptions o;
   o.source = std::move(source);
-  o.plan.scheme = selected.scheme;
-  o.plan.group_size = selected.group_size;
-  o.plan.preset = preset;
   o.plan.ignore = r.StrList("ignore");
   SPK_ASSIGN_OR_RETURN(o.plan.tp, IntOf("tp", r.Int("tp")));
-  if (auto layers = r.OptionalInt("target_layers")) o.plan.target_layers = *layers;
+  o.plan.vllm_release = r.OptionalStr("vllm_version").value_or("");
+  o.target = r.OptionalStr("target").value_or("");
+  SPK_RETURN_IF_ERROR(cli::ApplyPlanFlags(flags, &o));
   return o;
 }
 
@@ -122,6 +142,9 @@ Result<std::string> RunCheck(const ApiRequest& r, RunContext run) {
   o.vllm_version = r.OptionalStr("vllm_version").value_or("");
   o.vllm_dir = r.OptionalStr("vllm").value_or("");
   o.vllm_batch_invariant = r.Bool("vllm_batch_invariant");
+  o.vllm_module_map = r.OptionalStr("vllm_module_map").value_or("");
+  o.vllm_python = r.OptionalStr("vllm_python").value_or("");
+  o.build_map_from_tree = r.Bool("vllm_map_build");
   SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, o));
   return CheckReportToJson(report).dump();
 }
@@ -134,8 +157,7 @@ Result<std::string> RunCompare(const ApiRequest& r, RunContext run) {
     SPK_ASSIGN_OR_RETURN(o.samples, IntOf("samples", *samples));
   }
   if (auto seed = r.OptionalInt("seed")) {
-    if (*seed < 0) return Status::Usage(fmt::format("seed = {} is negative", *seed));
-    o.seed = static_cast<uint64_t>(*seed);
+    SPK_ASSIGN_OR_RETURN(o.seed, SeedOf("seed", *seed));
   }
   if (auto q2 = r.OptionalStr("q2")) {
     SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(run, o, *q2));
@@ -164,6 +186,26 @@ Result<std::string> RunDequantize(const ApiRequest& r, RunContext run) {
   o.durability = DurabilityOf(r);
   SPK_ASSIGN_OR_RETURN(DequantizeSummary summary, DequantizeCheckpoint(run, o));
   return DequantizeSummaryToJson(summary).dump();
+}
+
+// `example` prints a line, not JSON: the report is the folder and the family it wrote.
+Result<std::string> RunExample(const ApiRequest& r, RunContext run) {
+  ExampleOptions o;
+  o.dir = r.Str("dir");
+  o.family = r.Str("family");
+  SPK_ASSIGN_OR_RETURN(o.shards, IntOf("shards", r.Int("shards")));
+  o.hidden = r.Int("hidden");
+  o.intermediate = r.Int("intermediate");
+  SPK_ASSIGN_OR_RETURN(o.layers, IntOf("layers", r.Int("layers")));
+  o.kv_heads = r.Int("kv_heads");
+  o.fc_inputs = r.Int("fc_inputs");
+  o.target_layers = r.Int("target_layers");
+  o.vocab = r.Int("vocab");
+  o.dtype = r.Str("dtype");
+  SPK_ASSIGN_OR_RETURN(o.seed, SeedOf("seed", r.Int("seed")));
+  o.force = r.Bool("force");
+  SPK_RETURN_IF_ERROR(WriteExampleCheckpoint(o, run.fs));
+  return nlohmann::ordered_json{{"dir", o.dir}, {"family", o.family}}.dump();
 }
 
 constexpr std::string_view kRaisesAsQuantize =
@@ -205,7 +247,9 @@ std::vector<ApiCommand> MakeCommands() {
             "(``summary.reused_shards``), the rest written; the result is the same bytes."},
            {"part", ParamType::kOptionalStr, "None",
             "``\"I/N\"``: write part I of the job split into N (``--part``), for :func:`merge` "
-            "(``summary.part_shards`` lists the shards this part wrote)."}},
+            "(``summary.part_shards`` lists the shards this part wrote)."},
+           kPlanTarget,
+           kPlanVllmVersion},
       .returns = {{"QuantizeSummary", ""}},
       .returns_doc = "The summary ``quantize --json`` prints.",
       .raises_doc = "ValueError: bad arguments or a malformed source. FileNotFoundError: ``src`` "
@@ -218,7 +262,8 @@ std::vector<ApiCommand> MakeCommands() {
              "checkpoint: the plan ``quantize`` would follow with these arguments, as a "
              "QuantizeSummary of a dry run. For a compressed-tensors checkpoint: its scheme and "
              "quantized modules, as a QuantizedCheckpoint.",
-      .params = {kCkpt, kScheme, kGroupSize, kPreset, kIgnore, kTp, kTargetLayers},
+      .params = {kCkpt, kScheme, kGroupSize, kPreset, kIgnore, kTp, kTargetLayers, kPlanTarget,
+                 kPlanVllmVersion},
       .returns = {{"QuantizedCheckpoint", "quantized"}, {"QuantizeSummary", ""}},
       .returns_doc = "The report ``inspect --json`` prints.",
       .raises_doc = kRaisesAsQuantize,
@@ -246,7 +291,18 @@ std::vector<ApiCommand> MakeCommands() {
                   "the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check "
                   "--vllm-batch-invariant``): where the release judged then loads a WNA16 Linear "
                   "without choosing a kernel (0.33), kernel shape findings become the info "
-                  "finding ``vllm-batch-invariant-no-kernel``."}},
+                  "finding ``vllm-batch-invariant-no-kernel``."},
+                 {"vllm_module_map", ParamType::kOptionalPath, "None",
+                  "judge what vLLM builds as a quantized Linear by this module map (the JSON "
+                  "``tools/vllm_module_map/generate.py --print`` writes in your vLLM's "
+                  "environment) instead of the compiled-in ones."},
+                 {"vllm_python", ParamType::kOptionalPath, "None",
+                  "with ``vllm``: the Python that imports that vLLM and torch, which builds the "
+                  "module map from it (None: the virtual environment's python when ``vllm`` is "
+                  "its site-packages, else python3)."},
+                 {"vllm_map_build", ParamType::kBool, "True",
+                  "with ``vllm``: build the module map from that tree (False is "
+                  "``--no-vllm-map-build``: judge by the compiled-in map of its release)."}},
       .returns = {{"CheckReport", ""}},
       .returns_doc = "The report ``check --json`` prints.",
       .raises_doc = "ValueError: bad arguments or an unreadable checkpoint. FileNotFoundError: "
@@ -298,6 +354,37 @@ std::vector<ApiCommand> MakeCommands() {
                     "FileNotFoundError: a part folder or its record is missing. FileExistsError: "
                     "``dst`` exists. OSError: the file system failed.",
       .run = RunMerge});
+  c.push_back(ApiCommand{
+      .name = "example",
+      .doc = "Writes a small checkpoint shaped like a DFlash draft, an EAGLE-3 head or a "
+             "Qwen3-style LLM at ``dir`` (random weights with realistic scale and outlier "
+             "columns), to try the other functions on (``sparkulator example DIR``).",
+      .params = {{"dir", ParamType::kPath, "",
+                  "the output folder; it must not exist unless "
+                  "``force``."},
+                 {"family", ParamType::kStr, "\"dflash\"",
+                  "dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the "
+                  "speculators config format) or llm."},
+                 {"shards", ParamType::kInt, "1", "the number of safetensors shards."},
+                 {"hidden", ParamType::kInt, "256", "the hidden size (a multiple of 64)."},
+                 {"intermediate", ParamType::kInt, "768", "the MLP size."},
+                 {"layers", ParamType::kInt, "2", "decoder layers."},
+                 {"kv_heads", ParamType::kInt, "0",
+                  "key/value heads of 64 dims (0: half the heads)."},
+                 {"fc_inputs", ParamType::kInt, "0",
+                  "DFlash: target layers concatenated into fc (0: 3)."},
+                 {"target_layers", ParamType::kInt, "0",
+                  "layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: the "
+                  "aux layer ids are derived from it). 0: 8 (DFlash: at least 2 * fc inputs + 2)."},
+                 {"vocab", ParamType::kInt, "1024", "the vocabulary size."},
+                 {"dtype", ParamType::kStr, "\"BF16\"", "BF16, F16 or F32."},
+                 {"seed", ParamType::kInt, "1", "the random seed."},
+                 kForce},
+      .returns = {{"ExampleCheckpoint", ""}},
+      .returns_doc = "The folder written and its family.",
+      .raises_doc = "ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the "
+                    "file system failed.",
+      .run = RunExample});
   return c;
 }
 

@@ -1,7 +1,7 @@
 // The Python API's one declaration: every function of the sparkulator package (quantize, inspect,
-// check, compare, merge, dequantize) as a row of kApiCommands, with its parameters in Python order
-// (name, Python type, default, doc), what it returns and raises, and the function that turns a
-// request into the library call.
+// check, compare, dequantize, merge, example) as a row of kApiCommands, with its parameters in
+// Python order (name, Python type, default, doc), what it returns and raises, and the function that
+// turns a request into the library call.
 //
 // Who reads it: python/src/module.cc calls a row (`_core.call(name, request, on_progress)`) and
 // exports the whole table as JSON (`_core.api()`); python/generate_api.py writes the package's
