@@ -31,7 +31,7 @@ Change the table there, rebuild, and run ``python python/generate_api.py --build
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union, cast
+from typing import Any, Optional, Sequence, Union, cast
 
 from ._call import PathLike, call
 from ._progress import ProgressArg
@@ -74,7 +74,7 @@ def arg_doc(name: str, doc: str) -> list[str]:
 
 
 def result_type(fn: dict) -> str:
-    types = [r["type"] for r in fn["returns"]]
+    types = ["dict[str, Any]" if r["type"] == "dict" else r["type"] for r in fn["returns"]]
     return types[0] if len(types) == 1 else "Union[" + ", ".join(types) + "]"
 
 
@@ -106,7 +106,7 @@ def function(fn: dict) -> str:
 
 
 def generate(table: list[dict]) -> str:
-    reports = sorted({r["type"] for fn in table for r in fn["returns"]})
+    reports = sorted({r["type"] for fn in table for r in fn["returns"] if r["type"] != "dict"})
     names = ", ".join(f'"{fn["name"]}"' for fn in table)
     imports = textwrap.wrap(", ".join(reports) + ")", WIDTH, initial_indent="from ._reports import (",
                             subsequent_indent=" " * len("from ._reports import ("))

@@ -7,14 +7,14 @@ Change the table there, rebuild, and run ``python python/generate_api.py --build
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union, cast
+from typing import Any, Optional, Sequence, Union, cast
 
 from ._call import PathLike, call
 from ._progress import ProgressArg
 from ._reports import (CheckReport, CompareReport, DequantizeSummary, ExampleCheckpoint, GainReport,
-                       MergeSummary, QuantizeSummary, QuantizedCheckpoint)
+                       MergeSummary, ModelCard, QuantizeSummary, QuantizedCheckpoint)
 
-__all__ = ["quantize", "inspect", "check", "compare", "dequantize", "merge", "example"]
+__all__ = ["quantize", "inspect", "check", "compare", "dequantize", "merge", "example", "card", "bench", "bench_report"]
 
 
 def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Optional[int] = None,
@@ -154,8 +154,8 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
 
 
 def compare(src: PathLike, q: PathLike, q2: Optional[PathLike] = None,
-            samples: Optional[int] = None,
-            seed: Optional[int] = None) -> Union[GainReport, CompareReport]:
+            samples: Optional[int] = None, seed: Optional[int] = None,
+            html: Optional[PathLike] = None) -> Union[GainReport, CompareReport]:
     """Per-layer error of the quantized checkpoint ``q`` against its source ``src`` (``sparkulator
     compare SRC Q [Q2]``).
 
@@ -168,6 +168,7 @@ def compare(src: PathLike, q: PathLike, q2: Optional[PathLike] = None,
         q2: another quantization of ``src`` to compare with ``q``.
         samples: random inputs of the output error (the CLI's default when None).
         seed: their seed (the CLI's default when None).
+        html: also write a self-contained HTML report with charts here (``--html``).
 
     Returns:
         The report ``compare --json`` prints.
@@ -257,3 +258,101 @@ def example(dir: PathLike, family: str = "dflash", shards: int = 1, hidden: int 
         ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the file system failed.
     """
     return cast(ExampleCheckpoint, call("example", locals()))
+
+
+def card(ckpt: PathLike, bench: Sequence[PathLike] = (), output: Optional[PathLike] = None,
+         update: bool = False, target: Optional[str] = None, repo_id: Optional[str] = None,
+         base_model: Optional[str] = None, check: bool = False,
+         vllm: Optional[PathLike] = None) -> ModelCard:
+    """The Hugging Face model card (README.md) of a checkpoint written by :func:`quantize`
+    (``sparkulator card CKPT``): front matter, pairing, sizes, recipe, modules kept dense, the vllm
+    serve line, and with ``bench`` the benchmark tables and memory per arm. No network.
+
+    Args:
+        ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
+            snapshot.
+        bench: results of ``sparkulator bench --json``, one file per machine.
+        output: write the card here (``-o``), each machine's chart as bench-N.svg beside it; None
+            writes nothing (the card is in ``markdown``).
+        update: update the existing ``output``: keep its prose and foreign front-matter keys,
+            replace the generated part.
+        target: the target model for the vllm serve line (a Hub id or a path).
+        repo_id: the Hub id this checkpoint will be published as (used in the serve line).
+        base_model: the Hub id of the source (None: derived from the source quantize recorded).
+        check: run :func:`check` and list its findings in the card (``check_errors`` counts its
+            errors, where the CLI exits 1).
+        vllm: an installed vLLM (site-packages) or source tree: the patches ``check --vllm`` reports
+            go into the card.
+
+    Returns:
+        The card's Markdown, the check's error count and the files written.
+
+    Raises:
+        ValueError: a bad results file or checkpoint. FileNotFoundError: ``ckpt`` or a file not
+        found. FileExistsError: ``output`` exists without ``update``. OSError: the file system
+        failed.
+    """
+    return cast(ModelCard, call("card", locals()))
+
+
+def bench(arms: Sequence[str], prompt_lengths: Optional[str] = None,
+          prompts: Optional[PathLike] = None, ignore_eos: bool = False,
+          repeats: Optional[int] = None, warmup: int = 3, max_tokens: int = 256, chat: bool = False,
+          model: Optional[str] = None, json_path: Optional[PathLike] = None,
+          svg: Optional[PathLike] = None, request_timeout: float = 300.0,
+          launch_timeout: float = 1200.0, stop_grace: float = 15.0, log_dir: PathLike = ".",
+          port_range: Optional[str] = None, start_reversed: bool = False, noisy_mad: float = 0.05,
+          metrics: bool = True) -> dict[str, Any]:
+    """Counterbalanced A/B decode benchmark of OpenAI-compatible servers (``sparkulator bench``;
+    docs/bench.md). Progress lines go to stderr.
+
+    Args:
+        arms: the arms (``--arm``), the first the baseline: ``NAME=http://host:port`` (a running
+            server) or ``NAME=cmd:COMMAND`` (launched; ``{port}`` is replaced by a free port).
+        prompt_lengths: prompt lengths in tokens, comma separated (None: 512,2048,8192).
+        prompts: a JSONL file of prompts to send instead of the built-in code corpus (``--prompts``;
+            docs/bench.md).
+        ignore_eos: with ``prompts``: generate exactly ``max_tokens`` tokens, ignoring EOS.
+        repeats: measured requests per arm and prompt length (None: 12, with ``prompts`` the number
+            of prompts).
+        warmup: warm-up requests per arm (and per launch).
+        max_tokens: output length in tokens (with ``prompts`` the most a response may have).
+        chat: use /v1/chat/completions (thinking off) instead of /v1/completions.
+        model: the model name to send (None: the first of /v1/models).
+        json_path: also write the results to this JSON file (``--json FILE``).
+        svg: write a plot of tok/s by prompt length per arm (SVG).
+        request_timeout: seconds without data before a request counts as failed.
+        launch_timeout: seconds to wait for a launched server's /health.
+        stop_grace: seconds between SIGTERM and SIGKILL when stopping a server.
+        log_dir: the folder for launched servers' logs.
+        port_range: ``FIRST-LAST`` ports for launched servers' ``{port}`` (None: any free port).
+        start_reversed: start the ABBA schedule with the last arm (alternate this between machines).
+        noisy_mad: flag cells whose relative MAD (MAD / median) exceeds this.
+        metrics: read /metrics for the acceptance figures (False is ``--no-metrics``).
+
+    Returns:
+        The results: the JSON object ``--json FILE`` writes (every request and the analysis; each
+        arm's ``failures`` counts failed requests, where the CLI exits 1).
+
+    Raises:
+        ValueError: bad arguments or no server reached. OSError: a file could not be written.
+        KeyboardInterrupt: Ctrl-C (launched servers are stopped, the results so far written).
+    """
+    return cast(dict[str, Any], call("bench", locals()))
+
+
+def bench_report(files: Sequence[PathLike], json_path: Optional[PathLike] = None) -> dict[str, Any]:
+    """Results files of several machines pooled (``sparkulator bench report FILES``:
+    inverse-variance weighted log ratios).
+
+    Args:
+        files: results JSON files written by ``bench(json_path=...)`` or ``bench --json``.
+        json_path: also write the pooled estimates to this JSON file (``--json FILE``).
+
+    Returns:
+        The pooled estimates: the JSON object ``bench report --json FILE`` writes.
+
+    Raises:
+        ValueError: a file that is not results JSON. FileNotFoundError: a file not found.
+    """
+    return cast(dict[str, Any], call("bench_report", locals()))

@@ -2,11 +2,10 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <array>
 #include <limits>
 #include <utility>
 
+#include "card_write.h"
 #include "check/check.h"
 #include "checkpoint/example.h"
 #include "checkpoint/family.h"
@@ -15,6 +14,7 @@
 #include "compare/report.h"
 #include "dequantize/dequantize.h"
 #include "inspect/report.h"
+#include "io/fs_util.h"
 #include "plan_flags.h"
 #include "quantize/merge.h"
 #include "quantize/quantize.h"
@@ -159,11 +159,14 @@ Result<std::string> RunCompare(const ApiRequest& r, RunContext run) {
   if (auto seed = r.OptionalInt("seed")) {
     SPK_ASSIGN_OR_RETURN(o.seed, SeedOf("seed", *seed));
   }
+  const std::string html = r.OptionalStr("html").value_or("");
   if (auto q2 = r.OptionalStr("q2")) {
     SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(run, o, *q2));
+    if (!html.empty()) SPK_RETURN_IF_ERROR(WriteWholeFile(html, GainReportHtml(report)));
     return GainReportToJson(report).dump();
   }
   SPK_ASSIGN_OR_RETURN(CompareReport report, CompareCheckpoints(run, o));
+  if (!html.empty()) SPK_RETURN_IF_ERROR(WriteWholeFile(html, CompareReportHtml(report)));
   return CompareReportToJson(report).dump();
 }
 
@@ -206,6 +209,25 @@ Result<std::string> RunExample(const ApiRequest& r, RunContext run) {
   o.force = r.Bool("force");
   SPK_RETURN_IF_ERROR(WriteExampleCheckpoint(o, run.fs));
   return nlohmann::ordered_json{{"dir", o.dir}, {"family", o.family}}.dump();
+}
+
+// `card` prints the card (or writes it with -o): the report is the card and what was written.
+Result<std::string> RunCard(const ApiRequest& r, RunContext run) {
+  cli::CardRequest c;
+  c.options.checkpoint = r.Str("ckpt");
+  c.options.bench_files = r.StrList("bench");
+  c.output = r.OptionalStr("output").value_or("");
+  c.update = r.Bool("update");
+  c.options.target = r.OptionalStr("target").value_or("");
+  c.options.repo_id = r.OptionalStr("repo_id").value_or("");
+  c.options.base_model = r.OptionalStr("base_model").value_or("");
+  c.options.check = r.Bool("check");
+  c.options.vllm_dir = r.OptionalStr("vllm").value_or("");
+  SPK_ASSIGN_OR_RETURN(cli::WrittenCard written, cli::WriteCard(run.fs, std::move(c)));
+  return nlohmann::ordered_json{{"markdown", written.card.markdown},
+                                {"check_errors", written.card.check_errors},
+                                {"files", written.files}}
+      .dump();
 }
 
 constexpr std::string_view kRaisesAsQuantize =
@@ -321,7 +343,9 @@ std::vector<ApiCommand> MakeCommands() {
                  {"samples", ParamType::kOptionalInt, "None",
                   "random inputs of the output error (the CLI's default when None)."},
                  {"seed", ParamType::kOptionalInt, "None",
-                  "their seed (the CLI's default when None)."}},
+                  "their seed (the CLI's default when None)."},
+                 {"html", ParamType::kOptionalPath, "None",
+                  "also write a self-contained HTML report with charts here (``--html``)."}},
       .returns = {{"GainReport", "q2"}, {"CompareReport", ""}},
       .returns_doc = "The report ``compare --json`` prints.",
       .raises_doc = kRaisesAsQuantize,
@@ -385,58 +409,41 @@ std::vector<ApiCommand> MakeCommands() {
       .raises_doc = "ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the "
                     "file system failed.",
       .run = RunExample});
+  c.push_back(ApiCommand{
+      .name = "card",
+      .doc = "The Hugging Face model card (README.md) of a checkpoint written by :func:`quantize` "
+             "(``sparkulator card CKPT``): front matter, pairing, sizes, recipe, modules kept "
+             "dense, the vllm serve line, and with ``bench`` the benchmark tables and memory per "
+             "arm. No network.",
+      .params = {kCkpt,
+                 {"bench", ParamType::kPathList, "()",
+                  "results of ``sparkulator bench --json``, one file per machine."},
+                 {"output", ParamType::kOptionalPath, "None",
+                  "write the card here (``-o``), each machine's chart as bench-N.svg beside it; "
+                  "None writes nothing (the card is in ``markdown``)."},
+                 {"update", ParamType::kBool, "False",
+                  "update the existing ``output``: keep its prose and foreign front-matter keys, "
+                  "replace the generated part."},
+                 {"target", ParamType::kOptionalStr, "None",
+                  "the target model for the vllm serve line (a Hub id or a path)."},
+                 {"repo_id", ParamType::kOptionalStr, "None",
+                  "the Hub id this checkpoint will be published as (used in the serve line)."},
+                 {"base_model", ParamType::kOptionalStr, "None",
+                  "the Hub id of the source (None: derived from the source quantize recorded)."},
+                 {"check", ParamType::kBool, "False",
+                  "run :func:`check` and list its findings in the card (``check_errors`` counts "
+                  "its errors, where the CLI exits 1)."},
+                 {"vllm", ParamType::kOptionalPath, "None",
+                  "an installed vLLM (site-packages) or source tree: the patches ``check --vllm`` "
+                  "reports go into the card."}},
+      .returns = {{"ModelCard", ""}},
+      .returns_doc = "The card's Markdown, the check's error count and the files written.",
+      .raises_doc = "ValueError: a bad results file or checkpoint. FileNotFoundError: ``ckpt`` or "
+                    "a file not found. FileExistsError: ``output`` exists without ``update``. "
+                    "OSError: the file system failed.",
+      .run = RunCard});
+  for (ApiCommand& bench : BenchApiCommands()) c.push_back(std::move(bench));
   return c;
-}
-
-// One row per ParamType: its Python annotation, the JSON value a request carries for it, and how
-// the package passes an argument of it (_call.py: "path" through os.fspath, "paths" each element,
-// "list" as a list, "progress" kept in Python, "value" as it is).
-enum class JsonValue { kString, kInteger, kBoolean, kStrings, kNone };
-struct ParamTypeRow {
-  ParamType type;
-  std::string_view annotation;
-  JsonValue json;
-  bool optional;
-  std::string_view passed_as;
-};
-constexpr std::array kParamTypes = {
-    ParamTypeRow{ParamType::kPath, "PathLike", JsonValue::kString, false, "path"},
-    ParamTypeRow{ParamType::kOptionalPath, "Optional[PathLike]", JsonValue::kString, true, "path"},
-    ParamTypeRow{ParamType::kStr, "str", JsonValue::kString, false, "value"},
-    ParamTypeRow{ParamType::kOptionalStr, "Optional[str]", JsonValue::kString, true, "value"},
-    ParamTypeRow{ParamType::kInt, "int", JsonValue::kInteger, false, "value"},
-    ParamTypeRow{ParamType::kOptionalInt, "Optional[int]", JsonValue::kInteger, true, "value"},
-    ParamTypeRow{ParamType::kBool, "bool", JsonValue::kBoolean, false, "value"},
-    ParamTypeRow{ParamType::kStrList, "Sequence[str]", JsonValue::kStrings, false, "list"},
-    ParamTypeRow{ParamType::kPathList, "Sequence[PathLike]", JsonValue::kStrings, false, "paths"},
-    ParamTypeRow{ParamType::kProgress, "ProgressArg", JsonValue::kNone, false, "progress"},
-};
-
-const ParamTypeRow& RowOf(ParamType t) {
-  for (const ParamTypeRow& row : kParamTypes) {
-    if (row.type == t) return row;
-  }
-  return kParamTypes.back();  // unreachable: every ParamType has its row
-}
-
-// Whether `v` is a JSON value of type `t` (null where the type is optional).
-bool HasType(const Json& v, ParamType t) {
-  const ParamTypeRow& row = RowOf(t);
-  if (row.optional && v.is_null()) return true;
-  switch (row.json) {
-    case JsonValue::kString:
-      return v.is_string();
-    case JsonValue::kInteger:
-      return v.is_number_integer();
-    case JsonValue::kBoolean:
-      return v.is_boolean();
-    case JsonValue::kStrings:
-      return v.is_array() &&
-             std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_string(); });
-    case JsonValue::kNone:
-      return false;
-  }
-  return false;
 }
 
 }  // namespace
@@ -451,83 +458,6 @@ const ApiCommand* FindApiCommand(std::string_view name) {
     if (c.name == name) return &c;
   }
   return nullptr;
-}
-
-nlohmann::ordered_json ApiCommandsJson() {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const ApiCommand& c : ApiCommands()) {
-    nlohmann::ordered_json params = nlohmann::ordered_json::array();
-    for (const ApiParam& p : c.params) {
-      params.push_back({{"name", p.name},
-                        {"type", RowOf(p.type).annotation},
-                        {"passed_as", RowOf(p.type).passed_as},
-                        {"default", p.python_default},
-                        {"doc", p.doc}});
-    }
-    nlohmann::ordered_json returns = nlohmann::ordered_json::array();
-    for (const ApiReturn& r : c.returns) returns.push_back({{"type", r.type}, {"when", r.when}});
-    out.push_back({{"name", c.name},
-                   {"doc", c.doc},
-                   {"params", params},
-                   {"returns", returns},
-                   {"returns_doc", c.returns_doc},
-                   {"raises_doc", c.raises_doc}});
-  }
-  return out;
-}
-
-Result<ApiRequest> ApiRequest::Parse(const ApiCommand& command, std::string_view json_text) {
-  Json values = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (!values.is_object()) {
-    return Status::Usage(fmt::format("{}(): the request is not a JSON object", command.name));
-  }
-  for (const auto& [key, value] : values.items()) {
-    const ApiParam* declared = nullptr;
-    for (const ApiParam& p : command.params) {
-      if (p.name == key && p.type != ParamType::kProgress) declared = &p;
-    }
-    if (declared == nullptr) {
-      return Status::Usage(fmt::format("{}(): no parameter '{}'", command.name, key));
-    }
-    if (!HasType(value, declared->type)) {
-      return Status::Usage(fmt::format("{}(): {} must be {}, not {}", command.name, key,
-                                       RowOf(declared->type).annotation, value.dump()));
-    }
-  }
-  for (const ApiParam& p : command.params) {
-    if (p.type != ParamType::kProgress && !values.contains(std::string(p.name))) {
-      return Status::Usage(fmt::format("{}(): parameter '{}' missing", command.name, p.name));
-    }
-  }
-  return ApiRequest(std::move(values));
-}
-
-const Json& ApiRequest::Get(std::string_view name) const {
-  // A name the row does not declare is a bug in its Run function: .at() throws, and the module
-  // reports it as a RuntimeError (an internal error) rather than reading a default.
-  return values_.at(std::string(name));
-}
-
-std::string ApiRequest::Str(std::string_view name) const { return Get(name).get<std::string>(); }
-
-std::optional<std::string> ApiRequest::OptionalStr(std::string_view name) const {
-  const Json& v = Get(name);
-  if (v.is_null()) return std::nullopt;
-  return v.get<std::string>();
-}
-
-int64_t ApiRequest::Int(std::string_view name) const { return Get(name).get<int64_t>(); }
-
-std::optional<int64_t> ApiRequest::OptionalInt(std::string_view name) const {
-  const Json& v = Get(name);
-  if (v.is_null()) return std::nullopt;
-  return v.get<int64_t>();
-}
-
-bool ApiRequest::Bool(std::string_view name) const { return Get(name).get<bool>(); }
-
-std::vector<std::string> ApiRequest::StrList(std::string_view name) const {
-  return Get(name).get<std::vector<std::string>>();
 }
 
 }  // namespace spk::python

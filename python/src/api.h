@@ -1,7 +1,7 @@
 // The Python API's one declaration: every function of the sparkulator package (quantize, inspect,
-// check, compare, dequantize, merge, example) as a row of kApiCommands, with its parameters in
-// Python order (name, Python type, default, doc), what it returns and raises, and the function that
-// turns a request into the library call.
+// check, compare, dequantize, merge, example, card, bench, bench_report) as a row of kApiCommands,
+// with its parameters in Python order (name, Python type, default, doc), what it returns and
+// raises, and the function that turns a request into the library call.
 //
 // Who reads it: python/src/module.cc calls a row (`_core.call(name, request, on_progress)`) and
 // exports the whole table as JSON (`_core.api()`); python/generate_api.py writes the package's
@@ -36,6 +36,7 @@ enum class ParamType {
   kOptionalStr,
   kInt,
   kOptionalInt,
+  kFloat,
   kBool,
   kStrList,   // Sequence[str]
   kPathList,  // Sequence[PathLike]
@@ -52,7 +53,8 @@ struct ApiParam {
 class ApiRequest;
 
 // The package's function returns `type` when the report's JSON has a true `when` key (the first
-// such row), else the row without `when`.
+// such row), else the row without `when`. A `type` of "dict" returns the JSON object as it is (a
+// report too open for a dataclass: bench's results).
 struct ApiReturn {
   std::string_view type;
   std::string_view when;
@@ -70,6 +72,9 @@ struct ApiCommand {
   // adds what its request says of the context (threads).
   Result<std::string> (*run)(const ApiRequest& request, RunContext run);
 };
+
+// The rows of bench and bench_report (python/src/api_bench.cc), which ApiCommands() ends with.
+std::vector<ApiCommand> BenchApiCommands();
 
 // Every function of the package, in the order of its __all__.
 const std::vector<ApiCommand>& ApiCommands();
@@ -89,6 +94,7 @@ class ApiRequest {
   std::optional<std::string> OptionalStr(std::string_view name) const;
   int64_t Int(std::string_view name) const;
   std::optional<int64_t> OptionalInt(std::string_view name) const;
+  double Float(std::string_view name) const;
   bool Bool(std::string_view name) const;
   std::vector<std::string> StrList(std::string_view name) const;
 
