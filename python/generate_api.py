@@ -65,8 +65,18 @@ def wrap(text: str, indent: str, first: str = "") -> list[str]:
     return lines
 
 
+def as_clause(doc: str) -> str:
+    """A parameter's doc as the Args line reads it: an option row's text (tools/option_table.h) is
+    the CLI's help, "Tensor-parallel size ...", so its first letter is lowered (not an acronym's)
+    and a full stop added (a Python literal, "True draws ...", stays)."""
+    literal = doc.split(" ", 1)[0] in ("True", "False", "None")
+    if len(doc) > 1 and doc[0].isupper() and not doc[1].isupper() and not literal:
+        doc = doc[0].lower() + doc[1:]
+    return doc if doc.endswith(".") else doc + "."
+
+
 def arg_doc(name: str, doc: str) -> list[str]:
-    first, *rest = textwrap.wrap(f"{name}: {doc}", WIDTH - 8, break_long_words=False,
+    first, *rest = textwrap.wrap(f"{name}: {as_clause(doc)}", WIDTH - 8, break_long_words=False,
                                  break_on_hyphens=False)
     more = textwrap.wrap(" ".join(rest), WIDTH - 12, break_long_words=False,
                          break_on_hyphens=False) if rest else []

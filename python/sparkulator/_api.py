@@ -31,12 +31,15 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         src: the source: a folder, an ``org/name`` in the local Hugging Face cache, or a snapshot.
         dst: the output folder; it must not exist (or be empty) unless ``force``. It is written into
             a temporary folder beside it and renamed at the end.
-        scheme: a scheme name or llm-compressor preset name, any case (``sparkulator quantize
-            --help`` lists them): W4A16, W8A16, W4A16_ASYM, ...
-        group_size: columns per scale, one of the scheme's group sizes; -1 for one scale per output
-            channel; None for the scheme's default (128 for the integer schemes).
-        preset: the draft-family rules: auto (from config.json), dflash, eagle3, mtp, llm, none.
-        ignore: modules kept dense: exact vLLM module names or ``re:REGEX`` (Python ``re.match``).
+        scheme: quantization scheme, by name or llm-compressor preset name (any case).
+        group_size: columns per scale, one of the scheme's group sizes (listed under --scheme); -1
+            for one scale per output channel. Default: the scheme's first (128 for the integer
+            schemes).
+        preset: draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or
+            none (only the universal rules).
+        ignore: keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX'
+            matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj /
+            gate_up_proj, a draft's layers offset by the target's layer count).
         method: ``rtn`` (min-max round-to-nearest, bit-exact with llm-compressor) or ``search``.
         threads: worker threads; None for all cores. The output does not depend on it.
         force: replace ``dst`` if it exists.
@@ -46,8 +49,9 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         target_precision: for drafts, the precision of the target they were trained against:
             unquantized (or bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name
             (w4a16, nvfp4, ...); recorded as its weight format.
-        tp: the tensor-parallel size the kernel shape rules are checked for.
-        target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
+        tp: tensor-parallel size to check the Marlin shape rules for.
+        target_layers: for drafts: the target model's num_hidden_layers, when config.json does not
+            give num_target_layers.
         fsync: wait for every file to reach the disk before the rename (the CLI's default; False is
             ``--no-fsync``).
         resume: continue an interrupted run of the same job (``--resume``): the shards it finished
@@ -55,12 +59,12 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
             (``summary.reused_shards``), the rest written; the result is the same bytes.
         part: ``"I/N"``: write part I of the job split into N (``--part``), for :func:`merge`
             (``summary.part_shards`` lists the shards this part wrote).
-        target: the target model a draft is served with (``--target``): a draft vLLM builds under
-            the target's quantization config (Gemma4 DSpark) is planned from it, and refused without
-            it.
-        vllm_version: the vLLM release to plan for (``--vllm-version``): what it builds as a
-            quantized Linear comes from its module map; None for the newest map's release, as
-            :func:`check`.
+        target: the target model a draft is served with (folder or org/name): a draft vLLM builds
+            under the target's quantization config (Gemma4 DSpark) is planned from it, and refused
+            without it.
+        vllm_version: the vLLM release to plan for: what it builds as a quantized Linear comes from
+            vLLM's module map of that release (docs/draft-kinds.md). A newer release is judged by
+            the newest map, with a warning. Default: the newest map's release, as check's.
 
     Returns:
         The summary ``quantize --json`` prints.
@@ -86,20 +90,24 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
     Args:
         ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
             snapshot.
-        scheme: a scheme name or llm-compressor preset name, any case (``sparkulator quantize
-            --help`` lists them): W4A16, W8A16, W4A16_ASYM, ...
-        group_size: columns per scale, one of the scheme's group sizes; -1 for one scale per output
-            channel; None for the scheme's default (128 for the integer schemes).
-        preset: the draft-family rules: auto (from config.json), dflash, eagle3, mtp, llm, none.
-        ignore: modules kept dense: exact vLLM module names or ``re:REGEX`` (Python ``re.match``).
-        tp: the tensor-parallel size the kernel shape rules are checked for.
-        target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
-        target: the target model a draft is served with (``--target``): a draft vLLM builds under
-            the target's quantization config (Gemma4 DSpark) is planned from it, and refused without
-            it.
-        vllm_version: the vLLM release to plan for (``--vllm-version``): what it builds as a
-            quantized Linear comes from its module map; None for the newest map's release, as
-            :func:`check`.
+        scheme: quantization scheme, by name or llm-compressor preset name (any case).
+        group_size: columns per scale, one of the scheme's group sizes (listed under --scheme); -1
+            for one scale per output channel. Default: the scheme's first (128 for the integer
+            schemes).
+        preset: draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or
+            none (only the universal rules).
+        ignore: keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX'
+            matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj /
+            gate_up_proj, a draft's layers offset by the target's layer count).
+        tp: tensor-parallel size to check the Marlin shape rules for.
+        target_layers: for drafts: the target model's num_hidden_layers, when config.json does not
+            give num_target_layers.
+        target: the target model a draft is served with (folder or org/name): a draft vLLM builds
+            under the target's quantization config (Gemma4 DSpark) is planned from it, and refused
+            without it.
+        vllm_version: the vLLM release to plan for: what it builds as a quantized Linear comes from
+            vLLM's module map of that release (docs/draft-kinds.md). A newer release is judged by
+            the newest map, with a warning. Default: the newest map's release, as check's.
 
     Returns:
         The report ``inspect --json`` prints.

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <limits>
 #include <utility>
 
 #include "card_write.h"
@@ -32,24 +31,6 @@ constexpr ApiParam kSrc{"src", ParamType::kPath, "",
 constexpr ApiParam kCkpt{"ckpt", ParamType::kPath, "",
                          "the checkpoint: a folder, an ``org/name`` in the local Hugging Face "
                          "cache, or a snapshot."};
-constexpr ApiParam kScheme{"scheme", ParamType::kStr, "\"W4A16\"",
-                           "a scheme name or llm-compressor preset name, any case (``sparkulator "
-                           "quantize --help`` lists them): W4A16, W8A16, W4A16_ASYM, ..."};
-constexpr ApiParam kGroupSize{"group_size", ParamType::kOptionalInt, "None",
-                              "columns per scale, one of the scheme's group sizes; -1 for one "
-                              "scale per output channel; None for the scheme's default (128 for "
-                              "the integer schemes)."};
-constexpr ApiParam kPreset{"preset", ParamType::kStr, "\"auto\"",
-                           "the draft-family rules: auto (from config.json), dflash, eagle3, mtp, "
-                           "llm, none."};
-constexpr ApiParam kIgnore{"ignore", ParamType::kStrList, "()",
-                           "modules kept dense: exact vLLM module names or ``re:REGEX`` (Python "
-                           "``re.match``)."};
-constexpr ApiParam kTp{"tp", ParamType::kInt, "1",
-                       "the tensor-parallel size the kernel shape rules are checked for."};
-constexpr ApiParam kTargetLayers{"target_layers", ParamType::kOptionalInt, "None",
-                                 "for drafts, the target's num_hidden_layers when config.json "
-                                 "lacks it."};
 constexpr ApiParam kThreads{"threads", ParamType::kOptionalInt, "None",
                             "worker threads; None for all cores. The output does not depend on "
                             "it."};
@@ -58,24 +39,7 @@ constexpr ApiParam kFsync{"fsync", ParamType::kBool, "True",
                           "wait for every file to reach the disk before the rename (the CLI's "
                           "default; False is ``--no-fsync``)."};
 
-constexpr ApiParam kPlanTarget{"target", ParamType::kOptionalPath, "None",
-                               "the target model a draft is served with (``--target``): a draft "
-                               "vLLM builds under the target's quantization config (Gemma4 "
-                               "DSpark) is planned from it, and refused without it."};
-constexpr ApiParam kPlanVllmVersion{"vllm_version", ParamType::kOptionalStr, "None",
-                                    "the vLLM release to plan for (``--vllm-version``): what it "
-                                    "builds as a quantized Linear comes from its module map; None "
-                                    "for the newest map's release, as :func:`check`."};
-
 // ---- turning a request into the library call -------------------------------------------------
-
-// An int parameter the library takes as `int`: Usage when it does not fit.
-Result<int> IntOf(std::string_view name, int64_t value) {
-  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-    return Status::Usage(fmt::format("{} = {} is out of range", name, value));
-  }
-  return static_cast<int>(value);
-}
 
 // An int parameter the library takes as a non-negative uint64_t (a seed): Usage when negative.
 Result<uint64_t> SeedOf(std::string_view name, int64_t value) {
@@ -83,21 +47,17 @@ Result<uint64_t> SeedOf(std::string_view name, int64_t value) {
   return static_cast<uint64_t>(value);
 }
 
-// The plan parameters as the CLI's plan flags (tools/plan_flags.h), turned into options by the
-// CLI's own ApplyPlanFlags, so quantize/inspect read a plan the same way from either side. Raises
-// nothing: a bad preset or scheme is the Status the CLI prints.
+// The plan parameters are the CLI's plan options (tools/plan_flags.h): the same rows read the
+// request into the CLI's PlanFlags, and the CLI's ApplyPlanFlags makes them options, so
+// quantize/inspect read a plan the same way from either side. Raises nothing: a bad preset or
+// scheme is the Status the CLI prints.
+ApiParam Plan(std::string_view name) { return ParamOf(cli::PlanOptionRows(), name); }
+
 Result<QuantizeOptions> PlanRequest(const ApiRequest& r, std::string source) {
   cli::PlanFlags flags;
-  flags.scheme = r.Str("scheme");
-  flags.group_size = r.OptionalInt("group_size");
-  flags.preset = r.Str("preset");
-  flags.target_layers = r.OptionalInt("target_layers").value_or(0);
+  SPK_RETURN_IF_ERROR(r.ReadOptionRows(cli::PlanOptionRows(), &flags));
   QuantizeOptions o;
   o.source = std::move(source);
-  o.plan.ignore = r.StrList("ignore");
-  SPK_ASSIGN_OR_RETURN(o.plan.tp, IntOf("tp", r.Int("tp")));
-  o.plan.vllm_release = r.OptionalStr("vllm_version").value_or("");
-  o.target = r.OptionalStr("target").value_or("");
   SPK_RETURN_IF_ERROR(cli::ApplyPlanFlags(flags, &o));
   return o;
 }
@@ -244,10 +204,10 @@ std::vector<ApiCommand> MakeCommands() {
            {"dst", ParamType::kPath, "",
             "the output folder; it must not exist (or be empty) unless ``force``. It is written "
             "into a temporary folder beside it and renamed at the end."},
-           kScheme,
-           kGroupSize,
-           kPreset,
-           kIgnore,
+           Plan("scheme"),
+           Plan("group_size"),
+           Plan("preset"),
+           Plan("ignore"),
            {"method", ParamType::kStr, "\"rtn\"",
             "``rtn`` (min-max round-to-nearest, bit-exact with llm-compressor) or ``search``."},
            kThreads,
@@ -260,8 +220,8 @@ std::vector<ApiCommand> MakeCommands() {
             "for drafts, the precision of the target they were trained against: unquantized (or "
             "bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name (w4a16, "
             "nvfp4, ...); recorded as its weight format."},
-           kTp,
-           kTargetLayers,
+           Plan("tp"),
+           Plan("target_layers"),
            kFsync,
            {"resume", ParamType::kBool, "False",
             "continue an interrupted run of the same job (``--resume``): the shards it finished "
@@ -270,8 +230,8 @@ std::vector<ApiCommand> MakeCommands() {
            {"part", ParamType::kOptionalStr, "None",
             "``\"I/N\"``: write part I of the job split into N (``--part``), for :func:`merge` "
             "(``summary.part_shards`` lists the shards this part wrote)."},
-           kPlanTarget,
-           kPlanVllmVersion},
+           Plan("target"),
+           Plan("vllm_version")},
       .returns = {{"QuantizeSummary", ""}},
       .returns_doc = "The summary ``quantize --json`` prints.",
       .raises_doc = "ValueError: bad arguments or a malformed source. FileNotFoundError: ``src`` "
@@ -284,8 +244,8 @@ std::vector<ApiCommand> MakeCommands() {
              "checkpoint: the plan ``quantize`` would follow with these arguments, as a "
              "QuantizeSummary of a dry run. For a compressed-tensors checkpoint: its scheme and "
              "quantized modules, as a QuantizedCheckpoint.",
-      .params = {kCkpt, kScheme, kGroupSize, kPreset, kIgnore, kTp, kTargetLayers, kPlanTarget,
-                 kPlanVllmVersion},
+      .params = {kCkpt, Plan("scheme"), Plan("group_size"), Plan("preset"), Plan("ignore"),
+                 Plan("tp"), Plan("target_layers"), Plan("target"), Plan("vllm_version")},
       .returns = {{"QuantizedCheckpoint", "quantized"}, {"QuantizeSummary", ""}},
       .returns_doc = "The report ``inspect --json`` prints.",
       .raises_doc = kRaisesAsQuantize,

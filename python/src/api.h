@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,23 +26,9 @@
 #include "base/progress.h"
 #include "base/status.h"
 #include "io/run_context.h"
+#include "option_table.h"
 
 namespace spk::python {
-
-// A parameter's Python type; the request carries it as JSON (paths as strings, None as null).
-enum class ParamType {
-  kPath,          // PathLike (str or os.PathLike), a JSON string
-  kOptionalPath,  // Optional[PathLike]
-  kStr,
-  kOptionalStr,
-  kInt,
-  kOptionalInt,
-  kFloat,
-  kBool,
-  kStrList,   // Sequence[str]
-  kPathList,  // Sequence[PathLike]
-  kProgress,  // ProgressArg: stays in Python (the progress callback), never in the request
-};
 
 struct ApiParam {
   std::string_view name;
@@ -84,6 +71,19 @@ const ApiCommand* FindApiCommand(std::string_view name);
 // passed_as, default, doc}], returns: [{type, when}], returns_doc, raises_doc}].
 nlohmann::ordered_json ApiCommandsJson();
 
+// An int parameter the library takes as `int`: Usage naming it when it does not fit.
+Result<int> IntOf(std::string_view name, int64_t value);
+
+// A parameter declared by an option row (tools/option_table.h), as the row's ApiParam.
+template <typename Flags>
+ApiParam ParamOf(std::span<const cli::OptionRow<Flags>> rows, std::string_view python) {
+  for (const cli::OptionRow<Flags>& row : rows) {
+    if (row.python == python) return ApiParam{row.python, row.type, row.python_default, row.help};
+  }
+  return ApiParam{python, ParamType::kProgress, "",
+                  "(no such option row)"};  // a bug: Parse refuses it
+}
+
 // A request checked against its row: every declared parameter present with a value of its type,
 // nothing else. Accessors take a declared name (anything else is a bug in the row's Run).
 class ApiRequest {
@@ -98,9 +98,25 @@ class ApiRequest {
   bool Bool(std::string_view name) const;
   std::vector<std::string> StrList(std::string_view name) const;
 
+  // The fields of `flags` that option rows set, each from its parameter (None is "" for a
+  // std::string field): Usage for an int that does not fit.
+  template <typename Flags>
+  Status ReadOptionRows(std::span<const cli::OptionRow<Flags>> rows, Flags* flags) const {
+    for (const cli::OptionRow<Flags>& row : rows) {
+      Status s =
+          std::visit([&](auto member) { return Read(row.python, &(flags->*member)); }, row.field);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
  private:
   explicit ApiRequest(nlohmann::json values) : values_(std::move(values)) {}
   const nlohmann::json& Get(std::string_view name) const;
+  Status Read(std::string_view name, std::string* out) const;
+  Status Read(std::string_view name, std::optional<int64_t>* out) const;
+  Status Read(std::string_view name, int* out) const;
+  Status Read(std::string_view name, std::vector<std::string>* out) const;
   nlohmann::json values_;
 };
 

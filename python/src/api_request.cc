@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <utility>
 
 #include "api.h"
@@ -151,6 +152,37 @@ bool ApiRequest::Bool(std::string_view name) const { return Get(name).get<bool>(
 
 std::vector<std::string> ApiRequest::StrList(std::string_view name) const {
   return Get(name).get<std::vector<std::string>>();
+}
+
+}  // namespace spk::python
+
+namespace spk::python {
+
+Result<int> IntOf(std::string_view name, int64_t value) {
+  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
+    return Status::Usage(fmt::format("{} = {} is out of range", name, value));
+  }
+  return static_cast<int>(value);
+}
+
+Status ApiRequest::Read(std::string_view name, std::string* out) const {
+  *out = OptionalStr(name).value_or("");
+  return Status::Ok();
+}
+
+Status ApiRequest::Read(std::string_view name, std::optional<int64_t>* out) const {
+  *out = OptionalInt(name);
+  return Status::Ok();
+}
+
+Status ApiRequest::Read(std::string_view name, int* out) const {
+  SPK_ASSIGN_OR_RETURN(*out, IntOf(name, Int(name)));
+  return Status::Ok();
+}
+
+Status ApiRequest::Read(std::string_view name, std::vector<std::string>* out) const {
+  *out = StrList(name);
+  return Status::Ok();
 }
 
 }  // namespace spk::python
