@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -49,18 +50,28 @@ struct OptionRow {
   std::string_view python_default;  // a Python literal; "" for a required parameter
   std::string_view help;
   std::variant<std::string Flags::*, std::optional<int64_t> Flags::*, int Flags::*,
-               std::vector<std::string> Flags::*>
+               std::vector<std::string> Flags::*, bool Flags::*>
       field;
 };
 
 // The CLI11 options of `rows`, bound to the fields of *flags (which must outlive parsing). A
-// non-optional scalar shows its default in --help.
+// non-optional scalar shows its default in --help. A bool is a switch: one whose Python default is
+// True is turned off by its flag (--no-vllm-map-build for vllm_map_build=False).
 template <typename Flags>
 void AddOptionRows(CLI::App* sub, std::span<const OptionRow<Flags>> rows, Flags* flags) {
   for (const OptionRow<Flags>& row : rows) {
+    const std::string flag(row.flag), help(row.help);
     CLI::Option* option = std::visit(
-        [&](auto member) {
-          return sub->add_option(std::string(row.flag), flags->*member, std::string(row.help));
+        [&](auto member) -> CLI::Option* {
+          if constexpr (std::is_same_v<decltype(member), bool Flags::*>) {
+            if (row.python_default == "True") {
+              return sub->add_flag(
+                  flag, [flags, member](int64_t) { flags->*member = false; }, help);
+            }
+            return sub->add_flag(flag, flags->*member, help);
+          } else {
+            return sub->add_option(flag, flags->*member, help);
+          }
         },
         row.field);
     if (row.type == ParamType::kStr || row.type == ParamType::kInt) option->capture_default_str();

@@ -131,25 +131,34 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
     Args:
         ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
             snapshot.
-        target: the target model a draft is served with, for the pairing checks.
-        tp: the tensor-parallel size the kernel rules are checked for.
+        target: the target model a draft is served with (folder or org/name), for the pairing
+            checks.
+        tp: tensor-parallel size the kernel rules are checked for.
         vllm_version: judge the version-dependent rules for this vLLM release (default: the newest
-            module map's, as quantize's; ``vllm_version_source`` says which).
-        vllm: a vLLM installation (site-packages holding ``vllm``) or source tree whose version and
-            model code decide those rules instead.
+            module map's, as quantize and inspect), and what it builds as a quantized Linear by
+            vLLM's module map of that release (a release without a map of its own: the newest map at
+            or below it, with a warning; docs/draft-kinds.md).
+        vllm: the vLLM in DIR (site-packages holding `vllm`, or a vLLM source tree): with CKPT,
+            judge the version-dependent rules by its version and model code, and what it builds as a
+            quantized Linear by the module map that tree builds for the checkpoint's architectures
+            (its Python runs vLLM's own code, about 15 s; --vllm-python, --no-vllm-map-build);
+            alone, scan its model code for unguarded blockers of quantized drafts and print the
+            patches.
         target_layers: the target's layer count, when the draft's config.json lacks it.
-        vllm_batch_invariant: the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check
-            --vllm-batch-invariant``): where the release judged then loads a WNA16 Linear without
-            choosing a kernel (0.33), kernel shape findings become the info finding
-            ``vllm-batch-invariant-no-kernel``.
+        vllm_batch_invariant: the checkpoint is served with VLLM_BATCH_INVARIANT=1: where the
+            release judged then loads a WNA16 Linear without choosing a kernel (vLLM 0.33, by its
+            module map), the kernel shape findings (no-vllm-kernel, kernel-rule,
+            kernel-rule-platform) become the info finding vllm-batch-invariant-no-kernel (it loads,
+            on vLLM's slower batch-invariant path); elsewhere they stay, their fix saying the
+            variable does not avoid them.
         vllm_module_map: judge what vLLM builds as a quantized Linear by this module map (the JSON
-            ``tools/vllm_module_map/generate.py --print`` writes in your vLLM's environment) instead
-            of the compiled-in ones.
-        vllm_python: with ``vllm``: the Python that imports that vLLM and torch, which builds the
-            module map from it (None: the virtual environment's python when ``vllm`` is its
-            site-packages, else python3).
-        vllm_map_build: with ``vllm``: build the module map from that tree (False is
-            ``--no-vllm-map-build``: judge by the compiled-in map of its release).
+            that tools/vllm_module_map/generate.py --print writes in your vLLM's environment)
+            instead of the compiled-in ones.
+        vllm_python: with CKPT and --vllm DIR: the Python that imports DIR's vLLM and torch, which
+            builds the module map from DIR (default: the virtual environment's python when DIR is
+            its site-packages, else python3).
+        vllm_map_build: with CKPT and --vllm DIR: do not build the module map from DIR; judge by the
+            compiled-in map of its release (vllm_map_build=False in Python).
 
     Returns:
         The report ``check --json`` prints.

@@ -6,6 +6,7 @@
 
 #include "card_write.h"
 #include "check/check.h"
+#include "check_flags.h"
 #include "checkpoint/example.h"
 #include "checkpoint/family.h"
 #include "commands.h"
@@ -93,18 +94,13 @@ Result<std::string> RunInspect(const ApiRequest& r, RunContext run) {
   return report.dump();
 }
 
+// check's parameters are the CLI's check options (tools/check_flags.h), read by the same rows.
+ApiParam Check(std::string_view name) { return ParamOf(cli::CheckOptionRows(), name); }
+
 Result<std::string> RunCheck(const ApiRequest& r, RunContext run) {
   CheckOptions o;
   o.checkpoint = r.Str("ckpt");
-  o.target = r.OptionalStr("target").value_or("");
-  SPK_ASSIGN_OR_RETURN(o.tp, IntOf("tp", r.Int("tp")));
-  o.target_layers = r.OptionalInt("target_layers");
-  o.vllm_version = r.OptionalStr("vllm_version").value_or("");
-  o.vllm_dir = r.OptionalStr("vllm").value_or("");
-  o.vllm_batch_invariant = r.Bool("vllm_batch_invariant");
-  o.vllm_module_map = r.OptionalStr("vllm_module_map").value_or("");
-  o.vllm_python = r.OptionalStr("vllm_python").value_or("");
-  o.build_map_from_tree = r.Bool("vllm_map_build");
+  SPK_RETURN_IF_ERROR(r.ReadOptionRows(cli::CheckOptionRows(), &o));
   SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, o));
   return CheckReportToJson(report).dump();
 }
@@ -256,35 +252,9 @@ std::vector<ApiCommand> MakeCommands() {
              "Findings are returned, never raised: ``report.ok`` is False when one is an error "
              "(where the CLI exits 1), and ``report.findings`` lists them with what to do about "
              "each.",
-      .params = {kCkpt,
-                 {"target", ParamType::kOptionalPath, "None",
-                  "the target model a draft is served with, for the pairing checks."},
-                 {"tp", ParamType::kInt, "1",
-                  "the tensor-parallel size the kernel rules are checked for."},
-                 {"vllm_version", ParamType::kOptionalStr, "None",
-                  "judge the version-dependent rules for this vLLM release (default: the newest "
-                  "module map's, as quantize's; ``vllm_version_source`` says which)."},
-                 {"vllm", ParamType::kOptionalPath, "None",
-                  "a vLLM installation (site-packages holding ``vllm``) or source tree whose "
-                  "version and model code decide those rules instead."},
-                 {"target_layers", ParamType::kOptionalInt, "None",
-                  "the target's layer count, when the draft's config.json lacks it."},
-                 {"vllm_batch_invariant", ParamType::kBool, "False",
-                  "the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check "
-                  "--vllm-batch-invariant``): where the release judged then loads a WNA16 Linear "
-                  "without choosing a kernel (0.33), kernel shape findings become the info "
-                  "finding ``vllm-batch-invariant-no-kernel``."},
-                 {"vllm_module_map", ParamType::kOptionalPath, "None",
-                  "judge what vLLM builds as a quantized Linear by this module map (the JSON "
-                  "``tools/vllm_module_map/generate.py --print`` writes in your vLLM's "
-                  "environment) instead of the compiled-in ones."},
-                 {"vllm_python", ParamType::kOptionalPath, "None",
-                  "with ``vllm``: the Python that imports that vLLM and torch, which builds the "
-                  "module map from it (None: the virtual environment's python when ``vllm`` is "
-                  "its site-packages, else python3)."},
-                 {"vllm_map_build", ParamType::kBool, "True",
-                  "with ``vllm``: build the module map from that tree (False is "
-                  "``--no-vllm-map-build``: judge by the compiled-in map of its release)."}},
+      .params = {kCkpt, Check("target"), Check("tp"), Check("vllm_version"), Check("vllm"),
+                 Check("target_layers"), Check("vllm_batch_invariant"), Check("vllm_module_map"),
+                 Check("vllm_python"), Check("vllm_map_build")},
       .returns = {{"CheckReport", ""}},
       .returns_doc = "The report ``check --json`` prints.",
       .raises_doc = "ValueError: bad arguments or an unreadable checkpoint. FileNotFoundError: "

@@ -117,6 +117,7 @@ class ApiRequest {
   Status Read(std::string_view name, std::optional<int64_t>* out) const;
   Status Read(std::string_view name, int* out) const;
   Status Read(std::string_view name, std::vector<std::string>* out) const;
+  Status Read(std::string_view name, bool* out) const;
   nlohmann::json values_;
 };
 

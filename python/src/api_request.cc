@@ -185,4 +185,9 @@ Status ApiRequest::Read(std::string_view name, std::vector<std::string>* out) co
   return Status::Ok();
 }
 
+Status ApiRequest::Read(std::string_view name, bool* out) const {
+  *out = Bool(name);
+  return Status::Ok();
+}
+
 }  // namespace spk::python
