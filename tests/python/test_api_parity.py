@@ -3,7 +3,8 @@ its function, every flag its parameter and every parameter its flag, with the sa
 the CLI's help shows one.
 
 The flags are read from ``sparkulator SUB --help`` (CLI11 writes it from the flag declarations in
-tools/*_cmd.cc), the parameters from the package's signatures (generated from python/src/api.h).
+tools/*_cmd.cc) by python/generate_api.py's readers, which also write docs/python.md's table of
+flags and parameters; the parameters come from the package's signatures (python/src/api.h).
 A difference fails unless it is listed below with its reason: ALLOWED for a difference that is
 meant (``--json``: Python returns the report object), KNOWN_GAPS for one still to close; a gap
 that was closed fails too, so that its line is removed and the list only shrinks.
@@ -11,33 +12,15 @@ that was closed fails too, so that its line is removed and the list only shrinks
 
 import inspect as pyinspect
 import json
-import re
 import sys
 
 import pytest
 
+from conftest import REPO
+sys.path.insert(0, str(REPO / "python"))
+from generate_api import FUNCTIONS, RENAMED, cli_flags, parameter_name, subcommands  # noqa: E402
 from test_bench import standin  # noqa: F401 (fixture)
 from test_python_api import cli_json, sources, sp, tree_bytes  # noqa: F401 (fixtures)
-
-# Subcommand -> its function in the package.
-FUNCTIONS = {"quantize": "quantize", "inspect": "inspect", "check": "check",
-             "compare": "compare", "dequantize": "dequantize", "merge": "merge",
-             "example": "example", "card": "card", "bench": "bench",
-             "bench report": "bench_report"}
-
-# A flag (or positional) whose parameter is spelled otherwise than the flag with its dashes made
-# underscores ("*": in every subcommand).
-RENAMED = {
-    ("compare", "QUANTIZED"): "q",
-    ("compare", "QUANTIZED2"): "q2",
-    ("merge", "PART"): "parts",
-    ("*", "--no-fsync"): "fsync",  # a switch: fsync=False is --no-fsync
-    ("check", "--no-vllm-map-build"): "vllm_map_build",
-    ("bench", "--arm"): "arms",  # repeated: a list
-    ("bench", "--json"): "json_path",  # a file to write, where --json elsewhere prints
-    ("bench", "--no-metrics"): "metrics",
-    ("bench report", "--json"): "json_path",
-}
 
 # Differences that are meant, each with its reason.
 ALLOWED = {
@@ -62,38 +45,9 @@ SAME_DEFAULT = {
 }
 
 
-def help_text(spk, sub: str) -> str:
-    return spk(*sub.split(), "--help").stdout
-
-
-def subcommands(spk, parent: str = "") -> list[str]:
-    """Every subcommand, a nested one as "bench report"."""
-    text = help_text(spk, parent) if parent else spk("--help").stdout
-    if "Subcommands:" not in text:
-        return []
-    found = []
-    for name in re.findall(r"^  (\S+) ", text[text.index("Subcommands:"):], re.M):
-        sub = f"{parent} {name}".strip()
-        found += [sub] + subcommands(spk, sub)
-    return found
-
-
-def cli_flags(spk, sub: str) -> dict[str, str | None]:
-    """Flag or positional name (the long spelling) -> the default its help shows, or None."""
-    text = help_text(spk, sub).split("Subcommands:")[0]  # bench report has its own help
-    flags = {}
-    for name, kind in re.findall(r"^  (\S+)(?: (\S+))?", text, re.M):
-        name = re.sub(r"\{.*\}$", "", name.split(",")[-1])  # -o,--output; --no-metrics{false}
-        default = kind.split("=", 1)[1] if kind and "=" in kind else None
-        flags[name] = default
-    return flags
-
-
-def parameter_name(sub: str, flag: str) -> str:
-    renamed = RENAMED.get((sub, flag), RENAMED.get(("*", flag)))
-    if renamed:
-        return renamed
-    return flag.lstrip("-").replace("-", "_").lower()
+def cli(spk):
+    """`run(*args)` for generate_api's readers: the CLI's stdout."""
+    return lambda *args: spk(*args).stdout
 
 
 def listed(table: dict, sub: str, name: str) -> bool:
@@ -107,7 +61,7 @@ def differences(spk, sp, sub: str) -> list[tuple[str, str, str]]:
         return [(sub, "*", f"no Python function for `sparkulator {sub}`")]
     params = pyinspect.signature(function).parameters
     found, seen = [], set()
-    for flag, cli_default in cli_flags(spk, sub).items():
+    for flag, cli_default in cli_flags(cli(spk), sub).items():
         name = parameter_name(sub, flag)
         if name not in params:
             found.append((sub, flag, f"{flag} has no parameter {name}"))
@@ -129,7 +83,7 @@ def differences(spk, sp, sub: str) -> list[tuple[str, str, str]]:
 
 def test_every_subcommand_is_a_function_with_every_flag_as_a_parameter(spk, sp):  # noqa: F811
     problems, gaps_seen = [], set()
-    for sub in subcommands(spk):
+    for sub in subcommands(cli(spk)):
         for s, name, what in differences(spk, sp, sub):
             if listed(ALLOWED, s, name):
                 continue
@@ -146,7 +100,7 @@ def test_every_subcommand_is_a_function_with_every_flag_as_a_parameter(spk, sp):
 
 def test_the_allow_list_names_flags_that_exist(spk, sp):  # noqa: F811
     """A stale ALLOWED or RENAMED line (its flag gone) would hide a future difference."""
-    subs = subcommands(spk)
+    subs = subcommands(cli(spk))
     for table in (ALLOWED, RENAMED):
         for sub, name in table:
             if sub == "*" or name == "*":
@@ -155,7 +109,7 @@ def test_the_allow_list_names_flags_that_exist(spk, sp):  # noqa: F811
             params = set()
             if sub in FUNCTIONS and hasattr(sp, FUNCTIONS[sub]):
                 params = set(pyinspect.signature(getattr(sp, FUNCTIONS[sub])).parameters)
-            assert name in cli_flags(spk, sub) or name in params, f"{sub} {name}: no such flag"
+            assert name in cli_flags(cli(spk), sub) or name in params, f"{sub} {name}: no such flag"
 
 
 

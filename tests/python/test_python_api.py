@@ -415,8 +415,8 @@ def test_split_job_parts_and_merge_match_the_cli(spk, sp, sources, tmp_path):
 # ---- the one declaration (python/src/api.h) and the package generated from it ------------------
 
 def test_the_package_functions_are_what_their_declaration_generates(sp, tmp_path):
-    """_api.py is python/generate_api.py's output for the built module's table; an edited copy is
-    caught."""
+    """_api.py, and docs/python.md's table of flags and parameters, are python/generate_api.py's
+    output for the built module's table and the CLI's --help; an edited copy is caught."""
     generator = [sys.executable, str(REPO / "python" / "generate_api.py"), "--build", str(build_dir())]
     proc = subprocess.run(generator + ["--check"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
