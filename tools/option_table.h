@@ -50,7 +50,8 @@ struct OptionRow {
   std::string_view python_default;  // a Python literal; "" for a required parameter
   std::string_view help;
   std::variant<std::string Flags::*, std::optional<int64_t> Flags::*, int Flags::*,
-               std::vector<std::string> Flags::*, bool Flags::*>
+               int64_t Flags::*, uint64_t Flags::*, std::vector<std::string> Flags::*,
+               bool Flags::*>
       field;
 };
 

@@ -255,18 +255,18 @@ def example(dir: PathLike, family: str = "dflash", shards: int = 1, hidden: int 
         dir: the output folder; it must not exist unless ``force``.
         family: dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the
             speculators config format) or llm.
-        shards: the number of safetensors shards.
-        hidden: the hidden size (a multiple of 64).
-        intermediate: the MLP size.
+        shards: number of safetensors shards.
+        hidden: hidden size (multiple of 64).
+        intermediate: MLP size.
         layers: decoder layers.
         kv_heads: key/value heads of 64 dims (0: half the heads).
         fc_inputs: DFlash: target layers concatenated into fc (0: 3).
         target_layers: layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: the
             aux layer ids are derived from it). 0: 8 (DFlash: at least 2 * fc inputs + 2).
-        vocab: the vocabulary size.
+        vocab: vocabulary size.
         dtype: BF16, F16 or F32.
-        seed: the random seed.
-        force: replace ``dst`` if it exists.
+        seed: random seed.
+        force: replace DIR if it exists.
 
     Returns:
         The folder written and its family.

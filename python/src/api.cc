@@ -13,6 +13,7 @@
 #include "compare/compare.h"
 #include "compare/report.h"
 #include "dequantize/dequantize.h"
+#include "example_flags.h"
 #include "inspect/report.h"
 #include "io/fs_util.h"
 #include "plan_flags.h"
@@ -41,12 +42,6 @@ constexpr ApiParam kFsync{"fsync", ParamType::kBool, "True",
                           "default; False is ``--no-fsync``)."};
 
 // ---- turning a request into the library call -------------------------------------------------
-
-// An int parameter the library takes as a non-negative uint64_t (a seed): Usage when negative.
-Result<uint64_t> SeedOf(std::string_view name, int64_t value) {
-  if (value < 0) return Status::Usage(fmt::format("{} = {} is negative", name, value));
-  return static_cast<uint64_t>(value);
-}
 
 // The plan parameters are the CLI's plan options (tools/plan_flags.h): the same rows read the
 // request into the CLI's PlanFlags, and the CLI's ApplyPlanFlags makes them options, so
@@ -148,21 +143,14 @@ Result<std::string> RunDequantize(const ApiRequest& r, RunContext run) {
 }
 
 // `example` prints a line, not JSON: the report is the folder and the family it wrote.
+// example's parameters are the CLI's example options (tools/example_flags.h), read by the same
+// rows. `example` prints a line, not JSON: the report is the folder and the family it wrote.
+ApiParam Example(std::string_view name) { return ParamOf(cli::ExampleOptionRows(), name); }
+
 Result<std::string> RunExample(const ApiRequest& r, RunContext run) {
   ExampleOptions o;
   o.dir = r.Str("dir");
-  o.family = r.Str("family");
-  SPK_ASSIGN_OR_RETURN(o.shards, IntOf("shards", r.Int("shards")));
-  o.hidden = r.Int("hidden");
-  o.intermediate = r.Int("intermediate");
-  SPK_ASSIGN_OR_RETURN(o.layers, IntOf("layers", r.Int("layers")));
-  o.kv_heads = r.Int("kv_heads");
-  o.fc_inputs = r.Int("fc_inputs");
-  o.target_layers = r.Int("target_layers");
-  o.vocab = r.Int("vocab");
-  o.dtype = r.Str("dtype");
-  SPK_ASSIGN_OR_RETURN(o.seed, SeedOf("seed", r.Int("seed")));
-  o.force = r.Bool("force");
+  SPK_RETURN_IF_ERROR(r.ReadOptionRows(cli::ExampleOptionRows(), &o));
   SPK_RETURN_IF_ERROR(WriteExampleCheckpoint(o, run.fs));
   return nlohmann::ordered_json{{"dir", o.dir}, {"family", o.family}}.dump();
 }
@@ -316,24 +304,18 @@ std::vector<ApiCommand> MakeCommands() {
       .params = {{"dir", ParamType::kPath, "",
                   "the output folder; it must not exist unless "
                   "``force``."},
-                 {"family", ParamType::kStr, "\"dflash\"",
-                  "dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the "
-                  "speculators config format) or llm."},
-                 {"shards", ParamType::kInt, "1", "the number of safetensors shards."},
-                 {"hidden", ParamType::kInt, "256", "the hidden size (a multiple of 64)."},
-                 {"intermediate", ParamType::kInt, "768", "the MLP size."},
-                 {"layers", ParamType::kInt, "2", "decoder layers."},
-                 {"kv_heads", ParamType::kInt, "0",
-                  "key/value heads of 64 dims (0: half the heads)."},
-                 {"fc_inputs", ParamType::kInt, "0",
-                  "DFlash: target layers concatenated into fc (0: 3)."},
-                 {"target_layers", ParamType::kInt, "0",
-                  "layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: the "
-                  "aux layer ids are derived from it). 0: 8 (DFlash: at least 2 * fc inputs + 2)."},
-                 {"vocab", ParamType::kInt, "1024", "the vocabulary size."},
-                 {"dtype", ParamType::kStr, "\"BF16\"", "BF16, F16 or F32."},
-                 {"seed", ParamType::kInt, "1", "the random seed."},
-                 kForce},
+                 Example("family"),
+                 Example("shards"),
+                 Example("hidden"),
+                 Example("intermediate"),
+                 Example("layers"),
+                 Example("kv_heads"),
+                 Example("fc_inputs"),
+                 Example("target_layers"),
+                 Example("vocab"),
+                 Example("dtype"),
+                 Example("seed"),
+                 Example("force")},
       .returns = {{"ExampleCheckpoint", ""}},
       .returns_doc = "The folder written and its family.",
       .raises_doc = "ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the "

@@ -73,6 +73,8 @@ nlohmann::ordered_json ApiCommandsJson();
 
 // An int parameter the library takes as `int`: Usage naming it when it does not fit.
 Result<int> IntOf(std::string_view name, int64_t value);
+// One it takes as a non-negative uint64_t (a seed): Usage naming it when negative.
+Result<uint64_t> SeedOf(std::string_view name, int64_t value);
 
 // A parameter declared by an option row (tools/option_table.h), as the row's ApiParam.
 template <typename Flags>
@@ -116,6 +118,8 @@ class ApiRequest {
   Status Read(std::string_view name, std::string* out) const;
   Status Read(std::string_view name, std::optional<int64_t>* out) const;
   Status Read(std::string_view name, int* out) const;
+  Status Read(std::string_view name, int64_t* out) const;
+  Status Read(std::string_view name, uint64_t* out) const;
   Status Read(std::string_view name, std::vector<std::string>* out) const;
   Status Read(std::string_view name, bool* out) const;
   nlohmann::json values_;

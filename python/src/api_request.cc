@@ -190,4 +190,19 @@ Status ApiRequest::Read(std::string_view name, bool* out) const {
   return Status::Ok();
 }
 
+Result<uint64_t> SeedOf(std::string_view name, int64_t value) {
+  if (value < 0) return Status::Usage(fmt::format("{} = {} is negative", name, value));
+  return static_cast<uint64_t>(value);
+}
+
+Status ApiRequest::Read(std::string_view name, int64_t* out) const {
+  *out = Int(name);
+  return Status::Ok();
+}
+
+Status ApiRequest::Read(std::string_view name, uint64_t* out) const {
+  SPK_ASSIGN_OR_RETURN(*out, SeedOf(name, Int(name)));
+  return Status::Ok();
+}
+
 }  // namespace spk::python
