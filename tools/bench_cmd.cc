@@ -1,6 +1,7 @@
 // `sparkulator bench`: counterbalanced A/B decode benchmark of speculative-decoding servers, and
 // `sparkulator bench report`: pooling of results files from several machines. The method is in
-// docs/bench.md; this file only declares flags and writes the outputs.
+// docs/bench.md; this file declares the flags, and (bench_flags.h, shared with the Python bench())
+// reads them into the benchmark's configuration and writes the results files.
 #include <fmt/format.h>
 
 #include <atomic>
@@ -11,6 +12,7 @@
 #include "bench/prompt_file.h"
 #include "bench/report.h"
 #include "bench/runner.h"
+#include "bench_flags.h"
 #include "commands.h"
 #include "io/atomic_dir.h"
 #include "io/file.h"
@@ -25,109 +27,22 @@ void OnSigint(int) {
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
-struct BenchFlags {
-  std::vector<std::string> arms;
-  std::string prompt_lengths = "512,2048,8192";
-  std::string json_path, svg_path;
-  std::vector<std::string> report_files;
-  std::string report_json;
-  std::string port_range;
-  std::string prompts_path;
-  bool ignore_eos = false;
-  // Given on the command line (not defaults): --prompts sets the repeats and refuses the others.
-  bool repeats_given = false, prompt_lengths_given = false;
-};
-
-// --prompts: the file is read and checked whole here, before any server is reached.
-Status ApplyPromptsFile(FileSystem* fs, const BenchFlags& flags, bench::BenchConfig* config) {
-  if (flags.prompt_lengths_given) {
-    return Status::Usage(
-        "--prompt-lengths and --prompts: the file's prompts replace the length grid; give one");
-  }
-  if (config->chat) {
-    return Status::Usage(
-        "--chat and --prompts: each line of the file chooses its endpoint (\"messages\": chat, "
-        "\"prompt\": completions)");
-  }
-  SPK_ASSIGN_OR_RETURN(config->file_prompts, bench::ReadPromptFile(fs, flags.prompts_path));
-  config->prompts_path = flags.prompts_path;
-  config->ignore_eos = flags.ignore_eos;
-  if (!flags.repeats_given) config->repeats = config->file_prompts.size();
-  return Status::Ok();
-}
-
-Result<std::vector<size_t>> ParseLengths(const std::string& text) {
-  std::vector<size_t> lengths;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v == 0) {
-      return Status::Usage("--prompt-lengths: '" + item + "' is not a positive integer");
-    }
-    lengths.push_back(static_cast<size_t>(v));
-  }
-  return lengths;
-}
-
 Status WriteOutputs(FileSystem* fs, const nlohmann::json& results, const BenchFlags& flags) {
   std::fputs(bench::RenderMarkdown(results).c_str(), stdout);
   std::fflush(stdout);
-  if (!flags.json_path.empty())
-    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.json_path, results.dump(2) + "\n"));
-  if (!flags.svg_path.empty())
-    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.svg_path, bench::RenderSvg(results)));
-  return Status::Ok();
+  return WriteBenchFiles(fs, results, flags);
 }
 
 int RunReport(FileSystem* fs, const BenchFlags& flags) {
-  std::vector<nlohmann::json> docs;
-  for (const std::string& path : flags.report_files) {
-    auto text = fs->ReadFile(path);
-    if (!text.ok()) return ReportError(text.status());
-    nlohmann::json doc = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) return ReportError(Status::InvalidInput(path + ": not valid JSON"));
-    docs.push_back(std::move(doc));
-  }
-  auto pooled = bench::PoolResults(docs, flags.report_files);
+  auto pooled = PoolResultsFiles(fs, flags);
   if (!pooled.ok()) return ReportError(pooled.status());
   std::fputs(bench::RenderPooledMarkdown(*pooled).c_str(), stdout);
-  if (!flags.report_json.empty()) {
-    Status s = WriteFileAtomically(fs, flags.report_json, pooled->dump(2) + "\n");
-    if (!s.ok()) return ReportError(s);
-  }
   return 0;
 }
 
 int RunMain(FileSystem* fs, bench::BenchConfig config, const BenchFlags& flags) {
-  if (flags.arms.empty())
-    return ReportError(Status::Usage("give at least one --arm NAME=URL|cmd:COMMAND"));
-  for (const std::string& text : flags.arms) {
-    auto arm = bench::ParseArmSpec(text);
-    if (!arm.ok()) return ReportError(arm.status());
-    config.arms.push_back(*arm);
-  }
-  if (!flags.prompts_path.empty()) {
-    Status applied = ApplyPromptsFile(fs, flags, &config);
-    if (!applied.ok()) return ReportError(applied);
-  } else {
-    auto lengths = ParseLengths(flags.prompt_lengths);
-    if (!lengths.ok()) return ReportError(lengths.status());
-    config.prompt_lengths = *lengths;
-  }
-  if (!flags.port_range.empty()) {
-    int first = 0, last = 0;
-    char dash = 0;
-    std::istringstream in(flags.port_range);
-    if (!(in >> first >> dash >> last) || dash != '-' || first < 1 || last > 65535 ||
-        first > last) {
-      return ReportError(Status::Usage("--port-range: '" + flags.port_range +
-                                       "' is not FIRST-LAST (e.g. 18130-18139)"));
-    }
-    config.port_first = first;
-    config.port_last = last;
-  }
+  Status applied = ApplyBenchFlags(fs, flags, &config);
+  if (!applied.ok()) return ReportError(applied);
 
   struct sigaction action {};
   action.sa_handler = OnSigint;
@@ -168,6 +83,92 @@ int RunMain(FileSystem* fs, bench::BenchConfig config, const BenchFlags& flags) 
 }
 
 }  // namespace
+
+namespace {
+
+// --prompts: the file is read and checked whole here, before any server is reached.
+Status ApplyPromptsFile(FileSystem* fs, const BenchFlags& flags, bench::BenchConfig* config) {
+  if (flags.prompt_lengths_given) {
+    return Status::Usage(
+        "--prompt-lengths and --prompts: the file's prompts replace the length grid; give one");
+  }
+  if (config->chat) {
+    return Status::Usage(
+        "--chat and --prompts: each line of the file chooses its endpoint (\"messages\": chat, "
+        "\"prompt\": completions)");
+  }
+  SPK_ASSIGN_OR_RETURN(config->file_prompts, bench::ReadPromptFile(fs, flags.prompts_path));
+  config->prompts_path = flags.prompts_path;
+  config->ignore_eos = flags.ignore_eos;
+  if (!flags.repeats_given) config->repeats = config->file_prompts.size();
+  return Status::Ok();
+}
+
+Result<std::vector<size_t>> ParseLengths(const std::string& text) {
+  std::vector<size_t> lengths;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v == 0) {
+      return Status::Usage("--prompt-lengths: '" + item + "' is not a positive integer");
+    }
+    lengths.push_back(static_cast<size_t>(v));
+  }
+  return lengths;
+}
+
+}  // namespace
+
+Status ApplyBenchFlags(FileSystem* fs, const BenchFlags& flags, bench::BenchConfig* config) {
+  if (flags.arms.empty()) return Status::Usage("give at least one --arm NAME=URL|cmd:COMMAND");
+  for (const std::string& text : flags.arms) {
+    SPK_ASSIGN_OR_RETURN(bench::ArmSpec arm, bench::ParseArmSpec(text));
+    config->arms.push_back(std::move(arm));
+  }
+  if (!flags.prompts_path.empty()) {
+    SPK_RETURN_IF_ERROR(ApplyPromptsFile(fs, flags, config));
+  } else {
+    SPK_ASSIGN_OR_RETURN(config->prompt_lengths, ParseLengths(flags.prompt_lengths));
+  }
+  if (!flags.port_range.empty()) {
+    int first = 0, last = 0;
+    char dash = 0;
+    std::istringstream in(flags.port_range);
+    if (!(in >> first >> dash >> last) || dash != '-' || first < 1 || last > 65535 ||
+        first > last) {
+      return Status::Usage("--port-range: '" + flags.port_range +
+                           "' is not FIRST-LAST (e.g. 18130-18139)");
+    }
+    config->port_first = first;
+    config->port_last = last;
+  }
+  return Status::Ok();
+}
+
+Result<nlohmann::json> PoolResultsFiles(FileSystem* fs, const BenchFlags& flags) {
+  std::vector<nlohmann::json> docs;
+  for (const std::string& path : flags.report_files) {
+    SPK_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path));
+    nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded()) return Status::InvalidInput(path + ": not valid JSON");
+    docs.push_back(std::move(doc));
+  }
+  SPK_ASSIGN_OR_RETURN(nlohmann::json pooled, bench::PoolResults(docs, flags.report_files));
+  if (!flags.report_json.empty()) {
+    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.report_json, pooled.dump(2) + "\n"));
+  }
+  return pooled;
+}
+
+Status WriteBenchFiles(FileSystem* fs, const nlohmann::json& results, const BenchFlags& flags) {
+  if (!flags.json_path.empty())
+    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.json_path, results.dump(2) + "\n"));
+  if (!flags.svg_path.empty())
+    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, flags.svg_path, bench::RenderSvg(results)));
+  return Status::Ok();
+}
 
 void AddBenchCommand(CLI::App& app, CommandBody* run) {
   auto config = std::make_shared<bench::BenchConfig>();

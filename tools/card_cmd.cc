@@ -1,64 +1,64 @@
 // `sparkulator card CKPT [--bench RESULTS.json ...] [--check] [--vllm DIR] [-o README.md]`: the
-// model card of a quantized checkpoint (src/card/card.h); this file declares flags and writes
-// files.
+// model card of a quantized checkpoint (src/card/card.h); this file declares flags and prints,
+// WriteCard (card_write.h, shared with the Python card()) writes the files.
 #include <cstdio>
 #include <memory>
 
-#include "card/card.h"
+#include "card_write.h"
 #include "commands.h"
 #include "io/atomic_dir.h"
 #include "io/file.h"
 
 namespace spk::cli {
+
+Result<WrittenCard> WriteCard(FileSystem* fs, CardRequest request) {
+  std::string existing;
+  if (!request.output.empty() && fs->Exists(request.output)) {
+    if (!request.update) {
+      return Status::AlreadyExists(request.output +
+                                   " exists: pass --update to keep its prose and replace the "
+                                   "generated part, or -o another file");
+    }
+    SPK_ASSIGN_OR_RETURN(existing, fs->ReadFile(request.output));
+  }
+  if (!request.output.empty()) {  // each results file's chart goes beside the card
+    for (size_t i = 0; i < request.options.bench_files.size(); ++i) {
+      request.options.chart_files.push_back("bench-" + std::to_string(i + 1) + ".svg");
+    }
+  }
+  WrittenCard written;
+  SPK_ASSIGN_OR_RETURN(written.card,
+                       card::MakeCard(RunContext{.fs = fs}, request.options, existing));
+  if (request.output.empty()) return written;
+  const std::string dir = Dirname(request.output);
+  for (size_t i = 0; i < written.card.chart_svgs.size(); ++i) {
+    if (written.card.chart_svgs[i].empty()) continue;
+    std::string chart = JoinPath(dir, request.options.chart_files[i]);
+    SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, chart, written.card.chart_svgs[i]));
+    written.files.push_back(std::move(chart));
+  }
+  SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, request.output, written.card.markdown));
+  written.files.push_back(request.output);
+  return written;
+}
+
 namespace {
 
-struct CardFlags {
-  card::CardOptions options;
-  std::string output;
-  bool update = false;
-};
-
-int RunCard(FileSystem* fs, CardFlags flags) {
-  std::string existing;
-  if (!flags.output.empty() && fs->Exists(flags.output)) {
-    if (!flags.update) {
-      return ReportError(Status::AlreadyExists(
-          flags.output +
-          " exists: pass --update to keep its prose and replace the generated "
-          "part, or -o another file"));
-    }
-    auto text = fs->ReadFile(flags.output);
-    if (!text.ok()) return ReportError(text.status());
-    existing = *text;
-  }
-  if (!flags.output.empty()) {  // each results file's chart goes beside the card
-    for (size_t i = 0; i < flags.options.bench_files.size(); ++i) {
-      flags.options.chart_files.push_back("bench-" + std::to_string(i + 1) + ".svg");
-    }
-  }
-  auto card = card::MakeCard(RunContext{.fs = fs}, flags.options, existing);
-  if (!card.ok()) return ReportError(card.status());
-  if (flags.output.empty()) {
-    std::fputs(card->markdown.c_str(), stdout);
+int RunCard(FileSystem* fs, const CardRequest& request) {
+  auto written = WriteCard(fs, request);
+  if (!written.ok()) return ReportError(written.status());
+  if (request.output.empty()) {
+    std::fputs(written->card.markdown.c_str(), stdout);
   } else {
-    const std::string dir = Dirname(flags.output);
-    for (size_t i = 0; i < card->chart_svgs.size(); ++i) {
-      if (card->chart_svgs[i].empty()) continue;
-      Status s =
-          WriteFileAtomically(fs, JoinPath(dir, flags.options.chart_files[i]), card->chart_svgs[i]);
-      if (!s.ok()) return ReportError(s);
-    }
-    Status s = WriteFileAtomically(fs, flags.output, card->markdown);
-    if (!s.ok()) return ReportError(s);
-    std::fprintf(stderr, "wrote %s\n", flags.output.c_str());
+    std::fprintf(stderr, "wrote %s\n", request.output.c_str());
   }
-  return card->check_errors > 0 ? 1 : 0;
+  return written->card.check_errors > 0 ? 1 : 0;
 }
 
 }  // namespace
 
 void AddCardCommand(CLI::App& app, CommandBody* run) {
-  auto flags = std::make_shared<CardFlags>();
+  auto flags = std::make_shared<CardRequest>();
   CLI::App* sub = app.add_subcommand(
       "card",
       "Write the Hugging Face model card (README.md) of a checkpoint written by `sparkulator "

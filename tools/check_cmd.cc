@@ -8,12 +8,62 @@
 #include "check/check.h"
 #include "check/vllm_rules.h"
 #include "check/vllm_source.h"
-#include "checkpoint/target_model.h"
+#include "check_flags.h"
 #include "checkpoint/vllm_module_map.h"
 #include "commands.h"
 
 namespace spk::cli {
 namespace {
+
+// In the order of the CLI's --help; the Python check() picks them by name, in its own order.
+constexpr OptionRow<CheckOptions> kCheckRows[] = {
+    {"--target", "target", ParamType::kOptionalPath, "None",
+     "The target model a draft is served with (folder or org/name), for the pairing checks",
+     &CheckOptions::target},
+    {"--tp", "tp", ParamType::kInt, "1", "Tensor-parallel size the kernel rules are checked for",
+     &CheckOptions::tp},
+    {"--target-layers", "target_layers", ParamType::kOptionalInt, "None",
+     "The target's layer count, when the draft's config.json lacks it",
+     &CheckOptions::target_layers},
+    {"--vllm", "vllm", ParamType::kOptionalPath, "None",
+     "The vLLM in DIR (site-packages holding `vllm`, or a vLLM source tree): with CKPT, judge the "
+     "version-dependent rules by its version and model code, and what it builds as a quantized "
+     "Linear by the module map that tree builds for the checkpoint's architectures (its Python "
+     "runs vLLM's own code, about 15 s; --vllm-python, --no-vllm-map-build); alone, scan its model "
+     "code for unguarded blockers of quantized drafts and print the patches",
+     &CheckOptions::vllm_dir},
+    {"--vllm-version", "vllm_version", ParamType::kOptionalStr, "None",
+     "Judge the version-dependent rules for this vLLM release (default: the newest module map's, "
+     "as quantize and inspect), and what it builds as a quantized Linear by vLLM's module map of "
+     "that release (a release without a map of its own: the newest map at or below it, with a "
+     "warning; docs/draft-kinds.md)",
+     &CheckOptions::vllm_version},
+    {"--vllm-module-map", "vllm_module_map", ParamType::kOptionalPath, "None",
+     "Judge what vLLM builds as a quantized Linear by this module map (the JSON that "
+     "tools/vllm_module_map/generate.py --print writes in your vLLM's environment) instead of the "
+     "compiled-in ones",
+     &CheckOptions::vllm_module_map},
+    {"--vllm-python", "vllm_python", ParamType::kOptionalPath, "None",
+     "With CKPT and --vllm DIR: the Python that imports DIR's vLLM and torch, which builds the "
+     "module map from DIR (default: the virtual environment's python when DIR is its "
+     "site-packages, else python3)",
+     &CheckOptions::vllm_python},
+    {"--no-vllm-map-build", "vllm_map_build", ParamType::kBool, "True",
+     "With CKPT and --vllm DIR: do not build the module map from DIR; judge by the compiled-in map "
+     "of its release (vllm_map_build=False in Python)",
+     &CheckOptions::build_map_from_tree},
+    {"--vllm-batch-invariant", "vllm_batch_invariant", ParamType::kBool, "False",
+     "The checkpoint is served with VLLM_BATCH_INVARIANT=1: where the release judged then loads a "
+     "WNA16 Linear without choosing a kernel (vLLM 0.33, by its module map), the kernel shape "
+     "findings (no-vllm-kernel, kernel-rule, kernel-rule-platform) become the info finding "
+     "vllm-batch-invariant-no-kernel (it loads, on vLLM's slower batch-invariant path); elsewhere "
+     "they stay, their fix saying the variable does not avoid them",
+     &CheckOptions::vllm_batch_invariant},
+    {"--vllm-map-out", "vllm_map_out", ParamType::kOptionalPath, "None",
+     "With CKPT and --vllm DIR: write the module map built from DIR to FILE (the JSON generate.py "
+     "printed), to compare with a committed map",
+     &CheckOptions::vllm_map_out},
+};
 
 int RunVllmInspection(FileSystem* fs, const std::string& dir, bool json) {
   auto findings = InspectVllmSource(fs, dir);
@@ -41,6 +91,8 @@ int RunVllmInspection(FileSystem* fs, const std::string& dir, bool json) {
 
 }  // namespace
 
+std::span<const OptionRow<CheckOptions>> CheckOptionRows() { return kCheckRows; }
+
 void AddCheckCommand(CLI::App& app, CommandBody* run) {
   auto options = std::make_shared<CheckOptions>();
   auto json = std::make_shared<bool>(false);
@@ -50,48 +102,11 @@ void AddCheckCommand(CLI::App& app, CommandBody* run) {
       "quantized tensors, scales, kernel rules, the config, the shard index and safetensors "
       "rules; with --target, the draft/target pairing. Exit 0: OK; 1: errors found.");
   sub->add_option("CKPT", options->checkpoint, "Model folder or org/name");
-  sub->add_option("--target", options->target, std::string(kTargetFlagHelp));
-  sub->add_option("--tp", options->tp, "Tensor-parallel size the kernel rules are checked for")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--target-layers", options->target_layers,
-                  "The target's layer count, when the draft's config.json lacks it");
-  sub->add_option("--vllm", options->vllm_dir,
-                  "The vLLM in DIR (site-packages holding `vllm`, or a vLLM source tree): with "
-                  "CKPT, judge the version-dependent rules by its version and model code, and what "
-                  "it builds as a quantized Linear by the module map that tree builds for the "
-                  "checkpoint's architectures (its Python runs vLLM's own code, about 15 s; "
-                  "--vllm-python, --no-vllm-map-build); alone, scan its model code for unguarded "
-                  "blockers of quantized drafts and print the patches");
-  sub->add_option("--vllm-version", options->vllm_version,
-                  "Judge the version-dependent rules for this vLLM release (default: the newest "
-                  "module map's, " +
-                      DefaultVllmRelease() +
-                      ", as quantize and inspect), and what it builds as a quantized Linear by "
-                      "vLLM's module map of that "
-                      "release (a release without a map of its own: the newest map at or below "
-                      "it, with a warning; docs/draft-kinds.md)");
-  sub->add_option("--vllm-module-map", options->vllm_module_map,
-                  "Judge what vLLM builds as a quantized Linear by this module map (the JSON that "
-                  "tools/vllm_module_map/generate.py --print writes in your vLLM's environment) "
-                  "instead of the compiled-in ones");
-  sub->add_option("--vllm-python", options->vllm_python,
-                  "With CKPT and --vllm DIR: the Python that imports DIR's vLLM and torch, which "
-                  "builds the module map from DIR (default: the virtual environment's python when "
-                  "DIR is its site-packages, else python3)");
-  sub->add_option("--vllm-map-out", options->vllm_map_out,
-                  "With CKPT and --vllm DIR: write the module map built from DIR to FILE (the "
-                  "JSON generate.py printed), to compare with a committed map");
-  sub->add_flag(
-      "--no-vllm-map-build", [options](int64_t) { options->build_map_from_tree = false; },
-      "With CKPT and --vllm DIR: do not build the module map from DIR; judge by the "
-      "compiled-in map of its release");
-  sub->add_flag("--vllm-batch-invariant", options->vllm_batch_invariant,
-                "The checkpoint is served with VLLM_BATCH_INVARIANT=1: where the release judged "
-                "then loads a WNA16 Linear without choosing a kernel (vLLM 0.33, by its module "
-                "map), the kernel shape findings (no-vllm-kernel, kernel-rule, "
-                "kernel-rule-platform) become the info finding vllm-batch-invariant-no-kernel "
-                "(it loads, on vLLM's slower batch-invariant path); elsewhere they stay, their fix "
-                "saying the variable does not avoid them");
+  AddOptionRows(sub, CheckOptionRows(), options.get());
+  sub->get_option("--tp")->check(CLI::PositiveNumber);
+  CLI::Option* release = sub->get_option("--vllm-version");
+  release->description(release->get_description() + " (newest built in: " + DefaultVllmRelease() +
+                       ")");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {

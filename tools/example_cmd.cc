@@ -3,10 +3,43 @@
 #include <cstdio>
 #include <memory>
 
-#include "checkpoint/example.h"
 #include "commands.h"
+#include "example_flags.h"
 
 namespace spk::cli {
+namespace {
+
+// In the order of the CLI's --help and of the Python example()'s parameters after `dir`.
+constexpr OptionRow<ExampleOptions> kExampleRows[] = {
+    {"--family", "family", ParamType::kStr, "\"dflash\"",
+     "dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the speculators "
+     "config format) or llm",
+     &ExampleOptions::family},
+    {"--shards", "shards", ParamType::kInt, "1", "Number of safetensors shards",
+     &ExampleOptions::shards},
+    {"--hidden", "hidden", ParamType::kInt, "256", "Hidden size (multiple of 64)",
+     &ExampleOptions::hidden},
+    {"--intermediate", "intermediate", ParamType::kInt, "768", "MLP size",
+     &ExampleOptions::intermediate},
+    {"--layers", "layers", ParamType::kInt, "2", "Decoder layers", &ExampleOptions::layers},
+    {"--kv-heads", "kv_heads", ParamType::kInt, "0",
+     "Key/value heads of 64 dims (0: half the heads)", &ExampleOptions::kv_heads},
+    {"--fc-inputs", "fc_inputs", ParamType::kInt, "0",
+     "DFlash: target layers concatenated into fc (0: 3)", &ExampleOptions::fc_inputs},
+    {"--target-layers", "target_layers", ParamType::kInt, "0",
+     "Layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: the aux layer ids "
+     "are derived from it). 0: 8 (DFlash: at least 2 * fc inputs + 2)",
+     &ExampleOptions::target_layers},
+    {"--vocab", "vocab", ParamType::kInt, "1024", "Vocabulary size", &ExampleOptions::vocab},
+    {"--dtype", "dtype", ParamType::kStr, "\"BF16\"", "BF16, F16 or F32", &ExampleOptions::dtype},
+    {"--seed", "seed", ParamType::kInt, "1", "Random seed", &ExampleOptions::seed},
+    {"--force", "force", ParamType::kBool, "False", "Replace DIR if it exists",
+     &ExampleOptions::force},
+};
+
+}  // namespace
+
+std::span<const OptionRow<ExampleOptions>> ExampleOptionRows() { return kExampleRows; }
 
 void AddExampleCommand(CLI::App& app, CommandBody* run) {
   auto options = std::make_shared<ExampleOptions>();
@@ -15,30 +48,7 @@ void AddExampleCommand(CLI::App& app, CommandBody* run) {
       "Write a small checkpoint shaped like a DFlash draft, an EAGLE-3 head or a Qwen3-style LLM "
       "(random weights with realistic scale and outlier columns), to try quantize and inspect on.");
   sub->add_option("DIR", options->dir, "Output folder (must not exist unless --force)")->required();
-  sub->add_option("--family", options->family,
-                  "dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the "
-                  "speculators config format) or llm")
-      ->capture_default_str();
-  sub->add_option("--shards", options->shards, "Number of safetensors shards")
-      ->capture_default_str();
-  sub->add_option("--hidden", options->hidden, "Hidden size (multiple of 64)")
-      ->capture_default_str();
-  sub->add_option("--intermediate", options->intermediate, "MLP size")->capture_default_str();
-  sub->add_option("--layers", options->layers, "Decoder layers")->capture_default_str();
-  sub->add_option("--kv-heads", options->kv_heads, "Key/value heads of 64 dims (0: half the heads)")
-      ->capture_default_str();
-  sub->add_option("--fc-inputs", options->fc_inputs,
-                  "DFlash: target layers concatenated into fc (0: 3)")
-      ->capture_default_str();
-  sub->add_option("--target-layers", options->target_layers,
-                  "Layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: "
-                  "the aux layer ids are derived from it). 0: 8 (DFlash: at least 2 * fc inputs "
-                  "+ 2)")
-      ->capture_default_str();
-  sub->add_option("--vocab", options->vocab, "Vocabulary size")->capture_default_str();
-  sub->add_option("--dtype", options->dtype, "BF16, F16 or F32")->capture_default_str();
-  sub->add_option("--seed", options->seed, "Random seed")->capture_default_str();
-  sub->add_flag("--force", options->force, "Replace DIR if it exists");
+  AddOptionRows(sub, ExampleOptionRows(), options.get());
   sub->callback([=] {
     *run = [=] {
       Status s = WriteExampleCheckpoint(*options, FileSystem::Default());

@@ -19,7 +19,7 @@ void AddInspectCommand(CLI::App& app, CommandBody* run) {
       "reasons, the size before and after, and the vllm serve line. Writes nothing. On a "
       "compressed-tensors checkpoint, shows its scheme and quantized modules.");
   sub->add_option("CKPT", options->source, "Model folder or org/name")->required();
-  AddPlanFlags(sub, options.get(), flags.get());
+  AddPlanFlags(sub, flags.get());
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {

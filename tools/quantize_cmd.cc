@@ -58,7 +58,7 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       ->required();
   sub->add_option("DST", options->destination, "Output folder (must not exist unless --force)")
       ->required();
-  AddPlanFlags(sub, options.get(), flags.get());
+  AddPlanFlags(sub, flags.get());
   auto precision = std::make_shared<std::string>(options->target_precision.Name());
   sub->add_option("--target-precision", *precision,
                   "For drafts: the precision of the target the draft was trained against: "

@@ -3,7 +3,8 @@ vLLM-ready compressed-tensors checkpoints, from Python.
 
 One function per subcommand of the ``sparkulator`` command line, over the same native core (no
 subprocess): :func:`quantize`, :func:`inspect`, :func:`check`, :func:`compare`, :func:`dequantize`,
-:func:`merge`.
+:func:`merge`, :func:`example`, :func:`card`, :func:`bench` (and :func:`bench_report` for
+``bench report``).
 Each returns the dataclass of the report the subcommand prints with ``--json`` (same fields).
 
 Sources (``src``, ``ckpt``) may be a folder, a Hugging Face repo id (``org/name``) in the local
@@ -29,20 +30,22 @@ from __future__ import annotations
 
 from . import _core
 from ._progress import ProgressCallback
-from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary, Finding,
-                       GainReport, LayerError, MergeSummary, ModuleMapUse, PlannedTensor,
-                       QuantizedCheckpoint,
-                       QuantizedModule, QuantizeSummary, Size, StoredTensor)
+from ._reports import (CheckReport, CompareReport, ConfigGroup, DequantizeSummary,
+                       ExampleCheckpoint, Finding, GainReport, LayerError, MergeSummary, ModelCard,
+                       ModuleMapUse, PlannedTensor, QuantizedCheckpoint, QuantizedModule,
+                       QuantizeSummary, Size, StoredTensor)
 
 __version__: str = _core.__version__
 __all__ = [
-    "quantize", "inspect", "check", "compare", "dequantize", "merge",
+    "quantize", "inspect", "check", "compare", "dequantize", "merge", "example", "card", "bench",
+    "bench_report",
     "QuantizeSummary", "QuantizedCheckpoint", "QuantizedModule", "PlannedTensor", "StoredTensor",
     "ConfigGroup", "Size", "ModuleMapUse",
     "CheckReport", "Finding", "CompareReport", "GainReport", "LayerError", "DequantizeSummary",
-    "MergeSummary",
+    "MergeSummary", "ExampleCheckpoint", "ModelCard",
     "ProgressCallback", "__version__",
 ]
 
 # The functions are generated from their one declaration (python/src/api.h) into _api.py.
-from ._api import check, compare, dequantize, inspect, merge, quantize  # noqa: E402
+from ._api import (bench, bench_report, card, check, compare, dequantize,  # noqa: E402
+                   example, inspect, merge, quantize)

@@ -7,14 +7,14 @@ Change the table there, rebuild, and run ``python python/generate_api.py --build
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union, cast
+from typing import Any, Optional, Sequence, Union, cast
 
 from ._call import PathLike, call
 from ._progress import ProgressArg
-from ._reports import (CheckReport, CompareReport, DequantizeSummary, GainReport, MergeSummary,
-                       QuantizeSummary, QuantizedCheckpoint)
+from ._reports import (CheckReport, CompareReport, DequantizeSummary, ExampleCheckpoint, GainReport,
+                       MergeSummary, ModelCard, QuantizeSummary, QuantizedCheckpoint)
 
-__all__ = ["quantize", "inspect", "check", "compare", "dequantize", "merge"]
+__all__ = ["quantize", "inspect", "check", "compare", "dequantize", "merge", "example", "card", "bench", "bench_report"]
 
 
 def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Optional[int] = None,
@@ -22,7 +22,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
              threads: Optional[int] = None, force: bool = False, dry_run: bool = False,
              progress: ProgressArg = True, target_precision: str = "unquantized", tp: int = 1,
              target_layers: Optional[int] = None, fsync: bool = True, resume: bool = False,
-             part: Optional[str] = None) -> QuantizeSummary:
+             part: Optional[str] = None, target: Optional[PathLike] = None,
+             vllm_version: Optional[str] = None) -> QuantizeSummary:
     """Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst``
     (``sparkulator quantize SRC DST``).
 
@@ -30,12 +31,15 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         src: the source: a folder, an ``org/name`` in the local Hugging Face cache, or a snapshot.
         dst: the output folder; it must not exist (or be empty) unless ``force``. It is written into
             a temporary folder beside it and renamed at the end.
-        scheme: a scheme name or llm-compressor preset name, any case (``sparkulator quantize
-            --help`` lists them): W4A16, W8A16, W4A16_ASYM, ...
-        group_size: columns per scale, one of the scheme's group sizes; -1 for one scale per output
-            channel; None for the scheme's default (128 for the integer schemes).
-        preset: the draft-family rules: auto (from config.json), dflash, eagle3, mtp, llm, none.
-        ignore: modules kept dense: exact vLLM module names or ``re:REGEX`` (Python ``re.match``).
+        scheme: quantization scheme, by name or llm-compressor preset name (any case).
+        group_size: columns per scale, one of the scheme's group sizes (listed under --scheme); -1
+            for one scale per output channel. Default: the scheme's first (128 for the integer
+            schemes).
+        preset: draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or
+            none (only the universal rules).
+        ignore: keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX'
+            matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj /
+            gate_up_proj, a draft's layers offset by the target's layer count).
         method: ``rtn`` (min-max round-to-nearest, bit-exact with llm-compressor) or ``search``.
         threads: worker threads; None for all cores. The output does not depend on it.
         force: replace ``dst`` if it exists.
@@ -45,8 +49,9 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         target_precision: for drafts, the precision of the target they were trained against:
             unquantized (or bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name
             (w4a16, nvfp4, ...); recorded as its weight format.
-        tp: the tensor-parallel size the kernel shape rules are checked for.
-        target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
+        tp: tensor-parallel size to check the Marlin shape rules for.
+        target_layers: for drafts: the target model's num_hidden_layers, when config.json does not
+            give num_target_layers.
         fsync: wait for every file to reach the disk before the rename (the CLI's default; False is
             ``--no-fsync``).
         resume: continue an interrupted run of the same job (``--resume``): the shards it finished
@@ -54,6 +59,12 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
             (``summary.reused_shards``), the rest written; the result is the same bytes.
         part: ``"I/N"``: write part I of the job split into N (``--part``), for :func:`merge`
             (``summary.part_shards`` lists the shards this part wrote).
+        target: the target model a draft is served with (folder or org/name): a draft vLLM builds
+            under the target's quantization config (Gemma4 DSpark) is planned from it, and refused
+            without it.
+        vllm_version: the vLLM release to plan for: what it builds as a quantized Linear comes from
+            vLLM's module map of that release (docs/draft-kinds.md). A newer release is judged by
+            the newest map, with a warning. Default: the newest map's release, as check's.
 
     Returns:
         The summary ``quantize --json`` prints.
@@ -68,7 +79,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
 
 def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = None,
             preset: str = "auto", ignore: Sequence[str] = (), tp: int = 1,
-            target_layers: Optional[int] = None) -> Union[QuantizedCheckpoint, QuantizeSummary]:
+            target_layers: Optional[int] = None, target: Optional[PathLike] = None,
+            vllm_version: Optional[str] = None) -> Union[QuantizedCheckpoint, QuantizeSummary]:
     """What is in ``ckpt`` (``sparkulator inspect CKPT``); writes nothing.
 
     For a dense checkpoint: the plan ``quantize`` would follow with these arguments, as a
@@ -78,14 +90,24 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
     Args:
         ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
             snapshot.
-        scheme: a scheme name or llm-compressor preset name, any case (``sparkulator quantize
-            --help`` lists them): W4A16, W8A16, W4A16_ASYM, ...
-        group_size: columns per scale, one of the scheme's group sizes; -1 for one scale per output
-            channel; None for the scheme's default (128 for the integer schemes).
-        preset: the draft-family rules: auto (from config.json), dflash, eagle3, mtp, llm, none.
-        ignore: modules kept dense: exact vLLM module names or ``re:REGEX`` (Python ``re.match``).
-        tp: the tensor-parallel size the kernel shape rules are checked for.
-        target_layers: for drafts, the target's num_hidden_layers when config.json lacks it.
+        scheme: quantization scheme, by name or llm-compressor preset name (any case).
+        group_size: columns per scale, one of the scheme's group sizes (listed under --scheme); -1
+            for one scale per output channel. Default: the scheme's first (128 for the integer
+            schemes).
+        preset: draft family rules: auto (detect from config.json), dflash, eagle3, mtp, llm, or
+            none (only the universal rules).
+        ignore: keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX'
+            matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj /
+            gate_up_proj, a draft's layers offset by the target's layer count).
+        tp: tensor-parallel size to check the Marlin shape rules for.
+        target_layers: for drafts: the target model's num_hidden_layers, when config.json does not
+            give num_target_layers.
+        target: the target model a draft is served with (folder or org/name): a draft vLLM builds
+            under the target's quantization config (Gemma4 DSpark) is planned from it, and refused
+            without it.
+        vllm_version: the vLLM release to plan for: what it builds as a quantized Linear comes from
+            vLLM's module map of that release (docs/draft-kinds.md). A newer release is judged by
+            the newest map, with a warning. Default: the newest map's release, as check's.
 
     Returns:
         The report ``inspect --json`` prints.
@@ -98,7 +120,9 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
 
 def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
           vllm_version: Optional[str] = None, vllm: Optional[PathLike] = None,
-          target_layers: Optional[int] = None, vllm_batch_invariant: bool = False) -> CheckReport:
+          target_layers: Optional[int] = None, vllm_batch_invariant: bool = False,
+          vllm_module_map: Optional[PathLike] = None, vllm_python: Optional[PathLike] = None,
+          vllm_map_build: bool = True) -> CheckReport:
     """Will vLLM load ``ckpt``, and load it right? (``sparkulator check CKPT``)
 
     Findings are returned, never raised: ``report.ok`` is False when one is an error (where the CLI
@@ -107,17 +131,34 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
     Args:
         ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
             snapshot.
-        target: the target model a draft is served with, for the pairing checks.
-        tp: the tensor-parallel size the kernel rules are checked for.
+        target: the target model a draft is served with (folder or org/name), for the pairing
+            checks.
+        tp: tensor-parallel size the kernel rules are checked for.
         vllm_version: judge the version-dependent rules for this vLLM release (default: the newest
-            module map's, as quantize's; ``vllm_version_source`` says which).
-        vllm: a vLLM installation (site-packages holding ``vllm``) or source tree whose version and
-            model code decide those rules instead.
+            module map's, as quantize and inspect), and what it builds as a quantized Linear by
+            vLLM's module map of that release (a release without a map of its own: the newest map at
+            or below it, with a warning; docs/draft-kinds.md).
+        vllm: the vLLM in DIR (site-packages holding `vllm`, or a vLLM source tree): with CKPT,
+            judge the version-dependent rules by its version and model code, and what it builds as a
+            quantized Linear by the module map that tree builds for the checkpoint's architectures
+            (its Python runs vLLM's own code, about 15 s; --vllm-python, --no-vllm-map-build);
+            alone, scan its model code for unguarded blockers of quantized drafts and print the
+            patches.
         target_layers: the target's layer count, when the draft's config.json lacks it.
-        vllm_batch_invariant: the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check
-            --vllm-batch-invariant``): where the release judged then loads a WNA16 Linear without
-            choosing a kernel (0.33), kernel shape findings become the info finding
-            ``vllm-batch-invariant-no-kernel``.
+        vllm_batch_invariant: the checkpoint is served with VLLM_BATCH_INVARIANT=1: where the
+            release judged then loads a WNA16 Linear without choosing a kernel (vLLM 0.33, by its
+            module map), the kernel shape findings (no-vllm-kernel, kernel-rule,
+            kernel-rule-platform) become the info finding vllm-batch-invariant-no-kernel (it loads,
+            on vLLM's slower batch-invariant path); elsewhere they stay, their fix saying the
+            variable does not avoid them.
+        vllm_module_map: judge what vLLM builds as a quantized Linear by this module map (the JSON
+            that tools/vllm_module_map/generate.py --print writes in your vLLM's environment)
+            instead of the compiled-in ones.
+        vllm_python: with CKPT and --vllm DIR: the Python that imports DIR's vLLM and torch, which
+            builds the module map from DIR (default: the virtual environment's python when DIR is
+            its site-packages, else python3).
+        vllm_map_build: with CKPT and --vllm DIR: do not build the module map from DIR; judge by the
+            compiled-in map of its release (vllm_map_build=False in Python).
 
     Returns:
         The report ``check --json`` prints.
@@ -130,8 +171,8 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
 
 
 def compare(src: PathLike, q: PathLike, q2: Optional[PathLike] = None,
-            samples: Optional[int] = None,
-            seed: Optional[int] = None) -> Union[GainReport, CompareReport]:
+            samples: Optional[int] = None, seed: Optional[int] = None,
+            html: Optional[PathLike] = None) -> Union[GainReport, CompareReport]:
     """Per-layer error of the quantized checkpoint ``q`` against its source ``src`` (``sparkulator
     compare SRC Q [Q2]``).
 
@@ -144,6 +185,7 @@ def compare(src: PathLike, q: PathLike, q2: Optional[PathLike] = None,
         q2: another quantization of ``src`` to compare with ``q``.
         samples: random inputs of the output error (the CLI's default when None).
         seed: their seed (the CLI's default when None).
+        html: also write a self-contained HTML report with charts here (``--html``).
 
     Returns:
         The report ``compare --json`` prints.
@@ -199,3 +241,135 @@ def merge(dst: PathLike, parts: Sequence[PathLike], force: bool = False,
         is missing. FileExistsError: ``dst`` exists. OSError: the file system failed.
     """
     return cast(MergeSummary, call("merge", locals()))
+
+
+def example(dir: PathLike, family: str = "dflash", shards: int = 1, hidden: int = 256,
+            intermediate: int = 768, layers: int = 2, kv_heads: int = 0, fc_inputs: int = 0,
+            target_layers: int = 0, vocab: int = 1024, dtype: str = "BF16", seed: int = 1,
+            force: bool = False) -> ExampleCheckpoint:
+    """Writes a small checkpoint shaped like a DFlash draft, an EAGLE-3 head or a Qwen3-style LLM at
+    ``dir`` (random weights with realistic scale and outlier columns), to try the other functions on
+    (``sparkulator example DIR``).
+
+    Args:
+        dir: the output folder; it must not exist unless ``force``.
+        family: dflash, eagle3 (vLLM's Eagle3Qwen3ForCausalLM layout), eagle3-speculators (the
+            speculators config format) or llm.
+        shards: number of safetensors shards.
+        hidden: hidden size (multiple of 64).
+        intermediate: MLP size.
+        layers: decoder layers.
+        kv_heads: key/value heads of 64 dims (0: half the heads).
+        fc_inputs: DFlash: target layers concatenated into fc (0: 3).
+        target_layers: layers of the target the draft is for (DFlash num_target_layers; EAGLE-3: the
+            aux layer ids are derived from it). 0: 8 (DFlash: at least 2 * fc inputs + 2).
+        vocab: vocabulary size.
+        dtype: BF16, F16 or F32.
+        seed: random seed.
+        force: replace DIR if it exists.
+
+    Returns:
+        The folder written and its family.
+
+    Raises:
+        ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the file system failed.
+    """
+    return cast(ExampleCheckpoint, call("example", locals()))
+
+
+def card(ckpt: PathLike, bench: Sequence[PathLike] = (), output: Optional[PathLike] = None,
+         update: bool = False, target: Optional[str] = None, repo_id: Optional[str] = None,
+         base_model: Optional[str] = None, check: bool = False,
+         vllm: Optional[PathLike] = None) -> ModelCard:
+    """The Hugging Face model card (README.md) of a checkpoint written by :func:`quantize`
+    (``sparkulator card CKPT``): front matter, pairing, sizes, recipe, modules kept dense, the vllm
+    serve line, and with ``bench`` the benchmark tables and memory per arm. No network.
+
+    Args:
+        ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
+            snapshot.
+        bench: results of ``sparkulator bench --json``, one file per machine.
+        output: write the card here (``-o``), each machine's chart as bench-N.svg beside it; None
+            writes nothing (the card is in ``markdown``).
+        update: update the existing ``output``: keep its prose and foreign front-matter keys,
+            replace the generated part.
+        target: the target model for the vllm serve line (a Hub id or a path).
+        repo_id: the Hub id this checkpoint will be published as (used in the serve line).
+        base_model: the Hub id of the source (None: derived from the source quantize recorded).
+        check: run :func:`check` and list its findings in the card (``check_errors`` counts its
+            errors, where the CLI exits 1).
+        vllm: an installed vLLM (site-packages) or source tree: the patches ``check --vllm`` reports
+            go into the card.
+
+    Returns:
+        The card's Markdown, the check's error count and the files written.
+
+    Raises:
+        ValueError: a bad results file or checkpoint. FileNotFoundError: ``ckpt`` or a file not
+        found. FileExistsError: ``output`` exists without ``update``. OSError: the file system
+        failed.
+    """
+    return cast(ModelCard, call("card", locals()))
+
+
+def bench(arms: Sequence[str], prompt_lengths: Optional[str] = None,
+          prompts: Optional[PathLike] = None, ignore_eos: bool = False,
+          repeats: Optional[int] = None, warmup: int = 3, max_tokens: int = 256, chat: bool = False,
+          model: Optional[str] = None, json_path: Optional[PathLike] = None,
+          svg: Optional[PathLike] = None, request_timeout: float = 300.0,
+          launch_timeout: float = 1200.0, stop_grace: float = 15.0, log_dir: PathLike = ".",
+          port_range: Optional[str] = None, start_reversed: bool = False, noisy_mad: float = 0.05,
+          metrics: bool = True) -> dict[str, Any]:
+    """Counterbalanced A/B decode benchmark of OpenAI-compatible servers (``sparkulator bench``;
+    docs/bench.md). Progress lines go to stderr.
+
+    Args:
+        arms: the arms (``--arm``), the first the baseline: ``NAME=http://host:port`` (a running
+            server) or ``NAME=cmd:COMMAND`` (launched; ``{port}`` is replaced by a free port).
+        prompt_lengths: prompt lengths in tokens, comma separated (None: 512,2048,8192).
+        prompts: a JSONL file of prompts to send instead of the built-in code corpus (``--prompts``;
+            docs/bench.md).
+        ignore_eos: with ``prompts``: generate exactly ``max_tokens`` tokens, ignoring EOS.
+        repeats: measured requests per arm and prompt length (None: 12, with ``prompts`` the number
+            of prompts).
+        warmup: warm-up requests per arm (and per launch).
+        max_tokens: output length in tokens (with ``prompts`` the most a response may have).
+        chat: use /v1/chat/completions (thinking off) instead of /v1/completions.
+        model: the model name to send (None: the first of /v1/models).
+        json_path: also write the results to this JSON file (``--json FILE``).
+        svg: write a plot of tok/s by prompt length per arm (SVG).
+        request_timeout: seconds without data before a request counts as failed.
+        launch_timeout: seconds to wait for a launched server's /health.
+        stop_grace: seconds between SIGTERM and SIGKILL when stopping a server.
+        log_dir: the folder for launched servers' logs.
+        port_range: ``FIRST-LAST`` ports for launched servers' ``{port}`` (None: any free port).
+        start_reversed: start the ABBA schedule with the last arm (alternate this between machines).
+        noisy_mad: flag cells whose relative MAD (MAD / median) exceeds this.
+        metrics: read /metrics for the acceptance figures (False is ``--no-metrics``).
+
+    Returns:
+        The results: the JSON object ``--json FILE`` writes (every request and the analysis; each
+        arm's ``failures`` counts failed requests, where the CLI exits 1).
+
+    Raises:
+        ValueError: bad arguments or no server reached. OSError: a file could not be written.
+        KeyboardInterrupt: Ctrl-C (launched servers are stopped, the results so far written).
+    """
+    return cast(dict[str, Any], call("bench", locals()))
+
+
+def bench_report(files: Sequence[PathLike], json_path: Optional[PathLike] = None) -> dict[str, Any]:
+    """Results files of several machines pooled (``sparkulator bench report FILES``:
+    inverse-variance weighted log ratios).
+
+    Args:
+        files: results JSON files written by ``bench(json_path=...)`` or ``bench --json``.
+        json_path: also write the pooled estimates to this JSON file (``--json FILE``).
+
+    Returns:
+        The pooled estimates: the JSON object ``bench report --json FILE`` writes.
+
+    Raises:
+        ValueError: a file that is not results JSON. FileNotFoundError: a file not found.
+    """
+    return cast(dict[str, Any], call("bench_report", locals()))

@@ -275,3 +275,18 @@ class DequantizeSummary(_Report):
     shards: int
     copied_files: list[str]
     warnings: list[str]
+
+
+@dataclass(frozen=True)
+class ExampleCheckpoint(_Report):
+    """What :func:`example` wrote (the CLI prints it as a line: ``wrote a FAMILY example ...``)."""
+    dir: str
+    family: str
+
+
+@dataclass(frozen=True)
+class ModelCard(_Report):
+    """What :func:`card` made (the CLI prints ``markdown``, or writes it with ``-o``)."""
+    markdown: str
+    check_errors: int  # error findings of check (card(check=True)); the CLI exits 1 on any
+    files: list[str]  # written: each chart, then the card

@@ -2,18 +2,21 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <array>
-#include <limits>
 #include <utility>
 
+#include "card_write.h"
 #include "check/check.h"
+#include "check_flags.h"
+#include "checkpoint/example.h"
 #include "checkpoint/family.h"
 #include "commands.h"
 #include "compare/compare.h"
 #include "compare/report.h"
 #include "dequantize/dequantize.h"
+#include "example_flags.h"
 #include "inspect/report.h"
+#include "io/fs_util.h"
+#include "plan_flags.h"
 #include "quantize/merge.h"
 #include "quantize/quantize.h"
 
@@ -30,24 +33,6 @@ constexpr ApiParam kSrc{"src", ParamType::kPath, "",
 constexpr ApiParam kCkpt{"ckpt", ParamType::kPath, "",
                          "the checkpoint: a folder, an ``org/name`` in the local Hugging Face "
                          "cache, or a snapshot."};
-constexpr ApiParam kScheme{"scheme", ParamType::kStr, "\"W4A16\"",
-                           "a scheme name or llm-compressor preset name, any case (``sparkulator "
-                           "quantize --help`` lists them): W4A16, W8A16, W4A16_ASYM, ..."};
-constexpr ApiParam kGroupSize{"group_size", ParamType::kOptionalInt, "None",
-                              "columns per scale, one of the scheme's group sizes; -1 for one "
-                              "scale per output channel; None for the scheme's default (128 for "
-                              "the integer schemes)."};
-constexpr ApiParam kPreset{"preset", ParamType::kStr, "\"auto\"",
-                           "the draft-family rules: auto (from config.json), dflash, eagle3, mtp, "
-                           "llm, none."};
-constexpr ApiParam kIgnore{"ignore", ParamType::kStrList, "()",
-                           "modules kept dense: exact vLLM module names or ``re:REGEX`` (Python "
-                           "``re.match``)."};
-constexpr ApiParam kTp{"tp", ParamType::kInt, "1",
-                       "the tensor-parallel size the kernel shape rules are checked for."};
-constexpr ApiParam kTargetLayers{"target_layers", ParamType::kOptionalInt, "None",
-                                 "for drafts, the target's num_hidden_layers when config.json "
-                                 "lacks it."};
 constexpr ApiParam kThreads{"threads", ParamType::kOptionalInt, "None",
                             "worker threads; None for all cores. The output does not depend on "
                             "it."};
@@ -58,27 +43,18 @@ constexpr ApiParam kFsync{"fsync", ParamType::kBool, "True",
 
 // ---- turning a request into the library call -------------------------------------------------
 
-// An int parameter the library takes as `int`: Usage when it does not fit.
-Result<int> IntOf(std::string_view name, int64_t value) {
-  if (value < std::numeric_limits<int>::min() || value > std::numeric_limits<int>::max()) {
-    return Status::Usage(fmt::format("{} = {} is out of range", name, value));
-  }
-  return static_cast<int>(value);
-}
+// The plan parameters are the CLI's plan options (tools/plan_flags.h): the same rows read the
+// request into the CLI's PlanFlags, and the CLI's ApplyPlanFlags makes them options, so
+// quantize/inspect read a plan the same way from either side. Raises nothing: a bad preset or
+// scheme is the Status the CLI prints.
+ApiParam Plan(std::string_view name) { return ParamOf(cli::PlanOptionRows(), name); }
 
-// Raises nothing: a bad preset or scheme is the Status the CLI prints.
 Result<QuantizeOptions> PlanRequest(const ApiRequest& r, std::string source) {
-  SPK_ASSIGN_OR_RETURN(Preset preset, ParsePreset(r.Str("preset")));
-  std::optional<int64_t> group_size = r.OptionalInt("group_size");
-  SPK_ASSIGN_OR_RETURN(SchemeSelection selected, SelectScheme(r.Str("scheme"), group_size));
+  cli::PlanFlags flags;
+  SPK_RETURN_IF_ERROR(r.ReadOptionRows(cli::PlanOptionRows(), &flags));
   QuantizeOptions o;
   o.source = std::move(source);
-  o.plan.scheme = selected.scheme;
-  o.plan.group_size = selected.group_size;
-  o.plan.preset = preset;
-  o.plan.ignore = r.StrList("ignore");
-  SPK_ASSIGN_OR_RETURN(o.plan.tp, IntOf("tp", r.Int("tp")));
-  if (auto layers = r.OptionalInt("target_layers")) o.plan.target_layers = *layers;
+  SPK_RETURN_IF_ERROR(cli::ApplyPlanFlags(flags, &o));
   return o;
 }
 
@@ -113,15 +89,13 @@ Result<std::string> RunInspect(const ApiRequest& r, RunContext run) {
   return report.dump();
 }
 
+// check's parameters are the CLI's check options (tools/check_flags.h), read by the same rows.
+ApiParam Check(std::string_view name) { return ParamOf(cli::CheckOptionRows(), name); }
+
 Result<std::string> RunCheck(const ApiRequest& r, RunContext run) {
   CheckOptions o;
   o.checkpoint = r.Str("ckpt");
-  o.target = r.OptionalStr("target").value_or("");
-  SPK_ASSIGN_OR_RETURN(o.tp, IntOf("tp", r.Int("tp")));
-  o.target_layers = r.OptionalInt("target_layers");
-  o.vllm_version = r.OptionalStr("vllm_version").value_or("");
-  o.vllm_dir = r.OptionalStr("vllm").value_or("");
-  o.vllm_batch_invariant = r.Bool("vllm_batch_invariant");
+  SPK_RETURN_IF_ERROR(r.ReadOptionRows(cli::CheckOptionRows(), &o));
   SPK_ASSIGN_OR_RETURN(CheckReport report, CheckCheckpoint(run, o));
   return CheckReportToJson(report).dump();
 }
@@ -134,14 +108,16 @@ Result<std::string> RunCompare(const ApiRequest& r, RunContext run) {
     SPK_ASSIGN_OR_RETURN(o.samples, IntOf("samples", *samples));
   }
   if (auto seed = r.OptionalInt("seed")) {
-    if (*seed < 0) return Status::Usage(fmt::format("seed = {} is negative", *seed));
-    o.seed = static_cast<uint64_t>(*seed);
+    SPK_ASSIGN_OR_RETURN(o.seed, SeedOf("seed", *seed));
   }
+  const std::string html = r.OptionalStr("html").value_or("");
   if (auto q2 = r.OptionalStr("q2")) {
     SPK_ASSIGN_OR_RETURN(GainReport report, CompareGain(run, o, *q2));
+    if (!html.empty()) SPK_RETURN_IF_ERROR(WriteWholeFile(html, GainReportHtml(report)));
     return GainReportToJson(report).dump();
   }
   SPK_ASSIGN_OR_RETURN(CompareReport report, CompareCheckpoints(run, o));
+  if (!html.empty()) SPK_RETURN_IF_ERROR(WriteWholeFile(html, CompareReportHtml(report)));
   return CompareReportToJson(report).dump();
 }
 
@@ -166,6 +142,38 @@ Result<std::string> RunDequantize(const ApiRequest& r, RunContext run) {
   return DequantizeSummaryToJson(summary).dump();
 }
 
+// `example` prints a line, not JSON: the report is the folder and the family it wrote.
+// example's parameters are the CLI's example options (tools/example_flags.h), read by the same
+// rows. `example` prints a line, not JSON: the report is the folder and the family it wrote.
+ApiParam Example(std::string_view name) { return ParamOf(cli::ExampleOptionRows(), name); }
+
+Result<std::string> RunExample(const ApiRequest& r, RunContext run) {
+  ExampleOptions o;
+  o.dir = r.Str("dir");
+  SPK_RETURN_IF_ERROR(r.ReadOptionRows(cli::ExampleOptionRows(), &o));
+  SPK_RETURN_IF_ERROR(WriteExampleCheckpoint(o, run.fs));
+  return nlohmann::ordered_json{{"dir", o.dir}, {"family", o.family}}.dump();
+}
+
+// `card` prints the card (or writes it with -o): the report is the card and what was written.
+Result<std::string> RunCard(const ApiRequest& r, RunContext run) {
+  cli::CardRequest c;
+  c.options.checkpoint = r.Str("ckpt");
+  c.options.bench_files = r.StrList("bench");
+  c.output = r.OptionalStr("output").value_or("");
+  c.update = r.Bool("update");
+  c.options.target = r.OptionalStr("target").value_or("");
+  c.options.repo_id = r.OptionalStr("repo_id").value_or("");
+  c.options.base_model = r.OptionalStr("base_model").value_or("");
+  c.options.check = r.Bool("check");
+  c.options.vllm_dir = r.OptionalStr("vllm").value_or("");
+  SPK_ASSIGN_OR_RETURN(cli::WrittenCard written, cli::WriteCard(run.fs, std::move(c)));
+  return nlohmann::ordered_json{{"markdown", written.card.markdown},
+                                {"check_errors", written.card.check_errors},
+                                {"files", written.files}}
+      .dump();
+}
+
 constexpr std::string_view kRaisesAsQuantize =
     "ValueError, FileNotFoundError, OSError: as :func:`quantize`.";
 
@@ -180,10 +188,10 @@ std::vector<ApiCommand> MakeCommands() {
            {"dst", ParamType::kPath, "",
             "the output folder; it must not exist (or be empty) unless ``force``. It is written "
             "into a temporary folder beside it and renamed at the end."},
-           kScheme,
-           kGroupSize,
-           kPreset,
-           kIgnore,
+           Plan("scheme"),
+           Plan("group_size"),
+           Plan("preset"),
+           Plan("ignore"),
            {"method", ParamType::kStr, "\"rtn\"",
             "``rtn`` (min-max round-to-nearest, bit-exact with llm-compressor) or ``search``."},
            kThreads,
@@ -196,8 +204,8 @@ std::vector<ApiCommand> MakeCommands() {
             "for drafts, the precision of the target they were trained against: unquantized (or "
             "bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name (w4a16, "
             "nvfp4, ...); recorded as its weight format."},
-           kTp,
-           kTargetLayers,
+           Plan("tp"),
+           Plan("target_layers"),
            kFsync,
            {"resume", ParamType::kBool, "False",
             "continue an interrupted run of the same job (``--resume``): the shards it finished "
@@ -205,7 +213,9 @@ std::vector<ApiCommand> MakeCommands() {
             "(``summary.reused_shards``), the rest written; the result is the same bytes."},
            {"part", ParamType::kOptionalStr, "None",
             "``\"I/N\"``: write part I of the job split into N (``--part``), for :func:`merge` "
-            "(``summary.part_shards`` lists the shards this part wrote)."}},
+            "(``summary.part_shards`` lists the shards this part wrote)."},
+           Plan("target"),
+           Plan("vllm_version")},
       .returns = {{"QuantizeSummary", ""}},
       .returns_doc = "The summary ``quantize --json`` prints.",
       .raises_doc = "ValueError: bad arguments or a malformed source. FileNotFoundError: ``src`` "
@@ -218,7 +228,8 @@ std::vector<ApiCommand> MakeCommands() {
              "checkpoint: the plan ``quantize`` would follow with these arguments, as a "
              "QuantizeSummary of a dry run. For a compressed-tensors checkpoint: its scheme and "
              "quantized modules, as a QuantizedCheckpoint.",
-      .params = {kCkpt, kScheme, kGroupSize, kPreset, kIgnore, kTp, kTargetLayers},
+      .params = {kCkpt, Plan("scheme"), Plan("group_size"), Plan("preset"), Plan("ignore"),
+                 Plan("tp"), Plan("target_layers"), Plan("target"), Plan("vllm_version")},
       .returns = {{"QuantizedCheckpoint", "quantized"}, {"QuantizeSummary", ""}},
       .returns_doc = "The report ``inspect --json`` prints.",
       .raises_doc = kRaisesAsQuantize,
@@ -229,24 +240,9 @@ std::vector<ApiCommand> MakeCommands() {
              "Findings are returned, never raised: ``report.ok`` is False when one is an error "
              "(where the CLI exits 1), and ``report.findings`` lists them with what to do about "
              "each.",
-      .params = {kCkpt,
-                 {"target", ParamType::kOptionalPath, "None",
-                  "the target model a draft is served with, for the pairing checks."},
-                 {"tp", ParamType::kInt, "1",
-                  "the tensor-parallel size the kernel rules are checked for."},
-                 {"vllm_version", ParamType::kOptionalStr, "None",
-                  "judge the version-dependent rules for this vLLM release (default: the newest "
-                  "module map's, as quantize's; ``vllm_version_source`` says which)."},
-                 {"vllm", ParamType::kOptionalPath, "None",
-                  "a vLLM installation (site-packages holding ``vllm``) or source tree whose "
-                  "version and model code decide those rules instead."},
-                 {"target_layers", ParamType::kOptionalInt, "None",
-                  "the target's layer count, when the draft's config.json lacks it."},
-                 {"vllm_batch_invariant", ParamType::kBool, "False",
-                  "the checkpoint is served with ``VLLM_BATCH_INVARIANT=1`` (``check "
-                  "--vllm-batch-invariant``): where the release judged then loads a WNA16 Linear "
-                  "without choosing a kernel (0.33), kernel shape findings become the info "
-                  "finding ``vllm-batch-invariant-no-kernel``."}},
+      .params = {kCkpt, Check("target"), Check("tp"), Check("vllm_version"), Check("vllm"),
+                 Check("target_layers"), Check("vllm_batch_invariant"), Check("vllm_module_map"),
+                 Check("vllm_python"), Check("vllm_map_build"), Check("vllm_map_out")},
       .returns = {{"CheckReport", ""}},
       .returns_doc = "The report ``check --json`` prints.",
       .raises_doc = "ValueError: bad arguments or an unreadable checkpoint. FileNotFoundError: "
@@ -265,7 +261,9 @@ std::vector<ApiCommand> MakeCommands() {
                  {"samples", ParamType::kOptionalInt, "None",
                   "random inputs of the output error (the CLI's default when None)."},
                  {"seed", ParamType::kOptionalInt, "None",
-                  "their seed (the CLI's default when None)."}},
+                  "their seed (the CLI's default when None)."},
+                 {"html", ParamType::kOptionalPath, "None",
+                  "also write a self-contained HTML report with charts here (``--html``)."}},
       .returns = {{"GainReport", "q2"}, {"CompareReport", ""}},
       .returns_doc = "The report ``compare --json`` prints.",
       .raises_doc = kRaisesAsQuantize,
@@ -298,58 +296,66 @@ std::vector<ApiCommand> MakeCommands() {
                     "FileNotFoundError: a part folder or its record is missing. FileExistsError: "
                     "``dst`` exists. OSError: the file system failed.",
       .run = RunMerge});
+  c.push_back(ApiCommand{
+      .name = "example",
+      .doc = "Writes a small checkpoint shaped like a DFlash draft, an EAGLE-3 head or a "
+             "Qwen3-style LLM at ``dir`` (random weights with realistic scale and outlier "
+             "columns), to try the other functions on (``sparkulator example DIR``).",
+      .params = {{"dir", ParamType::kPath, "",
+                  "the output folder; it must not exist unless "
+                  "``force``."},
+                 Example("family"),
+                 Example("shards"),
+                 Example("hidden"),
+                 Example("intermediate"),
+                 Example("layers"),
+                 Example("kv_heads"),
+                 Example("fc_inputs"),
+                 Example("target_layers"),
+                 Example("vocab"),
+                 Example("dtype"),
+                 Example("seed"),
+                 Example("force")},
+      .returns = {{"ExampleCheckpoint", ""}},
+      .returns_doc = "The folder written and its family.",
+      .raises_doc = "ValueError: bad arguments. FileExistsError: ``dir`` exists. OSError: the "
+                    "file system failed.",
+      .run = RunExample});
+  c.push_back(ApiCommand{
+      .name = "card",
+      .doc = "The Hugging Face model card (README.md) of a checkpoint written by :func:`quantize` "
+             "(``sparkulator card CKPT``): front matter, pairing, sizes, recipe, modules kept "
+             "dense, the vllm serve line, and with ``bench`` the benchmark tables and memory per "
+             "arm. No network.",
+      .params = {kCkpt,
+                 {"bench", ParamType::kPathList, "()",
+                  "results of ``sparkulator bench --json``, one file per machine."},
+                 {"output", ParamType::kOptionalPath, "None",
+                  "write the card here (``-o``), each machine's chart as bench-N.svg beside it; "
+                  "None writes nothing (the card is in ``markdown``)."},
+                 {"update", ParamType::kBool, "False",
+                  "update the existing ``output``: keep its prose and foreign front-matter keys, "
+                  "replace the generated part."},
+                 {"target", ParamType::kOptionalStr, "None",
+                  "the target model for the vllm serve line (a Hub id or a path)."},
+                 {"repo_id", ParamType::kOptionalStr, "None",
+                  "the Hub id this checkpoint will be published as (used in the serve line)."},
+                 {"base_model", ParamType::kOptionalStr, "None",
+                  "the Hub id of the source (None: derived from the source quantize recorded)."},
+                 {"check", ParamType::kBool, "False",
+                  "run :func:`check` and list its findings in the card (``check_errors`` counts "
+                  "its errors, where the CLI exits 1)."},
+                 {"vllm", ParamType::kOptionalPath, "None",
+                  "an installed vLLM (site-packages) or source tree: the patches ``check --vllm`` "
+                  "reports go into the card."}},
+      .returns = {{"ModelCard", ""}},
+      .returns_doc = "The card's Markdown, the check's error count and the files written.",
+      .raises_doc = "ValueError: a bad results file or checkpoint. FileNotFoundError: ``ckpt`` or "
+                    "a file not found. FileExistsError: ``output`` exists without ``update``. "
+                    "OSError: the file system failed.",
+      .run = RunCard});
+  for (ApiCommand& bench : BenchApiCommands()) c.push_back(std::move(bench));
   return c;
-}
-
-// One row per ParamType: its Python annotation, the JSON value a request carries for it, and how
-// the package passes an argument of it (_call.py: "path" through os.fspath, "paths" each element,
-// "list" as a list, "progress" kept in Python, "value" as it is).
-enum class JsonValue { kString, kInteger, kBoolean, kStrings, kNone };
-struct ParamTypeRow {
-  ParamType type;
-  std::string_view annotation;
-  JsonValue json;
-  bool optional;
-  std::string_view passed_as;
-};
-constexpr std::array kParamTypes = {
-    ParamTypeRow{ParamType::kPath, "PathLike", JsonValue::kString, false, "path"},
-    ParamTypeRow{ParamType::kOptionalPath, "Optional[PathLike]", JsonValue::kString, true, "path"},
-    ParamTypeRow{ParamType::kStr, "str", JsonValue::kString, false, "value"},
-    ParamTypeRow{ParamType::kOptionalStr, "Optional[str]", JsonValue::kString, true, "value"},
-    ParamTypeRow{ParamType::kInt, "int", JsonValue::kInteger, false, "value"},
-    ParamTypeRow{ParamType::kOptionalInt, "Optional[int]", JsonValue::kInteger, true, "value"},
-    ParamTypeRow{ParamType::kBool, "bool", JsonValue::kBoolean, false, "value"},
-    ParamTypeRow{ParamType::kStrList, "Sequence[str]", JsonValue::kStrings, false, "list"},
-    ParamTypeRow{ParamType::kPathList, "Sequence[PathLike]", JsonValue::kStrings, false, "paths"},
-    ParamTypeRow{ParamType::kProgress, "ProgressArg", JsonValue::kNone, false, "progress"},
-};
-
-const ParamTypeRow& RowOf(ParamType t) {
-  for (const ParamTypeRow& row : kParamTypes) {
-    if (row.type == t) return row;
-  }
-  return kParamTypes.back();  // unreachable: every ParamType has its row
-}
-
-// Whether `v` is a JSON value of type `t` (null where the type is optional).
-bool HasType(const Json& v, ParamType t) {
-  const ParamTypeRow& row = RowOf(t);
-  if (row.optional && v.is_null()) return true;
-  switch (row.json) {
-    case JsonValue::kString:
-      return v.is_string();
-    case JsonValue::kInteger:
-      return v.is_number_integer();
-    case JsonValue::kBoolean:
-      return v.is_boolean();
-    case JsonValue::kStrings:
-      return v.is_array() &&
-             std::all_of(v.begin(), v.end(), [](const Json& e) { return e.is_string(); });
-    case JsonValue::kNone:
-      return false;
-  }
-  return false;
 }
 
 }  // namespace
@@ -364,83 +370,6 @@ const ApiCommand* FindApiCommand(std::string_view name) {
     if (c.name == name) return &c;
   }
   return nullptr;
-}
-
-nlohmann::ordered_json ApiCommandsJson() {
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (const ApiCommand& c : ApiCommands()) {
-    nlohmann::ordered_json params = nlohmann::ordered_json::array();
-    for (const ApiParam& p : c.params) {
-      params.push_back({{"name", p.name},
-                        {"type", RowOf(p.type).annotation},
-                        {"passed_as", RowOf(p.type).passed_as},
-                        {"default", p.python_default},
-                        {"doc", p.doc}});
-    }
-    nlohmann::ordered_json returns = nlohmann::ordered_json::array();
-    for (const ApiReturn& r : c.returns) returns.push_back({{"type", r.type}, {"when", r.when}});
-    out.push_back({{"name", c.name},
-                   {"doc", c.doc},
-                   {"params", params},
-                   {"returns", returns},
-                   {"returns_doc", c.returns_doc},
-                   {"raises_doc", c.raises_doc}});
-  }
-  return out;
-}
-
-Result<ApiRequest> ApiRequest::Parse(const ApiCommand& command, std::string_view json_text) {
-  Json values = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (!values.is_object()) {
-    return Status::Usage(fmt::format("{}(): the request is not a JSON object", command.name));
-  }
-  for (const auto& [key, value] : values.items()) {
-    const ApiParam* declared = nullptr;
-    for (const ApiParam& p : command.params) {
-      if (p.name == key && p.type != ParamType::kProgress) declared = &p;
-    }
-    if (declared == nullptr) {
-      return Status::Usage(fmt::format("{}(): no parameter '{}'", command.name, key));
-    }
-    if (!HasType(value, declared->type)) {
-      return Status::Usage(fmt::format("{}(): {} must be {}, not {}", command.name, key,
-                                       RowOf(declared->type).annotation, value.dump()));
-    }
-  }
-  for (const ApiParam& p : command.params) {
-    if (p.type != ParamType::kProgress && !values.contains(std::string(p.name))) {
-      return Status::Usage(fmt::format("{}(): parameter '{}' missing", command.name, p.name));
-    }
-  }
-  return ApiRequest(std::move(values));
-}
-
-const Json& ApiRequest::Get(std::string_view name) const {
-  // A name the row does not declare is a bug in its Run function: .at() throws, and the module
-  // reports it as a RuntimeError (an internal error) rather than reading a default.
-  return values_.at(std::string(name));
-}
-
-std::string ApiRequest::Str(std::string_view name) const { return Get(name).get<std::string>(); }
-
-std::optional<std::string> ApiRequest::OptionalStr(std::string_view name) const {
-  const Json& v = Get(name);
-  if (v.is_null()) return std::nullopt;
-  return v.get<std::string>();
-}
-
-int64_t ApiRequest::Int(std::string_view name) const { return Get(name).get<int64_t>(); }
-
-std::optional<int64_t> ApiRequest::OptionalInt(std::string_view name) const {
-  const Json& v = Get(name);
-  if (v.is_null()) return std::nullopt;
-  return v.get<int64_t>();
-}
-
-bool ApiRequest::Bool(std::string_view name) const { return Get(name).get<bool>(); }
-
-std::vector<std::string> ApiRequest::StrList(std::string_view name) const {
-  return Get(name).get<std::vector<std::string>>();
 }
 
 }  // namespace spk::python

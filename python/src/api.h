@@ -1,7 +1,7 @@
 // The Python API's one declaration: every function of the sparkulator package (quantize, inspect,
-// check, compare, merge, dequantize) as a row of kApiCommands, with its parameters in Python order
-// (name, Python type, default, doc), what it returns and raises, and the function that turns a
-// request into the library call.
+// check, compare, dequantize, merge, example, card, bench, bench_report) as a row of kApiCommands,
+// with its parameters in Python order (name, Python type, default, doc), what it returns and
+// raises, and the function that turns a request into the library call.
 //
 // Who reads it: python/src/module.cc calls a row (`_core.call(name, request, on_progress)`) and
 // exports the whole table as JSON (`_core.api()`); python/generate_api.py writes the package's
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,22 +26,9 @@
 #include "base/progress.h"
 #include "base/status.h"
 #include "io/run_context.h"
+#include "option_table.h"
 
 namespace spk::python {
-
-// A parameter's Python type; the request carries it as JSON (paths as strings, None as null).
-enum class ParamType {
-  kPath,          // PathLike (str or os.PathLike), a JSON string
-  kOptionalPath,  // Optional[PathLike]
-  kStr,
-  kOptionalStr,
-  kInt,
-  kOptionalInt,
-  kBool,
-  kStrList,   // Sequence[str]
-  kPathList,  // Sequence[PathLike]
-  kProgress,  // ProgressArg: stays in Python (the progress callback), never in the request
-};
 
 struct ApiParam {
   std::string_view name;
@@ -52,7 +40,8 @@ struct ApiParam {
 class ApiRequest;
 
 // The package's function returns `type` when the report's JSON has a true `when` key (the first
-// such row), else the row without `when`.
+// such row), else the row without `when`. A `type` of "dict" returns the JSON object as it is (a
+// report too open for a dataclass: bench's results).
 struct ApiReturn {
   std::string_view type;
   std::string_view when;
@@ -71,6 +60,9 @@ struct ApiCommand {
   Result<std::string> (*run)(const ApiRequest& request, RunContext run);
 };
 
+// The rows of bench and bench_report (python/src/api_bench.cc), which ApiCommands() ends with.
+std::vector<ApiCommand> BenchApiCommands();
+
 // Every function of the package, in the order of its __all__.
 const std::vector<ApiCommand>& ApiCommands();
 const ApiCommand* FindApiCommand(std::string_view name);
@@ -78,6 +70,21 @@ const ApiCommand* FindApiCommand(std::string_view name);
 // The table as JSON for python/generate_api.py and _call.py: [{name, doc, params: [{name, type,
 // passed_as, default, doc}], returns: [{type, when}], returns_doc, raises_doc}].
 nlohmann::ordered_json ApiCommandsJson();
+
+// An int parameter the library takes as `int`: Usage naming it when it does not fit.
+Result<int> IntOf(std::string_view name, int64_t value);
+// One it takes as a non-negative uint64_t (a seed): Usage naming it when negative.
+Result<uint64_t> SeedOf(std::string_view name, int64_t value);
+
+// A parameter declared by an option row (tools/option_table.h), as the row's ApiParam.
+template <typename Flags>
+ApiParam ParamOf(std::span<const cli::OptionRow<Flags>> rows, std::string_view python) {
+  for (const cli::OptionRow<Flags>& row : rows) {
+    if (row.python == python) return ApiParam{row.python, row.type, row.python_default, row.help};
+  }
+  return ApiParam{python, ParamType::kProgress, "",
+                  "(no such option row)"};  // a bug: Parse refuses it
+}
 
 // A request checked against its row: every declared parameter present with a value of its type,
 // nothing else. Accessors take a declared name (anything else is a bug in the row's Run).
@@ -89,12 +96,32 @@ class ApiRequest {
   std::optional<std::string> OptionalStr(std::string_view name) const;
   int64_t Int(std::string_view name) const;
   std::optional<int64_t> OptionalInt(std::string_view name) const;
+  double Float(std::string_view name) const;
   bool Bool(std::string_view name) const;
   std::vector<std::string> StrList(std::string_view name) const;
+
+  // The fields of `flags` that option rows set, each from its parameter (None is "" for a
+  // std::string field): Usage for an int that does not fit.
+  template <typename Flags>
+  Status ReadOptionRows(std::span<const cli::OptionRow<Flags>> rows, Flags* flags) const {
+    for (const cli::OptionRow<Flags>& row : rows) {
+      Status s =
+          std::visit([&](auto member) { return Read(row.python, &(flags->*member)); }, row.field);
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  }
 
  private:
   explicit ApiRequest(nlohmann::json values) : values_(std::move(values)) {}
   const nlohmann::json& Get(std::string_view name) const;
+  Status Read(std::string_view name, std::string* out) const;
+  Status Read(std::string_view name, std::optional<int64_t>* out) const;
+  Status Read(std::string_view name, int* out) const;
+  Status Read(std::string_view name, int64_t* out) const;
+  Status Read(std::string_view name, uint64_t* out) const;
+  Status Read(std::string_view name, std::vector<std::string>* out) const;
+  Status Read(std::string_view name, bool* out) const;
   nlohmann::json values_;
 };
 

@@ -415,8 +415,8 @@ def test_split_job_parts_and_merge_match_the_cli(spk, sp, sources, tmp_path):
 # ---- the one declaration (python/src/api.h) and the package generated from it ------------------
 
 def test_the_package_functions_are_what_their_declaration_generates(sp, tmp_path):
-    """_api.py is python/generate_api.py's output for the built module's table; an edited copy is
-    caught."""
+    """_api.py, and docs/python.md's table of flags and parameters, are python/generate_api.py's
+    output for the built module's table and the CLI's --help; an edited copy is caught."""
     generator = [sys.executable, str(REPO / "python" / "generate_api.py"), "--build", str(build_dir())]
     proc = subprocess.run(generator + ["--check"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
@@ -434,10 +434,11 @@ def test_signatures_keep_their_order_and_defaults(sp):
     params = pyinspect.signature(sp.quantize).parameters
     assert list(params) == ["src", "dst", "scheme", "group_size", "preset", "ignore", "method",
                             "threads", "force", "dry_run", "progress", "target_precision", "tp",
-                            "target_layers", "fsync", "resume", "part"]
+                            "target_layers", "fsync", "resume", "part", "target", "vllm_version"]
     assert params["scheme"].default == "W4A16" and params["fsync"].default is True
     assert list(pyinspect.signature(sp.check).parameters) == [
-        "ckpt", "target", "tp", "vllm_version", "vllm", "target_layers", "vllm_batch_invariant"]
+        "ckpt", "target", "tp", "vllm_version", "vllm", "target_layers", "vllm_batch_invariant",
+        "vllm_module_map", "vllm_python", "vllm_map_build", "vllm_map_out"]
     assert "resume: continue an interrupted run" in sp.quantize.__doc__
 
 
