@@ -1,0 +1,115 @@
+"""The fidelity bench's single driver (issue 38): one command remakes every step, each cached by
+content hash (a rerun does only what changed or was not finished).
+
+  PY=~/.cache/sparkulator/venv-bench-dspark/bin/python     # speculators 0.9.0 venv (README.md)
+  $PY bench/fidelity/run.py target                 # make_target.py: BF16 checkpoint, checked
+  $PY bench/fidelity/run.py prompts                # prompts.py: train / held-out JSONL
+  $PY bench/fidelity/run.py distill [--limit N]    # distill.py: target's answers, both splits
+  $PY bench/fidelity/run.py train-eagle3 [--hours H]   # train_eagle3.py (resumable)
+  $PY bench/fidelity/run.py bench [--head DIR] [--prompts N] [--max-tokens N]
+  $PY bench/fidelity/run.py all [--limit N] [--hours H]  # the steps above, in order
+
+`bench` runs `sparkulator bench` on vLLM 0.32 CPU with launched arms: the target alone and the
+target with each EAGLE-3 head (BF16, then each quantized scheme that sparkulator makes from it),
+c=1, ABBA counterbalanced, warm-up excluded, chat prompts from the held-out split, and writes
+its JSON, SVG and text under ~/.cache/sparkulator/fidelity/bench-<hash>/.
+
+Error policy: each step raises on failure and the driver stops there (later steps need it).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shlex
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import common  # noqa: E402
+
+SERVED = "fidelity-target"
+SCHEMES = {"w4a16-rtn-g128": ["--scheme", "w4a16"],
+           "w8a16": ["--scheme", "w8a16"]}
+
+
+def serve_command(target: pathlib.Path, spec: dict | None) -> str:
+    """The `cmd:` of one arm: the e2e's CPU serve recipe, a longer context for real prompts."""
+    words = [str(common.VLLM_VENV / "bin" / "vllm"), "serve", str(target), "--host", "127.0.0.1",
+             "--port", "{port}", "--served-model-name", SERVED, "--dtype", "bfloat16",
+             "--max-model-len", "2560", "--max-num-seqs", "4", "--enforce-eager"]
+    if spec:
+        words += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
+    return " ".join(shlex.quote(w) if w != "{port}" else w for w in words)
+
+
+def quantized(head: pathlib.Path, name: str, args: list[str]) -> pathlib.Path:
+    out = head.parent / f"{head.name}-{name}"
+    if not (out / "config.json").is_file():
+        subprocess.run([common.spk_binary(), "quantize", str(head), str(out), "--preset", "eagle3",
+                        *args, "--force"], check=True)
+    return out
+
+
+def bench(head: pathlib.Path, n_prompts: int, max_tokens: int, schemes: list[str]) -> pathlib.Path:
+    import make_target
+    import prompts as prompts_mod
+    from tests.e2e import server
+    target = make_target.build()
+    held = prompts_mod.build() / "held_out.jsonl"
+    rows = [json.loads(x) for x in open(held)][:n_prompts]
+    heads = {"eagle3-bf16": head}
+    for s in schemes:
+        heads[f"eagle3-{s}"] = quantized(head, s, SCHEMES[s])
+    out = common.CACHE / ("bench-" + common.key(target.name, common.sha256_file(held), n_prompts,
+                                                max_tokens, {k: str(v) for k, v in heads.items()},
+                                                common.sha256_file(head / "model.safetensors")))
+    out.mkdir(parents=True, exist_ok=True)
+    pfile = out / "prompts.jsonl"
+    pfile.write_text("".join(json.dumps({"messages": r["messages"]}) + "\n" for r in rows))
+    args = [common.spk_binary(), "bench", "--arm", "target=cmd:" + serve_command(target, None)]
+    for name, h in heads.items():
+        spec = {"method": "eagle3", "model": str(h), "num_speculative_tokens": 4}
+        args += ["--arm", f"{name}=cmd:" + serve_command(target, spec)]
+    args += ["--prompts", str(pfile), "--chat", "--max-tokens", str(max_tokens), "--warmup", "2",
+             "--json", str(out / "bench.json"), "--svg", str(out / "bench.svg"),
+             "--log-dir", str(out / "logs"), "--port-range", "18400-18419"]
+    env = dict(__import__("os").environ, **server.base_env(threads=2))
+    with open(out / "bench.txt", "w") as log:
+        proc = subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+    print((out / "bench.txt").read_text()[-4000:])
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"sparkulator bench exit {proc.returncode} ({out / 'bench.txt'})")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("step", choices=["target", "prompts", "distill", "train-eagle3", "bench", "all"])
+    ap.add_argument("--limit", type=int, default=1200, help="training prompts distilled")
+    ap.add_argument("--hours", type=float, default=8.0, help="EAGLE-3 training wall time")
+    ap.add_argument("--head", type=pathlib.Path, help="bench: the EAGLE-3 head (default: latest)")
+    ap.add_argument("--prompts", type=int, default=24, help="bench: held-out prompts")
+    ap.add_argument("--max-tokens", type=int, default=128, help="bench: output tokens at most")
+    ap.add_argument("--schemes", default="", help="bench: comma list of " + ",".join(SCHEMES))
+    a = ap.parse_args()
+    import distill
+    import make_target
+    import prompts as prompts_mod
+    if a.step in ("target", "all"):
+        print(make_target.build())
+    if a.step in ("prompts", "all"):
+        print(prompts_mod.build())
+    if a.step in ("distill", "all"):
+        print(distill.run("held_out", distill.MAX_TOKENS, None, 32))
+        print(distill.run("train", distill.MAX_TOKENS, a.limit, 32))
+    if a.step in ("train-eagle3", "all"):
+        subprocess.run([sys.executable, str(pathlib.Path(__file__).parent / "train_eagle3.py"),
+                        "--hours", str(a.hours)], check=True)
+    if a.step == "bench":
+        head = a.head or max(common.CACHE.glob("eagle3-*/head"), key=lambda p: p.stat().st_mtime)
+        print(bench(head, a.prompts, a.max_tokens, [s for s in a.schemes.split(",") if s]))
+
+
+if __name__ == "__main__":
+    main()
