@@ -51,11 +51,14 @@ def conversation_features(model, tok, conv: dict):
     import torch
     msgs = conv["messages"]
     full = tok.apply_chat_template(msgs, tokenize=True, return_dict=False)
-    head = tok.apply_chat_template(msgs[:1], tokenize=True, add_generation_prompt=True,
-                                   return_dict=False)
     ids = torch.tensor(full[:MAX_LEN])[None]
     mask = torch.zeros_like(ids)
-    mask[0, len(head):] = 1
+    if len(msgs) > 1:  # a distilled conversation: the loss is on the target's own answer
+        head = tok.apply_chat_template(msgs[:1], tokenize=True, add_generation_prompt=True,
+                                       return_dict=False)
+        mask[0, len(head):] = 1
+    else:  # a prompt alone: the target's next-token distribution over the user's text
+        mask[0, :] = 1
     if mask.sum() == 0:
         return None
     caught: dict = {}
@@ -206,6 +209,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=100000, help="stop at this step")
     ap.add_argument("--eval-every", type=int, default=200)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prompt-only", type=int, default=600,
+                    help="training prompts not distilled yet that join as prompt-only text")
     a = ap.parse_args()
     import torch
     torch.set_num_threads(a.threads)
@@ -214,10 +219,17 @@ def main() -> None:
     he = distill.out_dir(target, prompts_mod.build() / "held_out.jsonl", distill.MAX_TOKENS) / "held_out.jsonl"
     # The run trains on the distilled answers present when it first starts (their hash names it);
     # a rerun after more answers arrived starts a new run rather than mixing data sets.
-    train_convs = [json.loads(x) for x in open(tr)]
+    train_convs = [json.loads(x) for x in open(tr)] if tr.is_file() else []
+    # Prompts not distilled yet join as prompt-only text (the KL target is the target's own
+    # distribution at each position, so real prompt text teaches the draft too, if less well
+    # than the target's answers, which are what it sees when serving).
+    have = {c["id"] for c in train_convs}
+    extra = [json.loads(x) for x in open(prompts_mod.build() / "train.jsonl")]
+    train_convs += [c for c in extra if c["id"] not in have][:a.prompt_only]
+    train_convs.sort(key=lambda c: c["id"])
     held_convs = [json.loads(x) for x in open(he)][:32]  # eval cost: CPU time is scarce here
     run = common.CACHE / ("eagle3-" + common.key(target.name, PARAMS, AUX_IDS,
-                                                 common.sha256_file(tr),
+                                                 common.key(train_convs),
                                                  common.source_digest("train_eagle3.py")))
     run.mkdir(parents=True, exist_ok=True)
     print(f"run {run}: {len(train_convs)} train, {len(held_convs)} held-out conversations", flush=True)
@@ -239,6 +251,7 @@ def main() -> None:
     curve = open(run / "curve.jsonl", "a")
     if step == 0:
         curve.write(json.dumps({"params": PARAMS, "train_conversations": len(train_files),
+                                "distilled": len(have), "prompt_only": len(train_files) - len(have),
                                 "held_out_conversations": len(held_files),
                                 "train_tokens": sum(lengths[f] for f in train_files)}) + "\n")
         curve.write(json.dumps({"step": 0, "eval": evaluate(model, held_rows)}) + "\n")
