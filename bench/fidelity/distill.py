@@ -53,7 +53,10 @@ def run(split: str, max_tokens: int, limit: int | None, concurrency: int) -> pat
     out = out_dir(target, prompt_file, max_tokens)
     out.mkdir(parents=True, exist_ok=True)
     dest, failed = out / f"{split}.jsonl", out / f"{split}.failed.jsonl"
-    rows = [json.loads(line) for line in open(prompt_file)][:limit]
+    # A fixed, source-mixed order (the prompt files list HumanEval first), so --limit N takes a
+    # mixture: by a hash of the prompt id.
+    rows = sorted((json.loads(line) for line in open(prompt_file)),
+                  key=lambda r: common.key(r["id"]))[:limit]
     done = {json.loads(line)["id"] for line in open(dest)} if dest.is_file() else set()
     todo = [r for r in rows if r["id"] not in done]
     print(f"{split}: {len(rows)} prompts, {len(done)} done, {len(todo)} to go -> {dest}", flush=True)

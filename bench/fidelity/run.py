@@ -9,8 +9,8 @@ content hash (a rerun does only what changed or was not finished).
   $PY bench/fidelity/run.py bench [--head DIR] [--prompts N] [--max-tokens N]
   $PY bench/fidelity/run.py all [--limit N] [--hours H]  # the steps above, in order
 
-`bench` runs `sparkulator bench` on vLLM 0.32 CPU with launched arms: the target alone and the
-target with each EAGLE-3 head (BF16, then each quantized scheme that sparkulator makes from it),
+`bench` runs `sparkulator bench` on vLLM 0.32 CPU against one server per arm: the target alone
+and the target with each EAGLE-3 head (BF16, then each quantized scheme that sparkulator makes from it),
 c=1, ABBA counterbalanced, warm-up excluded, chat prompts from the held-out split, and writes
 its JSON, SVG and text under ~/.cache/sparkulator/fidelity/bench-<hash>/.
 
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import shlex
 import subprocess
 import sys
 
@@ -29,6 +28,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import common  # noqa: E402
 
 SERVED = "fidelity-target"
+BASE_PORT = 18400
 # sparkulator quantize arguments per scheme (on top of --preset eagle3 --vllm-version 0.32.0).
 # W8A16 is left out by default: the e2e's failure cases show vLLM 0.32's CPU build refusing it.
 SCHEMES = {"w4a16-rtn-g128": ["--scheme", "w4a16"],
@@ -37,14 +37,11 @@ SCHEMES = {"w4a16-rtn-g128": ["--scheme", "w4a16"],
            "w8a16-rtn-g128": ["--scheme", "w8a16"]}
 
 
-def serve_command(target: pathlib.Path, spec: dict | None) -> str:
-    """The `cmd:` of one arm: the e2e's CPU serve recipe, a longer context for real prompts."""
-    words = [str(common.VLLM_VENV / "bin" / "vllm"), "serve", str(target), "--host", "127.0.0.1",
-             "--port", "{port}", "--served-model-name", SERVED, "--dtype", "bfloat16",
-             "--max-model-len", "2560", "--max-num-seqs", "4", "--enforce-eager"]
-    if spec:
-        words += ["--speculative-config", json.dumps(spec, separators=(",", ":"))]
-    return " ".join(shlex.quote(w) if w != "{port}" else w for w in words)
+def serve_args(spec: dict | None) -> list[str]:
+    """The e2e's CPU serve recipe (server.py) plus a longer context for real prompts and the
+    draft's speculative config."""
+    args = ["--served-model-name", SERVED, "--max-model-len", "2560"]
+    return args + (["--speculative-config", json.dumps(spec, separators=(",", ":"))] if spec else [])
 
 
 def quantized(head: pathlib.Path, name: str, args: list[str]) -> pathlib.Path:
@@ -58,10 +55,10 @@ def quantized(head: pathlib.Path, name: str, args: list[str]) -> pathlib.Path:
 def bench(head: pathlib.Path, n_prompts: int, max_tokens: int, schemes: list[str]) -> pathlib.Path:
     import make_target
     import prompts as prompts_mod
-    from tests.e2e import server
     target = make_target.build()
     held = prompts_mod.build() / "held_out.jsonl"
-    rows = [json.loads(x) for x in open(held)][:n_prompts]
+    # A fixed, source-mixed order (the file lists HumanEval first): by a hash of the prompt id.
+    rows = sorted((json.loads(x) for x in open(held)), key=lambda r: common.key(r["id"]))[:n_prompts]
     heads = {"eagle3-bf16": head}
     for s in schemes:
         heads[f"eagle3-{s}"] = quantized(head, s, SCHEMES[s])
@@ -71,16 +68,29 @@ def bench(head: pathlib.Path, n_prompts: int, max_tokens: int, schemes: list[str
     out.mkdir(parents=True, exist_ok=True)
     pfile = out / "prompts.jsonl"
     pfile.write_text("".join(json.dumps({"messages": r["messages"]}) + "\n" for r in rows))
-    args = [common.spk_binary(), "bench", "--arm", "target=cmd:" + serve_command(target, None)]
-    for name, h in heads.items():
+    # URL arms, every server up at once: `cmd:` arms would relaunch vLLM at every ABBA turn, minutes
+    # each on this host. Counterbalancing is in the request order, as for any URL arm.
+    servers = [common.serve("fidelity-target", target, BASE_PORT, out, serve_args(None))]
+    for i, (name, h) in enumerate(heads.items()):
         spec = {"method": "eagle3", "model": str(h), "num_speculative_tokens": 4}
-        args += ["--arm", f"{name}=cmd:" + serve_command(target, spec)]
-    args += ["--prompts", str(pfile), "--chat", "--max-tokens", str(max_tokens), "--warmup", "2",
-             "--json", str(out / "bench.json"), "--svg", str(out / "bench.svg"),
-             "--log-dir", str(out / "logs"), "--port-range", "18400-18419"]
-    env = dict(__import__("os").environ, **server.base_env(threads=2))
-    with open(out / "bench.txt", "w") as log:
-        proc = subprocess.run(args, stdout=log, stderr=subprocess.STDOUT, env=env)
+        servers.append(common.serve(name, target, BASE_PORT + 1 + i, out, serve_args(spec)))
+    try:
+        for s in servers:
+            s.start()
+        for s in servers:
+            if not s.wait_healthy(1800):
+                raise SystemExit(f"{s.name}: vLLM did not start: {s.root_cause()} ({s.log})")
+        args = [common.spk_binary(), "bench"]
+        for s in servers:
+            args += ["--arm", f"{s.name.replace('fidelity-', '')}={s.url}"]
+        args += ["--prompts", str(pfile), "--chat", "--max-tokens", str(max_tokens), "--warmup",
+                 "2", "--model", SERVED, "--json", str(out / "bench.json"), "--svg",
+                 str(out / "bench.svg")]
+        with open(out / "bench.txt", "w") as log:
+            proc = subprocess.run(args, stdout=log, stderr=subprocess.STDOUT)
+    finally:
+        for s in servers:
+            s.stop()
     print((out / "bench.txt").read_text()[-4000:])
     if proc.returncode not in (0, 1):
         raise SystemExit(f"sparkulator bench exit {proc.returncode} ({out / 'bench.txt'})")
