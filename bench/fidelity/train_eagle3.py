@@ -224,9 +224,12 @@ def main() -> None:
     # distribution at each position, so real prompt text teaches the draft too, if less well
     # than the target's answers, which are what it sees when serving).
     have = {c["id"] for c in train_convs}
-    extra = [json.loads(x) for x in open(prompts_mod.build() / "train.jsonl")]
+    # Both in a fixed hash order (distill.py's): a smaller --prompt-only takes a prefix, and the
+    # features are computed in that order, so a cut-short run's cache serves the next one.
+    extra = sorted((json.loads(x) for x in open(prompts_mod.build() / "train.jsonl")),
+                   key=lambda c: common.key(c["id"]))
     train_convs += [c for c in extra if c["id"] not in have][:a.prompt_only]
-    train_convs.sort(key=lambda c: c["id"])
+    train_convs.sort(key=lambda c: common.key(c["id"]))
     held_convs = [json.loads(x) for x in open(he)][:32]  # eval cost: CPU time is scarce here
     run = common.CACHE / ("eagle3-" + common.key(target.name, PARAMS, AUX_IDS,
                                                  common.key(train_convs),
