@@ -11,7 +11,7 @@ content hash (a rerun does only what changed or was not finished).
 
 `bench` runs `sparkulator bench` on vLLM 0.32 CPU against one server per arm: the target alone
 and the target with each EAGLE-3 head (BF16, then each quantized scheme that sparkulator makes from it),
-c=1, ABBA counterbalanced, warm-up excluded, chat prompts from the held-out split, and writes
+c=1, ABBA counterbalanced, warm-up excluded, chat prompts (each JSONL line is a chat) from the held-out split, and writes
 its JSON, SVG and text under ~/.cache/sparkulator/fidelity/bench-<hash>/.
 
 Error policy: each step raises on failure and the driver stops there (later steps need it).
@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -59,6 +60,12 @@ def bench(head: pathlib.Path, n_prompts: int, max_tokens: int, schemes: list[str
     held = prompts_mod.build() / "held_out.jsonl"
     # A fixed, source-mixed order (the file lists HumanEval first): by a hash of the prompt id.
     rows = sorted((json.loads(x) for x in open(held)), key=lambda r: common.key(r["id"]))[:n_prompts]
+    # A snapshot named by the weights' hash: training keeps rewriting head/ at every eval.
+    snap = head.parent / f"head-{common.sha256_file(head / 'model.safetensors')[:12]}"
+    if not snap.is_dir():
+        shutil.copytree(head, str(snap) + ".tmp")
+        pathlib.Path(str(snap) + ".tmp").rename(snap)
+    head = snap
     heads = {"eagle3-bf16": head}
     for s in schemes:
         heads[f"eagle3-{s}"] = quantized(head, s, SCHEMES[s])
@@ -83,7 +90,7 @@ def bench(head: pathlib.Path, n_prompts: int, max_tokens: int, schemes: list[str
         args = [common.spk_binary(), "bench"]
         for s in servers:
             args += ["--arm", f"{s.name.replace('fidelity-', '')}={s.url}"]
-        args += ["--prompts", str(pfile), "--chat", "--max-tokens", str(max_tokens), "--warmup",
+        args += ["--prompts", str(pfile), "--max-tokens", str(max_tokens), "--warmup",
                  "2", "--model", SERVED, "--json", str(out / "bench.json"), "--svg",
                  str(out / "bench.svg")]
         with open(out / "bench.txt", "w") as log:
@@ -125,6 +132,9 @@ def main() -> None:
                         "--hours", str(a.hours), "--prompt-only", str(a.prompt_only)], check=True)
     if a.step == "bench":
         head = a.head or max(common.CACHE.glob("eagle3-*/head"), key=lambda p: p.stat().st_mtime)
+        if (head.parent / "curve.jsonl").is_file():  # which training step this head is
+            evals = [json.loads(x) for x in open(head.parent / "curve.jsonl") if '"eval"' in x]
+            print("head of", head.parent.name, "at step", evals[-1]["step"], evals[-1]["eval"])
         print(bench(head, a.prompts, a.max_tokens, [s for s in a.schemes.split(",") if s]))
 
 
