@@ -112,6 +112,7 @@ def main() -> None:
     ap.add_argument("--prompt-only", type=int, default=600,
                     help="train-eagle3: undistilled training prompts used as prompt-only text")
     ap.add_argument("--hours", type=float, default=8.0, help="EAGLE-3 training wall time")
+    ap.add_argument("--eval-every", type=int, default=50, help="train-eagle3: steps per eval")
     ap.add_argument("--head", type=pathlib.Path, help="bench: the EAGLE-3 head (default: latest)")
     ap.add_argument("--prompts", type=int, default=24, help="bench: held-out prompts")
     ap.add_argument("--max-tokens", type=int, default=128, help="bench: output tokens at most")
@@ -129,7 +130,8 @@ def main() -> None:
         print(distill.run("train", distill.MAX_TOKENS, a.limit, 32))
     if a.step in ("train-eagle3", "all"):
         subprocess.run([sys.executable, str(pathlib.Path(__file__).parent / "train_eagle3.py"),
-                        "--hours", str(a.hours), "--prompt-only", str(a.prompt_only)], check=True)
+                        "--hours", str(a.hours), "--prompt-only", str(a.prompt_only),
+                        "--eval-every", str(a.eval_every)], check=True)
     if a.step == "bench":
         head = a.head or max(common.CACHE.glob("eagle3-*/head"), key=lambda p: p.stat().st_mtime)
         if (head.parent / "curve.jsonl").is_file():  # which training step this head is

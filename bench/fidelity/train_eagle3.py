@@ -230,7 +230,8 @@ def main() -> None:
                    key=lambda c: common.key(c["id"]))
     train_convs += [c for c in extra if c["id"] not in have][:a.prompt_only]
     train_convs.sort(key=lambda c: common.key(c["id"]))
-    held_convs = [json.loads(x) for x in open(he)][:32]  # eval cost: CPU time is scarce here
+    # 32 held-out conversations in the hash order (a source mixture): eval costs scarce CPU time.
+    held_convs = sorted((json.loads(x) for x in open(he)), key=lambda c: common.key(c["id"]))[:32]
     run = common.CACHE / ("eagle3-" + common.key(target.name, PARAMS, AUX_IDS,
                                                  common.key(train_convs),
                                                  common.source_digest("train_eagle3.py")))
