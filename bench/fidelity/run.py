@@ -1,18 +1,18 @@
 """The fidelity bench's single driver (issue 38): one command remakes every step, each cached by
-content hash (a rerun does only what changed or was not finished).
+content hash (a rerun does only what changed or was not finished). docs/fidelity.md has the setup.
 
-  PY=~/.cache/sparkulator/venv-bench-dspark/bin/python     # speculators 0.9.0 venv (README.md)
+  PY=~/.cache/sparkulator/venv-bench-dspark/bin/python     # speculators 0.9.0 venv
   $PY bench/fidelity/run.py target                 # make_target.py: BF16 checkpoint, checked
   $PY bench/fidelity/run.py prompts                # prompts.py: train / held-out JSONL
-  $PY bench/fidelity/run.py distill [--limit N]    # distill.py: target's answers, both splits
-  $PY bench/fidelity/run.py train-eagle3 [--hours H]   # train_eagle3.py (resumable)
-  $PY bench/fidelity/run.py bench [--head DIR] [--prompts N] [--max-tokens N]
-  $PY bench/fidelity/run.py all [--limit N] [--hours H]  # the steps above, in order
+  $PY bench/fidelity/run.py distill [--limit N] [--held-out N]   # distill.py: both splits
+  $PY bench/fidelity/run.py train-eagle3 [--hours H] [--prompt-only N] [--eval-every N]
+  $PY bench/fidelity/run.py bench [--head DIR] [--prompts N] [--max-tokens N] [--schemes A,B]
+  $PY bench/fidelity/run.py all [...]              # target, prompts, distill, train-eagle3
 
 `bench` runs `sparkulator bench` on vLLM 0.32 CPU against one server per arm: the target alone
-and the target with each EAGLE-3 head (BF16, then each quantized scheme that sparkulator makes from it),
-c=1, ABBA counterbalanced, warm-up excluded, chat prompts (each JSONL line is a chat) from the held-out split, and writes
-its JSON, SVG and text under ~/.cache/sparkulator/fidelity/bench-<hash>/.
+and the target with each EAGLE-3 head (BF16, then each quantized copy sparkulator makes of it),
+c=1, ABBA counterbalanced, warm-up excluded, held-out prompts (each JSONL line a chat), and
+writes its JSON, SVG and text under ~/.cache/sparkulator/fidelity/bench-<hash>/.
 
 Error policy: each step raises on failure and the driver stops there (later steps need it).
 """
