@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures as cf
+import contextlib
 import json
 import pathlib
 import sys
@@ -45,6 +46,16 @@ def ask(url: str, messages: list, max_tokens: int) -> dict:
                                  {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=1800) as r:
         return json.load(r)
+
+
+@contextlib.contextmanager
+def _no_wait(pool: cf.ThreadPoolExecutor):
+    """Shuts the pool down without waiting: `with pool` would wait for the requests in flight
+    (minutes on this host) before a SIGTERM reached Server.__exit__; the stopped server ends them."""
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def run(split: str, max_tokens: int, limit: int | None, concurrency: int) -> pathlib.Path:
@@ -79,8 +90,8 @@ def run(split: str, max_tokens: int, limit: int | None, concurrency: int) -> pat
                     err = repr(e)
             return r, None, err
 
-        with cf.ThreadPoolExecutor(concurrency) as pool, open(dest, "a") as f, \
-                open(failed, "a") as ff:
+        pool = cf.ThreadPoolExecutor(concurrency)
+        with open(dest, "a") as f, open(failed, "a") as ff, _no_wait(pool):
             # Written as each answer arrives (not in prompt order): a kill loses only what is in flight.
             futures = [pool.submit(one, r) for r in todo]
             for i, fut in enumerate(cf.as_completed(futures)):
