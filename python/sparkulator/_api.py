@@ -122,7 +122,7 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
           vllm_version: Optional[str] = None, vllm: Optional[PathLike] = None,
           target_layers: Optional[int] = None, vllm_batch_invariant: bool = False,
           vllm_module_map: Optional[PathLike] = None, vllm_python: Optional[PathLike] = None,
-          vllm_map_build: bool = True) -> CheckReport:
+          vllm_map_build: bool = True, vllm_map_out: Optional[PathLike] = None) -> CheckReport:
     """Will vLLM load ``ckpt``, and load it right? (``sparkulator check CKPT``)
 
     Findings are returned, never raised: ``report.ok`` is False when one is an error (where the CLI
@@ -159,6 +159,8 @@ def check(ckpt: PathLike, target: Optional[PathLike] = None, tp: int = 1,
             its site-packages, else python3).
         vllm_map_build: with CKPT and --vllm DIR: do not build the module map from DIR; judge by the
             compiled-in map of its release (vllm_map_build=False in Python).
+        vllm_map_out: with CKPT and --vllm DIR: write the module map built from DIR to FILE (the
+            JSON generate.py printed), to compare with a committed map.
 
     Returns:
         The report ``check --json`` prints.
