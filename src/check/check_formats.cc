@@ -147,12 +147,14 @@ void FormatKernels(const CheckView& v, FindingSink& sink) {
   for (const LinearModule& lm : v.linears) {
     if (!lm.codec_shape) continue;
     const auto& [out, in, file] = *lm.codec_shape;
-    const GemmGeometry gemm{.module = lm.module,
-                            .vllm_module = lm.fused,
-                            .out = out,
-                            .in = in,
-                            .fused_out = fused_out[lm.fused],
-                            .parallel = MapParallelStyle(v.map, lm.module)};
+    const GemmGeometry gemm{
+        .module = lm.module,
+        .vllm_module = lm.fused,
+        .out = out,
+        .in = in,
+        .fused_out = fused_out[lm.fused],
+        .parallel = MapParallelStyle(v.map, lm.module),
+        .first_built_in = FirstBuiltInWidth(v.family.family, v.config.hidden_size, lm.fused, in)};
     if (auto rule =
             JudgeGemm(*scheme.scheme, scheme.params.group_size, gemm, v.options.tp).plan_rule) {
       sink.Add(
@@ -188,7 +190,9 @@ void PackQuantizedKernels(const CheckView& v, FindingSink& sink) {
                                        .out = s.out,
                                        .in = s.in,
                                        .fused_out = it == fused_out.end() ? 0 : it->second,
-                                       .parallel = MapParallelStyle(v.map, lm.module)},
+                                       .parallel = MapParallelStyle(v.map, lm.module),
+                                       .first_built_in = FirstBuiltInWidth(
+                                           v.family.family, v.config.hidden_size, lm.fused, s.in)},
                                       v.options.tp);
     const std::string shape = fmt::format("[{}, {}] at --tp {}", s.out, s.in, v.options.tp);
     const std::string keep = "keep the module dense (ignore it) or use another group size / --tp";

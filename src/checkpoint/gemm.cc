@@ -122,8 +122,31 @@ std::optional<std::string> FormatPlanRule(const QuantScheme& scheme, const Kerne
 
 }  // namespace
 
+int64_t FirstBuiltInWidth(ModelFamily family, std::optional<int64_t> hidden_size,
+                          std::string_view vllm_module, int64_t in) {
+  if (family != ModelFamily::kEagle3 || !hidden_size || Leaf(vllm_module) != "qkv_proj") return 0;
+  return in == 2 * *hidden_size ? *hidden_size : 0;
+}
+
 GemmJudgement JudgeGemm(const QuantScheme& scheme, int64_t group_size, const GemmGeometry& g,
                         int tp) {
+  if (g.first_built_in > 0 && g.first_built_in != g.in) {
+    GemmGeometry first = g;
+    first.in = g.first_built_in;
+    first.first_built_in = 0;
+    GemmJudgement j = JudgeGemm(scheme, group_size, first, tp);
+    if (j.plan_rule || j.split || j.cuda || j.cpu) {
+      for (std::optional<std::string>* s : {&j.plan_rule, &j.split, &j.cuda, &j.cpu}) {
+        if (*s) {
+          **s = fmt::format(
+              "vLLM first builds {} with in_features {} (the decoder layer's own, which the "
+              "EAGLE-3 head then replaces by its {}-column one), and {}",
+              g.vllm_module, first.in, g.in, **s);
+        }
+      }
+      return j;
+    }
+  }
   GemmJudgement j;
   j.row = KernelRuleFor(scheme);
   const RankPartition p = PartitionForRank(g, tp);

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "checkpoint/family.h"
 #include "checkpoint/kernel_rules.h"
 #include "checkpoint/vllm_module_map.h"
 #include "quant/scheme.h"
@@ -32,7 +33,21 @@ struct GemmGeometry {
   // common decoders build them (o_proj, down_proj, out_proj, dense_4h_to_h row-parallel; fc
   // replicated, as in the DFlash and EAGLE-3 drafts; every other Linear column-parallel).
   ParallelStyle parallel = ParallelStyle::kUnknown;
+  // The input width vLLM first builds the module with, under the same quantization config, before
+  // it replaces the layer by this one (FirstBuiltInWidth); 0: built once. Its rules are judged
+  // first, since vLLM fails on the first build.
+  int64_t first_built_in = 0;
 };
+
+// The input width vLLM first builds `vllm_module` (of `in` columns) with, when it then replaces
+// the layer; 0 when it builds it once. vLLM's EAGLE-3 Llama and Qwen3 heads (llama_eagle3.py,
+// qwen3_eagle3.py): the decoder layer's parent class builds its qkv_proj with in = hidden_size
+// under the draft's quantization config, then the head's layer 0 overrides it with a 2 x
+// hidden_size one. The first build already checks the group size: vLLM 0.32 refuses a W4A16 g128
+// head of SmolLM2-135M (hidden 576) with "input_size_per_partition=576 ... is not divisible by
+// group_size=128". (DeepSeek's EAGLE-3 head passes its input width to the attention directly.)
+int64_t FirstBuiltInWidth(ModelFamily family, std::optional<int64_t> hidden_size,
+                          std::string_view vllm_module, int64_t in);
 
 struct GemmJudgement {
   const KernelRule* row = nullptr;  // the scheme's kernel row (every scheme row has one)

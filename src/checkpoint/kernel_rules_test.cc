@@ -138,6 +138,41 @@ TEST(KernelRules, JudgeGemmJudgesTheFusedPartition) {
   EXPECT_NE(n->find("got (512, 960)"), std::string::npos) << *n;
 }
 
+// An EAGLE-3 Llama/Qwen3 head's layer-0 qkv_proj [*, 2H] is first built with H inputs (the decoder
+// layer's own, then replaced): vLLM 0.32 refused a W4A16 g128 SmolLM2-135M head (H 576) on that
+// first build, so the plan and check judge it too; g32 divides 576 and passes.
+TEST(KernelRules, AnEagle3HeadsFirstBuiltQkvProjIsJudgedToo) {
+  EXPECT_EQ(FirstBuiltInWidth(ModelFamily::kEagle3, 576, kQkv, 1152), 576);
+  EXPECT_EQ(FirstBuiltInWidth(ModelFamily::kEagle3, 576, kO, 1152), 0);    // not qkv_proj
+  EXPECT_EQ(FirstBuiltInWidth(ModelFamily::kEagle3, 576, kQkv, 576), 0);   // a later layer
+  EXPECT_EQ(FirstBuiltInWidth(ModelFamily::kDFlash, 576, kQkv, 1152), 0);  // not EAGLE-3
+  EXPECT_EQ(FirstBuiltInWidth(ModelFamily::kEagle3, std::nullopt, kQkv, 1152), 0);
+  auto judge = [](int64_t group) {
+    return JudgeGemm(*FindScheme("w4a16"), group,
+                     {.module = kQ,
+                      .vllm_module = kQkv,
+                      .out = 576,
+                      .in = 1152,
+                      .fused_out = 960,
+                      .first_built_in = 576},
+                     1);
+  };
+  const GemmJudgement g128 = judge(128);
+  ASSERT_TRUE(g128.plan_rule);
+  EXPECT_NE(g128.plan_rule->find("vLLM first builds model.layers.0.self_attn.qkv_proj with "
+                                 "in_features 576"),
+            std::string::npos)
+      << *g128.plan_rule;
+  EXPECT_NE(g128.plan_rule->find("not a multiple of the group size 128"), std::string::npos)
+      << *g128.plan_rule;
+  EXPECT_FALSE(judge(32).plan_rule);
+  // Without the first build, 1152 = 9 x 128 passes: the rule is the first build's.
+  EXPECT_FALSE(
+      JudgeGemm(*FindScheme("w4a16"), 128,
+                {.module = kQ, .vllm_module = kQkv, .out = 576, .in = 1152, .fused_out = 960}, 1)
+          .plan_rule);
+}
+
 // vLLM 0.32 on each platform for one pack-quantized Linear; the same cases as
 // tests/python/test_kernel_rules.py WNA16_GRID, whose expectations vLLM's own create_weights
 // confirms. `out`/`in` are per rank, `full_in` the layer's input columns.

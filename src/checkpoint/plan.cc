@@ -138,6 +138,7 @@ namespace {
 // The kernel rules (gemm.h JudgeGemm) for every Linear the plan would quantize, judged with the
 // rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
 void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
+                               const FamilyDetection& family, const ModelConfig& config,
                                std::vector<TensorPlan>* tensors) {
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const TensorPlan& t : *tensors) {
@@ -154,7 +155,9 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map
                            .out = t.out_features,
                            .in = t.in_features,
                            .fused_out = fused_out[t.vllm_module],
-                           .parallel = MapParallelStyle(map, module)},
+                           .parallel = MapParallelStyle(map, module),
+                           .first_built_in = FirstBuiltInWidth(family.family, config.hidden_size,
+                                                               t.vllm_module, t.in_features)},
                           options.tp)
                     .plan_rule;
     if (!rule) continue;
@@ -282,7 +285,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {
     plan.warnings.push_back(std::move(warning));
   }
-  KeepKernelRuleBreaksDense(options, plan.map, &plan.tensors);
+  KeepKernelRuleBreaksDense(options, plan.map, plan.family, config, &plan.tensors);
   WarnOfLowBitMtpLayers(config, &plan);
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));

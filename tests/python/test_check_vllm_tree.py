@@ -78,7 +78,11 @@ def test_a_map_with_a_field_of_the_wrong_type_is_refused(dflash_w4, spk, tmp_pat
 
 def test_a_file_that_is_no_map_is_a_clear_error(dflash_w4, spk, tmp_path):
     bad = tmp_path / "bad.json"
-    bad.write_text('{"schema_version": 2, "architectures": {}}')
+    # The schema this sparkulator reads (every committed map has it), so that the next error is the
+    # missing vllm_version.
+    schema = json.loads(next((REPO / "data" / "vllm_module_map").glob("vllm-*.json")).read_text())[
+        "schema_version"]
+    bad.write_text(json.dumps({"schema_version": schema, "architectures": {}}))
     # Exit 2 (an input error), not 1 (findings) or 3 (I/O).
     proc = spk("check", dflash_w4, "--vllm-module-map", bad, expect=2)
     assert f"{bad}: vllm_version: missing" in proc.stderr, proc.stderr
