@@ -5,7 +5,6 @@
 
 #include <gtest/gtest.h>
 
-#include <source_location>
 #include <string_view>
 
 #include "base/status.h"
@@ -37,20 +36,22 @@ inline const char* StatusCodeName(StatusCode code) {
 }
 
 // Expects `status` to be an error of `code` whose message contains `message_part`; a mismatch is a
-// gtest failure at the caller's line that shows the actual code and message.
+// gtest failure at the caller's line that shows the actual code and message. The caller's line
+// comes from __builtin_FILE/__builtin_LINE (GCC and Clang): the sanitizer build's clang cannot use
+// libstdc++'s std::source_location.
 inline void ExpectError(const Status& status, StatusCode code, std::string_view message_part,
-                        std::source_location where = std::source_location::current()) {
+                        const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   if (status.code() == code && status.message().find(message_part) != std::string::npos) return;
-  ADD_FAILURE_AT(where.file_name(), static_cast<int>(where.line()))
-      << "expected error " << StatusCodeName(code) << " with a message containing \""
-      << message_part << "\"\n  actual: " << StatusCodeName(status.code()) << ": \""
-      << status.message() << "\"";
+  ADD_FAILURE_AT(file, line) << "expected error " << StatusCodeName(code)
+                             << " with a message containing \"" << message_part
+                             << "\"\n  actual: " << StatusCodeName(status.code()) << ": \""
+                             << status.message() << "\"";
 }
 
 template <typename T>
 void ExpectError(const Result<T>& result, StatusCode code, std::string_view message_part,
-                 std::source_location where = std::source_location::current()) {
-  ExpectError(result.ok() ? Status::Ok() : result.status(), code, message_part, where);
+                 const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  ExpectError(result.ok() ? Status::Ok() : result.status(), code, message_part, file, line);
 }
 
 }  // namespace spk::test_util
