@@ -165,7 +165,11 @@ TEST(KernelRules, AnEagle3HeadsFirstBuiltQkvProjIsJudgedToo) {
       << *g128.plan_rule;
   EXPECT_NE(g128.plan_rule->find("not a multiple of the group size 128"), std::string::npos)
       << *g128.plan_rule;
-  EXPECT_FALSE(judge(32).plan_rule);
+  // At g32 vLLM 0.32's kernels take both builds (576 = 18 x 32); the plan's own rule still keeps
+  // Marlin's old 128-column tile for releases before the padding, on the first build as on any
+  // 576-column Linear.
+  const GemmJudgement g32 = judge(32);
+  EXPECT_FALSE(g32.cuda || g32.cpu || g32.split);
   // Without the first build, 1152 = 9 x 128 passes: the rule is the first build's.
   EXPECT_FALSE(
       JudgeGemm(*FindScheme("w4a16"), 128,
