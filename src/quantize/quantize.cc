@@ -237,8 +237,7 @@ Result<QuantizeOptions::Part> ParsePart(std::string_view text) {
   if (slash == std::string_view::npos || !number(text.substr(0, slash), &index) ||
       !number(text.substr(slash + 1), &count) || index < 1 || index > count) {
     return Status::Usage(fmt::format(
-        "--part {}: expected I/N with 1 <= I <= N (part I of a job split into N, e.g. 2/3)",
-        text));
+        "--part {}: expected I/N with 1 <= I <= N (part I of a job split into N, e.g. 2/3)", text));
   }
   return QuantizeOptions::Part{index, count};
 }
