@@ -608,16 +608,3 @@ class Builder:
             if f.exists():
                 return f.relative_to(self.root).as_posix()
         return None
-
-
-def generate(cc: int | None, only: set[str] | None, fmt: str = BASE_FORMAT) -> dict:
-    """The map of the running vLLM under SCHEME_CONFIGS[fmt]: the whole map under the base
-    format, only the module verdicts under another (schemes.merge folds them into the base's)."""
-    import logging
-    logging.disable(logging.WARNING)
-    if cc is None:
-        from tools.vllm_module_map.host import as_on_a_host_without_amx
-        as_on_a_host_without_amx()
-    b = Builder(cc, fmt)
-    return b.run(only)
-

@@ -191,8 +191,13 @@ from tools.vllm_module_map.schemes import merge  # noqa: E402
 def generate(cc: int | None, only: set[str] | None, fmt: str = BASE_FORMAT) -> dict:
     """One release's map under SCHEME_CONFIGS[fmt], from the vLLM this process imports (vLLM is
     imported here, not above): the whole map under the base format, the verdicts under another."""
-    from tools.vllm_module_map import build
-    data = build.generate(cc, only, fmt)
+    import logging
+    logging.disable(logging.WARNING)
+    if cc is None:  # the running vLLM: as on a host without AMX (host.py)
+        from tools.vllm_module_map.host import as_on_a_host_without_amx
+        as_on_a_host_without_amx()
+    from tools.vllm_module_map.build import Builder
+    data = Builder(cc, fmt).run(only)
     if fmt == BASE_FORMAT:
         data["kernels"] = kernels(cc)
     return data

@@ -7,7 +7,7 @@ which made BailingMoeV3MTPModel fail with "--mamba-block-size can only be set wi
 and scaled-mm kernels choose by AMX, and AMD Zen hosts get zentorch kernels. The CI machines differ
 in that, so each map is made as on an x86 host without AMX and without zentorch, on every host.
 
-Used by build.generate (the builds) and kernel_probe.run_case (its own processes), for the running
+Used by generate.generate (the builds) and kernel_probe.run_case (its own processes), for the running
 platform only: a faked CUDA platform (fake_cuda.py) asks none of this.
 Error policy: none; a vLLM without one of these hooks is left as it is.
 """
