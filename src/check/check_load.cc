@@ -204,6 +204,7 @@ Result<std::unique_ptr<CheckView>> LoadCheckView(FileSystem* fs, const CheckOpti
   v->naming_target_layers = options.target_layers;
   if (!options.target.empty()) SPK_RETURN_IF_ERROR(LoadTarget(v));
   v->naming = NamingFor(v->family, v->config, names, v->naming_target_layers);
+  AttachModuleMap(v->map, v->config, &v->naming);
   if (v->ServedAsDraftModel() && v->map.map != nullptr) {
     v->naming.proposer_prefix = v->map.map->draft_model_prefix;
   }

@@ -218,15 +218,14 @@ void IgnoreEntries(const CheckView& v, FindingSink& sink) {
                "remove it, or fix it to vLLM's module names");
       continue;
     }
-    const std::string vllm = FusedModuleName(ToVllmModuleName(v.naming, literal));
+    const std::string vllm = ToFusedVllmModuleName(v.naming, literal);
     // Another entry that covers the module keeps it dense all the same: this one is dead weight.
     const bool covered = AnyMatches(v.quant.ignore, vllm);
     std::string fix =
         v.naming.proposer_prefix.empty()
             ? fmt::format("write vLLM's name: \"{}\" (or a re: pattern for it)", vllm)
-            : fmt::format(
-                  "write \"{}\", which matches it served alone and as a draft_model draft",
-                  PrefixTolerantEntry(FusedModuleName(ToVllmModuleName(unprefixed, literal))));
+            : fmt::format("write \"{}\", which matches it served alone and as a draft_model draft",
+                          PrefixTolerantEntry(ToFusedVllmModuleName(unprefixed, literal)));
     sink.Add(
         FindingCode::kIgnoreMatchesNothing, covered ? Severity::kWarning : Severity::kError,
         p.text(), "config.json",
@@ -265,7 +264,7 @@ void TargetsMatch(const CheckView& v, FindingSink& sink) {
                  "remove it, or fix it to vLLM's module names");
         continue;
       }
-      const std::string vllm = FusedModuleName(ToVllmModuleName(v.naming, literal));
+      const std::string vllm = ToFusedVllmModuleName(v.naming, literal);
       const std::string why =
           v.naming.proposer_prefix.empty()
               ? ""
@@ -280,7 +279,7 @@ void TargetsMatch(const CheckView& v, FindingSink& sink) {
                       "quantized tensors fails",
                       qc->groups[g].name, literal, vllm, why),
           fmt::format("write \"{}\" (matches it served alone and as a draft_model draft)",
-                      PrefixTolerantEntry(FusedModuleName(ToVllmModuleName(unprefixed, literal)))));
+                      PrefixTolerantEntry(ToFusedVllmModuleName(unprefixed, literal))));
     }
   }
 }

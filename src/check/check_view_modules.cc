@@ -60,7 +60,7 @@ LinearModule DeriveLinear(CheckView* v, const ModuleEntry& entry, const TensorMe
   LinearModule lm;
   lm.module = module;
   lm.vllm_name = ToVllmModuleName(v->naming, module);
-  lm.fused = FusedModuleName(lm.vllm_name);
+  lm.fused = ToFusedVllmModuleName(v->naming, module);
   lm.packed = mt.packed.has_value();
   if (mt.scale) lm.scale_dtype = std::string(DTypeName(mt.scale->entry->dtype));
   lm.file = v->FileOf(mt.packed ? *mt.packed : *mt.weight);

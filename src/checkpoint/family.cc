@@ -6,6 +6,7 @@
 #include <charconv>
 #include <set>
 
+#include "base/strings.h"
 #include "checkpoint/module_pattern.h"
 #include "checkpoint/vllm_module_map.h"
 
@@ -224,7 +225,11 @@ VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
   naming.add_model_prefix = !all_prefixed;
   // Laguna-style drafts store their layer keys already offset by the target's layer count; some
   // drafts are numbered from 0 in vLLM too (the module map says which).
-  if (family.laguna_style || family.map_no_layer_offset) return naming;
+  // (A draft that stores a fused qkv_proj but that vLLM numbers after the target's, as the map
+  // shows for DFlash2 Beam, is offset all the same.)
+  if ((family.laguna_style && !family.map_layers_follow_target) || family.map_no_layer_offset) {
+    return naming;
+  }
   std::optional<int64_t> first_layer;
   for (const std::string& n : tensor_names) {
     auto idx = LayerIndex(n);
@@ -240,7 +245,86 @@ VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
   return naming;
 }
 
+namespace {
+
+// The first all-digit component of a dotted name (a layer index): where it starts, and its value.
+struct IndexAt {
+  size_t pos = 0;
+  size_t len = 0;
+  int64_t value = 0;
+};
+std::vector<IndexAt> Indices(std::string_view name) {
+  std::vector<IndexAt> out;
+  for (size_t start = 0; start <= name.size();) {
+    size_t end = name.find('.', start);
+    if (end == std::string_view::npos) end = name.size();
+    std::string_view part = name.substr(start, end - start);
+    int64_t value = 0;
+    auto [ptr, ec] = std::from_chars(part.data(), part.data() + part.size(), value);
+    if (!part.empty() && ec == std::errc() && ptr == part.data() + part.size()) {
+      out.push_back({start, part.size(), value});
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+bool IsShardOf(const MappedArchitecture& arch, std::string_view fused, std::string_view shard) {
+  for (const FusedMapping* mapping : {&arch.packed_modules_mapping, &StandardFusedMapping()}) {
+    auto it = mapping->find(std::string(fused));
+    if (it != mapping->end() &&
+        std::find(it->second.begin(), it->second.end(), shard) != it->second.end()) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The map's name for `module`, moved to this checkpoint's layer: the tiny model's layer index in
+// vLLM's name is the tiny checkpoint's plus the tiny target's layer count, or the same; this
+// checkpoint's then gets `shift` added, or nothing. Indices after the layer's (experts) are this
+// checkpoint's where the two names have as many. A shard of a module vLLM fuses keeps its own
+// leaf unless `fused`. nullopt when the map does not list the module by that name.
+std::optional<std::string> NameInMap(const MappedArchitecture& arch, int64_t shift,
+                                     std::string_view module, bool fused) {
+  auto it = arch.modules.find(NormalizedModuleName(module));
+  if (it == arch.modules.end() || it->second.checkpoint_name.empty()) return std::nullopt;
+  const MappedModule& m = it->second;
+  std::string name = m.vllm_prefix;
+  const std::vector<IndexAt> vllm = Indices(name);
+  const std::vector<IndexAt> tiny = Indices(m.checkpoint_name);
+  const std::vector<IndexAt> real = Indices(module);
+  std::vector<int64_t> values;
+  for (const IndexAt& v : vllm) values.push_back(v.value);
+  if (!values.empty()) {
+    if (!tiny.empty() && !real.empty()) {
+      values[0] = real[0].value + (vllm[0].value == tiny[0].value ? 0 : shift);
+    } else if (arch.layer_offset > 0) {
+      values[0] = vllm[0].value - arch.layer_offset + shift;  // a module outside the layers
+    }
+    if (vllm.size() == real.size()) {
+      for (size_t i = 1; i < vllm.size(); ++i) values[i] = real[i].value;
+    }
+    for (size_t i = vllm.size(); i-- > 0;) {
+      name.replace(vllm[i].pos, vllm[i].len, std::to_string(values[i]));
+    }
+  }
+  if (std::string_view leaf = Leaf(module);
+      !fused && leaf != Leaf(name) && IsShardOf(arch, Leaf(name), leaf)) {
+    name = fmt::format("{}.{}", Parent(name), leaf);
+  }
+  return name;
+}
+
+}  // namespace
+
 std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoint_module) {
+  if (naming.map_architecture != nullptr) {
+    if (auto by_map = NameInMap(*naming.map_architecture, naming.map_layer_shift, checkpoint_module,
+                                /*fused=*/false)) {
+      return naming.proposer_prefix + *by_map;
+    }
+  }
   std::string name(checkpoint_module);
   // EAGLE-3 speculators checkpoints call their single decoder layer "midlayer".
   if (name.starts_with("midlayer.")) name = "layers.0." + name.substr(9);
@@ -253,6 +337,16 @@ std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoi
   }
   if (naming.add_model_prefix && !name.starts_with("model.")) name = "model." + name;
   return naming.proposer_prefix + name;
+}
+
+std::string ToFusedVllmModuleName(const VllmNaming& naming, std::string_view checkpoint_module) {
+  if (naming.map_architecture != nullptr) {
+    if (auto by_map = NameInMap(*naming.map_architecture, naming.map_layer_shift, checkpoint_module,
+                                /*fused=*/true)) {
+      return naming.proposer_prefix + *by_map;
+    }
+  }
+  return FusedModuleName(ToVllmModuleName(naming, checkpoint_module));
 }
 
 std::vector<int64_t> Eagle3DefaultAuxLayers(int64_t layers) {

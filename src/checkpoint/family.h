@@ -20,6 +20,8 @@
 
 namespace spk {
 
+struct MappedArchitecture;  // checkpoint/vllm_module_map.h
+
 enum class ModelFamily { kLlm, kDFlash, kEagle3, kMtp };
 std::string_view FamilyName(ModelFamily family);
 
@@ -38,6 +40,7 @@ struct FamilyDetection {
   std::string vllm_method;  // the --speculative-config method vLLM builds it for ("dspark")
   bool map_draft = false;   // a draft by the map that the markers above call an LLM (EAGLE-1)
   bool map_no_layer_offset = false;  // a draft whose layers vLLM numbers from 0 (Gemma4 DSpark)
+  bool map_layers_follow_target = false;  // a draft whose layers vLLM numbers after the target's
   // EAGLE-1's common layout (IsEagle1Layout): served as method "eagle", which vLLM builds as
   // Eagle<architecture> (ResolveMapContext looks that up in the map).
   bool eagle1_layout = false;
@@ -67,6 +70,15 @@ struct VllmNaming {
   // Before every name: the prefix vLLM's proposer builds a method="draft_model" draft under
   // ("draft_model.", the module map's draft_model_prefix); empty for a model served on its own.
   std::string proposer_prefix;
+  // The draft's (or the MTP layers') architecture in the release's module map, where it knows it
+  // (AttachModuleMap, checkpoint/map_rules.h). A module the map lists takes the name vLLM asks
+  // the quantization config about there, so that what a model's load_weights renames is
+  // followed: MiniMax DSpark's "language_model.model.dspark.layers.N.decoder_layer." is vLLM's
+  // "model.layers.M.", an MTP layer's "mtp_block." comes or goes, Nemotron-3.5's "llm." goes.
+  // `map_layer_shift` is what vLLM adds to this checkpoint's layer index where the map's tiny
+  // model shows it adds one (its target's layer count there). Null: the rules above alone.
+  const MappedArchitecture* map_architecture = nullptr;
+  int64_t map_layer_shift = 0;
   std::string ToString() const;
 };
 
@@ -82,8 +94,17 @@ VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
                      std::optional<int64_t> target_layers);
 
 // vLLM's name of a checkpoint module (no ".weight"), before fusing: "layers.0.mlp.up_proj" ->
-// "model.layers.36.mlp.up_proj" for a DFlash draft of a 36-layer target.
+// "model.layers.36.mlp.up_proj" for a DFlash draft of a 36-layer target. Where the naming has a
+// map architecture listing the module, the map's name with this checkpoint's layer index (a shard
+// of a module vLLM fuses keeps its own leaf: "...mtp_block.mlp.gate_proj").
 std::string ToVllmModuleName(const VllmNaming& naming, std::string_view checkpoint_module);
+
+// The vLLM module a checkpoint module loads into, after fusing: FusedModuleName of
+// ToVllmModuleName, or where the naming's map lists the module, the map's module itself, so that
+// a shard vLLM builds as a module of its own stays one (Laguna DFlash's gate_proj and up_proj,
+// Gemma4 MTP's q_proj) and a fusion outside the standard ones is followed (Qwen4-exp's
+// input_mix_weight_down_block_inject).
+std::string ToFusedVllmModuleName(const VllmNaming& naming, std::string_view checkpoint_module);
 
 // The fused module a shard belongs to in vLLM ("...self_attn.q_proj" -> "...self_attn.qkv_proj"),
 // or the name itself when it is not a shard.

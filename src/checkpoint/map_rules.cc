@@ -125,6 +125,7 @@ void ApplyModuleMap(const MapContext& context, const ModelConfig& config, Family
   if (arch == nullptr || !arch->is_draft || arch->method().empty()) return;
   family->vllm_method = std::string(arch->method());
   family->map_no_layer_offset = arch->layers_from_zero;
+  family->map_layers_follow_target = arch->layers_follow_target;
   if (family->vllm_method == "dspark") {
     // Unlike DFlash (block_size - 1), vLLM's default for dspark is the whole block.
     if (int64_t block = DSparkBlockSize(config); block > 0) {
@@ -263,6 +264,26 @@ std::optional<UnstoredRefusal> RefusalForUnstoredParams(
     return r;
   }
   return std::nullopt;
+}
+
+void AttachModuleMap(const MapContext& context, const ModelConfig& config, VllmNaming* naming) {
+  if (context.mtp != nullptr) {
+    // MTP layers stored in the target's checkpoint: vLLM numbers them after its decoder layers
+    // where it renumbers them at all (Qwen4-exp MTP's mtp.layers.0 is vLLM's mtp.layers.N).
+    naming->map_architecture = context.mtp;
+    naming->map_layer_shift = config.num_hidden_layers.value_or(0);
+  } else if (context.architecture != nullptr && context.architecture->is_draft) {
+    // (A draft the markers call an LLM, as EagleMistralLarge3's layout, is one by the map.)
+    const MappedArchitecture& arch = *context.architecture;
+    naming->map_architecture = &arch;
+    naming->map_layer_shift = naming->layer_offset;
+    // A draft whose tiny model was shifted by another count than its target's layers takes it
+    // from its own config's num_hidden_layers, as vLLM reads it there (DeepSeek-V4 DSpark).
+    if (arch.layer_offset > 0 && arch.tiny_target_layers > 0 &&
+        arch.layer_offset != arch.tiny_target_layers) {
+      naming->map_layer_shift = config.num_hidden_layers.value_or(naming->layer_offset);
+    }
+  }
 }
 
 }  // namespace spk

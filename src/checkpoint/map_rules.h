@@ -49,6 +49,11 @@ MapContext ResolveMapContext(const ModuleMap* map, const ModelConfig& config,
 // DSpark draft's is its block size, as vLLM's default for method dspark.
 void ApplyModuleMap(const MapContext& context, const ModelConfig& config, FamilyDetection* family);
 
+// Gives `naming` the map's architecture of a draft or of MTP layers (VllmNaming::
+// map_architecture), so that ToVllmModuleName follows what vLLM renames; a plain model's naming
+// stays as it is. Call after NamingFor, which sets the layer offset a draft's shift takes.
+void AttachModuleMap(const MapContext& context, const ModelConfig& config, VllmNaming* naming);
+
 // What the map says of one Linear weight of checkpoint module `module` (`tensor`: the whole name).
 enum class MapVerdict {
   kQuantized,     // a Linear with a compressed-tensors scheme: it loads quantized weights

@@ -43,8 +43,10 @@ enum class EntryStart {
 // A `re:` entry for `name` (a fused vLLM module name, or its part after "layers.N." for
 // kAnyPrefix), matching the module and its shards and nothing longer.
 std::string IgnoreEntryFor(std::string_view name, EntryStart start) {
-  std::string_view parent = Parent(name);
-  std::string body = parent.empty() ? "" : EscapeRegex(parent) + "\\.";
+  // A name with a dot has a parent even when it is empty: vLLM builds EAGLE MiniCPM's MLP as
+  // ".down_proj" (its prefix is "" there), and re.match must see that dot.
+  const bool has_parent = name.find('.') != std::string_view::npos;
+  std::string body = has_parent ? EscapeRegex(Parent(name)) + "\\." : "";
   std::string_view head = start == EntryStart::kAnyPrefix      ? ".*"
                           : start == EntryStart::kPartBoundary ? "(.*\\.)?"
                                                                : "";
@@ -226,6 +228,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     return Status::Usage(refusal->message + "; " + refusal->fix);
   }
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
+  AttachModuleMap(plan.map, config, &plan.naming);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
   std::vector<bool> ignore_used(user_ignore.size(), false);
@@ -254,7 +257,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     p.out_features = t.shape[0];
     p.in_features = t.shape[1];
     std::string vllm_name = ToVllmModuleName(plan.naming, module);
-    p.vllm_module = FusedModuleName(vllm_name);
+    p.vllm_module = ToFusedVllmModuleName(plan.naming, module);
     for (size_t i = 0; i < user_ignore.size(); ++i) {
       if (user_ignore[i].Matches(vllm_name) || user_ignore[i].Matches(p.vllm_module) ||
           user_ignore[i].Matches(module)) {

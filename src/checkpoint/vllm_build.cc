@@ -58,7 +58,7 @@ std::optional<BuildDecision> UnderTargetConfig(const BuildInputs& in, std::strin
                     "pass --scheme {} --group-size {}",
                     owner, target.label, want.scheme->name, want.params.group_size));
   }
-  const std::string fused = FusedModuleName(ToVllmModuleName(*in.naming, module));
+  const std::string fused = ToFusedVllmModuleName(*in.naming, module);
   if (DecideIgnore(fused, target.ignore, StandardFusedMapping()).ignored) {
     return Decided(Built::kDenseLinear, DenseBy::kTargetConfig,
                    fmt::format("{}, and the target's ignore list matches {}: vLLM builds it dense",

@@ -51,6 +51,11 @@ struct MappedModule {
   bool quantized = false;      // got a compressed-tensors scheme: it loads quantized weights
   bool read_directly = false;  // the forward reads `.weight` itself (it must stay dense)
   std::string read_at;         // "file:line" of that read, when read_directly
+  // The tiny model's checkpoint name this entry of MappedArchitecture::modules is keyed by
+  // ("language_model.model.dspark.layers.0.decoder_layer.mlp.down_proj"), whose layer index
+  // beside vllm_prefix's shows how vLLM renumbers the layer; empty where the generator traced
+  // the module by its path (MoE experts).
+  std::string checkpoint_name;
   ParallelStyle parallel = ParallelStyle::kUnknown;  // from module_class
   // vLLM's verdict under another compressed-tensors format where it differs from `quantized`
   // (the base format's): format ("float-quantized") -> quantized under it (the map's
@@ -72,6 +77,11 @@ struct MappedArchitecture {
   std::vector<std::string> methods;   // speculative methods that build it ("dspark", "mtp", ...)
   bool layers_follow_target = false;  // vLLM numbers the draft's layers after the target's
   bool layers_from_zero = false;      // vLLM numbers them as the checkpoint does (offset 0)
+  // What vLLM added to the tiny model's layer indices, and the tiny target's layer count: equal
+  // for a draft numbered after its target's layers; DeepSeek-V4 DSpark adds its own config's
+  // num_hidden_layers instead (deepseek_v4/nvidia/dspark.py: layers.{num_hidden_layers + i}).
+  int64_t layer_offset = 0;
+  int64_t tiny_target_layers = 0;
   std::string target;  // a draft's: the target architecture the generator built it beside
   // A draft that ships as its own checkpoint and names no registry architecture (Gemma4's
   // assistant, Gemma4AssistantForCausalLM): the config model_types vLLM rewrites to this

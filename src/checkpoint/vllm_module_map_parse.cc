@@ -260,8 +260,11 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
   const std::optional<int64_t> offset = r.Int(a, path, "layer_offset", Need::kOptional);
   arch.layers_follow_target = offset.value_or(0) > 0;
   arch.layers_from_zero = offset == 0;
+  arch.layer_offset = offset.value_or(0);
   if (const Json* built = r.Get(a, path, "built", Type::kObject, Need::kOptional)) {
     arch.target = r.Str(*built, Child(path, "built"), "target", Need::kOptional);
+    arch.tiny_target_layers =
+        r.Int(*built, Child(path, "built"), "target_layers", Need::kOptional).value_or(0);
   }
   arch.checkpoint_model_types = r.Strings(a, path, "checkpoint_model_types", Need::kOptional);
   arch.built_under_target_config = r.Str(a, path, "quant_config_from", Need::kOptional) == "target";
@@ -300,11 +303,15 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
       // A module the generator could not trace to checkpoint names loads under its own path or
       // its prefix (a MoE layer's experts: path "...mlp.experts.routed_experts", prefix
       // "...mlp.experts").
-      if (names.empty()) {
+      const bool traced = !names.empty();
+      if (!traced) {
         std::string own = r.Str(m, at, "path", Need::kOptional);
         names = {own.empty() ? prefix : own, prefix};
       }
-      for (const std::string& n : names) arch.modules.emplace(NormalizedModuleName(n), module);
+      for (const std::string& n : names) {
+        module.checkpoint_name = traced ? n : "";
+        arch.modules.emplace(NormalizedModuleName(n), module);
+      }
     }
   }
   for (const std::string& p : r.Strings(a, path, "other_params", Need::kOptional)) {
