@@ -1,6 +1,7 @@
 #include "quantize/global_scales.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,6 +45,24 @@ Result<float> TensorAbsMax(const SourceCheckpoint& src, size_t i, int threads,
   return *std::max_element(block_max.begin(), block_max.end());
 }
 
+// The set whose members share one NVFP4 global scale: the reference's fused sets
+// (GlobalScaleSetKey) or, for a draft or MTP layers the module map names (VllmNaming::
+// map_architecture), the module vLLM loads two or more of the quantized tensors into: vLLM keeps
+// one global scale per fused Linear, the largest (compressed_tensors_w4a4_nvfp4.py
+// process_weights_after_loading), and fuses more than the reference's sets (MLA's q_a_proj and
+// kv_a_proj_with_mqa into fused_qkv_a_proj, a checkpoint storing a module both fused and split),
+// whose other members would then dequantize wrong. Plain models keep the reference's sets, and
+// its bytes; so does a draft's module that vLLM loads from one tensor.
+std::string GlobalScaleSet(const QuantPlan& plan, const std::map<std::string, int>& members,
+                           size_t i, const TensorMeta& t) {
+  const std::string& fused = plan.tensors[i].vllm_module;
+  if (plan.naming.map_architecture != nullptr && !fused.empty()) {
+    auto it = members.find(fused);
+    if (it != members.end() && it->second > 1) return "vllm:" + fused;
+  }
+  return GlobalScaleSetKey(t.name);
+}
+
 }  // namespace
 
 Result<GlobalScales> ComputeGlobalScales(const SourceCheckpoint& src, const QuantPlan& plan,
@@ -53,16 +72,18 @@ Result<GlobalScales> ComputeGlobalScales(const SourceCheckpoint& src, const Quan
   for (size_t i = 0; i < src.tensors.size(); ++i) {
     if (plan.tensors[i].action == TensorAction::kQuantize) quantized.push_back(i);
   }
+  std::map<std::string, int> members;  // vLLM module -> quantized tensors it loads
+  for (size_t i : quantized) ++members[plan.tensors[i].vllm_module];
   std::map<std::string, float> set_absmax;
   for (size_t i : quantized) {
     SPK_ASSIGN_OR_RETURN(float absmax, TensorAbsMax(src, i, workers, cancel));
-    float& m = set_absmax[GlobalScaleSetKey(src.tensors[i].name)];
+    float& m = set_absmax[GlobalScaleSet(plan, members, i, src.tensors[i])];
     m = std::max(m, absmax);
   }
   GlobalScales out;
   for (size_t i : quantized) {
     const TensorMeta& t = src.tensors[i];
-    out.scales_[i] = NvFp4GlobalScale(set_absmax[GlobalScaleSetKey(t.name)], t.dtype);
+    out.scales_[i] = NvFp4GlobalScale(set_absmax[GlobalScaleSet(plan, members, i, t)], t.dtype);
   }
   return out;
 }
