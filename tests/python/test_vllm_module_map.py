@@ -367,6 +367,37 @@ def test_changes_section_lists_what_differs_between_two_maps():
     assert section[1] == "## Changes since the previous release: vLLM 1.1.0 (from 1.0.0)"
 
 
+def test_changes_compare_per_format_verdicts_on_one_platform_only():
+    from tools.vllm_module_map.changes import changes
+    q = {"quantized": True, "scheme": "CompressedTensorsWNA16", "quant_method": "X"}
+    gpu = {"pack-quantized": {"base": True, "platform": "CUDA capability 90"},
+           "mxfp4-pack-quantized": {"base": False, "platform": "CUDA capability 90"},
+           "nvfp4-pack-quantized": {"base": False, "platform": "CUDA capability 90"}}
+
+    def arch(mx_dense: bool, nv_error: str | None):
+        a = _draft("K", "k.py", {"m.fc": q, "m.o": q})
+        a["scheme_verdicts"] = {
+            "mxfp4-pack-quantized": {"error": None, "modules": (
+                {"m.fc": {"quantized": False}} if mx_dense else {})},
+            "nvfp4-pack-quantized": {"error": nv_error, "modules": {}}}
+        return a
+
+    prev = _fake_map({"K": arch(False, None)}, {})
+    cur = _fake_map({"K": arch(True, "ValueError: no FP4 kernel")}, {})
+    prev["schemes"] = cur["schemes"] = gpu
+    out = changes(prev, cur)
+    assert "  - `K`: under mxfp4-pack-quantized: `m.fc` quantized -> dense" in out
+    assert "  - `K`: under nvfp4-pack-quantized: no longer built: ValueError: no FP4 kernel" in out
+    assert not any("`m.o`" in line for line in out)
+    # Built on another platform (0.32's CPU build), the per-format verdicts are not compared.
+    cpu = {f: dict(v, platform="CPU") for f, v in gpu.items()}
+    prev["schemes"] = cpu
+    out = changes(prev, cur)
+    assert not any("under " in line for line in out)
+    assert ("- per-format verdicts not compared (built on another platform than the previous "
+            "map's): `mxfp4-pack-quantized`, `nvfp4-pack-quantized`") in out
+
+
 def test_a_release_recipe_holds_for_later_releases():
     # 0.33's Step-3.5 recipe (layer_types padded with the MTP layer) serves 0.34, whose code is
     # 0.33's; 0.32 keeps RECIPES'.

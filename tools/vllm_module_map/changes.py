@@ -4,7 +4,8 @@ changes(prev, cur) lists what differs between consecutive releases' maps: archit
 removed and renamed (a removed and an added architecture of the same registry class, or of the
 same file and method), architectures whose file moved, that started or stopped building, modules
 whose verdict changed (quantized or not, the scheme, the quant method; modules that appeared
-or disappeared in an architecture built by both), speculators formats added, removed, refused
+or disappeared in an architecture built by both; per compressed-tensors format, where vLLM started
+or stopped building it or a module's verdict under that format alone changed), speculators formats added, removed, refused
 or changed, and serve options added, removed or changed. changes_section(maps, versions) is one
 section per release after the first. No vLLM is needed.
 
@@ -68,6 +69,52 @@ def module_changes(name: str, old: dict, new: dict) -> list[str]:
     return [f"  - {name}: {ln}" for ln in lines]
 
 
+def _quantized_under(entry: dict, fmt: str, key: str) -> bool:
+    """Whether module `key` of a built entry loads quantized weights of format `fmt`: its
+    scheme_verdicts entry where that format differs from the base, else the base verdict."""
+    differing = ((entry.get("scheme_verdicts") or {}).get(fmt) or {}).get("modules") or {}
+    m = differing.get(key, entry["modules"][key])
+    return bool(m.get("quantized"))
+
+
+def comparable_formats(prev: dict, cur: dict) -> list[str]:
+    """The non-base formats both maps were built under on the same platform: a format's kernels
+    choose by platform (0.32's CPU build has no FP4 kernel, 0.33's faked CUDA has), so verdicts from
+    two platforms differ for that reason alone."""
+    ps, cs = prev.get("schemes") or {}, cur.get("schemes") or {}
+    return sorted(f for f in set(ps) & set(cs)
+                  if not cs[f].get("base") and ps[f].get("platform") == cs[f].get("platform"))
+
+
+def format_changes(name: str, old: dict, new: dict, formats: list[str]) -> list[str]:
+    """Per compressed-tensors format of `formats` that both entries were built under: the format
+    vLLM started or stopped building the architecture under, and modules whose verdict under it
+    changed while the base (W4A16) verdict did not (module_changes lists those)."""
+    ov, nv = old.get("scheme_verdicts") or {}, new.get("scheme_verdicts") or {}
+    om, nm = old.get("modules", {}), new.get("modules", {})
+    lines = []
+    for fmt in sorted(set(ov) & set(nv) & set(formats)):
+        oe, ne = ov[fmt].get("error"), nv[fmt].get("error")
+        if bool(oe) != bool(ne):
+            lines.append(f"under {fmt}: " + (f"no longer built: {ne[:160]}" if ne else "now built"))
+            continue
+        if oe:
+            continue
+        flips = []
+        for key in sorted(set(om) & set(nm)):
+            if _verdict(om[key]) != _verdict(nm[key]):
+                continue
+            was, now = _quantized_under(old, fmt, key), _quantized_under(new, fmt, key)
+            if was != now:
+                flips.append(f"{_code(key)} {'quantized' if was else 'dense'} -> "
+                             f"{'quantized' if now else 'dense'}")
+        if flips:
+            lines.append(f"under {fmt}: " + ", ".join(flips[:MAX_MODULES])
+                         + (f" and {len(flips) - MAX_MODULES} more"
+                            if len(flips) > MAX_MODULES else ""))
+    return [f"  - {name}: {ln}" for ln in lines]
+
+
 def _dict_changes(what: str, old: dict, new: dict, describe) -> list[str]:
     out = []
     for k in sorted(set(old) | set(new)):
@@ -112,6 +159,7 @@ def changes(prev: dict, cur: dict) -> list[str]:
             f"{_code(pa[a].get('file'))})" for a in removed]
     out += [f"- architecture renamed: {_code(o)} -> {_code(n)}" for o, n in renamed]
     verdicts = []
+    formats = comparable_formats(prev, cur)
     for a in sorted(set(pa) & set(ca)):
         o, n = pa[a], ca[a]
         if o.get("file") != n.get("file"):
@@ -120,10 +168,15 @@ def changes(prev: dict, cur: dict) -> list[str]:
             out.append(f"- {_code(a)} " + (f"no longer built: {n['error'][:160]}" if n.get("error")
                                             else "now built"))
         elif not o.get("error"):
-            verdicts += module_changes(_code(a), o, n)
+            verdicts += module_changes(_code(a), o, n) + format_changes(_code(a), o, n, formats)
     if verdicts:
         out.append("- module verdicts changed:")
         out += verdicts
+    other_platform = sorted(f for f in set(prev.get("schemes") or {}) & set(cur.get("schemes") or {})
+                            if not cur["schemes"][f].get("base") and f not in formats)
+    if other_platform:
+        out.append("- per-format verdicts not compared (built on another platform than the "
+                   f"previous map's): {', '.join(map(_code, other_platform))}")
     out += _dict_changes("speculators format", prev.get("speculators", {}),
                          cur.get("speculators", {}), _format_text)
     old_ref, new_ref = prev.get("speculators_refused", {}), cur.get("speculators_refused", {})
