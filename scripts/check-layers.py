@@ -57,20 +57,29 @@ LAYERS: tuple[Layer, ...] = (
     Layer("quant", ("tensor",), "the scheme table (one row per `--scheme`) and its codecs, the scalar "
           "reference quantizer (RTN), packing, the scale search; `simd/`: Highway kernels "
           "(`*-inl.h`), each tested against the scalar reference"),
-    Layer("checkpoint", ("safetensors", "quant"), "a Hugging Face model folder: `config.json`, the "
-          "draft-family presets, vLLM's module names and matching, the plan (which tensor gets "
-          "which scheme, and why), the MoE rules, `quantization_config`, the `vllm serve` line, the files copied "
-          "as they are, the quantized-module reader (`module_reader.h`) and the decode of pre-quantized "
-          "sources (`source_decode.h`)"),
-    Layer("quantize", ("checkpoint",), "the streaming quantizer that executes a plan"),
-    Layer("dequantize", ("checkpoint",), "a compressed-tensors checkpoint of any registry format "
+    Layer("model", ("safetensors", "quant"), "what a model folder says: `config.json` "
+          "(`model_config.h`), its `quantization_config` (`quant_config.h`), the target's precision, "
+          "a stored tensor (`tensor_meta.h`), the MoE rules (fused 3-D experts, routers), the NVFP4 "
+          "global-scale sets and the names of a quantized module's tensors"),
+    Layer("source", ("model",), "opening a source checkpoint (`source.h`: a folder or a Hugging "
+          "Face cache id, fused experts expanded) and decoding every pre-quantized source format "
+          "(`source_decode.h`: FP8 blocks, compressed-tensors, GPTQ/AWQ, ModelOpt), the "
+          "quantized-module reader and the files copied as they are"),
+    Layer("vllm", ("source",), "what a vLLM release does: its version grammar, the module maps and "
+          "their rules, module patterns, the draft families and vLLM's naming of them, the kernel "
+          "rules and GEMM judgement, the `vllm serve` line, the target model, and the one build "
+          "decision (`vllm_build.h`) that the plan, check and inspect share"),
+    Layer("plan", ("vllm",), "the plan (which tensor gets which scheme, and why) and the example "
+          "checkpoints"),
+    Layer("quantize", ("plan",), "the streaming quantizer that executes a plan"),
+    Layer("dequantize", ("plan",), "a compressed-tensors checkpoint of any registry format "
           "back to a dense one",
           tests=("quantize",)),
     Layer("compare", ("dequantize", "plot"), "per-layer error of a quantized checkpoint against its "
           "source, the gain of a second one, their JSON/text/HTML reports"),
     Layer("inspect", ("quantize", "dequantize"), "what `inspect` and `quantize --json` report: the "
           "plan with its reasons, a quantized checkpoint's modules, sizes, the serving line"),
-    Layer("check", ("checkpoint",), "loadability and fidelity findings (`check`), the vLLM source "
+    Layer("check", ("plan",), "loadability and fidelity findings (`check`), the vLLM source "
           "scan", tests=("quantize",)),
     Layer("plot", ("base",), "SVG charts fitted to their data: magnitudes from 0, ratios as their "
           "change from 1, axes with units, legends (compare's HTML, bench's SVG, the card's chart)"),

@@ -9,8 +9,8 @@
 #include "check/vllm_rules.h"
 #include "check/vllm_source.h"
 #include "check_flags.h"
-#include "checkpoint/vllm_module_map.h"
 #include "commands.h"
+#include "vllm/vllm_module_map.h"
 
 namespace spk::cli {
 namespace {

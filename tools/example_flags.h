@@ -5,8 +5,8 @@
 
 #include <span>
 
-#include "checkpoint/example.h"
 #include "option_table.h"
+#include "plan/example.h"
 
 namespace spk::cli {
 

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include "checkpoint/vllm_module_map.h"
 #include "quant/scheme.h"
+#include "vllm/vllm_module_map.h"
 
 namespace spk::cli {
 namespace {

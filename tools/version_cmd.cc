@@ -3,8 +3,8 @@
 #include <cstdio>
 
 #include "base/version.h"
-#include "checkpoint/quant_config.h"
 #include "commands.h"
+#include "model/quant_config.h"
 
 namespace spk::cli {
 

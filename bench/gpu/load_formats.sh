@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Loads one small checkpoint per data-free format in vLLM on a GPU and generates a few tokens, so
 # that each format's vLLM kernel is exercised, then proves the plan's kernel rules
-# (src/checkpoint/kernel_rules.h) on the real device (not run in CI: these kernels need a GPU).
+# (src/vllm/kernel_rules.h) on the real device (not run in CI: these kernels need a GPU).
 #   load_formats.sh SPARKULATOR [WORK_DIR]        (PYTHON: the interpreter with vLLM; python3)
 # About 9 vLLM starts of a 2-layer model: under 5 minutes on one Hopper GPU.
 # Kernels vLLM 0.32 picks (docs/formats.md, "Kernels and shape rules"):

@@ -7,8 +7,6 @@
 #include "card_write.h"
 #include "check/check.h"
 #include "check_flags.h"
-#include "checkpoint/example.h"
-#include "checkpoint/family.h"
 #include "commands.h"
 #include "compare/compare.h"
 #include "compare/report.h"
@@ -16,9 +14,11 @@
 #include "example_flags.h"
 #include "inspect/report.h"
 #include "io/fs_util.h"
+#include "plan/example.h"
 #include "plan_flags.h"
 #include "quantize/merge.h"
 #include "quantize/quantize.h"
+#include "vllm/family.h"
 
 namespace spk::python {
 namespace {

@@ -1,6 +1,6 @@
 // A text file compiled into the binary (cmake/embed_files.cmake writes the tables): data the
 // binary must not look for at run time. Each table is owned by the layer that embeds it (vLLM's
-// module maps: checkpoint/vllm_module_map_data.h; the map generator: check/vllm_map_build.cc).
+// module maps: vllm/vllm_module_map_data.h; the map generator: check/vllm_map_build.cc).
 // Static storage, immutable, thread-safe; no errors.
 #pragma once
 

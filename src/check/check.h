@@ -8,9 +8,9 @@
 // compressed-tensors releases reject, and, with a target, the draft/target pairing. It never stops
 // at the first problem: a malformed shard is a finding and the rest is still checked.
 //
-// The rules reuse the library's own: checkpoint/family.h naming, checkpoint/module_pattern.h
-// DecideIgnore, checkpoint/vllm_build.h DecideVllmBuild (the plan's decision), checkpoint/gemm.h
-// JudgeGemm, checkpoint/quant_config.h, quant/scheme.h shapes and, for the other registry formats,
+// The rules reuse the library's own: vllm/family.h naming, vllm/module_pattern.h
+// DecideIgnore, vllm/vllm_build.h DecideVllmBuild (the plan's decision), vllm/gemm.h
+// JudgeGemm, model/quant_config.h, quant/scheme.h shapes and, for the other registry formats,
 // their codec's tensors (check_formats.cc). Reads headers, weight_shape, weight_scale and
 // weight_global_scale tensors only (bounded memory). Thread safety: call from one thread; no shared
 // state. Findings that depend on the vLLM release (DFlash q/k/v, Laguna names, EAGLE-3 aux layers)
@@ -45,7 +45,7 @@ struct CheckOptions {
   // vllm_version, else the release of the newest module map (DefaultVllmRelease), as quantize.
   std::string vllm_version;
   std::string vllm_dir;
-  // What vLLM builds as a quantized Linear (checkpoint/vllm_module_map.h) comes from, in order:
+  // What vLLM builds as a quantized Linear (vllm/vllm_module_map.h) comes from, in order:
   // vllm_module_map (a map file, tools/vllm_module_map/generate.py --print in the user's vLLM);
   // with vllm_dir and build_map_from_tree, the map that tree builds (check/vllm_map_build.h,
   // run with vllm_python when given; when it cannot be built, the compiled-in maps with the

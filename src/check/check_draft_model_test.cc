@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include "check/check_test_util.h"
-#include "checkpoint/serve_line.h"
-#include "checkpoint/vllm_module_map.h"
+#include "vllm/serve_line.h"
+#include "vllm/vllm_module_map.h"
 
 namespace spk {
 namespace {

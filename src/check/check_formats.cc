@@ -3,16 +3,16 @@
 // (VerifyCodecTensors: quant/codec.h Tensors(), names, dtypes, shapes; scale values by one rule per
 // scale dtype), NVFP4's global scale shared by fused partners (part of fused-agreement), and the
 // kernel rules: pack-quantized-kernels (the WNA16 kernels of the release judged) and format-kernels
-// (vLLM 0.32's rules for the format; both by checkpoint/gemm.h JudgeGemm, the plan's judge, so
+// (vLLM 0.32's rules for the format; both by vllm/gemm.h JudgeGemm, the plan's judge, so
 // that check and quantize agree).
 #include <cmath>
 #include <map>
 
 #include "check/check_rules.h"
-#include "checkpoint/gemm.h"
-#include "checkpoint/quantized_modules.h"
+#include "model/quantized_modules.h"
 #include "quant/float_formats.h"
 #include "tensor/float_convert.h"
+#include "vllm/gemm.h"
 
 namespace spk::check_internal {
 
@@ -138,7 +138,7 @@ std::map<std::string, int64_t> FusedOut(const CheckView& v) {
 
 }  // namespace
 
-// The registry format's kernel rules (checkpoint/gemm.h JudgeGemm) for every module with a
+// The registry format's kernel rules (vllm/gemm.h JudgeGemm) for every module with a
 // codec_shape, each judged with the rows of its whole fused GEMM.
 void FormatKernels(const CheckView& v, FindingSink& sink) {
   if (!v.quant.scheme) return;

@@ -5,8 +5,8 @@
 
 #include "check/check_rules.h"
 #include "check/vllm_map_build.h"
-#include "checkpoint/serve_line.h"
-#include "checkpoint/source.h"
+#include "source/source.h"
+#include "vllm/serve_line.h"
 
 namespace spk::check_internal {
 namespace {

@@ -1,13 +1,13 @@
 // The module-map rules: every module stored quantized, judged by vLLM's module map of the release
-// the check is for (checkpoint/map_rules.h): a module vLLM builds with no quantization scheme, a
+// the check is for (vllm/map_rules.h): a module vLLM builds with no quantization scheme, a
 // weight its forward reads directly and a plain parameter cannot take quantized weights; MTP layers
 // stored at 4 bits or fewer (a quality risk, not a load failure).
 #include <algorithm>
 #include <set>
 
 #include "check/check_rules.h"
-#include "checkpoint/map_rules.h"
-#include "checkpoint/vllm_build.h"
+#include "vllm/map_rules.h"
+#include "vllm/vllm_build.h"
 
 namespace spk::check_internal {
 namespace {
@@ -166,7 +166,7 @@ void SpeculatorsFormatRule(const CheckView& v, FindingSink& sink) {
 // the target checkpoint's own, so for them this is the normal case.
 void DraftQuantConfigOwner(const CheckView& v, FindingSink& sink) {
   if (v.map.map == nullptr || v.map.architecture == nullptr) return;
-  // The sentence the plan refuses such a draft with (checkpoint/vllm_build.h).
+  // The sentence the plan refuses such a draft with (vllm/vllm_build.h).
   const std::string where = TargetConfigOwner(v.map);
   if (where.empty()) return;
   const bool target_quantized = v.target && v.target->precision.quantized;

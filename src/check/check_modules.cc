@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "check/check_rules.h"
-#include "checkpoint/moe.h"
+#include "model/moe.h"
 
 namespace spk::check_internal {
 
@@ -111,7 +111,7 @@ void QuantizedOrDense(const CheckView& v, const ModuleEntry& m, FindingSink& sin
   }
 }
 
-// A quantized router or gate that vLLM builds with quant_config=None (checkpoint/moe.h): vLLM
+// A quantized router or gate that vLLM builds with quant_config=None (model/moe.h): vLLM
 // registers only a dense `.weight` for it, whatever the ignore list says.
 void QuantizedRouter(const CheckView& v, const ModuleEntry& m, FindingSink& sink) {
   const LinearModule* lm = v.LinearOf(m);

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "checkpoint/source.h"
+#include "source/source.h"
 
 namespace spk::check_internal {
 

@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "check/check.h"
-#include "checkpoint/example.h"
 #include "io/fs_util.h"
 #include "io/test_util.h"
+#include "plan/example.h"
 #include "quantize/quantize.h"
 #include "safetensors/reader.h"
 #include "safetensors/writer.h"

@@ -32,19 +32,19 @@
 #include "check/draft_rules.h"
 #include "check/finding_codes.h"
 #include "check/vllm_rules.h"
-#include "checkpoint/family.h"
-#include "checkpoint/map_rules.h"
-#include "checkpoint/model_config.h"
-#include "checkpoint/module_pattern.h"
-#include "checkpoint/plan.h"
-#include "checkpoint/quant_config.h"
-#include "checkpoint/target_model.h"
-#include "checkpoint/target_precision.h"
-#include "checkpoint/vllm_build.h"
+#include "model/model_config.h"
+#include "model/quant_config.h"
+#include "model/target_precision.h"
+#include "plan/plan.h"
 #include "quant/scheme.h"
 #include "quant/stored_names.h"
 #include "safetensors/index.h"
 #include "safetensors/reader.h"
+#include "vllm/family.h"
+#include "vllm/map_rules.h"
+#include "vllm/module_pattern.h"
+#include "vllm/target_model.h"
+#include "vllm/vllm_build.h"
 
 namespace spk::check_internal {
 
@@ -79,7 +79,7 @@ struct Located {
 // The tensors that make up one module of the checkpoint.
 struct ModuleTensors {
   // `packed` is the tensor holding a quantized module's values: weight_packed, or for the
-  // unpacked formats a .weight that checkpoint/quantized_modules.h calls quantized (then `weight`
+  // unpacked formats a .weight that model/quantized_modules.h calls quantized (then `weight`
   // is empty).
   std::optional<Located> weight, packed, scale, shape, zero_point, global_scale;
 };
@@ -124,7 +124,7 @@ struct ModuleEntry {
   std::string name;
   ModuleTensors tensors;
   bool has_values() const { return tensors.packed || tensors.weight; }
-  // What vLLM builds for it (checkpoint/vllm_build.h), for a module with values; not_linear is
+  // What vLLM builds for it (vllm/vllm_build.h), for a module with values; not_linear is
   // its reason when that is not a Linear.
   std::optional<BuildDecision> build;
   std::optional<std::string> not_linear;
@@ -168,13 +168,13 @@ struct CheckView {
   // rule runs.
   bool config_loaded = false;
   ModelConfig config;
-  FamilyDetection family;   // with what the module map adds (ApplyModuleMap)
-  MapContext map;           // vLLM's module map of the release judged (checkpoint/map_rules.h)
-  std::string map_warning;  // the map is another release's
+  FamilyDetection family;            // with what the module map adds (ApplyModuleMap)
+  MapContext map;                    // vLLM's module map of the release judged (vllm/map_rules.h)
+  std::string map_warning;           // the map is another release's
   std::optional<ModuleMap> own_map;  // a map given as a file or built from --vllm DIR
   std::string module_map_source;     // "compiled in", the file, or what built it
   // --target: its config.json, precision (what the pairing compares), quantization in words
-  // ("compressed-tensors w4a16 (group 128)") and scheme (checkpoint/target_model.h).
+  // ("compressed-tensors w4a16 (group 128)") and scheme (vllm/target_model.h).
   std::optional<TargetModel> target;
   // The layer count naming uses: --target-layers, else --target's when config.json lacks one.
   std::optional<int64_t> naming_target_layers;

@@ -14,8 +14,8 @@
 
 #include "check/findings.h"
 #include "check/vllm_rules.h"
-#include "checkpoint/family.h"
-#include "checkpoint/model_config.h"
+#include "model/model_config.h"
+#include "vllm/family.h"
 
 namespace spk {
 

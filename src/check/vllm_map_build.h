@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "checkpoint/vllm_module_map.h"
 #include "io/file.h"
+#include "vllm/vllm_module_map.h"
 
 namespace spk {
 

@@ -9,7 +9,7 @@
 // newer than the last seen failing of a rule no version was seen passing (the default release,
 // the newest module map's, may be such a one).
 // Values and pure functions; thread-safe. Errors: ReadVllmVersion NotFound when DIR holds no vLLM,
-// IoError from reading (versions are parsed by checkpoint/vllm_version.h).
+// IoError from reading (versions are parsed by vllm/vllm_version.h).
 #pragma once
 
 #include <optional>
@@ -19,8 +19,8 @@
 
 #include "base/status.h"
 #include "check/finding_codes.h"
-#include "checkpoint/vllm_version.h"
 #include "io/file.h"
+#include "vllm/vllm_version.h"
 
 namespace spk {
 

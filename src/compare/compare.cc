@@ -8,12 +8,12 @@
 #include <map>
 
 #include "base/strings.h"
-#include "checkpoint/module_reader.h"
-#include "checkpoint/quant_config.h"
-#include "checkpoint/quantized_modules.h"
-#include "checkpoint/source.h"
-#include "checkpoint/source_decode.h"
+#include "model/quant_config.h"
+#include "model/quantized_modules.h"
 #include "quant/float_formats.h"
+#include "source/module_reader.h"
+#include "source/source.h"
+#include "source/source_decode.h"
 #include "tensor/float_convert.h"
 
 namespace spk {
@@ -237,7 +237,7 @@ Result<CompareReport> CompareCheckpoints(const RunContext& run, const CompareOpt
   FileSystem* fs = run.fs;
   if (options.samples < 0) return Status::Usage("--samples must not be negative");
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));     // as quantize read it (checkpoint/moe.h)
+  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));     // as quantize read it (model/moe.h)
   SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));  // and a pre-quantized source decoded
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
   if (!quantized.config.has_quantization_config) {

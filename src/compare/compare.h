@@ -1,9 +1,9 @@
 // `sparkulator compare SRC QUANTIZED`: how far a quantized checkpoint is from its source, layer by
 // layer, and what that does to each layer's output.
 //
-// For every quantized module of QUANTIZED (checkpoint/quantized_modules.h; any format of the
+// For every quantized module of QUANTIZED (model/quantized_modules.h; any format of the
 // scheme registry), its source weight W (SRC's <module>.weight) and the dequantized weight W'
-// (checkpoint/module_reader.h, exactly compressed-tensors' decompress) are streamed in row blocks
+// (source/module_reader.h, exactly compressed-tensors' decompress) are streamed in row blocks
 // (memory bounded by the block size) to give: relative Frobenius error ||W-W'||/||W||, SNR in dB,
 // cosine similarity, max absolute error, the fraction of weights the quantizer clipped (w/s + zp
 // beyond the integer range, or the largest FP8/FP4 value, by more than half a step), and the

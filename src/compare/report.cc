@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "base/xml_escape.h"
-#include "checkpoint/family.h"
 #include "plot/svg_chart.h"
+#include "vllm/family.h"
 
 namespace spk {
 namespace {

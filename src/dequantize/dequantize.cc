@@ -9,12 +9,12 @@
 #include <string_view>
 #include <vector>
 
-#include "checkpoint/module_reader.h"
-#include "checkpoint/other_files.h"
-#include "checkpoint/quant_config.h"
-#include "checkpoint/quantized_modules.h"
-#include "checkpoint/source_decode.h"
+#include "model/quant_config.h"
+#include "model/quantized_modules.h"
 #include "safetensors/checkpoint_writer.h"
+#include "source/module_reader.h"
+#include "source/other_files.h"
+#include "source/source_decode.h"
 
 namespace spk {
 namespace {

@@ -2,10 +2,10 @@
 // to a dense one, each module in the dtype compressed-tensors' decompression gives it (the dtype of
 // weight_scale for pack-, int- and float-quantized; BF16 for NVFP4, MXFP4 and MXFP8), with
 // config.json minus quantization_config. A source of another format DecodeQuantizedSource reads
-// (FP8 blocks, GPTQ/AWQ, ModelOpt; checkpoint/source_decode.h) is written as quantize reads it: its
+// (FP8 blocks, GPTQ/AWQ, ModelOpt; source/source_decode.h) is written as quantize reads it: its
 // weights decoded, its scales left out.
 //
-// QuantizedModuleReader (checkpoint/module_reader.h) streams the dequantized rows of one quantized
+// QuantizedModuleReader (source/module_reader.h) streams the dequantized rows of one quantized
 // module, exactly compressed-tensors' decompress; `compare` reads through it too.
 // DequantizeCheckpoint writes through the same CheckpointWriter as `quantize`
 // (safetensors/checkpoint_writer.h): headers planned up front, modules dequantized in row blocks on

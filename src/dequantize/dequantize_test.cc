@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/example.h"
-#include "checkpoint/fault_test_util.h"
 #include "io/fault_injection.h"
+#include "io/fault_test_util.h"
 #include "io/test_util.h"
+#include "plan/example.h"
 #include "quantize/quantize.h"
 
 namespace spk {

@@ -5,13 +5,13 @@
 #include <map>
 
 #include "base/json_at.h"
-#include "checkpoint/map_rules.h"
-#include "checkpoint/module_reader.h"
-#include "checkpoint/quant_config.h"
-#include "checkpoint/quantized_modules.h"
-#include "checkpoint/serve_line.h"
-#include "checkpoint/source.h"
-#include "checkpoint/source_decode.h"
+#include "model/quant_config.h"
+#include "model/quantized_modules.h"
+#include "source/module_reader.h"
+#include "source/source.h"
+#include "source/source_decode.h"
+#include "vllm/map_rules.h"
+#include "vllm/serve_line.h"
 
 namespace spk {
 namespace {
@@ -41,7 +41,7 @@ Json SizeJson(uint64_t before, uint64_t after) {
               {"ratio", before ? static_cast<double>(after) / static_cast<double>(before) : 0.0}};
 }
 
-// The quantized modules of a compressed-tensors checkpoint (checkpoint/quantized_modules.h, in the
+// The quantized modules of a compressed-tensors checkpoint (model/quantized_modules.h, in the
 // format of its scheme), each with its weight's shape, the bytes it stores and the bytes of the
 // dense weight `dequantize` writes for it.
 struct QuantizedModules {

@@ -1,6 +1,6 @@
 // What `inspect` and `quantize --json` tell a user: the tensors, the detected family, the plan with
 // its reasons, the sizes before and after, and the `vllm serve` line that fits the checkpoint
-// (checkpoint/serve_line.h).
+// (vllm/serve_line.h).
 //
 // Builds plain JSON values (for --json) and renders them as text; no I/O beyond what the callers
 // pass. Thread-safe (pure functions). Errors: InspectCheckpoint returns the errors of opening the

@@ -99,7 +99,7 @@ QuantScheme WithAlias(QuantScheme s, std::string_view alias) {
 // at our group size; w8a16-asym and the asymmetric 2/3/5/6/7-bit rows have no preset there. vLLM
 // 0.32 runs the 2/3/5/6/7-bit rows on no CPU kernel and on CUDA only with the optional Humming
 // kernel (docs/formats.md 2.3; check's no-vllm-kernel finding).
-// The kernels the model card names (`kernels`) are the first ones vLLM 0.32 picks; checkpoint/
+// The kernels the model card names (`kernels`) are the first ones vLLM 0.32 picks; vllm/
 // kernel_rules.cc lists every GPU generation's. "Its fast W4A16 / W8A16 kernels" are Marlin and
 // Machete, which take 4- and 8-bit weights (4-bit with zero points too).
 const std::array<QuantScheme, 21> kSchemes = {

@@ -1,5 +1,5 @@
 // The quantization scheme registry: one table (scheme.cc, ggml-style) with a row per format that
-// sparkulator writes. `--help`, flag validation, the config writer and reader (checkpoint/
+// sparkulator writes. `--help`, flag validation, the config writer and reader (model/
 // quant_config.h), the plan's group-size rule, quantize, dequantize, compare, inspect, check, the
 // model card (card/card.h) and the tests all iterate or look up this table, so adding a format is a
 // row, a codec (quant/codec.h), its kernels and its tests.
@@ -67,7 +67,7 @@ struct QuantScheme {
   std::string_view summary;   // one line for --help and the model card's description
   // The kernels vLLM 0.32 runs the row on, in the model card's words: a noun phrase that completes
   // "written in the compressed-tensors `pack-quantized` format that vLLM loads on ...". The shape
-  // rules and each GPU generation's kernel list are checkpoint/kernel_rules.h's.
+  // rules and each GPU generation's kernel list are vllm/kernel_rules.h's.
   std::string_view kernels;
   const WeightCodec* codec;  // stored tensors, quantize and dequantize rows
   // The key of config.json's one config group; "" names it as model_free_ptq does (the preset

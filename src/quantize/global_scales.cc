@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "base/parallel.h"
-#include "checkpoint/global_scale_sets.h"
-#include "checkpoint/source_decode.h"
+#include "model/global_scale_sets.h"
 #include "quant/float_formats.h"
 #include "quant/simd/float_simd.h"
 #include "safetensors/checkpoint_writer.h"
+#include "source/source_decode.h"
 
 namespace spk {
 namespace {

@@ -1,6 +1,6 @@
 // The first pass of a format with per-tensor global scales (NVFP4): every quantized weight is
 // read block by block (never held whole), its absolute maximum pooled over its fused set (q/k/v,
-// gate/up: checkpoint/global_scale_sets.h, partners in any shard), and each weight gets the
+// gate/up: model/global_scale_sets.h, partners in any shard), and each weight gets the
 // set's weight_global_scale (quant/float_formats.h NvFp4GlobalScale), as llm-compressor's
 // model_free_ptq computes it.
 //
@@ -13,8 +13,8 @@
 #include <map>
 
 #include "base/status.h"
-#include "checkpoint/plan.h"
-#include "checkpoint/source.h"
+#include "plan/plan.h"
+#include "source/source.h"
 
 namespace spk {
 

@@ -6,11 +6,11 @@
 #include <memory>
 #include <optional>
 
-#include "checkpoint/other_files.h"
 #include "io/content_hash.h"
 #include "safetensors/checkpoint_writer.h"
 #include "safetensors/index.h"
 #include "safetensors/resume_record.h"
+#include "source/other_files.h"
 
 namespace spk {
 namespace {

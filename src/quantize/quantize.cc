@@ -8,16 +8,16 @@
 #include <vector>
 
 #include "base/version.h"
-#include "checkpoint/other_files.h"
-#include "checkpoint/quant_config.h"
-#include "checkpoint/source.h"
-#include "checkpoint/source_decode.h"
+#include "model/quant_config.h"
 #include "quant/rtn.h"
 #include "quant/scheme.h"
 #include "quant/stored_names.h"
 #include "quantize/global_scales.h"
 #include "quantize/record.h"
 #include "safetensors/checkpoint_writer.h"
+#include "source/other_files.h"
+#include "source/source.h"
+#include "source/source_decode.h"
 
 namespace spk {
 namespace {

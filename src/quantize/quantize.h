@@ -1,7 +1,7 @@
 // `sparkulator quantize`: a safetensors checkpoint in, a compressed-tensors pack-quantized
 // checkpoint out.
 //
-// One tensor's path through this file: the plan (checkpoint/plan.h) says quantize or keep; the
+// One tensor's path through this file: the plan (plan/plan.h) says quantize or keep; the
 // tensor is declared to the CheckpointWriter (safetensors/checkpoint_writer.h) as the scheme's
 // stored tensors with a producer that reads the source in row blocks and quantizes them with
 // quant/rtn.h, or as a copy; the writer computes every header up front, runs the producers on the
@@ -24,10 +24,10 @@
 
 #include "base/progress.h"
 #include "base/status.h"
-#include "checkpoint/plan.h"
-#include "checkpoint/target_precision.h"
 #include "io/file.h"
 #include "io/run_context.h"
+#include "model/target_precision.h"
+#include "plan/plan.h"
 
 namespace spk {
 
@@ -40,7 +40,7 @@ struct QuantizeOptions {
   TargetPrecision target_precision;
   PlanOptions plan;  // the scheme row and group size (quant/scheme.h SelectScheme) among them
   // --target: the model the draft is served with (folder or org/name), read into plan.target
-  // (checkpoint/target_model.h); "" for none.
+  // (vllm/target_model.h); "" for none.
   std::string target;
   bool force = false;
   bool dry_run = false;  // plan and report, write nothing
@@ -83,7 +83,7 @@ struct QuantizeSummary {
   std::vector<std::string> warnings;
   double seconds = 0;
   // A pre-quantized source's quantization_config (JSON text), which it was decoded from
-  // (checkpoint/source_decode.h); "" for a dense source.
+  // (source/source_decode.h); "" for a dense source.
   std::string decoded_from;
 };
 

@@ -20,11 +20,11 @@
 #include <string>
 #include <vector>
 
-#include "checkpoint/example.h"
-#include "checkpoint/fault_test_util.h"
 #include "io/fault_injection.h"
+#include "io/fault_test_util.h"
 #include "io/file.h"
 #include "io/test_util.h"
+#include "plan/example.h"
 #include "quant/scheme.h"
 
 namespace spk {

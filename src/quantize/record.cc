@@ -1,7 +1,7 @@
 #include "quantize/record.h"
 
 #include "base/version.h"
-#include "checkpoint/family.h"
+#include "vllm/family.h"
 
 namespace spk {
 

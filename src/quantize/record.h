@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "checkpoint/plan.h"
+#include "plan/plan.h"
 #include "quantize/quantize.h"
 
 namespace spk {

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "checkpoint/family.h"
-#include "checkpoint/model_config.h"
-#include "checkpoint/quant_config.h"
+#include "model/model_config.h"
+#include "model/quant_config.h"
+#include "vllm/family.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -48,9 +48,9 @@ def test_the_checkout_passes(tree):
 
 
 @pytest.mark.parametrize("path,first_include,used,why", [
-    ("src/checkpoint/plan.cc", "checkpoint/plan.h", "quantize", "a layer above"),
+    ("src/plan/plan.cc", "plan/plan.h", "quantize", "a layer above"),
     ("src/base/status.cc", "base/status.h", "io", "from the bottom layer"),
-    ("src/check/check.cc", "check/check.h", "compare", "a sibling: both sit above checkpoint"),
+    ("src/check/check.cc", "check/check.h", "compare", "a sibling: both sit above plan"),
     ("src/check/check.cc", "check/check.h", "quantize", "a layer only check's tests may use"),
 ])
 def test_an_include_up_the_table_is_named_with_file_and_line(tree, path, first_include, used, why):
@@ -71,13 +71,13 @@ def test_a_test_may_use_its_rows_test_layers(tree):
 
 
 def test_a_link_up_the_table_is_named(tree):
-    cmake = tree / "src/checkpoint/CMakeLists.txt"
+    cmake = tree / "src/model/CMakeLists.txt"
     text = cmake.read_text().replace("DEPS spk_quant_scheme", "DEPS spk_check spk_quant_scheme", 1)
     cmake.write_text(text)
     line = next(n for n, l in enumerate(text.splitlines(), 1) if "DEPS spk_check " in l)
     proc = run_checker(tree)
     assert proc.returncode == 1
-    assert (f"src/checkpoint/CMakeLists.txt:{line}: spk_checkpoint (layer 'checkpoint') links "
+    assert (f"src/model/CMakeLists.txt:{line}: spk_model (layer 'model') links "
             "spk_check of layer 'check', which is not below it") in proc.stderr
 
 

@@ -1,4 +1,4 @@
-"""The plan's vLLM kernel rules (src/checkpoint/kernel_rules.h) against vLLM 0.32's own code, on both
+"""The plan's vLLM kernel rules (src/vllm/kernel_rules.h) against vLLM 0.32's own code, on both
 sides of every boundary: for each fused GEMM of a checkpoint, `sparkulator inspect --scheme S --tp N`
 quantizes its members exactly when vLLM's shape check (validate_fp8_block_shape for FP8_BLOCK, the
 W4A8 kernel chooser for W4AFP8 on a Hopper GPU) takes the same partition. vLLM runs in its own venv
@@ -194,7 +194,7 @@ def test_check_flags_a_w4afp8_gemm_that_breaks_the_cutlass_tiles(tmp_path, spk):
 
 # ---- Pack-quantized W4A16/W8A16 (WNA16) ------------------------------------------------------
 # (bits, symmetric, group, out, in per rank, full in, row-parallel, CUDA ok, CPU ok): the cases of
-# src/checkpoint/kernel_rules_test.cc kWna16Grid, whose table rows must give the same verdicts.
+# src/vllm/kernel_rules_test.cc kWna16Grid, whose table rows must give the same verdicts.
 WNA16_GRID = [
     (4, True, 128, 48, 256, 256, True, True, False),
     (4, True, 128, 64, 256, 256, True, True, True),

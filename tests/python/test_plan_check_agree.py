@@ -1,4 +1,4 @@
-"""quantize and check decide what vLLM builds with one function (checkpoint/vllm_build.h
+"""quantize and check decide what vLLM builds with one function (vllm/vllm_build.h
 DecideVllmBuild): what the plan writes, check passes.
 
 For every architecture that every compiled-in module map built (data/vllm_module_map/*.json),
