@@ -236,9 +236,8 @@ bool LargerGain(double ratio_a, const std::string& name_a, double ratio_b,
 Result<CompareReport> CompareCheckpoints(const RunContext& run, const CompareOptions& options) {
   FileSystem* fs = run.fs;
   if (options.samples < 0) return Status::Usage("--samples must not be negative");
-  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));     // as quantize read it (model/moe.h)
-  SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));  // and a pre-quantized source decoded
+  // The source as quantize read it: experts split, a pre-quantized source decoded.
+  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenDenseSource(fs, options.source));
   SPK_ASSIGN_OR_RETURN(SourceCheckpoint quantized, OpenSourceCheckpoint(fs, options.quantized));
   if (!quantized.config.has_quantization_config) {
     return Status::InvalidInput(fmt::format(

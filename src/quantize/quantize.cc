@@ -264,11 +264,9 @@ Result<QuantizeSummary> QuantizeCheckpoint(const RunContext& run, const Quantize
   Progress no_progress = Progress::Disabled();
   Progress* progress = run.progress != nullptr ? run.progress : &no_progress;
   SPK_ASSIGN_OR_RETURN(SchemeChoice choice, SchemeFromOptions(options));
-  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, options.source));
-  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));
   // A pre-quantized source (FP8 blocks) is read as the dense checkpoint it decodes to; any other
   // quantization_config is refused there, naming what is decoded.
-  SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));
+  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenDenseSource(fs, options.source));
   PlanOptions plan_options = options.plan;
   if (!options.target.empty()) {
     SPK_ASSIGN_OR_RETURN(plan_options.target, LoadTargetModel(fs, options.target));

@@ -235,4 +235,11 @@ TensorProducer SourceTensorProducer(const SourceCheckpoint& src, size_t i) {
   return p;
 }
 
+Result<SourceCheckpoint> OpenDenseSource(FileSystem* fs, const std::string& spec) {
+  SPK_ASSIGN_OR_RETURN(SourceCheckpoint src, OpenSourceCheckpoint(fs, spec));
+  SPK_RETURN_IF_ERROR(ExpandFusedExperts(&src));
+  SPK_RETURN_IF_ERROR(DecodeQuantizedSource(&src));
+  return src;
+}
+
 }  // namespace spk

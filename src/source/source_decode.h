@@ -94,6 +94,13 @@ Result<nlohmann::ordered_json> SideFileQuantizationConfig(std::string_view dir,
 // (nor a side file) is left as it is, unless it holds a quantized checkpoint's tensors (refused).
 Status DecodeQuantizedSource(SourceCheckpoint* src);
 
+// The dense checkpoint `quantize` reads from `spec` (a folder or a cache id), opened in the one
+// order every reader of it keeps: the folder (OpenSourceCheckpoint), fused 3-D experts split as
+// model_free_ptq splits them (ExpandFusedExperts), then a pre-quantized source's weights decoded
+// (DecodeQuantizedSource, which pairs the split experts' names with their scales). quantize and
+// compare's source side open it here; dequantize, which keeps the stored layout, does not split.
+Result<SourceCheckpoint> OpenDenseSource(FileSystem* fs, const std::string& spec);
+
 // Rows [r0, r0 + n) of 2-D tensor `i` of `src` in its TensorMeta::dtype, decoded when the source
 // stores it quantized; `out` holds exactly n rows.
 Status ReadSourceRows(const SourceCheckpoint& src, size_t i, int64_t r0, int64_t n,
