@@ -210,6 +210,10 @@ std::string VllmNaming::ToString() const {
   if (!proposer_prefix.empty()) {
     s += fmt::format(", served as a draft_model draft under '{}'", proposer_prefix);
   }
+  if (map_architecture != nullptr) {
+    s +=
+        fmt::format(", the names vLLM gives {}'s modules (its module map)", map_architecture->name);
+  }
   if (!offset_known) return s + ", draft layer offset unknown (pass --target-layers)";
   return s + fmt::format(", layer offset {}", layer_offset);
 }
