@@ -42,6 +42,11 @@ constexpr Row kPlanRows[] = {
      "For drafts: the target model's num_hidden_layers, when config.json does not give "
      "num_target_layers",
      &PlanFlags::target_layers},
+    {"--allow-unloadable", "allow_unloadable", ParamType::kBool, "False",
+     "Write a scheme whose layout no vLLM release loads (W4AFP8 as model_free_ptq writes it), "
+     "with a warning, instead of refusing it: for another engine, or to compare bytes with "
+     "model_free_ptq. check still reports layout-loads-nowhere",
+     &PlanFlags::allow_unloadable},
 };
 
 std::string ModuleMapReleases() {
@@ -82,6 +87,7 @@ Status ApplyPlanFlags(const PlanFlags& flags, QuantizeOptions* options) {
   if (flags.target_layers.value_or(0) > 0) options->plan.target_layers = flags.target_layers;
   options->plan.vllm_release = flags.vllm_version;
   options->target = flags.target;
+  options->plan.allow_unloadable = flags.allow_unloadable;
   return Status::Ok();
 }
 

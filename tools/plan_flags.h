@@ -27,9 +27,11 @@ struct PlanFlags {
   std::optional<int64_t> target_layers;  // nullopt (or 0): from config.json
   std::string vllm_version;              // "": the newest module map's release
   std::string target;                    // "": none
+  bool allow_unloadable = false;
 };
 
-// --scheme, --group-size, --preset, --ignore, --tp, --target-layers, --vllm-version, --target.
+// --scheme, --group-size, --preset, --ignore, --tp, --target-layers, --vllm-version, --target,
+// --allow-unloadable.
 std::span<const OptionRow<PlanFlags>> PlanOptionRows();
 
 // Registers the rows on `sub` (with the scheme list and the built-in module maps in the help).

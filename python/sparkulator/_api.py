@@ -23,7 +23,7 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
              progress: ProgressArg = True, target_precision: str = "unquantized", tp: int = 1,
              target_layers: Optional[int] = None, fsync: bool = True, resume: bool = False,
              part: Optional[str] = None, target: Optional[PathLike] = None,
-             vllm_version: Optional[str] = None) -> QuantizeSummary:
+             vllm_version: Optional[str] = None, allow_unloadable: bool = False) -> QuantizeSummary:
     """Quantizes the checkpoint ``src`` into a compressed-tensors checkpoint at ``dst``
     (``sparkulator quantize SRC DST``).
 
@@ -65,6 +65,9 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         vllm_version: the vLLM release to plan for: what it builds as a quantized Linear comes from
             vLLM's module map of that release (docs/draft-kinds.md). A newer release is judged by
             the newest map, with a warning. Default: the newest map's release, as check's.
+        allow_unloadable: write a scheme whose layout no vLLM release loads (W4AFP8 as
+            model_free_ptq writes it), with a warning, instead of refusing it: for another engine,
+            or to compare bytes with model_free_ptq. check still reports layout-loads-nowhere.
 
     Returns:
         The summary ``quantize --json`` prints.
@@ -80,7 +83,8 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
 def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = None,
             preset: str = "auto", ignore: Sequence[str] = (), tp: int = 1,
             target_layers: Optional[int] = None, target: Optional[PathLike] = None,
-            vllm_version: Optional[str] = None) -> Union[QuantizedCheckpoint, QuantizeSummary]:
+            vllm_version: Optional[str] = None,
+            allow_unloadable: bool = False) -> Union[QuantizedCheckpoint, QuantizeSummary]:
     """What is in ``ckpt`` (``sparkulator inspect CKPT``); writes nothing.
 
     For a dense checkpoint: the plan ``quantize`` would follow with these arguments, as a
@@ -108,6 +112,9 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
         vllm_version: the vLLM release to plan for: what it builds as a quantized Linear comes from
             vLLM's module map of that release (docs/draft-kinds.md). A newer release is judged by
             the newest map, with a warning. Default: the newest map's release, as check's.
+        allow_unloadable: write a scheme whose layout no vLLM release loads (W4AFP8 as
+            model_free_ptq writes it), with a warning, instead of refusing it: for another engine,
+            or to compare bytes with model_free_ptq. check still reports layout-loads-nowhere.
 
     Returns:
         The report ``inspect --json`` prints.

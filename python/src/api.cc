@@ -215,7 +215,8 @@ std::vector<ApiCommand> MakeCommands() {
             "``\"I/N\"``: write part I of the job split into N (``--part``), for :func:`merge` "
             "(``summary.part_shards`` lists the shards this part wrote)."},
            Plan("target"),
-           Plan("vllm_version")},
+           Plan("vllm_version"),
+           Plan("allow_unloadable")},
       .returns = {{"QuantizeSummary", ""}},
       .returns_doc = "The summary ``quantize --json`` prints.",
       .raises_doc = "ValueError: bad arguments or a malformed source. FileNotFoundError: ``src`` "
@@ -229,7 +230,8 @@ std::vector<ApiCommand> MakeCommands() {
              "QuantizeSummary of a dry run. For a compressed-tensors checkpoint: its scheme and "
              "quantized modules, as a QuantizedCheckpoint.",
       .params = {kCkpt, Plan("scheme"), Plan("group_size"), Plan("preset"), Plan("ignore"),
-                 Plan("tp"), Plan("target_layers"), Plan("target"), Plan("vllm_version")},
+                 Plan("tp"), Plan("target_layers"), Plan("target"), Plan("vllm_version"),
+                 Plan("allow_unloadable")},
       .returns = {{"QuantizedCheckpoint", "quantized"}, {"QuantizeSummary", ""}},
       .returns_doc = "The report ``inspect --json`` prints.",
       .raises_doc = kRaisesAsQuantize,

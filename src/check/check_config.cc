@@ -4,6 +4,7 @@
 
 #include "quant/pack_quantized.h"
 #include "quant/scheme.h"
+#include "vllm/kernel_rules.h"
 
 namespace spk::check_internal {
 namespace {
@@ -60,6 +61,15 @@ void QuantizationConfigRule(const CheckView& v, FindingSink& sink) {
     return;
   }
   if (!q.qc) return;
+  if (q.scheme) {
+    if (const KernelRule* row = KernelRuleFor(*q.scheme->scheme);
+        row != nullptr && !row->layout_loads_nowhere.empty()) {
+      sink.Add(FindingCode::kLayoutLoadsNowhere, "", "config.json",
+               std::string(row->layout_loads_nowhere),
+               "requantize with a scheme vLLM loads: sparkulator quantize --scheme w4a16 (the "
+               "same int4 weights), w8a8 or fp8-dynamic");
+    }
+  }
   auto check_format = [&](const std::string& format, const std::string& where) {
     if (format.empty() || IsRegistryFormat(format)) return;
     if (FormatsNotChecked().count(format)) {

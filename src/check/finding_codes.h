@@ -61,6 +61,7 @@ enum class FindingCode : uint8_t {
   kGroupSizeUnsupported,
   kUnknownScheme,
   kNoVllmKernel,
+  kLayoutLoadsNowhere,
   kVllmBatchInvariantNoKernel,
   kUnknownFormat,
   kFormatNotChecked,
@@ -261,6 +262,11 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "type (uint3b4) not supported by CPUWNA16`) and on CUDA only `HummingLinearKernel` with "
          "the "
          "optional `humming` package (docs/formats.md 2.3)"},
+        {FindingCode::kLayoutLoadsNowhere, "layout-loads-nowhere", kErr, "quantization-config",
+         "the checkpoint's scheme is stored in a layout no vLLM release loads: W4AFP8 as "
+         "model_free_ptq writes it (int-quantized, int4 in an I8 `weight`), which Hopper's "
+         "CompressedTensorsW4A8Fp8 reads as pack-quantized `weight_packed` only and vLLM's CPU "
+         "build has no scheme for; quantize refuses it without --allow-unloadable"},
         {FindingCode::kVllmBatchInvariantNoKernel, "vllm-batch-invariant-no-kernel", kInfo,
          "quantization-config, pack-quantized-kernels",
          "`--vllm-batch-invariant` (served with `VLLM_BATCH_INVARIANT=1`) on a release whose "

@@ -10,6 +10,7 @@
 #include "base/strings.h"
 #include "model/moe.h"
 #include "vllm/gemm.h"
+#include "vllm/kernel_rules.h"
 #include "vllm/module_pattern.h"
 
 namespace spk {
@@ -201,6 +202,19 @@ void NameSplitSources(const std::vector<TensorMeta>& metas, std::vector<TensorPl
 Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelConfig& config,
                             const PlanOptions& options) {
   if (options.tp < 1) return Status::Usage("--tp must be at least 1");
+  std::string unloadable;  // the scheme's layout loads on no vLLM release: refused, or a warning
+  if (const KernelRule* row = options.scheme ? KernelRuleFor(*options.scheme) : nullptr;
+      row != nullptr && !row->layout_loads_nowhere.empty()) {
+    if (!options.allow_unloadable) {
+      return Status::Usage(fmt::format(
+          "--scheme {}: {}; choose a scheme vLLM loads (w4a16 stores the same int4 weights, "
+          "w8a8 or fp8-dynamic quantize the activations too), or pass --allow-unloadable to "
+          "write it all the same (another engine, or bytes to compare with model_free_ptq)",
+          options.scheme->name, row->layout_loads_nowhere));
+    }
+    unloadable = fmt::format("--scheme {} written with --allow-unloadable: {}",
+                             options.scheme->name, row->layout_loads_nowhere);
+  }
   std::vector<std::string> names;
   std::vector<std::vector<int64_t>> shapes;
   for (const TensorMeta& t : tensors) {
@@ -209,6 +223,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   }
   QuantPlan plan;
   plan.options = options;
+  if (!unloadable.empty()) plan.warnings.push_back(std::move(unloadable));
   plan.family = DetectFamily(config, names, options.preset, &shapes);
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);

@@ -39,6 +39,9 @@ struct PlanOptions {
   // --target: the model the draft is served with. A draft vLLM builds under the target's
   // quantization config is planned from it, and refused without it (vllm_build.h).
   std::optional<TargetModel> target;
+  // Write a scheme whose layout no vLLM release loads (KernelRule::layout_loads_nowhere), with a
+  // warning; false: BuildPlan refuses it (Usage).
+  bool allow_unloadable = false;
 };
 
 enum class TensorAction { kKeep, kQuantize };

@@ -257,13 +257,20 @@ const std::array<KernelRule, 21> kRules = {{
      .kernel = "CutlassW4A8LinearKernel",
      .kernels = "Hopper (sm90): CutlassW4A8LinearKernel, the only GPU kernel: on Ampere/Ada the "
                 "scheme needs capability 90, on Blackwell CUTLASS W4A8 refuses anything but sm90 "
-                "(Machete and Marlin take no signed int4); the CPU build runs "
-                "Dynamic4bitLinearKernel",
+                "(Machete and Marlin take no signed int4); the CPU build has no scheme for int4 "
+                "weights with FP8 activations",
      .condition = "K (input columns per partition) and N (the fused GEMM's rows per partition) "
                   "multiples of 128",
      .vllm_source = "kernels/linear/mixed_precision/cutlass.py CutlassW4A8LinearKernel."
                     "can_implement via kernels/linear/__init__.py choose_mp_linear_kernel",
-     .rule = CutlassW4A8Tiles},
+     .rule = CutlassW4A8Tiles,
+     .layout_loads_nowhere =
+         "model_free_ptq's W4AFP8 layout (int-quantized: int4 values in an I8 `.weight`) loads on "
+         "no vLLM release: on Hopper, the one GPU with a kernel, vLLM 0.32-0.34 build it as "
+         "CompressedTensorsW4A8Fp8, which reads pack-quantized `weight_packed`/`weight_scale`/"
+         "`weight_shape` (\"There is no module or parameter named '...weight'\", seen with "
+         "vLLM 0.33.0 and 0.34.0's own weight loaders); vLLM 0.32.0's CPU build finds no scheme "
+         "for it (\"NotImplementedError: No compressed-tensors compatible scheme was found\")"},
     {.scheme = "w8a8",
      .kernel = "",
      .kernels = "sm75+: CutlassInt8ScaledMMLinearKernel (cutlass_scaled_mm hands K or N not a "

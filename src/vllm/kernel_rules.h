@@ -83,6 +83,10 @@ struct KernelRule {
   // False where the CPU build has no kernel for the format at any shape (CPUWNA16 takes 4-bit
   // only): check then says nothing per module about the CPU.
   bool cpu_runs_format = true;
+  // Why no vLLM release loads the layout the row writes (the reference's, model_free_ptq's), or
+  // "" when one does: the plan refuses the scheme without --allow-unloadable, and check reports
+  // layout-loads-nowhere. Seen on vLLM, each platform's words quoted.
+  std::string_view layout_loads_nowhere;
 };
 
 // Every row, in the scheme registry's order.

@@ -63,7 +63,15 @@ VERDICT_LISTS = ("unconsumed", "misplaced", "not_loaded", "shard_incomplete", "d
                  "returned_missing")
 
 
+# SPK_LOAD_PROBE_CASES="Arch:scheme,...": those cases on every release that builds the
+# architecture, in place of CI's or the full tier's (to rerun what a change touches).
+CHOSEN = [tuple(c.split(":", 1)) for c in os.environ.get("SPK_LOAD_PROBE_CASES", "").split(",")
+          if c]
+
+
 def cases(release: str) -> list:
+    if CHOSEN:
+        return [(a, s) for a, s in CHOSEN if a in built(release)]
     if FULL:
         return [(a, s) for a in built(release) for s in SCHEMES]
     return CI_CASES[release]

@@ -434,7 +434,8 @@ def test_signatures_keep_their_order_and_defaults(sp):
     params = pyinspect.signature(sp.quantize).parameters
     assert list(params) == ["src", "dst", "scheme", "group_size", "preset", "ignore", "method",
                             "threads", "force", "dry_run", "progress", "target_precision", "tp",
-                            "target_layers", "fsync", "resume", "part", "target", "vllm_version"]
+                            "target_layers", "fsync", "resume", "part", "target", "vllm_version",
+                            "allow_unloadable"]
     assert params["scheme"].default == "W4A16" and params["fsync"].default is True
     assert list(pyinspect.signature(sp.check).parameters) == [
         "ckpt", "target", "tp", "vllm_version", "vllm", "target_layers", "vllm_batch_invariant",

@@ -203,7 +203,7 @@ def test_a_source_format_not_decoded_is_refused_saying_what_is(spk, sources, tmp
 
 # ---- compressed-tensors sources ----------------------------------------------------------------
 
-from formats_sources import PRESETS, write_checkpoint  # noqa: E402
+from formats_sources import PRESETS, layout_flags, write_checkpoint  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -217,7 +217,8 @@ def dense_source(tmp_path_factory):
 def test_a_compressed_tensors_source_quantizes_as_its_dequantized_copy(spk, dense_source, tmp_path,
                                                                       source_scheme):
     q = tmp_path / "q"
-    spk("quantize", dense_source, q, "--scheme", source_scheme, "--preset", "none", "--no-fsync")
+    spk("quantize", dense_source, q, "--scheme", source_scheme, "--preset", "none", "--no-fsync",
+        *layout_flags(source_scheme))
     spk("dequantize", q, tmp_path / "dense", "--no-fsync")
     target = "NVFP4A16" if source_scheme == "W4A16" else "W4A16"
     spk("quantize", q, tmp_path / "from-q", "--scheme", target, "--no-fsync")
