@@ -159,7 +159,8 @@ const std::array<QuantScheme, 21> kSchemes = {
            WeightStrategy::kGroupOrChannel, kFp8PerToken, IntQuantizedCodec(),
            "int4 weights per group of 128 (as I8), FP8 activations per token; vLLM: Hopper only",
            "CutlassW4A8LinearKernel on Hopper (sm90) only (Machete and Marlin take no signed "
-           "int4; other GPUs have no kernel for it); its CPU build runs Dynamic4bitLinearKernel"),
+           "int4; other GPUs have no kernel for it), reading pack-quantized weights: this "
+           "int-quantized layout loads on no vLLM release (quantize needs --allow-unloadable)"),
     WithAlias(Preset("w8a8", "W8A8", WeightType::kInt, 8, kChannelOnly, ScaleDType::kLikeWeight,
                      WeightStrategy::kGroupOrChannel, kIntPerToken, IntQuantizedCodec(),
                      "int8 weights per channel, int8 activations per token at run time",
