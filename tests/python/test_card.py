@@ -18,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from test_bench import bench, standin, standin_per_module  # noqa: E402,F401  (fixtures)
 from test_bench import PROMPTS, write_prompts  # noqa: E402
+from formats_sources import layout_flags  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -322,7 +323,7 @@ def test_every_scheme_card_names_its_format_number_type_and_kernels(tmp_path, ru
     failures = []
     for scheme in scheme_names(run):
         draft = tmp_path / scheme
-        r = run("quantize", src, draft, "--scheme", scheme)
+        r = run("quantize", src, draft, "--scheme", scheme, *layout_flags(scheme))
         assert r.returncode == 0, (scheme, r.stderr)
         r = run("card", draft, "--base-model", "org/draft")
         assert r.returncode == 0, (scheme, r.stderr)
