@@ -11,7 +11,8 @@
 #   nvfp4a16    CompressedTensorsW4A4Fp4   (Marlin FP4; FlashInfer CuTe-DSL W4A16 on sm100/103)
 #   mxfp4a16    CompressedTensorsW4A16Mxfp4 / Marlin MXFP4
 #   mxfp8a16    CompressedTensorsW8A8Mxfp8 (Marlin MXFP8 weight-only; FlashInfer on Blackwell)
-#   w4afp8      CompressedTensorsW4A8Fp8   (CUTLASS W4A8: Hopper only)
+#   w4afp8      CompressedTensorsW4A8Fp8   (CUTLASS W4A8: Hopper only), expected to refuse
+#               model_free_ptq's int-quantized layout (check: layout-loads-nowhere)
 # Rule boundaries, one shape on each side:
 #   fp8-block  k_proj of 192 rows (12 heads, 3 KV heads of 64): the plan keeps q/k/v dense and the
 #              checkpoint loads; vLLM's validate_fp8_block_shape would refuse them quantized.
@@ -44,11 +45,20 @@ report() {  # report NAME LOG: ok with vLLM's kernel line, or FAILED with the la
 }
 
 "$spk" example "$work/src" --family llm --force >/dev/null
-for scheme in w8a8 fp8-dynamic fp8-block nvfp4a16 mxfp4a16 mxfp8a16 w4afp8; do
+for scheme in w8a8 fp8-dynamic fp8-block nvfp4a16 mxfp4a16 mxfp8a16; do
   "$spk" quantize "$work/src" "$work/$scheme" --scheme "$scheme" --force >/dev/null
   if load "$work/$scheme"; then report "$scheme" ok "$work/$scheme.log"
   else report "$scheme" failed "$work/$scheme.log"; fi
 done
+# w4afp8 in model_free_ptq's layout: check's layout-loads-nowhere says Hopper's
+# CompressedTensorsW4A8Fp8 refuses its I8 .weight (seen with the weight loaders on a faked Hopper);
+# a load here would prove that wrong.
+"$spk" quantize "$work/src" "$work/w4afp8" --scheme w4afp8 --allow-unloadable --force >/dev/null
+if load "$work/w4afp8"; then
+  echo "w4afp8 (int-quantized): FAILED: it loaded, so layout-loads-nowhere is wrong"; failed=1
+else
+  echo "w4afp8 (int-quantized): ok: refused as check says: $(grep -m1 -E 'no module or parameter' "$work/w4afp8.log" || tail -1 "$work/w4afp8.log")"
+fi
 
 # fp8-block boundary: the plan keeps the 192-row k_proj's q/k/v dense; the rest loads as blocks.
 "$spk" example "$work/src192" --family llm --hidden 768 --kv-heads 3 --force >/dev/null
