@@ -106,6 +106,14 @@ Result<ModelConfig> ParseModelConfig(std::string_view file_label, std::string_vi
   SPK_RETURN_IF_ERROR(
       ReadOptionalInt(j, "num_hidden_layers", file_label, &config.num_hidden_layers));
   SPK_RETURN_IF_ERROR(ReadOptionalInt(j, "hidden_size", file_label, &config.hidden_size));
+  // A speculators-format draft (EAGLE-3 from speculators) keeps its decoder's config in
+  // transformer_layer_config, which vLLM builds the draft from: its hidden_size is the draft's.
+  if (auto layer = j.find("transformer_layer_config");
+      !config.hidden_size && layer != j.end() && layer->is_object()) {
+    SPK_RETURN_IF_ERROR(ReadOptionalInt(*layer, "hidden_size",
+                                        fmt::format("{}: transformer_layer_config", file_label),
+                                        &config.hidden_size));
+  }
   SPK_RETURN_IF_ERROR(ReadOptionalInt(j, "vocab_size", file_label, &config.vocab_size));
   SPK_RETURN_IF_ERROR(
       ReadOptionalInt(j, "num_target_layers", file_label, &config.num_target_layers));

@@ -229,5 +229,32 @@ TEST(PlanTest, Fp8BlocksFollowVllmsFusedPartitionRule) {
   EXPECT_TRUE(rule("model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.qkv_proj", 384, 2));
 }
 
+// A speculators-format EAGLE-3 head keeps its decoder's config in transformer_layer_config: the
+// hidden size the first-build rule needs comes from there. vLLM 0.32 refused this head's g128 copy
+// ("Weight input_size_per_partition=576 for layer 'model.layers.30.self_attn.qkv_proj' is not
+// divisible by group_size=128") while the plan, reading no top-level hidden_size, quantized it.
+TEST(PlanTest, SpeculatorsEagle3HeadsFirstBuiltQkvProjUsesTheLayerConfigsHiddenSize) {
+  std::vector<TensorMeta> tensors = {
+      {"layers.0.self_attn.q_proj.weight", DType::kBF16, {576, 1152}, ""},
+      {"layers.0.self_attn.k_proj.weight", DType::kBF16, {192, 1152}, ""},
+      {"layers.0.self_attn.v_proj.weight", DType::kBF16, {192, 1152}, ""},
+      {"layers.0.mlp.down_proj.weight", DType::kBF16, {576, 1536}, ""},
+      {"fc.weight", DType::kBF16, {576, 1728}, ""},
+  };
+  const ModelConfig config = Config(
+      R"({"architectures":["Eagle3DraftModel"],"speculators_model_type":"eagle3",
+          "transformer_layer_config":{"model_type":"llama","hidden_size":576}})");
+  ASSERT_EQ(config.hidden_size, 576);
+  PlanOptions options;  // w4a16, group 128
+  auto plan = BuildPlan(tensors, config, options);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  for (const TensorPlan& t : plan->tensors) {
+    if (t.tensor.find("self_attn") == std::string::npos) continue;
+    EXPECT_EQ(t.action, TensorAction::kKeep) << t.tensor;
+    EXPECT_NE(t.reason.find("vLLM first builds"), std::string::npos) << t.reason;
+  }
+  EXPECT_EQ(Actions(*plan)["layers.0.mlp.down_proj.weight"], TensorAction::kQuantize);
+}
+
 }  // namespace
 }  // namespace spk
