@@ -202,7 +202,15 @@ void NameSplitSources(const std::vector<TensorMeta>& metas, std::vector<TensorPl
 Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelConfig& config,
                             const PlanOptions& options) {
   if (options.tp < 1) return Status::Usage("--tp must be at least 1");
-  std::string unloadable;  // the scheme's layout loads on no vLLM release: refused, or a warning
+  std::vector<std::string> names;
+  std::vector<std::vector<int64_t>> shapes;
+  for (const TensorMeta& t : tensors) {
+    names.push_back(t.name);
+    shapes.push_back(t.shape);
+  }
+  QuantPlan plan;
+  plan.options = options;
+  // A scheme whose layout no vLLM release loads: refused, or written with a warning.
   if (const KernelRule* row = options.scheme ? KernelRuleFor(*options.scheme) : nullptr;
       row != nullptr && !row->layout_loads_nowhere.empty()) {
     if (!options.allow_unloadable) {
@@ -212,18 +220,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
           "write it all the same (another engine, or bytes to compare with model_free_ptq)",
           options.scheme->name, row->layout_loads_nowhere));
     }
-    unloadable = fmt::format("--scheme {} written with --allow-unloadable: {}",
-                             options.scheme->name, row->layout_loads_nowhere);
+    plan.warnings.push_back(fmt::format("--scheme {} written with --allow-unloadable: {}",
+                                        options.scheme->name, row->layout_loads_nowhere));
   }
-  std::vector<std::string> names;
-  std::vector<std::vector<int64_t>> shapes;
-  for (const TensorMeta& t : tensors) {
-    names.push_back(t.name);
-    shapes.push_back(t.shape);
-  }
-  QuantPlan plan;
-  plan.options = options;
-  if (!unloadable.empty()) plan.warnings.push_back(std::move(unloadable));
   plan.family = DetectFamily(config, names, options.preset, &shapes);
   SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
   plan.map = ResolveMapContext(choice.map, config, plan.family);

@@ -58,7 +58,7 @@ TEST(ModuleMapSchemaTest, AWellFormedMapParsesWithItsNulls) {
   EXPECT_EQ(map->release, "0.34.0");
   EXPECT_EQ(map->version.minor, 34);
   const MappedArchitecture& arch = map->architectures.at("DFlashDraftModel");
-  EXPECT_TRUE(arch.layers_follow_target);
+  EXPECT_TRUE(arch.layers_follow_target());
   const MappedModule* qkv = FindModule(arch, "layers.0.self_attn.qkv_proj");
   ASSERT_NE(qkv, nullptr);
   EXPECT_EQ(qkv->read_at, "qwen3_dflash.py:7");

@@ -101,7 +101,7 @@ TEST(ModuleMapTest, DSparkMarkovHeadIsNotAQuantizedLinear) {
   const ModuleMap& map = Map("0.33.0");
   const MappedArchitecture& dspark = map.architectures.at("Qwen3DSparkModel");
   EXPECT_EQ(dspark.method(), "dspark");
-  EXPECT_TRUE(dspark.layers_follow_target);
+  EXPECT_TRUE(dspark.layers_follow_target());
   const MappedModule* head = FindModule(dspark, "markov_head.markov_w2");
   ASSERT_NE(head, nullptr);
   EXPECT_EQ(head->module_class, "ParallelLMHead");
@@ -121,8 +121,8 @@ TEST(ModuleMapTest, AnUnguardedWeightReadIsKnownWithItsLine) {
   ASSERT_NE(k, nullptr);
   EXPECT_TRUE(k->read_directly);
   EXPECT_NE(k->read_at.find("gemma4_dspark.py:"), std::string::npos) << k->read_at;
-  EXPECT_FALSE(gemma.layers_follow_target);
-  EXPECT_TRUE(gemma.layers_from_zero);
+  EXPECT_FALSE(gemma.layers_follow_target());
+  EXPECT_TRUE(gemma.layers_from_zero());
 }
 
 TEST(ModuleMapPlanTest, Gemma4DSparkNamesItsLayersWithoutTheTargetsOffset) {

@@ -251,7 +251,8 @@ VllmNaming NamingFor(const FamilyDetection& family, const ModelConfig& config,
 
 namespace {
 
-// The first all-digit component of a dotted name (a layer index): where it starts, and its value.
+// Every all-digit component of a dotted name (layer and expert indices), in order: where it
+// starts, its length and its value.
 struct IndexAt {
   size_t pos = 0;
   size_t len = 0;
@@ -303,8 +304,8 @@ std::optional<std::string> NameInMap(const MappedArchitecture& arch, int64_t shi
   if (!values.empty()) {
     if (!tiny.empty() && !real.empty()) {
       values[0] = real[0].value + (vllm[0].value == tiny[0].value ? 0 : shift);
-    } else if (arch.layer_offset > 0) {
-      values[0] = vllm[0].value - arch.layer_offset + shift;  // a module outside the layers
+    } else if (arch.layers_follow_target()) {
+      values[0] = vllm[0].value - *arch.layer_offset + shift;  // a module outside the layers
     }
     if (vllm.size() == real.size()) {
       for (size_t i = 1; i < vllm.size(); ++i) values[i] = real[i].value;

@@ -124,8 +124,8 @@ void ApplyModuleMap(const MapContext& context, const ModelConfig& config, Family
   const MappedArchitecture* arch = context.architecture;
   if (arch == nullptr || !arch->is_draft || arch->method().empty()) return;
   family->vllm_method = std::string(arch->method());
-  family->map_no_layer_offset = arch->layers_from_zero;
-  family->map_layers_follow_target = arch->layers_follow_target;
+  family->map_no_layer_offset = arch->layers_from_zero();
+  family->map_layers_follow_target = arch->layers_follow_target();
   if (family->vllm_method == "dspark") {
     // Unlike DFlash (block_size - 1), vLLM's default for dspark is the whole block.
     if (int64_t block = DSparkBlockSize(config); block > 0) {
@@ -279,8 +279,8 @@ void AttachModuleMap(const MapContext& context, const ModelConfig& config, VllmN
     naming->map_layer_shift = naming->layer_offset;
     // A draft whose tiny model was shifted by another count than its target's layers takes it
     // from its own config's num_hidden_layers, as vLLM reads it there (DeepSeek-V4 DSpark).
-    if (arch.layer_offset > 0 && arch.tiny_target_layers > 0 &&
-        arch.layer_offset != arch.tiny_target_layers) {
+    if (arch.layers_follow_target() && arch.tiny_target_layers > 0 &&
+        *arch.layer_offset != arch.tiny_target_layers) {
       naming->map_layer_shift = config.num_hidden_layers.value_or(naming->layer_offset);
     }
   }

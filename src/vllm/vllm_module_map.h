@@ -74,14 +74,16 @@ struct MappedArchitecture {
   std::string name;  // the registry's architecture, e.g. "Qwen3DSparkModel"
   std::string file;  // vLLM's model file, e.g. "vllm/model_executor/models/qwen3_dspark.py"
   bool is_draft = false;
-  std::vector<std::string> methods;   // speculative methods that build it ("dspark", "mtp", ...)
-  bool layers_follow_target = false;  // vLLM numbers the draft's layers after the target's
-  bool layers_from_zero = false;      // vLLM numbers them as the checkpoint does (offset 0)
-  // What vLLM added to the tiny model's layer indices, and the tiny target's layer count: equal
-  // for a draft numbered after its target's layers; DeepSeek-V4 DSpark adds its own config's
-  // num_hidden_layers instead (deepseek_v4/nvidia/dspark.py: layers.{num_hidden_layers + i}).
-  int64_t layer_offset = 0;
+  std::vector<std::string> methods;  // speculative methods that build it ("dspark", "mtp", ...)
+  // What vLLM added to the tiny model's layer indices (nullopt: the map does not say), and the tiny
+  // target's layer count: equal for a draft numbered after its target's layers; DeepSeek-V4
+  // DSpark adds its own config's num_hidden_layers instead (deepseek_v4/nvidia/dspark.py:
+  // layers.{num_hidden_layers + i}).
+  std::optional<int64_t> layer_offset;
   int64_t tiny_target_layers = 0;
+  // vLLM numbers the draft's layers after the target's / as the checkpoint does (offset 0).
+  bool layers_follow_target() const { return layer_offset.value_or(0) > 0; }
+  bool layers_from_zero() const { return layer_offset == 0; }
   std::string target;  // a draft's: the target architecture the generator built it beside
   // A draft that ships as its own checkpoint and names no registry architecture (Gemma4's
   // assistant, Gemma4AssistantForCausalLM): the config model_types vLLM rewrites to this

@@ -257,10 +257,7 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
   arch.file = r.Str(a, path, "file", Need::kOptional);
   arch.is_draft = r.Str(a, path, "role", Need::kRequired) == "draft";
   arch.methods = r.Strings(a, path, "methods", Need::kRequired);
-  const std::optional<int64_t> offset = r.Int(a, path, "layer_offset", Need::kOptional);
-  arch.layers_follow_target = offset.value_or(0) > 0;
-  arch.layers_from_zero = offset == 0;
-  arch.layer_offset = offset.value_or(0);
+  arch.layer_offset = r.Int(a, path, "layer_offset", Need::kOptional);
   if (const Json* built = r.Get(a, path, "built", Type::kObject, Need::kOptional)) {
     arch.target = r.Str(*built, Child(path, "built"), "target", Need::kOptional);
     arch.tiny_target_layers =
