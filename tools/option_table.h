@@ -6,6 +6,16 @@
 // parameters and sets the same fields from a request. The CLI's default is the flags struct's
 // initial value; tests/python/test_api_parity.py checks it against the Python default.
 //
+// A row whose flag has no leading dash is a positional argument (SRC, CKPT), required where its
+// Python parameter is. A row's flag may carry aliases as CLI11 spells them ("-o,--output"). What
+// only the CLI has (--json, compare's --top, quantize's old --shard) and the checks CLI11 makes
+// while parsing (ExistingFile, PositiveNumber) stay beside the AddOptionRows call: the Python
+// function leaves those to the library.
+//
+// A flags struct may derive from the library's options struct (bench's BenchFlags from
+// bench::BenchConfig): a row then points at a base member, and AddOptionRows/ReadOptionRows of a
+// base's rows (WriteOptionRows) take the derived flags.
+//
 // Rows are constant tables; nothing here fails at run time (a row whose field type does not fit
 // its ParamType does not compile where it is visited).
 #pragma once
@@ -41,25 +51,31 @@ enum class ParamType {
 namespace cli {
 
 // An option of the subcommand whose parsed flags are a `Flags`. An optional Python type set into
-// a std::string field means "" for None (the CLI's "not given").
+// a field that is not a std::optional means: None leaves the field's initial value, the CLI's
+// default when the flag is not given ("" for a path or a name).
 template <typename Flags>
 struct OptionRow {
-  std::string_view flag;    // the CLI spelling, "--group-size"
+  std::string_view flag;    // the CLI spelling, "--group-size"; "SRC" for a positional
   std::string_view python;  // the Python parameter, "group_size"
   ParamType type;
   std::string_view python_default;  // a Python literal; "" for a required parameter
   std::string_view help;
   std::variant<std::string Flags::*, std::optional<int64_t> Flags::*, int Flags::*,
-               int64_t Flags::*, uint64_t Flags::*, std::vector<std::string> Flags::*,
-               bool Flags::*>
+               int64_t Flags::*, uint64_t Flags::*, double Flags::*,
+               std::vector<std::string> Flags::*, bool Flags::*>
       field;
+  // Whether --help shows an Optional parameter's field initial value as the CLI's default
+  // (--threads INT=0, where Python says None): only where that value means what None means.
+  bool shows_default = false;
 };
 
 // The CLI11 options of `rows`, bound to the fields of *flags (which must outlive parsing). A
-// non-optional scalar shows its default in --help. A bool is a switch: one whose Python default is
-// True is turned off by its flag (--no-vllm-map-build for vllm_map_build=False).
+// non-optional scalar option (and a row that says shows_default) shows its default in --help. A
+// bool is a switch: one whose Python default is True is turned off by its flag
+// (--no-vllm-map-build for vllm_map_build=False).
 template <typename Flags>
-void AddOptionRows(CLI::App* sub, std::span<const OptionRow<Flags>> rows, Flags* flags) {
+void AddOptionRows(CLI::App* sub, std::span<const OptionRow<Flags>> rows,
+                   std::type_identity_t<Flags>* flags) {
   for (const OptionRow<Flags>& row : rows) {
     const std::string flag(row.flag), help(row.help);
     CLI::Option* option = std::visit(
@@ -75,7 +91,11 @@ void AddOptionRows(CLI::App* sub, std::span<const OptionRow<Flags>> rows, Flags*
           }
         },
         row.field);
-    if (row.type == ParamType::kStr || row.type == ParamType::kInt) option->capture_default_str();
+    const bool positional = !row.flag.starts_with('-');
+    if (positional && row.python_default.empty()) option->required();
+    const bool scalar = row.type == ParamType::kStr || row.type == ParamType::kInt ||
+                        row.type == ParamType::kFloat || row.type == ParamType::kPath;
+    if (!positional && (scalar || row.shows_default)) option->capture_default_str();
   }
 }
 

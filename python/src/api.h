@@ -100,10 +100,12 @@ class ApiRequest {
   bool Bool(std::string_view name) const;
   std::vector<std::string> StrList(std::string_view name) const;
 
-  // The fields of `flags` that option rows set, each from its parameter (None is "" for a
-  // std::string field): Usage for an int that does not fit.
+  // The fields of `flags` that option rows set, each from its parameter (None leaves a field that
+  // is not a std::optional as it is, the CLI's default): Usage for an int that does not fit or a
+  // negative count.
   template <typename Flags>
-  Status ReadOptionRows(std::span<const cli::OptionRow<Flags>> rows, Flags* flags) const {
+  Status ReadOptionRows(std::span<const cli::OptionRow<Flags>> rows,
+                        std::type_identity_t<Flags>* flags) const {
     for (const cli::OptionRow<Flags>& row : rows) {
       Status s =
           std::visit([&](auto member) { return Read(row.python, &(flags->*member)); }, row.field);
@@ -120,6 +122,7 @@ class ApiRequest {
   Status Read(std::string_view name, int* out) const;
   Status Read(std::string_view name, int64_t* out) const;
   Status Read(std::string_view name, uint64_t* out) const;
+  Status Read(std::string_view name, double* out) const;
   Status Read(std::string_view name, std::vector<std::string>* out) const;
   Status Read(std::string_view name, bool* out) const;
   nlohmann::json values_;

@@ -166,7 +166,7 @@ Result<int> IntOf(std::string_view name, int64_t value) {
 }
 
 Status ApiRequest::Read(std::string_view name, std::string* out) const {
-  *out = OptionalStr(name).value_or("");
+  if (auto value = OptionalStr(name)) *out = std::move(*value);
   return Status::Ok();
 }
 
@@ -176,7 +176,9 @@ Status ApiRequest::Read(std::string_view name, std::optional<int64_t>* out) cons
 }
 
 Status ApiRequest::Read(std::string_view name, int* out) const {
-  SPK_ASSIGN_OR_RETURN(*out, IntOf(name, Int(name)));
+  if (auto value = OptionalInt(name)) {
+    SPK_ASSIGN_OR_RETURN(*out, IntOf(name, *value));
+  }
   return Status::Ok();
 }
 
@@ -196,12 +198,20 @@ Result<uint64_t> SeedOf(std::string_view name, int64_t value) {
 }
 
 Status ApiRequest::Read(std::string_view name, int64_t* out) const {
-  *out = Int(name);
+  if (auto value = OptionalInt(name)) *out = *value;
   return Status::Ok();
 }
 
 Status ApiRequest::Read(std::string_view name, uint64_t* out) const {
-  SPK_ASSIGN_OR_RETURN(*out, SeedOf(name, Int(name)));
+  if (auto value = OptionalInt(name)) {
+    SPK_ASSIGN_OR_RETURN(*out, SeedOf(name, *value));
+  }
+  return Status::Ok();
+}
+
+Status ApiRequest::Read(std::string_view name, double* out) const {
+  const Json& value = Get(name);
+  if (!value.is_null()) *out = value.get<double>();
   return Status::Ok();
 }
 
