@@ -22,18 +22,17 @@ Result<WrittenCard> WriteCard(FileSystem* fs, CardRequest request) {
     SPK_ASSIGN_OR_RETURN(existing, fs->ReadFile(request.output));
   }
   if (!request.output.empty()) {  // each results file's chart goes beside the card
-    for (size_t i = 0; i < request.options.bench_files.size(); ++i) {
-      request.options.chart_files.push_back("bench-" + std::to_string(i + 1) + ".svg");
+    for (size_t i = 0; i < request.bench_files.size(); ++i) {
+      request.chart_files.push_back("bench-" + std::to_string(i + 1) + ".svg");
     }
   }
   WrittenCard written;
-  SPK_ASSIGN_OR_RETURN(written.card,
-                       card::MakeCard(RunContext{.fs = fs}, request.options, existing));
+  SPK_ASSIGN_OR_RETURN(written.card, card::MakeCard(RunContext{.fs = fs}, request, existing));
   if (request.output.empty()) return written;
   const std::string dir = Dirname(request.output);
   for (size_t i = 0; i < written.card.chart_svgs.size(); ++i) {
     if (written.card.chart_svgs[i].empty()) continue;
-    std::string chart = JoinPath(dir, request.options.chart_files[i]);
+    std::string chart = JoinPath(dir, request.chart_files[i]);
     SPK_RETURN_IF_ERROR(WriteFileAtomically(fs, chart, written.card.chart_svgs[i]));
     written.files.push_back(std::move(chart));
   }
@@ -55,7 +54,40 @@ int RunCard(FileSystem* fs, const CardRequest& request) {
   return written->card.check_errors > 0 ? 1 : 0;
 }
 
+// In the order of the CLI's --help and of the Python card()'s parameters.
+constexpr OptionRow<CardRequest> kCardRows[] = {
+    {"CKPT", "ckpt", ParamType::kPath, "", "The quantized checkpoint folder",
+     &CardRequest::checkpoint},
+    {"--bench", "bench", ParamType::kPathList, "()",
+     "Results of `sparkulator bench --json`, one file per machine (repeat)",
+     &CardRequest::bench_files},
+    {"-o,--output", "output", ParamType::kOptionalPath, "None",
+     "Write the card here (and each machine's chart as bench-N.svg beside it); default: stdout",
+     &CardRequest::output},
+    {"--update", "update", ParamType::kBool, "False",
+     "Update the existing -o file: keep its prose and foreign front-matter keys, replace the "
+     "generated part",
+     &CardRequest::update},
+    {"--target", "target", ParamType::kOptionalStr, "None",
+     "The target model for the vllm serve line (a Hub id or a path)", &CardRequest::target},
+    {"--repo-id", "repo_id", ParamType::kOptionalStr, "None",
+     "The Hub id this checkpoint will be published as (used in the serve line)",
+     &CardRequest::repo_id},
+    {"--base-model", "base_model", ParamType::kOptionalStr, "None",
+     "The Hub id of the source (default: derived from the source quantize recorded)",
+     &CardRequest::base_model},
+    {"--check", "check", ParamType::kBool, "False",
+     "Run `sparkulator check` and list its findings in the card (exit 1 on errors)",
+     &CardRequest::check},
+    {"--vllm", "vllm", ParamType::kOptionalPath, "None",
+     "An installed vLLM (site-packages) or source tree: the patches `check --vllm` reports go "
+     "into the card",
+     &CardRequest::vllm_dir},
+};
+
 }  // namespace
+
+std::span<const OptionRow<CardRequest>> CardOptionRows() { return kCardRows; }
 
 void AddCardCommand(CLI::App& app, CommandBody* run) {
   auto flags = std::make_shared<CardRequest>();
@@ -64,30 +96,12 @@ void AddCardCommand(CLI::App& app, CommandBody* run) {
       "Write the Hugging Face model card (README.md) of a checkpoint written by `sparkulator "
       "quantize`: front matter, pairing, sizes, recipe, modules kept dense, the vllm serve line, "
       "and with --bench the benchmark tables and memory per arm. No network.");
-  sub->add_option("CKPT", flags->options.checkpoint, "The quantized checkpoint folder")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  sub->add_option("--bench", flags->options.bench_files,
-                  "Results of `sparkulator bench --json`, one file per machine (repeat)")
-      ->check(CLI::ExistingFile);
-  sub->add_option("-o,--output", flags->output,
-                  "Write the card here (and each machine's chart as bench-N.svg beside it); "
-                  "default: stdout");
-  sub->add_flag("--update", flags->update,
-                "Update the existing -o file: keep its prose and foreign front-matter keys, "
-                "replace the generated part");
-  sub->add_option("--target", flags->options.target,
-                  "The target model for the vllm serve line (a Hub id or a path)");
-  sub->add_option("--repo-id", flags->options.repo_id,
-                  "The Hub id this checkpoint will be published as (used in the serve line)");
-  sub->add_option("--base-model", flags->options.base_model,
-                  "The Hub id of the source (default: derived from the source quantize recorded)");
-  sub->add_flag("--check", flags->options.check,
-                "Run `sparkulator check` and list its findings in the card (exit 1 on errors)");
-  sub->add_option("--vllm", flags->options.vllm_dir,
-                  "An installed vLLM (site-packages) or source tree: the patches `check --vllm` "
-                  "reports go into the card")
-      ->check(CLI::ExistingDirectory);
+  AddOptionRows(sub, CardOptionRows(), flags.get());
+  // Checked while parsing, on the CLI only: Python's card() leaves them to the library, which
+  // raises FileNotFoundError.
+  sub->get_option("CKPT")->check(CLI::ExistingDirectory);
+  sub->get_option("--bench")->check(CLI::ExistingFile);
+  sub->get_option("--vllm")->check(CLI::ExistingDirectory);
   sub->callback(
       [run, flags] { *run = [flags] { return RunCard(FileSystem::Default(), *flags); }; });
 }

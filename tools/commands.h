@@ -32,9 +32,6 @@ void AddDequantizeCommand(CLI::App& app, CommandBody* run);
 void AddMergeCommand(CLI::App& app, CommandBody* run);
 void AddCardCommand(CLI::App& app, CommandBody* run);
 
-// --threads N and --no-fsync, for the commands that write a checkpoint (tools/write_flags.cc).
-void AddWriteFlags(CLI::App* sub, int* threads, bool* no_fsync);
-
 // Prints "sparkulator: error: <message>" to stderr and returns the exit code for the status.
 int ReportError(const Status& status);
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "command_flags.h"
 #include "commands.h"
-#include "compare/compare.h"
 #include "compare/report.h"
 #include "io/fs_util.h"
 
@@ -30,12 +30,28 @@ int Emit(const Report& report, const std::string& html, bool json, size_t top, T
   return 0;
 }
 
+// In the order of the CLI's --help and of the Python compare()'s parameters.
+constexpr OptionRow<CompareFlags> kCompareRows[] = {
+    {"SRC", "src", ParamType::kPath, "", "The dense source checkpoint", &CompareFlags::source},
+    {"QUANTIZED", "q", ParamType::kPath, "", "The quantized checkpoint (Q)",
+     &CompareFlags::quantized},
+    {"QUANTIZED2", "q2", ParamType::kOptionalPath, "None",
+     "Optional second quantized checkpoint of SRC (Q2), e.g. --method search output",
+     &CompareFlags::quantized2},
+    {"--html", "html", ParamType::kOptionalPath, "None",
+     "Also write a self-contained HTML report with charts", &CompareFlags::html},
+    {"--samples", "samples", ParamType::kOptionalInt, "None",
+     "Random input rows for the output error", &CompareFlags::samples},
+    {"--seed", "seed", ParamType::kOptionalInt, "None", "Seed of the random inputs",
+     &CompareFlags::seed},
+};
+
 }  // namespace
 
+std::span<const OptionRow<CompareFlags>> CompareOptionRows() { return kCompareRows; }
+
 void AddCompareCommand(CLI::App& app, CommandBody* run) {
-  auto options = std::make_shared<CompareOptions>();
-  auto quantized2 = std::make_shared<std::string>();
-  auto html = std::make_shared<std::string>();
+  auto flags = std::make_shared<CompareFlags>();
   auto json = std::make_shared<bool>(false);
   auto top = std::make_shared<size_t>(20);
   CLI::App* sub = app.add_subcommand(
@@ -44,26 +60,21 @@ void AddCompareCommand(CLI::App& app, CommandBody* run) {
       "abs error, clipped fraction and the error of Y = X W^T on random inputs; worst first. "
       "With QUANTIZED2 (another output of SRC): both errors and the squared-error ratio Q2/Q per "
       "layer, largest gain first, and the total weight SSE ratio.");
-  sub->add_option("SRC", options->source, "The dense source checkpoint")->required();
-  sub->add_option("QUANTIZED", options->quantized, "The quantized checkpoint (Q)")->required();
-  sub->add_option("QUANTIZED2", *quantized2,
-                  "Optional second quantized checkpoint of SRC (Q2), e.g. --method search output");
-  sub->add_option("--html", *html, "Also write a self-contained HTML report with charts");
-  sub->add_option("--samples", options->samples, "Random input rows for the output error");
-  sub->add_option("--seed", options->seed, "Seed of the random inputs");
+  AddOptionRows(sub, CompareOptionRows(), flags.get());
+  // CLI only: Python's report object holds every layer.
   sub->add_option("--top", *top, "Layers shown in the text report");
   sub->add_flag("--json", *json, "Print the report as JSON");
   sub->callback([=] {
     *run = [=] {
-      if (!quantized2->empty()) {
-        auto report = CompareGain(RunContext{}, *options, *quantized2);
+      if (!flags->quantized2.empty()) {
+        auto report = CompareGain(RunContext{}, *flags, flags->quantized2);
         if (!report.ok()) return ReportError(report.status());
-        return Emit(*report, *html, *json, *top, GainReportToJson, RenderGainReport,
+        return Emit(*report, flags->html, *json, *top, GainReportToJson, RenderGainReport,
                     GainReportHtml);
       }
-      auto report = CompareCheckpoints(RunContext{}, *options);
+      auto report = CompareCheckpoints(RunContext{}, *flags);
       if (!report.ok()) return ReportError(report.status());
-      return Emit(*report, *html, *json, *top, CompareReportToJson, RenderCompareReport,
+      return Emit(*report, flags->html, *json, *top, CompareReportToJson, RenderCompareReport,
                   CompareReportHtml);
     };
   });

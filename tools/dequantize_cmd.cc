@@ -5,31 +5,43 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "command_flags.h"
 #include "commands.h"
-#include "dequantize/dequantize.h"
 
 namespace spk::cli {
+namespace {
+
+// In the order of the CLI's --help; the Python dequantize() picks them by name, in its own order,
+// with the write options' rows (--threads, --no-fsync).
+constexpr OptionRow<DequantizeFlags> kDequantizeRows[] = {
+    {"SRC", "src", ParamType::kPath, "", "The quantized checkpoint", &DequantizeFlags::source},
+    {"DST", "dst", ParamType::kPath, "", "Output folder (must not exist)",
+     &DequantizeFlags::destination},
+    {"--force", "force", ParamType::kBool, "False", "Replace DST if it exists",
+     &DequantizeFlags::force},
+};
+
+}  // namespace
+
+std::span<const OptionRow<DequantizeFlags>> DequantizeOptionRows() { return kDequantizeRows; }
 
 void AddDequantizeCommand(CLI::App& app, CommandBody* run) {
-  auto options = std::make_shared<DequantizeOptions>();
+  auto flags = std::make_shared<DequantizeFlags>();
   auto json = std::make_shared<bool>(false);
-  auto no_fsync = std::make_shared<bool>(false);
   CLI::App* sub = app.add_subcommand(
       "dequantize",
       "Write a dense copy of a compressed-tensors checkpoint of any --scheme sparkulator writes, "
       "bit for bit as compressed-tensors decompresses it (in the dtype of the scales for int and "
       "FP8 formats, BF16 for NVFP4, MXFP4 and MXFP8); or of an FP8-block, GPTQ/AWQ or ModelOpt "
       "NVFP4/FP8 source, decoded as quantize reads it (docs/formats.md).");
-  sub->add_option("SRC", options->source, "The quantized checkpoint")->required();
-  sub->add_option("DST", options->destination, "Output folder (must not exist)")->required();
-  sub->add_flag("--force", options->force, "Replace DST if it exists");
-  auto threads = std::make_shared<int>(0);
-  AddWriteFlags(sub, threads.get(), no_fsync.get());
+  AddOptionRows(sub, DequantizeOptionRows(), flags.get());
+  AddOptionRows(sub, WriteOptionRows(), flags.get());
   sub->add_flag("--json", *json, "Print a summary as JSON");
   sub->callback([=] {
-    options->durability = *no_fsync ? Durability::kPageCache : Durability::kSynced;
     *run = [=] {
-      auto summary = DequantizeCheckpoint(RunContext{.threads = *threads}, *options);
+      DequantizeOptions options = *flags;
+      options.durability = flags->WriteDurability();
+      auto summary = DequantizeCheckpoint(RunContext{.threads = flags->threads}, options);
       if (!summary.ok()) return ReportError(summary.status());
       if (*json) {
         std::printf("%s\n", DequantizeSummaryToJson(*summary).dump(2).c_str());

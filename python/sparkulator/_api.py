@@ -28,9 +28,13 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
     (``sparkulator quantize SRC DST``).
 
     Args:
-        src: the source: a folder, an ``org/name`` in the local Hugging Face cache, or a snapshot.
-        dst: the output folder; it must not exist (or be empty) unless ``force``. It is written into
-            a temporary folder beside it and renamed at the end.
+        src: source model folder or org/name: BF16/F16/F32, compressed-tensors (any --scheme
+            format), or FP8 with 128x128 block scales (quant_method fp8, weight_scale_inv:
+            DeepSeek-V3, Kimi K2), MXFP8 (quant_method mxfp8, E8M0 weight_scale_inv: MiniMax-M3, its
+            DSpark draft), GPTQ (int2/4/8) or AWQ (int4, gemm; also AutoGPTQ's quantize_config.json
+            or AutoAWQ's quant_config.json alone), or NVIDIA ModelOpt NVFP4/FP8, decoded on the fly
+            (docs/formats.md).
+        dst: output folder (must not exist unless --force).
         scheme: quantization scheme, by name or llm-compressor preset name (any case).
         group_size: columns per scale, one of the scheme's group sizes (listed under --scheme); -1
             for one scale per output channel. Default: the scheme's first (128 for the integer
@@ -40,25 +44,33 @@ def quantize(src: PathLike, dst: PathLike, scheme: str = "W4A16", group_size: Op
         ignore: keep matching modules dense (repeatable). An exact vLLM module name or 're:REGEX'
             matched with Python re.match against vLLM's names (model. prefix, fused qkv_proj /
             gate_up_proj, a draft's layers offset by the target's layer count).
-        method: ``rtn`` (min-max round-to-nearest, bit-exact with llm-compressor) or ``search``.
-        threads: worker threads; None for all cores. The output does not depend on it.
-        force: replace ``dst`` if it exists.
+        method: scale choice: rtn (min-max round-to-nearest, bit-exact with llm-compressor) or
+            search (per-group scale search for a lower reconstruction error, same format).
+        threads: worker threads (0 = all cores).
+        force: replace DST if it exists.
         dry_run: plan and report only; write nothing.
         progress: True draws a tqdm bar when tqdm is installed, False draws nothing, a callable
             ``(what, done_bytes, total_bytes, finished)`` gets the counts instead.
-        target_precision: for drafts, the precision of the target they were trained against:
+        target_precision: for drafts: the precision of the target the draft was trained against:
             unquantized (or bf16, f16, f32), a weight format (int4, int8, fp8, fp4) or a scheme name
-            (w4a16, nvfp4, ...); recorded as its weight format.
+            (w4a16 is int4, nvfp4 fp4). Recorded in config.json as its weight format for `check
+            --target`, which warns when the target's differs.
         tp: tensor-parallel size to check the Marlin shape rules for.
         target_layers: for drafts: the target model's num_hidden_layers, when config.json does not
             give num_target_layers.
-        fsync: wait for every file to reach the disk before the rename (the CLI's default; False is
-            ``--no-fsync``).
-        resume: continue an interrupted run of the same job (``--resume``): the shards it finished
-            and recorded, verified by their content hash, are taken over
-            (``summary.reused_shards``), the rest written; the result is the same bytes.
-        part: ``"I/N"``: write part I of the job split into N (``--part``), for :func:`merge`
-            (``summary.part_shards`` lists the shards this part wrote).
+        fsync: do not wait for the output to reach the disk (as cp does): faster when the output
+            fits in free memory, but a power loss soon after can leave DST with missing data. By
+            default every file is fsynced before the final rename (fsync=False in Python).
+        resume: continue an interrupted run of the same job: the unfinished output folder is kept
+            beside DST (.DST.tmp-unfinished) when a run fails or is killed, each shard finished is
+            recorded with its content hash, and --resume takes over those whose hash still matches
+            and writes the rest, ending with the same bytes as one uninterrupted run. A run with
+            other options or another source starts afresh.
+        part: write part I of the job split into N (I/N, e.g. 2/3) for `sparkulator merge`: the
+            output shards of a share of the source shards (whole shards, even bytes), with
+            config.json, the index, the other files and sparkulator-part.json. Run every part (one
+            per machine: scripts/distributed/), then merge DST PART...; the result is byte for byte
+            the single-machine output (docs/distributed.md).
         target: the target model a draft is served with (folder or org/name): a draft vLLM builds
             under the target's quantization config (Gemma4 DSpark) is planned from it, and refused
             without it.
@@ -92,8 +104,7 @@ def inspect(ckpt: PathLike, scheme: str = "W4A16", group_size: Optional[int] = N
     modules, as a QuantizedCheckpoint.
 
     Args:
-        ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
-            snapshot.
+        ckpt: model folder or org/name.
         scheme: quantization scheme, by name or llm-compressor preset name (any case).
         group_size: columns per scale, one of the scheme's group sizes (listed under --scheme); -1
             for one scale per output channel. Default: the scheme's first (128 for the integer
@@ -189,12 +200,12 @@ def compare(src: PathLike, q: PathLike, q2: Optional[PathLike] = None,
     gain Q2/Q per layer, as a GainReport.
 
     Args:
-        src: the source: a folder, an ``org/name`` in the local Hugging Face cache, or a snapshot.
-        q: the quantized checkpoint.
-        q2: another quantization of ``src`` to compare with ``q``.
-        samples: random inputs of the output error (the CLI's default when None).
-        seed: their seed (the CLI's default when None).
-        html: also write a self-contained HTML report with charts here (``--html``).
+        src: the dense source checkpoint.
+        q: the quantized checkpoint (Q).
+        q2: optional second quantized checkpoint of SRC (Q2), e.g. --method search output.
+        samples: random input rows for the output error.
+        seed: seed of the random inputs.
+        html: also write a self-contained HTML report with charts.
 
     Returns:
         The report ``compare --json`` prints.
@@ -211,12 +222,13 @@ def dequantize(src: PathLike, dst: PathLike, force: bool = False, threads: Optio
     dequantize SRC DST``), exactly as compressed-tensors decompresses it.
 
     Args:
-        src: the source: a folder, an ``org/name`` in the local Hugging Face cache, or a snapshot.
-        dst: the output folder.
-        force: replace ``dst`` if it exists.
-        threads: worker threads; None for all cores. The output does not depend on it.
-        fsync: wait for every file to reach the disk before the rename (the CLI's default; False is
-            ``--no-fsync``).
+        src: the quantized checkpoint.
+        dst: output folder (must not exist).
+        force: replace DST if it exists.
+        threads: worker threads (0 = all cores).
+        fsync: do not wait for the output to reach the disk (as cp does): faster when the output
+            fits in free memory, but a power loss soon after can leave DST with missing data. By
+            default every file is fsynced before the final rename (fsync=False in Python).
 
     Returns:
         The summary ``dequantize --json`` prints.
@@ -235,11 +247,11 @@ def merge(dst: PathLike, parts: Sequence[PathLike], force: bool = False,
     PART...``; docs/distributed.md).
 
     Args:
-        dst: the output folder.
-        parts: the part folders, one per part.
-        force: replace ``dst`` if it exists.
-        fsync: wait for every file to reach the disk before the rename (the CLI's default; False is
-            ``--no-fsync``).
+        dst: output folder (must not exist unless --force).
+        parts: the folders the parts wrote, in any order.
+        force: replace DST if it exists.
+        fsync: do not wait for the output to reach the disk (as cp does); the rename stays atomic
+            (fsync=False in Python).
 
     Returns:
         The summary ``merge --json`` prints.
@@ -295,19 +307,17 @@ def card(ckpt: PathLike, bench: Sequence[PathLike] = (), output: Optional[PathLi
     serve line, and with ``bench`` the benchmark tables and memory per arm. No network.
 
     Args:
-        ckpt: the checkpoint: a folder, an ``org/name`` in the local Hugging Face cache, or a
-            snapshot.
-        bench: results of ``sparkulator bench --json``, one file per machine.
-        output: write the card here (``-o``), each machine's chart as bench-N.svg beside it; None
-            writes nothing (the card is in ``markdown``).
-        update: update the existing ``output``: keep its prose and foreign front-matter keys,
-            replace the generated part.
+        ckpt: the quantized checkpoint folder.
+        bench: results of `sparkulator bench --json`, one file per machine (repeat).
+        output: write the card here (and each machine's chart as bench-N.svg beside it); default:
+            stdout.
+        update: update the existing -o file: keep its prose and foreign front-matter keys, replace
+            the generated part.
         target: the target model for the vllm serve line (a Hub id or a path).
         repo_id: the Hub id this checkpoint will be published as (used in the serve line).
-        base_model: the Hub id of the source (None: derived from the source quantize recorded).
-        check: run :func:`check` and list its findings in the card (``check_errors`` counts its
-            errors, where the CLI exits 1).
-        vllm: an installed vLLM (site-packages) or source tree: the patches ``check --vllm`` reports
+        base_model: the Hub id of the source (default: derived from the source quantize recorded).
+        check: run `sparkulator check` and list its findings in the card (exit 1 on errors).
+        vllm: an installed vLLM (site-packages) or source tree: the patches `check --vllm` reports
             go into the card.
 
     Returns:
