@@ -40,7 +40,8 @@ int RunReport(FileSystem* fs, const BenchFlags& flags) {
   return 0;
 }
 
-int RunMain(FileSystem* fs, bench::BenchConfig config, const BenchFlags& flags) {
+int RunMain(FileSystem* fs, const BenchFlags& flags) {
+  bench::BenchConfig config;
   Status applied = ApplyBenchFlags(fs, flags, &config);
   if (!applied.ok()) return ReportError(applied);
 
@@ -98,8 +99,7 @@ Status ApplyPromptsFile(FileSystem* fs, const BenchFlags& flags, bench::BenchCon
         "\"prompt\": completions)");
   }
   SPK_ASSIGN_OR_RETURN(config->file_prompts, bench::ReadPromptFile(fs, flags.prompts_path));
-  config->prompts_path = flags.prompts_path;
-  config->ignore_eos = flags.ignore_eos;
+  config->ignore_eos = flags.prompts_ignore_eos;
   if (!flags.repeats_given) config->repeats = config->file_prompts.size();
   return Status::Ok();
 }
@@ -122,15 +122,18 @@ Result<std::vector<size_t>> ParseLengths(const std::string& text) {
 }  // namespace
 
 Status ApplyBenchFlags(FileSystem* fs, const BenchFlags& flags, bench::BenchConfig* config) {
-  if (flags.arms.empty()) return Status::Usage("give at least one --arm NAME=URL|cmd:COMMAND");
-  for (const std::string& text : flags.arms) {
+  *config = flags;  // the options the rows set on the config itself
+  if (flags.arm_specs.empty()) {
+    return Status::Usage("give at least one --arm NAME=URL|cmd:COMMAND");
+  }
+  for (const std::string& text : flags.arm_specs) {
     SPK_ASSIGN_OR_RETURN(bench::ArmSpec arm, bench::ParseArmSpec(text));
     config->arms.push_back(std::move(arm));
   }
   if (!flags.prompts_path.empty()) {
     SPK_RETURN_IF_ERROR(ApplyPromptsFile(fs, flags, config));
   } else {
-    SPK_ASSIGN_OR_RETURN(config->prompt_lengths, ParseLengths(flags.prompt_lengths));
+    SPK_ASSIGN_OR_RETURN(config->prompt_lengths, ParseLengths(flags.length_grid));
   }
   if (!flags.port_range.empty()) {
     int first = 0, last = 0;
@@ -170,83 +173,102 @@ Status WriteBenchFiles(FileSystem* fs, const nlohmann::json& results, const Benc
   return Status::Ok();
 }
 
+namespace {
+
+using Row = OptionRow<BenchFlags>;
+
+// In the order of the CLI's --help and of the Python bench()'s parameters.
+constexpr Row kBenchRows[] = {
+    {"--arm", "arms", ParamType::kStrList, "",
+     "An arm: NAME=http://host:port (a running server) or 'NAME=cmd:COMMAND' (launched; {port} "
+     "is replaced by a free port). Repeat; the first arm is the baseline.",
+     &BenchFlags::arm_specs},
+    {"--prompt-lengths", "prompt_lengths", ParamType::kOptionalStr, "None",
+     "Prompt lengths in tokens, comma separated", &BenchFlags::length_grid,
+     /*shows_default=*/true},
+    {"--prompts", "prompts", ParamType::kOptionalPath, "None",
+     "JSONL file of prompts to send instead of the built-in code corpus: each line "
+     "{\"messages\": [...]} (chat completions) or {\"prompt\": \"...\"} (completions), "
+     "optionally with \"max_tokens\"; cycled in order, block b sends prompt b mod N to every arm; "
+     "generation ends at EOS",
+     &BenchFlags::prompts_path},
+    {"--ignore-eos", "ignore_eos", ParamType::kBool, "False",
+     "With --prompts: generate exactly --max-tokens (or the line's max_tokens) tokens, ignoring "
+     "EOS",
+     &BenchFlags::prompts_ignore_eos},
+    {"--repeats", "repeats", ParamType::kOptionalInt, "None",
+     "Measured requests per arm and prompt length (ABBA blocks); with --prompts, default: the "
+     "number of prompts",
+     &BenchFlags::repeats, /*shows_default=*/true},
+    {"--warmup", "warmup", ParamType::kInt, "3",
+     "Warm-up requests per arm (and per launch), excluded from every figure", &BenchFlags::warmup},
+    {"--max-tokens", "max_tokens", ParamType::kInt, "256",
+     "Output length in tokens: fixed (ignore_eos); with --prompts the most a response may have, "
+     "unless --ignore-eos",
+     &BenchFlags::max_tokens},
+    {"--chat", "chat", ParamType::kBool, "False",
+     "Use /v1/chat/completions (thinking off) instead of /v1/completions", &BenchFlags::chat},
+    {"--model", "model", ParamType::kOptionalStr, "None",
+     "Model name to send (default: the first of /v1/models)", &BenchFlags::model},
+    {"--json", "json_path", ParamType::kOptionalPath, "None",
+     "Write every request and the analysis to this JSON file", &BenchFlags::json_path},
+    {"--svg", "svg", ParamType::kOptionalPath, "None",
+     "Write a plot of tok/s by prompt length per arm (SVG)", &BenchFlags::svg_path},
+    {"--request-timeout", "request_timeout", ParamType::kFloat, "300.0",
+     "Seconds without data before a request counts as failed", &BenchFlags::request_timeout_s},
+    {"--launch-timeout", "launch_timeout", ParamType::kFloat, "1200.0",
+     "Seconds to wait for a launched server's /health", &BenchFlags::launch_timeout_s},
+    {"--stop-grace", "stop_grace", ParamType::kFloat, "15.0",
+     "Seconds between SIGTERM and SIGKILL when stopping a server", &BenchFlags::stop_grace_s},
+    {"--log-dir", "log_dir", ParamType::kPath, "\".\"", "Folder for launched servers' logs (kept)",
+     &BenchFlags::log_dir},
+    {"--port-range", "port_range", ParamType::kOptionalStr, "None",
+     "Ports for launched servers' {port}, FIRST-LAST (default: any free port)",
+     &BenchFlags::port_range},
+    {"--start-reversed", "start_reversed", ParamType::kBool, "False",
+     "Start the ABBA schedule with the last arm (alternate this between machines)",
+     &BenchFlags::start_reversed},
+    {"--noisy-mad", "noisy_mad", ParamType::kFloat, "0.05",
+     "Flag cells whose relative MAD (MAD / median) exceeds this", &BenchFlags::noisy_relative_mad},
+    {"--no-metrics", "metrics", ParamType::kBool, "True",
+     "Do not read /metrics (no acceptance figures; metrics=False in Python)",
+     &BenchFlags::scrape_metrics},
+};
+
+constexpr Row kBenchReportRows[] = {
+    {"files", "files", ParamType::kPathList, "", "Results JSON files written by `bench --json`",
+     &BenchFlags::report_files},
+    {"--json", "json_path", ParamType::kOptionalPath, "None",
+     "Write the pooled estimates to this JSON file", &BenchFlags::report_json},
+};
+
+}  // namespace
+
+std::span<const OptionRow<BenchFlags>> BenchOptionRows() { return kBenchRows; }
+std::span<const OptionRow<BenchFlags>> BenchReportOptionRows() { return kBenchReportRows; }
+
 void AddBenchCommand(CLI::App& app, CommandBody* run) {
-  auto config = std::make_shared<bench::BenchConfig>();
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* sub = app.add_subcommand(
       "bench",
       "Counterbalanced A/B decode benchmark of OpenAI-compatible servers (see docs/bench.md)");
-  sub->add_option(
-      "--arm", flags->arms,
-      "An arm: NAME=http://host:port (a running server) or 'NAME=cmd:COMMAND' (launched; "
-      "{port} is replaced by a free port). Repeat; the first arm is the baseline.");
-  sub->add_option("--prompt-lengths", flags->prompt_lengths,
-                  "Prompt lengths in tokens, comma separated")
-      ->capture_default_str();
-  sub->add_option("--prompts", flags->prompts_path,
-                  "JSONL file of prompts to send instead of the built-in code corpus: each line "
-                  "{\"messages\": [...]} (chat completions) or {\"prompt\": \"...\"} "
-                  "(completions), optionally with \"max_tokens\"; cycled in order, block b sends "
-                  "prompt b mod N to every arm; generation ends at EOS")
-      ->type_name("FILE");
-  sub->add_flag("--ignore-eos", flags->ignore_eos,
-                "With --prompts: generate exactly --max-tokens (or the line's max_tokens) tokens, "
-                "ignoring EOS");
-  sub->add_option("--repeats", config->repeats,
-                  "Measured requests per arm and prompt length (ABBA blocks); with --prompts, "
-                  "default: the number of prompts")
-      ->capture_default_str();
-  sub->add_option("--warmup", config->warmup,
-                  "Warm-up requests per arm (and per launch), excluded from every figure")
-      ->capture_default_str();
-  sub->add_option("--max-tokens", config->max_tokens,
-                  "Output length in tokens: fixed (ignore_eos); with --prompts the most a response "
-                  "may have, unless --ignore-eos")
-      ->capture_default_str();
-  sub->add_flag("--chat", config->chat,
-                "Use /v1/chat/completions (thinking off) instead of /v1/completions");
-  sub->add_option("--model", config->model,
-                  "Model name to send (default: the first of /v1/models)");
-  sub->add_option("--json", flags->json_path,
-                  "Write every request and the analysis to this JSON file");
-  sub->add_option("--svg", flags->svg_path, "Write a plot of tok/s by prompt length per arm (SVG)");
-  sub->add_option("--request-timeout", config->request_timeout_s,
-                  "Seconds without data before a request counts as failed")
-      ->capture_default_str();
-  sub->add_option("--launch-timeout", config->launch_timeout_s,
-                  "Seconds to wait for a launched server's /health")
-      ->capture_default_str();
-  sub->add_option("--stop-grace", config->stop_grace_s,
-                  "Seconds between SIGTERM and SIGKILL when stopping a server")
-      ->capture_default_str();
-  sub->add_option("--log-dir", config->log_dir, "Folder for launched servers' logs (kept)")
-      ->capture_default_str();
-  sub->add_option("--port-range", flags->port_range,
-                  "Ports for launched servers' {port}, FIRST-LAST (default: any free port)");
-  sub->add_flag("--start-reversed", config->start_reversed,
-                "Start the ABBA schedule with the last arm (alternate this between machines)");
-  sub->add_option("--noisy-mad", config->noisy_relative_mad,
-                  "Flag cells whose relative MAD (MAD / median) exceeds this")
-      ->capture_default_str();
-  sub->add_flag("!--no-metrics", config->scrape_metrics,
-                "Do not read /metrics (no acceptance figures)");
+  AddOptionRows(sub, BenchOptionRows(), flags.get());
+  sub->get_option("--prompts")->type_name("FILE");
 
   CLI::App* report = sub->add_subcommand(
       "report", "Pool results files from several machines (inverse-variance weighted log ratios)");
-  report->add_option("files", flags->report_files, "Results JSON files written by `bench --json`")
-      ->required()
-      ->check(CLI::ExistingFile);
-  report->add_option("--json", flags->report_json, "Write the pooled estimates to this JSON file");
+  AddOptionRows(report, BenchReportOptionRows(), flags.get());
+  // Checked while parsing, on the CLI only: Python's bench_report() raises FileNotFoundError.
+  report->get_option("files")->check(CLI::ExistingFile);
 
-  sub->callback([run, config, flags, report, sub] {
-    std::string command_line = "sparkulator bench";
-    config->command_line = command_line;
+  sub->callback([run, flags, report, sub] {
+    flags->command_line = "sparkulator bench";
     flags->repeats_given = sub->count("--repeats") > 0;
     flags->prompt_lengths_given = sub->count("--prompt-lengths") > 0;
     if (report->parsed()) {
       *run = [flags] { return RunReport(FileSystem::Default(), *flags); };
     } else {
-      *run = [config, flags] { return RunMain(FileSystem::Default(), *config, *flags); };
+      *run = [flags] { return RunMain(FileSystem::Default(), *flags); };
     }
   });
 }

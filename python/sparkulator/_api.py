@@ -343,28 +343,32 @@ def bench(arms: Sequence[str], prompt_lengths: Optional[str] = None,
     docs/bench.md). Progress lines go to stderr.
 
     Args:
-        arms: the arms (``--arm``), the first the baseline: ``NAME=http://host:port`` (a running
-            server) or ``NAME=cmd:COMMAND`` (launched; ``{port}`` is replaced by a free port).
-        prompt_lengths: prompt lengths in tokens, comma separated (None: 512,2048,8192).
-        prompts: a JSONL file of prompts to send instead of the built-in code corpus (``--prompts``;
-            docs/bench.md).
-        ignore_eos: with ``prompts``: generate exactly ``max_tokens`` tokens, ignoring EOS.
-        repeats: measured requests per arm and prompt length (None: 12, with ``prompts`` the number
-            of prompts).
-        warmup: warm-up requests per arm (and per launch).
-        max_tokens: output length in tokens (with ``prompts`` the most a response may have).
+        arms: an arm: NAME=http://host:port (a running server) or 'NAME=cmd:COMMAND' (launched;
+            {port} is replaced by a free port). Repeat; the first arm is the baseline.
+        prompt_lengths: prompt lengths in tokens, comma separated.
+        prompts: JSONL file of prompts to send instead of the built-in code corpus: each line
+            {"messages": [...]} (chat completions) or {"prompt": "..."} (completions), optionally
+            with "max_tokens"; cycled in order, block b sends prompt b mod N to every arm;
+            generation ends at EOS.
+        ignore_eos: with --prompts: generate exactly --max-tokens (or the line's max_tokens) tokens,
+            ignoring EOS.
+        repeats: measured requests per arm and prompt length (ABBA blocks); with --prompts, default:
+            the number of prompts.
+        warmup: warm-up requests per arm (and per launch), excluded from every figure.
+        max_tokens: output length in tokens: fixed (ignore_eos); with --prompts the most a response
+            may have, unless --ignore-eos.
         chat: use /v1/chat/completions (thinking off) instead of /v1/completions.
-        model: the model name to send (None: the first of /v1/models).
-        json_path: also write the results to this JSON file (``--json FILE``).
+        model: model name to send (default: the first of /v1/models).
+        json_path: write every request and the analysis to this JSON file.
         svg: write a plot of tok/s by prompt length per arm (SVG).
         request_timeout: seconds without data before a request counts as failed.
         launch_timeout: seconds to wait for a launched server's /health.
         stop_grace: seconds between SIGTERM and SIGKILL when stopping a server.
-        log_dir: the folder for launched servers' logs.
-        port_range: ``FIRST-LAST`` ports for launched servers' ``{port}`` (None: any free port).
+        log_dir: folder for launched servers' logs (kept).
+        port_range: ports for launched servers' {port}, FIRST-LAST (default: any free port).
         start_reversed: start the ABBA schedule with the last arm (alternate this between machines).
         noisy_mad: flag cells whose relative MAD (MAD / median) exceeds this.
-        metrics: read /metrics for the acceptance figures (False is ``--no-metrics``).
+        metrics: do not read /metrics (no acceptance figures; metrics=False in Python).
 
     Returns:
         The results: the JSON object ``--json FILE`` writes (every request and the analysis; each
@@ -382,8 +386,8 @@ def bench_report(files: Sequence[PathLike], json_path: Optional[PathLike] = None
     inverse-variance weighted log ratios).
 
     Args:
-        files: results JSON files written by ``bench(json_path=...)`` or ``bench --json``.
-        json_path: also write the pooled estimates to this JSON file (``--json FILE``).
+        files: results JSON files written by `bench --json`.
+        json_path: write the pooled estimates to this JSON file.
 
     Returns:
         The pooled estimates: the JSON object ``bench report --json FILE`` writes.
