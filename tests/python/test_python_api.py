@@ -428,6 +428,27 @@ def test_the_package_functions_are_what_their_declaration_generates(sp, tmp_path
     assert proc.returncode == 1 and "is not what python/src/api.h declares" in proc.stderr
 
 
+def test_each_subcommand_page_has_its_generated_options(sp, tmp_path):
+    """A subcommand's docs page holds its options block (python/generate_api.py writes it from the
+    option rows); the committed blocks are the generator's output (the --check above), and an
+    edited one is caught."""
+    import shutil
+    pages = {"bench.md": ["bench", "bench report", "card"],
+             "check.md": ["check", "compare", "dequantize"], "distributed.md": ["merge"]}
+    for page, subs in pages.items():
+        text = (REPO / "docs" / page).read_text()
+        for sub in subs:
+            assert f"<!-- options of sparkulator {sub}: generated" in text, (page, sub)
+            assert f"<!-- end of the options of sparkulator {sub} -->" in text, (page, sub)
+    shutil.copytree(REPO / "docs", tmp_path / "docs")
+    bench = tmp_path / "docs" / "bench.md"
+    bench.write_text(bench.read_text().replace("| `--warmup` | `3` |", "| `--warmup` | `4` |", 1))
+    generator = [sys.executable, str(REPO / "python" / "generate_api.py"), "--build",
+                 str(build_dir()), "--check", "--pages", str(tmp_path / "docs")]
+    proc = subprocess.run(generator, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1 and f"{bench} is not what" in proc.stderr
+
+
 def test_signatures_keep_their_order_and_defaults(sp):
     """Positional calls written against earlier releases keep working: the declaration's order."""
     import inspect as pyinspect
