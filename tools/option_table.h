@@ -27,6 +27,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -97,6 +98,16 @@ void AddOptionRows(CLI::App* sub, std::span<const OptionRow<Flags>> rows,
                         row.type == ParamType::kFloat || row.type == ParamType::kPath;
     if (!positional && (scalar || row.shows_default)) option->capture_default_str();
   }
+}
+
+// The rows of `rows` before the one whose flag is `flag`, and from it on (all and none when no row
+// has it): for adding another table's rows, or a CLI-only option, in between.
+template <typename Flags>
+std::pair<std::span<const OptionRow<Flags>>, std::span<const OptionRow<Flags>>> SplitRowsAt(
+    std::span<const OptionRow<Flags>> rows, std::string_view flag) {
+  size_t i = 0;
+  while (i < rows.size() && rows[i].flag != flag) ++i;
+  return {rows.first(i), rows.subspan(i)};
 }
 
 }  // namespace cli

@@ -36,8 +36,8 @@ int RunQuantize(const QuantizeFlags& flags, bool json) {
   return 0;
 }
 
-// In the order of the CLI's --help (after the plan's rows; the write options' rows follow); the
-// Python quantize() picks them by name, in its own order.
+// In the order of the CLI's --help, after the plan's rows (the write options' rows go before
+// --force); the Python quantize() picks them by name, in its own order.
 constexpr OptionRow<QuantizeFlags> kQuantizeRows[] = {
     {"SRC", "src", ParamType::kPath, "",
      "Source model folder or org/name: BF16/F16/F32, compressed-tensors (any --scheme format), or "
@@ -109,12 +109,17 @@ void AddQuantizeCommand(CLI::App& app, CommandBody* run) {
       "compressed-tensors pack-quantized checkpoint that vLLM loads on its Marlin path. The output "
       "is written to a temporary folder beside DST and renamed at the end.");
   AddPlanFlags(sub, flags.get());
-  AddOptionRows(sub, QuantizeOptionRows(), flags.get());
+  // --help lists the write options after --method and --shard after --part, as it always has.
+  const auto [before_force, from_force] = SplitRowsAt(QuantizeOptionRows(), "--force");
+  const auto [before_resume, from_resume] = SplitRowsAt(from_force, "--resume");
+  AddOptionRows(sub, before_force, flags.get());
   AddOptionRows(sub, WriteOptionRows(), flags.get());
+  AddOptionRows(sub, before_resume, flags.get());
   // The old spelling, CLI only: "shard" is a safetensors file everywhere else in the tool.
   auto old_part = std::make_shared<std::string>();
   sub->add_option("--shard", *old_part, "The old name of --part (I/N); says so when used")
       ->excludes("--part");
+  AddOptionRows(sub, from_resume, flags.get());
   sub->add_flag("--json", *json, "Print a machine-readable summary on stdout");
   sub->callback([=] {
     *run = [=] {
