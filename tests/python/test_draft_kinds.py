@@ -98,15 +98,19 @@ def square_layout(weight: str) -> list:
 
 def write_checkpoint(folder: Path, name: str, arch: dict, layout=square_layout,
                      config: dict | None = None, base: dict | None = None) -> None:
-    """Every weight of the architecture, random F16. `layout(weight)` gives the (name, shape)
-    pairs a weight is stored as (default: the map's name, square); test_e2e_draft_kinds.py passes
-    the names and shapes vLLM's load_weights reads, with `config` (merged into config_for's) and
+    """Every weight of the architecture, random F16 (an integer one, zeros). `layout(weight)`
+    gives the (name, shape[, torch dtype name]) a weight is stored as (default: the map's name,
+    square); test_e2e_draft_kinds.py passes the names and shapes vLLM's load_weights reads, with `config` (merged into config_for's) and
     `base` (tensors stored with the draft's: an MTP checkpoint's target)."""
     from safetensors.numpy import save_file
     rng = np.random.default_rng(0)
     tensors = dict(base or {})
     for weight in list(module_weights(arch)) + plain_weights(arch):
-        for stored, shape in layout(weight):
+        for stored, shape, *dtype in layout(weight):
+            if dtype and "int" in dtype[0]:
+                # A vocabulary map (d2t): integer offsets, zero maps each id to itself.
+                tensors[stored] = np.zeros(shape, dtype=dtype[0].removeprefix("torch."))
+                continue
             tensors[stored] = (rng.standard_normal(shape) * 0.02).astype(np.float16)
     folder.mkdir(parents=True)
     save_file(tensors, str(folder / "model.safetensors"))

@@ -107,6 +107,17 @@ def linear_names(arch: dict) -> dict:
     return out
 
 
+def stored_names(arch: dict, shapes: dict) -> dict:
+    """Checkpoint name (without .weight) the synthetic checkpoint stores each Linear under ->
+    (module path, shard id): linear_names, renamed where the probe found the name load_weights
+    takes (output_probe.linear_name_reaching)."""
+    out = {}
+    for n, v in linear_names(arch).items():
+        t = shapes["tensors"].get(f"{n}.weight")
+        out[t[0].removesuffix(".weight") if t and isinstance(t[0], str) else n] = v
+    return out
+
+
 def quantize(spk, root: Path, release: str, name: str, arch: dict, scheme: str,
              shapes: dict) -> tuple:
     """(output folder, None) or (None, quantize's refusal)."""
@@ -117,12 +128,14 @@ def quantize(spk, root: Path, release: str, name: str, arch: dict, scheme: str,
         # Nothing for a module without parameters (DeepSeek MTP's MLAAttention), nor for a plain
         # parameter no checkpoint name reaches (DFlash's mask_embedding, made from the target's
         # embedding; Qwen3.5 MTP's norms, whose names the probe's candidates lack: the `mtp.`
-        # rename); sparkulator copies plain tensors as they are.
+        # rename); sparkulator copies plain tensors as they are. A Linear the map names by its
+        # path (a head, or a model whose load_weights took none of the map's candidates) is
+        # stored under the name the probe found load_weights sends to it (stored_names).
         unreached = set(shapes["unreached"])
         write_checkpoint(src, name, arch, layout=lambda w: [] if w not in tensors or
                          w in unreached else [
             (w, tuple(tensors[w])) if isinstance(tensors[w][0], int) else
-            (tensors[w][0], tuple(tensors[w][1]))])
+            (tensors[w][0], tuple(tensors[w][1]), *tensors[w][2:])])
     out = root / name / scheme
     target = []
     if takes_target_config(arch):
@@ -173,7 +186,9 @@ def proof(spk, vllm_releases, tmp_path_factory):
         t0 = time.monotonic()
         shape_jobs = [{"arch": a, "plain": [p for p in archs[a]["other_params"]
                                             if p not in module_weights(archs[a])],
-                       "linears": [{"name": f"{n}.weight", "path": p, "shard": s}
+                       "linears": [{"name": f"{n}.weight", "path": p, "shard": s,
+                                    "reach": module_weights(archs[a])[f"{n}.weight"].get(
+                                        "checkpoint_names_source") != "load_weights"}
                                    for n, (p, s) in linear_names(archs[a]).items()]}
                       for a in sorted({a for a, _ in want})]
         shapes = {r["arch"]: r for r in run_probe(release_dir, "shapes", shape_jobs, root)}
@@ -189,7 +204,7 @@ def proof(spk, vllm_releases, tmp_path_factory):
                 verdicts[(a, s)] = {"refused": refused, "ok": True}
                 continue
             load_jobs.append({"arch": a, "scheme": s, "out": str(out), "linear_paths":
-                              {n: p for n, (p, _) in linear_names(archs[a]).items()}})
+                              {n: p for n, (p, _) in stored_names(archs[a], shapes[a]).items()}})
         control = control_job(load_jobs[0], root / "control") if load_jobs else None
         t2 = time.monotonic()
         for r in run_probe(release_dir, "load", load_jobs + ([control] if control else []), root):

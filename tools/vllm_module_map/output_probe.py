@@ -75,33 +75,88 @@ def shard_rows(mod, shard) -> int:
     return int(mod.output_sizes[int(shard)])
 
 
+# Checkpoint names a model's load_weights renames to a top-level parameter of another name
+# (EAGLE-3's d2t/t2d convention, MuseSpark DSpark's draft_id_to_target_id): tried after the
+# parameter's own name.
+TOP_LEVEL_ALIASES = {"draft_id_to_target_id": ["d2t"], "target_id_to_draft_id": ["t2d"]}
+
+
+def linear_name_reaching(model, rec, w: dict) -> str | None:
+    """The checkpoint name (with .weight) load_weights sends to the module of the Linear job
+    `w` (with its shard id), for a module whose map names no load_weights took (a head, which
+    the map probes for no name; a model whose load_weights took no candidate: Kimi-K3 MTP,
+    whose load_weights renames every .weight_packed to .weight when no routed expert holds a
+    w13_weight_packed). Probed by the module's weight, else its weight_scale (a name no model
+    renames), from the map's name and from the module path, each with one wrapper part or a
+    leading model. dropped (load_probe.candidates)."""
+    from tools.vllm_module_map.load_probe import candidates, reached
+    params = dict(model.get_submodule(w["path"]).named_parameters(recurse=False))
+    pname = "weight" if "weight" in params else "weight_scale" if "weight_scale" in params \
+        else None
+    if pname is None:
+        return None
+    base = w["name"].removesuffix(".weight")
+    tried = candidates(base, base, base.rsplit(".", 1)[-1], [])
+    if w.get("shard") is None:
+        tried += [c for c in candidates(w["path"], w["path"], w["path"].rsplit(".", 1)[-1], [])
+                  if c not in tried]
+    if type(model.get_submodule(w["path"])).__name__ == "ParallelLMHead":
+        # An MTP layer's head loaded from the target's own lm_head (HY-V3 MTP's shared_head).
+        tried.append("lm_head")
+    for c in tried:
+        for names, shard in reached(model, rec, f"{c}.{pname}", params[pname],
+                                    {id(params[pname])}):
+            shard = list(shard) if isinstance(shard, tuple) else shard
+            if f"{w['path']}.{pname}" in names and (
+                    w.get("shard") is None or str(w["shard"]) == str(shard)):
+                return f"{c}.weight"
+    return None
+
+
 def dense_shapes(model, job: dict) -> dict:
-    """{"tensors": {weight: shape of a Linear's checkpoint weight, or [checkpoint name, shape]
-    of a plain parameter}, "unreached": [plain parameters no checkpoint name reaches]}."""
-    from tools.vllm_module_map.load_probe import name_reaching, recording
-    tensors: dict[str, list[int]] = {}
-    for w in job["linears"]:
-        mod = model.get_submodule(w["path"])
-        own = dict(mod.named_parameters(recurse=False)).get("weight")
-        if own is not None and w.get("shard") is None:
-            tensors[w["name"]] = list(own.shape)  # dense under the map's config (lm_head)
-            continue
-        cols = int(getattr(mod, "input_size", None) or mod.in_features)
-        tensors[w["name"]] = [shard_rows(mod, w.get("shard")), cols]
-    params = dict(model.named_parameters())
-    unreached = []
+    """{"tensors": {weight: its dense shape, or [checkpoint name, shape] where it is stored
+    under another name (a plain parameter under the name that reaches it, a Linear's where the
+    job asks to reach it: linear_name_reaching)}, "unreached": [plain parameters, and Linears
+    the job asks to reach, no checkpoint name reaches]}."""
+    from tools.vllm_module_map.load_probe import name_reaching, reached, recording
+    tensors: dict[str, list] = {}
+    unreached, linears_unreached = [], []
     with recording(model) as rec:
+        for w in job["linears"]:
+            mod = model.get_submodule(w["path"])
+            own = dict(mod.named_parameters(recurse=False)).get("weight")
+            if own is not None and w.get("shard") is None:
+                shape = list(own.shape)  # dense under the map's config (lm_head)
+            else:
+                cols = int(getattr(mod, "input_size", None) or mod.in_features)
+                shape = [shard_rows(mod, w.get("shard")), cols]
+            tensors[w["name"]] = shape
+            if w.get("reach"):
+                name = linear_name_reaching(model, rec, w)
+                if name is None:
+                    linears_unreached.append(w["name"])
+                elif name != w["name"]:
+                    tensors[w["name"]] = [name, shape]
+        params = dict(model.named_parameters())
         for n in job["plain"]:
             if n not in params:
                 unreached.append(n)
                 continue
             path, _, pname = n.rpartition(".")
-            name = name_reaching(model, rec, path, pname, params[n]) if path else n
+            if path:
+                name = name_reaching(model, rec, path, pname, params[n])
+            else:
+                # A parameter of the model itself: its own name, else a checkpoint alias.
+                name = next((c for c in [n] + TOP_LEVEL_ALIASES.get(n, [])
+                             if any(n in names for names, _ in
+                                    reached(model, rec, c, params[n], {id(params[n])}))), None)
             if name is None:
                 unreached.append(n)
-            # Keyed by the map's name; stored under the name that reaches it.
-            tensors[n] = [name or n, list(params[n].shape)]
-    return {"tensors": tensors, "unreached": unreached}
+            # Keyed by the map's name; stored under the name that reaches it, with its dtype
+            # where it is not a float (a vocabulary map's int64 offsets).
+            tensors[n] = [name or n, list(params[n].shape)] + (
+                [] if params[n].dtype.is_floating_point else [str(params[n].dtype)])
+    return {"tensors": tensors, "unreached": unreached, "linears_unreached": linears_unreached}
 
 
 def read_output(folder: pathlib.Path) -> dict:
