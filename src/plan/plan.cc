@@ -139,7 +139,12 @@ size_t QuantPlan::quantized_count() const {
 namespace {
 
 // The kernel rules (gemm.h JudgeGemm) for every Linear the plan would quantize, judged with the
-// rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense.
+// rows of its whole fused GEMM, as vLLM builds it: a module that breaks one stays dense. Beside
+// the plan's own rule, a module no platform builds (vLLM's CUDA kernel chooser refuses it and
+// the CPU build refuses it too or never runs the format: the kernel-rule error `check` reports)
+// stays dense: w8a16-asym's uint8 with zero points has no kernel but Machete (Marlin and Triton
+// take no uint8 zero points), which needs the fused N a multiple of 128, so an MLA
+// fused_qkv_a_proj of 192 rows passed the plan's Marlin tile rule and loaded nowhere.
 void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
                                const FamilyDetection& family, const ModelConfig& config,
                                std::vector<TensorPlan>* tensors) {
@@ -152,17 +157,22 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map
     if (t.action != TensorAction::kQuantize) continue;
     std::string_view module = t.tensor;
     module.remove_suffix(std::string_view(".weight").size());
-    auto rule = JudgeGemm(*options.scheme, options.group_size,
-                          {.module = module,
-                           .vllm_module = t.vllm_module,
-                           .out = t.out_features,
-                           .in = t.in_features,
-                           .fused_out = fused_out[t.vllm_module],
-                           .parallel = MapParallelStyle(map, module),
-                           .first_built_in = FirstBuiltInWidth(family.family, config.hidden_size,
-                                                               t.vllm_module, t.in_features)},
-                          options.tp)
-                    .plan_rule;
+    const GemmJudgement j =
+        JudgeGemm(*options.scheme, options.group_size,
+                  {.module = module,
+                   .vllm_module = t.vllm_module,
+                   .out = t.out_features,
+                   .in = t.in_features,
+                   .fused_out = fused_out[t.vllm_module],
+                   .parallel = MapParallelStyle(map, module),
+                   .first_built_in = FirstBuiltInWidth(family.family, config.hidden_size,
+                                                       t.vllm_module, t.in_features)},
+                  options.tp);
+    std::optional<std::string> rule = j.plan_rule;
+    if (!rule && j.cuda && (j.cpu || !j.row->cpu_runs_format)) {
+      rule = fmt::format("no vLLM kernel builds the fused {} [{}, {}]: on CUDA vLLM raises \"{}\"",
+                         t.vllm_module, fused_out[t.vllm_module], t.in_features, *j.cuda);
+    }
     if (!rule) continue;
     t.action = TensorAction::kKeep;
     t.reason = *rule;

@@ -229,6 +229,34 @@ TEST(PlanTest, Fp8BlocksFollowVllmsFusedPartitionRule) {
   EXPECT_TRUE(rule("model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.qkv_proj", 384, 2));
 }
 
+// uint8 with zero points (w8a16-asym) has no CUDA kernel but Machete, which needs the fused GEMM's
+// rows a multiple of 128: vLLM 0.34.0 refused DeepSeek MTP's fused_qkv_a_proj (128 + 192 rows)
+// quantized so ("Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ...
+// MacheteLinearKernel cannot implement due to: Output features size must be divisible by 128"),
+// which the plan's Marlin tile rule (each member's rows a multiple of 64) passed and `check` fails.
+TEST(PlanTest, AsymmetricInt8KeepsAFusedGemmMacheteRefusesDense) {
+  // q/k/v of 192 + 64 + 64 rows: fused N 320, each member a multiple of 64.
+  const std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 192, 64);
+  PlanOptions asym;
+  asym.scheme = FindScheme("w8a16-asym");
+  ASSERT_NE(asym.scheme, nullptr);
+  auto plan = BuildPlan(tensors, Config("{}"), asym);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["model.layers.0.self_attn.q_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.0.self_attn.v_proj.weight"], TensorAction::kKeep);
+  EXPECT_NE(plan->tensors[0].reason.find("Output features size must be divisible by 128"),
+            std::string::npos)
+      << plan->tensors[0].reason;
+  EXPECT_EQ(a["model.layers.0.mlp.gate_proj.weight"], TensorAction::kQuantize);  // fused N 1536
+  // Symmetric int8 runs on Marlin, which pads: the same q/k/v are quantized.
+  PlanOptions sym;
+  sym.scheme = FindScheme("w8a16");
+  plan = BuildPlan(tensors, Config("{}"), sym);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(Actions(*plan)["model.layers.0.self_attn.q_proj.weight"], TensorAction::kQuantize);
+}
+
 // A speculators-format EAGLE-3 head keeps its decoder's config in transformer_layer_config: the
 // hidden size the first-build rule needs comes from there. vLLM 0.32 refused this head's g128 copy
 // ("Weight input_size_per_partition=576 for layer 'model.layers.30.self_attn.qkv_proj' is not
