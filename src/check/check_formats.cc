@@ -173,6 +173,15 @@ void FormatKernels(const CheckView& v, FindingSink& sink) {
 // CUDA GPU nor the CPU build has a kernel for the shape, a warning naming the platform where one
 // of them refuses it. A width without a vLLM kernel is reported once for the scheme, not here.
 void PackQuantizedKernels(const CheckView& v, FindingSink& sink) {
+  // The routed experts vLLM builds under the config's scheme, stored or not (quantize refuses
+  // the scheme for them: vllm/map_rules.h MoeRefusalFor).
+  if (std::string experts; v.quant.scheme && v.quant.scheme->scheme != nullptr) {
+    if (auto refusal = MoeRefusalFor(v.map, *v.quant.scheme->scheme, &experts)) {
+      sink.Add(FindingCode::kKernelRule, experts, "config.json",
+               fmt::format("{}: {}", v.quant.scheme->scheme->name, *refusal),
+               "requantize with w8a16 (symmetric int8) or w4a16-asym");
+    }
+  }
   const std::map<std::string, int64_t> fused_out = FusedOut(v);
   const bool padded =
       CompareVllmVersions(v.vllm.version, *ParseVllmVersion(kFirstPaddedMarlinVllm)) >= 0;

@@ -138,5 +138,31 @@ TEST(MoeTest, OneDenseExpertKeepsTheWholeRoutedExpertsDense) {
   EXPECT_NE(plan->tensors[1].reason.find("model.layers.0.mlp.experts with"), std::string::npos);
 }
 
+// vLLM 0.34.0 refused a Qwen3-MoE draft quantized w8a16-asym while building it ("No WNA16 MoE
+// backend supports the deployment configuration."): no MoE backend takes uint8 with zero points.
+// The experts are built from the config whatever the checkpoint stores, so the scheme is refused
+// for the architecture; w4a16-asym (Triton's int4 with zero points) is planned.
+TEST(MoeTest, AsymmetricInt8IsRefusedForAnArchitectureWithRoutedExperts) {
+  ModelConfig config = test_util::ConfigFromJson(R"({"architectures":["Qwen3MoeForCausalLM"]})");
+  PlanOptions options;
+  options.scheme = FindScheme("w8a16-asym");
+  options.vllm_release = "0.34.0";
+  auto plan = BuildPlan(MoeLayer("model.layers.0.", 4, 128), config, options);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kUsage);
+  EXPECT_NE(plan.status().message().find("No WNA16 MoE backend supports"), std::string::npos)
+      << plan.status().message();
+  EXPECT_NE(plan.status().message().find("model.layers.0.mlp.experts"), std::string::npos)
+      << plan.status().message();
+  options.scheme = FindScheme("w4a16-asym");
+  EXPECT_TRUE(BuildPlan(MoeLayer("model.layers.0.", 4, 128), config, options).ok());
+  // A dense architecture takes w8a16-asym.
+  options.scheme = FindScheme("w8a16-asym");
+  ModelConfig dense = test_util::ConfigFromJson(R"({"architectures":["Qwen3ForCausalLM"]})");
+  EXPECT_TRUE(BuildPlan({{"model.layers.0.mlp.down_proj.weight", DType::kBF16, {256, 256}, ""}},
+                        dense, options)
+                  .ok());
+}
+
 }  // namespace
 }  // namespace spk

@@ -251,6 +251,16 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   if (auto refusal = RefusalForUnstoredParams(plan.map, [](const std::string&) { return false; })) {
     return Status::Usage(refusal->message + "; " + refusal->fix);
   }
+  // vLLM builds the routed experts under the scheme written, stored or not: a scheme no MoE
+  // backend takes is refused for an architecture that has them (check reports it as kernel-rule).
+  if (std::string experts; options.scheme != nullptr) {
+    if (auto refusal = MoeRefusalFor(plan.map, *options.scheme, &experts)) {
+      return Status::Usage(
+          fmt::format("--scheme {}: {}; choose w8a16 (symmetric int8) or "
+                      "w4a16-asym",
+                      options.scheme->name, *refusal));
+    }
+  }
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
   AttachModuleMap(plan.map, config, &plan.naming);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture

@@ -228,6 +228,19 @@ constexpr KernelRule Wna16Row(std::string_view scheme, bool cpu_runs_format) {
           .cpu_runs_format = cpu_runs_format};
 }
 
+// uint8 with zero points: fused_moe/oracle/int_wna16.py select_wna16_moe_backend finds no backend
+// (Triton's TritonWNA16Experts takes kInt4Static, kInt4StaticAsym and kInt8Static only).
+constexpr KernelRule AsymInt8Row() {
+  KernelRule row = Wna16Row("w8a16-asym", /*cpu_runs_format=*/false);
+  row.moe_builds_nowhere =
+      "vLLM builds a MoE layer's routed experts under w8a16-asym with "
+      "CompressedTensorsWNA16MoEMethod, and no WNA16 MoE backend takes 8-bit weights with zero "
+      "points: \"NotImplementedError: No WNA16 MoE backend supports the deployment "
+      "configuration.\" (fused_moe/oracle/int_wna16.py select_wna16_moe_backend; seen with vLLM "
+      "0.33.0 and 0.34.0's own model builds)";
+  return row;
+}
+
 // A pack-quantized width without a vLLM kernel: no per-platform rules (check reports the scheme
 // once, not per module), the plan's tile rule as for every pack-quantized row.
 constexpr KernelRule NoStockKernelRow(std::string_view scheme) {
@@ -242,7 +255,7 @@ const std::array<KernelRule, 21> kRules = {{
     Wna16Row("w4a16", true),
     Wna16Row("w4a16-asym", true),
     Wna16Row("w8a16", false),
-    Wna16Row("w8a16-asym", false),
+    AsymInt8Row(),
     NoStockKernelRow("w2a16"),
     NoStockKernelRow("w2a16-asym"),
     NoStockKernelRow("w3a16"),

@@ -87,6 +87,12 @@ struct KernelRule {
   // "" when one does: the plan refuses the scheme without --allow-unloadable, and check reports
   // layout-loads-nowhere. Seen on vLLM, each platform's words quoted.
   std::string_view layout_loads_nowhere;
+  // Why vLLM builds no routed experts under the row's scheme, or "" when a MoE backend takes them:
+  // a MoE layer's experts are built under the checkpoint's scheme (CompressedTensorsWNA16MoEMethod
+  // for pack-quantized), whether or not the checkpoint quantized them, so the plan refuses the
+  // scheme for an architecture with routed experts and check reports it (vllm/map_rules.h
+  // MoeRefusalFor). Seen on vLLM, its words quoted.
+  std::string_view moe_builds_nowhere;
 };
 
 // Every row, in the scheme registry's order.

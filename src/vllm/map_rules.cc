@@ -1,5 +1,6 @@
 #include "vllm/map_rules.h"
 #include "base/strings.h"
+#include "vllm/kernel_rules.h"
 
 #include <fmt/format.h>
 
@@ -262,6 +263,22 @@ std::optional<UnstoredRefusal> RefusalForUnstoredParams(
                   "load), or serve the dense checkpoint for MTP speculative decoding"
                 : "serve the dense draft";
     return r;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme,
+                                         std::string* module) {
+  const KernelRule* row = KernelRuleFor(scheme);
+  if (row == nullptr || row->moe_builds_nowhere.empty()) return std::nullopt;
+  for (const MappedArchitecture* a : {context.mtp, context.architecture}) {
+    if (a == nullptr) continue;
+    for (const auto& [name, m] : a->modules) {
+      if (m.module_class != "RoutedExperts" || !m.QuantizedUnder(scheme.format)) continue;
+      *module = m.vllm_prefix;
+      return fmt::format("{} ({}) has routed experts ({}), and {}", a->name, a->file, m.vllm_prefix,
+                         row->moe_builds_nowhere);
+    }
   }
   return std::nullopt;
 }

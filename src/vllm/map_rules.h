@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "model/model_config.h"
+#include "quant/scheme.h"
 #include "vllm/family.h"
 #include "vllm/vllm_module_map.h"
 
@@ -105,6 +106,13 @@ struct UnstoredRefusal {
 };
 std::optional<UnstoredRefusal> RefusalForUnstoredParams(
     const MapContext& context, const std::function<bool(const std::string&)>& stored);
+
+// Why vLLM cannot build the routed experts of the architecture of `context` (or of its MTP layers)
+// under `scheme` (KernelRule::moe_builds_nowhere), naming the first experts module in `module`;
+// nullopt when the map gives it no routed experts vLLM builds quantized, or a backend takes them.
+// The experts count whether or not a checkpoint stores them: vLLM builds them from the config.
+std::optional<std::string> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme,
+                                         std::string* module);
 
 // True when the map does not know `module`'s architecture and it is not a standard decoder Linear:
 // what UnmappedArchitectureWarning lists.
