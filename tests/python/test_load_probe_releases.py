@@ -103,6 +103,12 @@ def linear_names(arch: dict) -> dict:
                                    "Linear" not in entry["class"]):
             continue
         name = weight.removesuffix(".weight")
+        ids = entry.get("checkpoint_shard_ids") or {}
+        if ids and name not in ids:
+            # The fused form beside its shards (DeepSeek-V2 EAGLE-3's fused_qkv_a_proj next to
+            # q_a_proj and kv_a_proj_with_mqa): a checkpoint holds one of them, the shards here;
+            # both would add the fused rows to the GEMM twice over in quantize's plan.
+            continue
         out[name] = (entry["path"], (entry.get("checkpoint_shard_ids") or {}).get(name))
     return out
 
