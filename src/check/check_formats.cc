@@ -154,7 +154,8 @@ void FormatKernels(const CheckView& v, FindingSink& sink) {
         .in = in,
         .fused_out = fused_out[lm.fused],
         .parallel = MapParallelStyle(v.map, lm.module),
-        .first_built_in = FirstBuiltInWidth(v.family.family, v.config.hidden_size, lm.fused, in)};
+        .first_built_in = FirstBuiltInWidth(v.family.family, v.config.hidden_size, lm.fused, in),
+        .rows_permuted = RowsPermutedForRotary(v.config.architectures, lm.module)};
     if (auto rule =
             JudgeGemm(*scheme.scheme, scheme.params.group_size, gemm, v.options.tp).plan_rule) {
       sink.Add(

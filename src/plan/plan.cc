@@ -166,7 +166,8 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map
                    .fused_out = fused_out[t.vllm_module],
                    .parallel = MapParallelStyle(map, module),
                    .first_built_in = FirstBuiltInWidth(family.family, config.hidden_size,
-                                                       t.vllm_module, t.in_features)},
+                                                       t.vllm_module, t.in_features),
+                   .rows_permuted = RowsPermutedForRotary(config.architectures, module)},
                   options.tp);
     std::optional<std::string> rule = j.plan_rule;
     if (!rule && j.cuda && (j.cpu || !j.row->cpu_runs_format)) {

@@ -257,6 +257,33 @@ TEST(PlanTest, AsymmetricInt8KeepsAFusedGemmMacheteRefusesDense) {
   EXPECT_EQ(Actions(*plan)["model.layers.0.self_attn.q_proj.weight"], TensorAction::kQuantize);
 }
 
+// vLLM's Llama4 load_weights permutes q/k rows and their scales for its rotary layout, which
+// per-block FP8 scales cannot follow: vLLM 0.34.0 raised "RuntimeError: shape '[2, 0, 2, 2]' is
+// invalid for input of size 2" loading an EAGLE Llama4 head's FP8-block k_proj scale.
+TEST(PlanTest, Llama4KeepsQkvDenseUnderFp8Blocks) {
+  const std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 256, 128);
+  PlanOptions block;
+  block.scheme = FindScheme("fp8-block");
+  ASSERT_NE(block.scheme, nullptr);
+  auto plan = BuildPlan(tensors, Config(R"({"architectures":["EagleLlama4ForCausalLM"]})"), block);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  auto a = Actions(*plan);
+  EXPECT_EQ(a["model.layers.0.self_attn.k_proj.weight"], TensorAction::kKeep);
+  EXPECT_EQ(a["model.layers.0.self_attn.v_proj.weight"], TensorAction::kKeep);  // fused with q/k
+  EXPECT_NE(plan->tensors[0].reason.find("permute_qk_weight_for_rotary"), std::string::npos)
+      << plan->tensors[0].reason;
+  EXPECT_EQ(a["model.layers.0.self_attn.o_proj.weight"], TensorAction::kQuantize);
+  // Per-channel FP8 scales are permuted with the rows; another architecture is not permuted.
+  PlanOptions channel;
+  channel.scheme = FindScheme("fp8-dynamic");
+  plan = BuildPlan(tensors, Config(R"({"architectures":["EagleLlama4ForCausalLM"]})"), channel);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(Actions(*plan)["model.layers.0.self_attn.k_proj.weight"], TensorAction::kQuantize);
+  plan = BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), block);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  EXPECT_EQ(Actions(*plan)["model.layers.0.self_attn.k_proj.weight"], TensorAction::kQuantize);
+}
+
 // A speculators-format EAGLE-3 head keeps its decoder's config in transformer_layer_config: the
 // hidden size the first-build rule needs comes from there. vLLM 0.32 refused this head's g128 copy
 // ("Weight input_size_per_partition=576 for layer 'model.layers.30.self_attn.qkv_proj' is not

@@ -109,6 +109,16 @@ std::optional<std::string> FormatPlanRule(const QuantScheme& scheme, const Kerne
                      p.in, width);
   }
   if (p.fused_split) return p.fused_split;
+  if (block && g.rows_permuted) {
+    // vLLM 0.34.0 raised "RuntimeError: shape '[2, 0, 2, 2]' is invalid for input of size 2"
+    // loading an EAGLE Llama4 head's FP8-block k_proj scale (llama4.py:836).
+    return fmt::format(
+        "vLLM's Llama4 load_weights permutes {}'s rows for its rotary layout, scales too, which "
+        "per-block scales cannot follow (llama4.py permute_qk_weight_for_rotary: \"permutations "
+        "are not feasible only for per-block (e.g. DeepSeek 128x128). For per-block "
+        "quantization, consider not quantizing q/k_proj.\")",
+        g.module);
+  }
   return KernelRuleBreak(row,
                          GemmPartition{.module = g.module,
                                        .vllm_module = g.vllm_module,
@@ -126,6 +136,13 @@ int64_t FirstBuiltInWidth(ModelFamily family, std::optional<int64_t> hidden_size
                           std::string_view vllm_module, int64_t in) {
   if (family != ModelFamily::kEagle3 || !hidden_size || Leaf(vllm_module) != "qkv_proj") return 0;
   return in == 2 * *hidden_size ? *hidden_size : 0;
+}
+
+bool RowsPermutedForRotary(const std::vector<std::string>& architectures, std::string_view module) {
+  const std::string_view leaf = Leaf(module);
+  if (leaf != "q_proj" && leaf != "k_proj" && leaf != "wq" && leaf != "wk") return false;
+  return std::any_of(architectures.begin(), architectures.end(),
+                     [](const std::string& a) { return a.find("Llama4") != std::string::npos; });
 }
 
 GemmJudgement JudgeGemm(const QuantScheme& scheme, int64_t group_size, const GemmGeometry& g,

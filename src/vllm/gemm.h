@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "quant/scheme.h"
 #include "vllm/family.h"
@@ -37,7 +38,15 @@ struct GemmGeometry {
   // it replaces the layer by this one (FirstBuiltInWidth); 0: built once. Its rules are judged
   // first, since vLLM fails on the first build.
   int64_t first_built_in = 0;
+  // vLLM permutes the module's rows, and its scales' with them, for its rotary layout as it loads
+  // it (RowsPermutedForRotary): per-block FP8 scales cannot be permuted so.
+  bool rows_permuted = false;
 };
+
+// Whether vLLM's load_weights permutes the rows of checkpoint module `module` for its rotary
+// layout: Llama4's q_proj and k_proj (llama4.py permute_qk_weight_for_rotary, which EAGLE Llama4's
+// load_weights calls too), by config.json's `architectures`.
+bool RowsPermutedForRotary(const std::vector<std::string>& architectures, std::string_view module);
 
 // The input width vLLM first builds `vllm_module` (of `in` columns) with, when it then replaces
 // the layer; 0 when it builds it once. vLLM's EAGLE-3 Llama and Qwen3 heads (llama_eagle3.py,
