@@ -38,6 +38,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import build_dir
@@ -138,7 +139,12 @@ def quantize(spk, root: Path, release: str, name: str, arch: dict, scheme: str,
         # path (a head, or a model whose load_weights took none of the map's candidates) is
         # stored under the name the probe found load_weights sends to it (stored_names).
         unreached = set(shapes["unreached"])
-        write_checkpoint(src, name, arch, layout=lambda w: [] if w not in tensors or
+        # What load_weights refuses to go without and copies itself (output_probe's
+        # required_extras: P-EAGLE's mask_hidden, XPress's xpress_head.mix.L).
+        rng = np.random.default_rng(1)
+        extras = {n: (rng.standard_normal(shape) * 0.02).astype(np.float16)
+                  for n, shape in shapes.get("extras", {}).items()}
+        write_checkpoint(src, name, arch, base=extras, layout=lambda w: [] if w not in tensors or
                          w in unreached else [
             (w, tuple(tensors[w])) if isinstance(tensors[w][0], int) else
             (tensors[w][0], tuple(tensors[w][1]), *tensors[w][2:])])
@@ -209,7 +215,8 @@ def proof(spk, vllm_releases, tmp_path_factory):
             if refused:
                 verdicts[(a, s)] = {"refused": refused, "ok": True}
                 continue
-            load_jobs.append({"arch": a, "scheme": s, "out": str(out), "linear_paths":
+            load_jobs.append({"arch": a, "scheme": s, "out": str(out),
+                              "extras": sorted(shapes[a].get("extras", {})), "linear_paths":
                               {n: p for n, (p, _) in stored_names(archs[a], shapes[a]).items()}})
         control = control_job(load_jobs[0], root / "control") if load_jobs else None
         t2 = time.monotonic()

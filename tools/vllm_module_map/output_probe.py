@@ -113,6 +113,50 @@ def linear_name_reaching(model, rec, w: dict) -> str | None:
     return None
 
 
+def required_extras(model, rec, tensors: dict) -> dict:
+    """Checkpoint-only tensors load_weights refuses to go without, which no loader reaches (it
+    copies them itself: P-EAGLE's mask_hidden buffer, XPress's raw xpress_head.mix.L folded into
+    mix_L), found from its refusals of the planned checkpoint (zeros; the loaders recorded, not
+    run; plain tensors only): a dotted or underscored name of the message that ends exactly one
+    parameter's or buffer's name ('.' and '_' alike) that no stored tensor's loader reached,
+    stored with its shape. {checkpoint name: shape}."""
+    import re
+
+    import torch
+    named = dict(model.named_parameters())
+    named.update(dict(model.named_buffers()))
+
+    def flat(n: str) -> str:
+        return n.replace(".", "_")
+    fed = {}
+    for key, t in tensors.items():
+        name, shape = (key, t) if isinstance(t[0], int) else (t[0], t[1])
+        fed[name] = torch.zeros(tuple(shape))
+    extras: dict[str, list[int]] = {}
+    for _ in range(3):
+        rec.hits.clear()
+        try:
+            model.load_weights(list(fed.items()) +
+                               [(n, torch.zeros(tuple(s))) for n, s in extras.items()])
+            return extras
+        except Exception as ex:  # noqa: BLE001 - a refusal names what it lacks
+            if "available parameters" in str(ex):
+                return extras  # a name without a parameter: the message lists every other one
+            loaded = {x for names, _ in rec.hits for x in names}
+            found = {}
+            for tok in set(re.findall(r"[A-Za-z_][\w.]*[\w]", str(ex))):
+                if ("_" not in tok and "." not in tok) or tok in fed or tok in extras:
+                    continue
+                hits = [n for n in named if n not in loaded and (
+                    flat(n) == flat(tok) or flat(n).endswith("_" + flat(tok)))]
+                if len(hits) == 1:
+                    found[tok] = list(named[hits[0]].shape)
+            if not found:
+                return extras
+            extras.update(found)
+    return extras
+
+
 def dense_shapes(model, job: dict) -> dict:
     """{"tensors": {weight: its dense shape, or [checkpoint name, shape] where it is stored
     under another name (a plain parameter under the name that reaches it, a Linear's where the
@@ -156,7 +200,12 @@ def dense_shapes(model, job: dict) -> dict:
             # where it is not a float (a vocabulary map's int64 offsets).
             tensors[n] = [name or n, list(params[n].shape)] + (
                 [] if params[n].dtype.is_floating_point else [str(params[n].dtype)])
-    return {"tensors": tensors, "unreached": unreached, "linears_unreached": linears_unreached}
+        # The plain tensors only: this model is built under the map's W4A16 config, where a
+        # Linear's dense weight has no parameter to go to.
+        extras = required_extras(model, rec, {k: tensors[k] for k in job["plain"]
+                                              if k in tensors and k not in unreached})
+    return {"tensors": tensors, "unreached": unreached, "linears_unreached": linears_unreached,
+            "extras": extras}
 
 
 def read_output(folder: pathlib.Path) -> dict:
@@ -223,7 +272,12 @@ def load_verdict(model, job: dict) -> dict:
                 casts.add(f"{a}->{b}".replace("torch.", ""))
             else:
                 mismatch.append(f"{src}: {a} into {sorted(names)[0]} {b}".replace("torch.", ""))
-    verdict["unconsumed"] = sorted(n for n, r in reached.items() if not r)
+    # Tensors load_weights copies itself, no loader called (required_extras found that it refuses
+    # the checkpoint without them): reported apart, not as unconsumed.
+    copied = set(job.get("extras", ()))
+    verdict["copied_by_load_weights"] = sorted(n for n, r in reached.items()
+                                               if not r and n in copied)
+    verdict["unconsumed"] = sorted(n for n, r in reached.items() if not r and n not in copied)
     if verdict["error"] is None and len(fed) < len(stored):
         verdict["error"] = f"load_weights stopped after {len(fed)} of {len(stored)} tensors"
     misplaced = []
