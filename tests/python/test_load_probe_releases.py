@@ -6,7 +6,10 @@ For each draft kind (every architecture the release's committed map built) and s
    the map did and gives each checkpoint name of the map its shape in that tiny model;
 2. a synthetic checkpoint in the map's own names (test_draft_kinds.write_checkpoint, as
    test_plan_check_agree.py's) with those shapes is quantized by `sparkulator quantize --scheme S
-   --vllm-version R`;
+   --vllm-version R`; where the map has no name load_weights takes (a head; a model whose
+   load_weights took none of the map's candidates), the name the probe found load_weights sends
+   to the module, a fused module's shards only (not also the fused form the map lists), and what
+   load_weights refuses to go without and copies itself (P-EAGLE's mask_hidden);
 3. output_probe.py (load) builds the kind under the output's own quantization_config and feeds
    the output's tensors to the model's load_weights with vLLM's real weight loaders, stopping
    before process_weights_after_loading (CUDA-only kernel transforms). The verdict must be ok:

@@ -13,8 +13,10 @@ ignore retry; Builder.run), with describe() replaced by the job:
   meta device, as the map was; for each checkpoint name of a Linear the job names (with the
   module path and shard id of the committed map) its dense shape [out (the shard's rows), in],
   and for each plain parameter the job names its shape and the checkpoint name that reaches it
-  (load_probe.name_reaching; its own name where none does). The test writes a synthetic
-  checkpoint with those shapes, and `sparkulator quantize` makes the outputs.
+  (load_probe.name_reaching; its own name where none does); for a Linear the job asks to
+  reach, the name load_weights sends to its module (linear_name_reaching); and the tensors
+  load_weights refuses to go without and copies itself (required_extras). The test writes a
+  synthetic checkpoint with those shapes, and `sparkulator quantize` makes the outputs.
 - load: the model built under the OUTPUT's quantization_config (its config.json, as sparkulator
   wrote it) on the CPU device (Builder.device); the output's tensors are fed
   to the model's own `load_weights` with the parameters' real weight loaders (CPU copies),
@@ -31,7 +33,8 @@ stores it), "shard_incomplete" (a
 checkpoint name of a Linear, a fused module's shard, whose tensors left one of the module's
 parameters unfilled: its rows stay unloaded though the parameter was loaded), "dtype_mismatch" (a tensor loaded into a parameter of another kind:
 integer, FP8 or float, or another integer/FP8 type), "float_casts" (F16 into BF16 and the like:
-information), "returned_missing" (stored tensors whose parameter load_weights left out of the
+information), "copied_by_load_weights" (stored tensors of the job's "extras", which load_weights
+copies itself with no loader: information, not unconsumed), "returned_missing" (stored tensors whose parameter load_weights left out of the
 names it returned, where it returns them), and "error" (load_weights raised: a loader refused
 a shape, a name, or needed CUDA). "ok" is true when all of those are empty.
 
