@@ -16,7 +16,7 @@
 namespace spk {
 namespace {
 
-constexpr std::array<std::string_view, 2> kSuffixes = {kWeightSuffix, kScaleSuffix};
+constexpr std::array<std::string_view, 2> kFloatQuantizedSuffixes = {kWeightSuffix, kScaleSuffix};
 
 enum class ValueKind { kE4M3, kInt8 };
 enum class ScaleKind { kLikeWeight, kE8M0 };
@@ -39,7 +39,7 @@ class NaiveQuantized final : public WeightCodec {
   explicit constexpr NaiveQuantized(NaiveLayout layout) : l_(layout) {}
 
   std::string_view format() const override { return l_.format; }
-  std::span<const std::string_view> suffixes() const override { return kSuffixes; }
+  std::span<const std::string_view> suffixes() const override { return kFloatQuantizedSuffixes; }
   int64_t RowAlignment() const override { return l_.block_rows; }
   DType DequantizedDType(DType weight_dtype) const override { return ScaleMathDType(weight_dtype); }
 

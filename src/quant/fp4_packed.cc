@@ -15,8 +15,8 @@
 namespace spk {
 namespace {
 
-constexpr std::array<std::string_view, 3> kSuffixes = {kPackedSuffix, kScaleSuffix,
-                                                       kGlobalScaleSuffix};
+constexpr std::array<std::string_view, 3> kFp4PackedSuffixes = {kPackedSuffix, kScaleSuffix,
+                                                                kGlobalScaleSuffix};
 
 // The two flavours: NVFP4 (group 16, E4M3 scales under a global scale) and MXFP4 (group 32, E8M0).
 enum class Fp4Kind { kNv, kMx };
@@ -29,7 +29,7 @@ class Fp4Packed final : public WeightCodec {
     return kind_ == Fp4Kind::kNv ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
   }
   std::span<const std::string_view> suffixes() const override {
-    return std::span(kSuffixes).first(kind_ == Fp4Kind::kNv ? 3 : 2);
+    return std::span(kFp4PackedSuffixes).first(kind_ == Fp4Kind::kNv ? 3 : 2);
   }
   bool HasGlobalScale() const override { return kind_ == Fp4Kind::kNv; }
   DType DequantizedDType(DType /*weight_dtype*/) const override { return DType::kBF16; }

@@ -10,13 +10,13 @@
 namespace spk {
 namespace {
 
-constexpr std::array<std::string_view, 4> kSuffixes = {kPackedSuffix, kScaleSuffix, kShapeSuffix,
-                                                       kZeroPointSuffix};
+constexpr std::array<std::string_view, 4> kPackQuantizedSuffixes = {kPackedSuffix, kScaleSuffix,
+                                                                    kShapeSuffix, kZeroPointSuffix};
 
 class PackQuantized final : public WeightCodec {
  public:
   std::string_view format() const override { return "pack-quantized"; }
-  std::span<const std::string_view> suffixes() const override { return kSuffixes; }
+  std::span<const std::string_view> suffixes() const override { return kPackQuantizedSuffixes; }
 
   Status Validate(const QuantParams& p, DType weight_dtype, int64_t rows,
                   int64_t cols) const override {

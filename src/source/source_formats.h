@@ -43,6 +43,12 @@ Status RefuseSource(const SourceCheckpoint& src, std::string_view why);
 Status BadSourceTensor(const SourceCheckpoint& src, size_t shard, std::string_view tensor,
                        const std::string& why);
 
+// A stored tensor a format's decoder reads: the shard that holds it and its entry there.
+struct ShardTensor {
+  size_t shard = 0;
+  TensorEntry entry;
+};
+
 // Every E4M3 byte's value (E4M3ToFloat), so that a decode loop is a load and a multiply.
 const std::array<float, 256>& E4M3Values();
 

@@ -36,25 +36,19 @@ enum class Layout { kGptq, kAwq };
 // The nibble that holds output column 8c + j of AWQ word c.
 constexpr std::array<int, 8> kAwqNibble = {0, 4, 1, 5, 2, 6, 3, 7};
 
-// One stored tensor a decoder reads.
-struct Stored {
-  size_t shard = 0;
-  TensorEntry entry;
-};
-
 // What decodes one packed module.
 struct PackedModule {
   Layout layout = Layout::kGptq;
   int bits = 4;
   bool v1_zeros = false;                                // GPTQ v1: stored zero + 1
   int64_t in = 0, out = 0, groups = 1, group_size = 0;  // group_size: AWQ only
-  Stored qweight, qzeros, scales, g_idx;                // g_idx: GPTQ only
+  ShardTensor qweight, qzeros, scales, g_idx;           // g_idx: GPTQ only
 };
 
 // Rows [0, rows) x columns [c0, c0 + n) of a row-major tensor `width` elements wide of `elem`
 // bytes each, into `out` (rows * n elements): one read when the slice is whole rows, else one per
 // row.
-Status ReadColumns(const SourceCheckpoint& src, const Stored& t, int64_t rows, int64_t width,
+Status ReadColumns(const SourceCheckpoint& src, const ShardTensor& t, int64_t rows, int64_t width,
                    size_t elem, int64_t c0, int64_t n, std::vector<uint8_t>* out) {
   out->resize(static_cast<size_t>(rows * n) * elem);
   const SafetensorsReader& reader = src.files.shard(t.shard);
@@ -227,8 +221,9 @@ std::string ModuleOf(std::string_view name, std::string_view suffix) {
 }
 
 // Checks tensor `name`'s dtype and shape; the error names its file.
-Status Expect(const SourceCheckpoint& src, const Stored& t, std::initializer_list<DType> dtypes,
-              const std::vector<int64_t>& shape, std::string_view what) {
+Status Expect(const SourceCheckpoint& src, const ShardTensor& t,
+              std::initializer_list<DType> dtypes, const std::vector<int64_t>& shape,
+              std::string_view what) {
   if (std::find(dtypes.begin(), dtypes.end(), t.entry.dtype) == dtypes.end()) {
     std::vector<std::string_view> names;
     for (DType d : dtypes) names.push_back(DTypeName(d));
@@ -318,7 +313,7 @@ Status DecodePackedSource(SourceCheckpoint* src, const PackedModule& proto, std:
     const std::string module = ModuleOf(src->tensors[i].name, kQweight);
     PackedModule m = proto;
     m.qweight = {src->tensor_shard[i], src->entries[i]};
-    std::array<Stored*, 3> parts = {&m.qzeros, &m.scales, &m.g_idx};
+    std::array<ShardTensor*, 3> parts = {&m.qzeros, &m.scales, &m.g_idx};
     for (size_t k = 0; k < consumed.size(); ++k) {
       auto it = by_name.find(module + std::string(consumed[k]));
       if (it == by_name.end()) {

@@ -157,15 +157,9 @@ inline void Store(DType dtype, float v, uint8_t* out, size_t k) {
   }
 }
 
-// A stored tensor a decoder reads: its shard and its bytes there.
-struct Stored {
-  size_t shard;
-  TensorEntry entry;
-};
-
 // Reads `count` elements of a float scale tensor (F32, BF16 or F16) from element `first`, as
 // floats, and refuses a non-finite one naming the tensor, the weight and `where` it is.
-Status ReadScales(const SourceCheckpoint& src, const Stored& s, int64_t first, size_t count,
+Status ReadScales(const SourceCheckpoint& src, const ShardTensor& s, int64_t first, size_t count,
                   const std::string& weight, std::vector<float>* out) {
   const size_t elem = DTypeBits(s.entry.dtype) / 8;
   std::vector<uint8_t> bytes(count * elem);
@@ -187,7 +181,7 @@ Status ReadScales(const SourceCheckpoint& src, const Stored& s, int64_t first, s
 
 class NvFp4Decoder : public SourceTensorDecoder {
  public:
-  NvFp4Decoder(Stored values, Stored scale, Stored scale_2, int64_t group_size)
+  NvFp4Decoder(ShardTensor values, ShardTensor scale, ShardTensor scale_2, int64_t group_size)
       : values_(std::move(values)),
         scale_(std::move(scale)),
         scale_2_(std::move(scale_2)),
@@ -231,13 +225,13 @@ class NvFp4Decoder : public SourceTensorDecoder {
   }
 
  private:
-  Stored values_, scale_, scale_2_;
+  ShardTensor values_, scale_, scale_2_;
   int64_t group_size_;
 };
 
 class Fp8Decoder : public SourceTensorDecoder {
  public:
-  Fp8Decoder(Stored values, Stored scale, bool per_row)
+  Fp8Decoder(ShardTensor values, ShardTensor scale, bool per_row)
       : values_(std::move(values)), scale_(std::move(scale)), per_row_(per_row) {}
 
   Status ReadRows(const SourceCheckpoint& src, const TensorMeta& t, int64_t r0, int64_t n,
@@ -264,7 +258,7 @@ class Fp8Decoder : public SourceTensorDecoder {
   }
 
  private:
-  Stored values_, scale_;
+  ShardTensor values_, scale_;
   bool per_row_;  // one scale a row, else one for the tensor
 };
 
@@ -291,7 +285,7 @@ Status DecodeModeloptSource(SourceCheckpoint* src, const nlohmann::ordered_json&
   for (size_t i = 0; i < src->tensors.size(); ++i) by_name[src->tensors[i].name] = i;
   std::vector<bool> keep(src->tensors.size(), true);
   std::vector<SourceDecode> decode(src->tensors.size());
-  auto stored = [&](size_t i) { return Stored{src->tensor_shard[i], src->entries[i]}; };
+  auto stored = [&](size_t i) { return ShardTensor{src->tensor_shard[i], src->entries[i]}; };
   for (size_t i = 0; i < src->tensors.size(); ++i) {
     TensorMeta& t = src->tensors[i];
     const size_t shard = src->tensor_shard[i];

@@ -42,7 +42,7 @@ std::optional<std::string> CutlassW4A8Tiles(const GemmPartition& p) {
 // MPLinearLayerConfig with K = input columns per rank and N = the fused GEMM's rows per rank, and
 // the weight type uint4b8/uint8b128 (symmetric) or uint4/uint8 (zero points).
 
-std::string_view WeightType(const GemmPartition& p) {
+std::string_view VllmWeightTypeName(const GemmPartition& p) {
   if (p.bits == 4) return p.symmetric ? "uint4b8" : "uint4";
   return p.symmetric ? "uint8b128" : "uint8";
 }
@@ -82,7 +82,7 @@ std::optional<std::string> MarlinRefuses(const GemmPartition& p) {
     return fmt::format(
         "Quant type ({}) not supported by  Marlin, supported types are: "
         "[ScalarType.uint4]",
-        WeightType(p));
+        VllmWeightTypeName(p));
   }
   if (!InList(p.group_size, {-1, 32, 64, 128})) {
     return fmt::format(
@@ -103,7 +103,7 @@ std::optional<std::string> TritonW4A16Refuses(const GemmPartition& p) {
     return fmt::format(
         "Quant type {} not supported; supported: [ScalarType.uint4b8, "
         "ScalarType.uint4]",
-        WeightType(p));
+        VllmWeightTypeName(p));
   if (p.fused_out % 8 != 0) {
     return fmt::format(
         "Output features ({}) must be divisible by 8 (8 int4 values packed per "
@@ -130,7 +130,7 @@ std::optional<std::string> CpuWna16Refuses(const GemmPartition& p) {
     return fmt::format(
         "Quant type ({}) not supported by CPUWNA16, supported types are: "
         "(ScalarType.uint4, ScalarType.uint4b8)",
-        WeightType(p));
+        VllmWeightTypeName(p));
   }
   if (p.group_size != -1 && p.group_size % 2 != 0) {
     return fmt::format(
