@@ -85,7 +85,7 @@ Status ApplyPlanFlags(const PlanFlags& flags, QuantizeOptions* options) {
   options->plan.ignore = flags.ignore;
   options->plan.tp = flags.tp;
   if (flags.target_layers.value_or(0) > 0) options->plan.target_layers = flags.target_layers;
-  options->plan.vllm_release = flags.vllm_version;
+  options->plan.vllm_version = flags.vllm_version;
   options->target = flags.target;
   options->plan.allow_unloadable = flags.allow_unloadable;
   return Status::Ok();

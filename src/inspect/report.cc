@@ -268,7 +268,7 @@ Json PlanReport(const QuantizeSummary& s, bool with_tensors) {
               {"family", FamilyName(plan.family.family)},
               {"family_reason", plan.family.reason},
               {"vllm_naming", plan.naming.ToString()},
-              {"vllm_module_map", ModuleMapJson(plan.map, plan.options.vllm_release)},
+              {"vllm_module_map", ModuleMapJson(plan.map, plan.options.vllm_version)},
               {"scheme", s.scheme},
               {"group_size", plan.options.group_size},
               {"quantized_tensors", plan.quantized_count()},

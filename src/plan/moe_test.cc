@@ -146,7 +146,7 @@ TEST(MoeTest, AsymmetricInt8IsRefusedForAnArchitectureWithRoutedExperts) {
   ModelConfig config = test_util::ConfigFromJson(R"({"architectures":["Qwen3MoeForCausalLM"]})");
   PlanOptions options;
   options.scheme = FindScheme("w8a16-asym");
-  options.vllm_release = "0.34.0";
+  options.vllm_version = "0.34.0";
   auto plan = BuildPlan(MoeLayer("model.layers.0.", 4, 128), config, options);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), StatusCode::kUsage);

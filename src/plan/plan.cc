@@ -235,7 +235,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
                                         options.scheme->name, row->layout_loads_nowhere));
   }
   plan.family = DetectFamily(config, names, options.preset, &shapes);
-  SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_release));
+  SPK_ASSIGN_OR_RETURN(MapChoice choice, ChooseModuleMap(options.vllm_version));
   plan.map = ResolveMapContext(choice.map, config, plan.family);
   if (!choice.warning.empty()) plan.warnings.push_back(choice.warning);
   if (options.scheme != nullptr) {  // the map's verdict for the scheme written is not verified

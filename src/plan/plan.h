@@ -35,7 +35,7 @@ struct PlanOptions {
   std::vector<std::string> ignore;  // --ignore entries, exact or "re:" (vLLM names)
   int tp = 1;                       // tensor-parallel size the kernel rules are checked for
   std::optional<int64_t> target_layers;
-  std::string vllm_release;  // the vLLM release whose module map judges the plan; "" = newest
+  std::string vllm_version;  // the vLLM release whose module map judges the plan; "" = newest
   // --target: the model the draft is served with. A draft vLLM builds under the target's
   // quantization config is planned from it, and refused without it (vllm_build.h).
   std::optional<TargetModel> target;

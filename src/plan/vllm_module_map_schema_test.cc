@@ -272,7 +272,7 @@ TEST(ModuleMapLacksTest, AReleaseOlderThanEveryMapGetsTheUnknownArchitectureSafe
       R"({"architectures":["DFlashDraftModel"],"model_type":"qwen3","num_target_layers":4,
           "dflash_config":{"target_layer_ids":[1,2]}})");
   PlanOptions options;
-  options.vllm_release = "0.20.0";
+  options.vllm_version = "0.20.0";
   auto plan = BuildPlan(tensors, config, options);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->tensors[0].action, TensorAction::kKeep) << plan->tensors[0].reason;

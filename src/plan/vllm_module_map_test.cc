@@ -150,7 +150,7 @@ TEST(ModuleMapPlanTest, ADraftBuiltUnderTheTargetsConfigIsPlannedFromTheTarget) 
   const ModelConfig gemma = Config(R"({"architectures":["Gemma4DSparkModel"],
       "num_target_layers":30,"dflash_config":{"block_size":4}})");
   PlanOptions options;
-  options.vllm_release = "0.33.0";
+  options.vllm_version = "0.33.0";
   // Without --target nothing says what vLLM builds: refused, never written and then failed.
   auto refused = BuildPlan(tensors, gemma, options);
   ASSERT_EQ(refused.status().code(), StatusCode::kUsage);
@@ -279,7 +279,7 @@ TEST(ModuleMapPlanTest, AMappedQuantizedLinearNamedLikeAnEmbeddingIsQuantized) {
   ModelConfig config = Config(R"({"architectures":["Qwen4ExpForCausalLM"],
       "num_nextn_predict_layers":1})");
   PlanOptions options;
-  options.vllm_release = "0.33.0";
+  options.vllm_version = "0.33.0";
   auto plan = BuildPlan(tensors, config, options);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_NE(plan->map.mtp, nullptr);
@@ -335,12 +335,12 @@ TEST(ModuleMapPlanTest, UnknownPlainModelKeepsModelFreePtqsRuleAndWarns) {
 TEST(ModuleMapPlanTest, AReleaseNewerThanEveryMapWarnsInThePlan) {
   std::vector<TensorMeta> tensors = Square({"model.layers.0.mlp.down_proj.weight"});
   PlanOptions options;
-  options.vllm_release = "0.99.0";
+  options.vllm_version = "0.99.0";
   auto plan = BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options);
   ASSERT_TRUE(plan.ok());
   ASSERT_EQ(plan->warnings.size(), 1u);
   EXPECT_NE(plan->warnings[0].find("not verified for vLLM 0.99.0"), std::string::npos);
-  options.vllm_release = "newest";
+  options.vllm_version = "newest";
   EXPECT_FALSE(
       BuildPlan(tensors, Config(R"({"architectures":["Qwen3ForCausalLM"]})"), options).ok());
 }
@@ -359,13 +359,13 @@ TEST(ModuleMapPlanTest, AnArchitectureTheReleaseLacksIsRefusedInThePlan) {
       ReleaseLacksKind(Map("0.33.0"), Config(R"({"architectures":["NoSuchModel"]})")).has_value());
   std::vector<TensorMeta> tensors = Square({"blocks.0.layers.0.weight"});
   PlanOptions options;
-  options.vllm_release = "0.33.0";
+  options.vllm_version = "0.33.0";
   auto plan = BuildPlan(tensors, medusa, options);
   EXPECT_EQ(plan.status().code(), StatusCode::kUsage);
   EXPECT_EQ(plan.status().message(),
             "vLLM 0.33.0 does not build MedusaModel (removed after 0.32.0): serve it on 0.32.0, or "
             "check/quantize with --vllm-version 0.32.0");
-  options.vllm_release = "0.32.0";
+  options.vllm_version = "0.32.0";
   EXPECT_TRUE(BuildPlan(tensors, medusa, options).ok());
 }
 
@@ -418,7 +418,7 @@ TEST(ModuleMapPlanTest, PeagleServesWithItsFormatsFieldsAndTokenCount) {
       "speculators_config":{"proposal_methods":[{"speculative_tokens":5}]}})");
   // P-EAGLE is 0.33's (vLLM 0.34.0 removed it: no Peagle* architecture, no "peagle" format).
   PlanOptions options;
-  options.vllm_release = "0.33.0";
+  options.vllm_version = "0.33.0";
   auto plan = BuildPlan(tensors, config, options);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   EXPECT_EQ(plan->family.family, ModelFamily::kEagle3);
@@ -428,7 +428,7 @@ TEST(ModuleMapPlanTest, PeagleServesWithItsFormatsFieldsAndTokenCount) {
             std::string::npos)
       << serve;
   EXPECT_EQ(ByTensor(*plan)["fc.weight"].action, TensorAction::kQuantize);
-  options.vllm_release = "0.34.0";
+  options.vllm_version = "0.34.0";
   EXPECT_EQ(BuildPlan(tensors, config, options).status().message(),
             "vLLM 0.34.0 does not build PeagleQwen3ForCausalLM (removed after 0.33.0): serve it on "
             "0.33.0, or check/quantize with --vllm-version 0.33.0");
@@ -521,7 +521,7 @@ TEST(ModuleMapPlanTest, AStep3p5CheckpointIsRefusedAsVllmRefusesItsMtpLayers) {
       Square({"model.layers.0.self_attn.q_proj.weight", "model.layers.2.self_attn.q_proj.weight",
               "model.layers.2.eh_proj.weight"});
   PlanOptions options;
-  options.vllm_release = "0.33.0";
+  options.vllm_version = "0.33.0";
   auto plan = BuildPlan(tensors, Step3p5(), options);
   ASSERT_EQ(plan.status().code(), StatusCode::kUsage);
   EXPECT_NE(plan.status().message().find("refuses to load Step3p5MTP"), std::string::npos)
