@@ -216,6 +216,10 @@ class CheckReport(_Report):
     vllm_module_map_source: str
     vllm_module_map_architecture: str  # the map's architecture for it ("" when not listed)
     serve: str
+    # Shards whose header could not be read, and the rules that did not run for it (they judge the
+    # set of stored tensors, which is incomplete then)
+    unreadable_shards: list[str] = field(default_factory=list)
+    rules_not_run: list[str] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
 
 

@@ -2,6 +2,8 @@
 // report in JSON and text.
 #include "check/check.h"
 
+#include <fmt/ranges.h>
+
 #include "check/check_rules.h"
 
 namespace spk {
@@ -32,6 +34,8 @@ Json CheckReportToJson(const CheckReport& r) {
               {"vllm_module_map_source", r.module_map_source},
               {"vllm_module_map_architecture", r.module_map_architecture},
               {"serve", r.serve},
+              {"unreadable_shards", r.unreadable_shards},
+              {"rules_not_run", r.rules_not_run},
               {"findings", findings}};
 }
 
@@ -54,6 +58,12 @@ std::string RenderCheckReport(const CheckReport& r) {
                            : ", architecture " + r.module_map_architecture);
   }
   for (const Finding& f : r.findings) out += RenderFinding(f);
+  if (!r.rules_not_run.empty()) {
+    out += fmt::format(
+        "  not judged until {} can be read: the {} rules over the stored tensors ({})\n",
+        fmt::join(r.unreadable_shards, ", "), r.rules_not_run.size(),
+        fmt::join(r.rules_not_run, ", "));
+  }
   size_t errors = CountSeverity(r.findings, Severity::kError);
   size_t warnings = CountSeverity(r.findings, Severity::kWarning);
   out += errors == 0 ? fmt::format("OK: vLLM loads it right ({} warning(s))\n", warnings)

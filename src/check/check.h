@@ -80,6 +80,10 @@ struct CheckReport {
   std::string module_map_architecture;  // the map's architecture for it, if the map knows it
   std::string serve;                    // the `vllm serve` line that fits
   std::vector<Finding> findings;
+  // Shards whose header could not be read, and the rules that therefore did not run (those that
+  // judge the set of stored tensors, which would call that shard's tensors missing).
+  std::vector<std::string> unreadable_shards;
+  std::vector<std::string> rules_not_run;
   bool ok() const { return CountSeverity(findings, Severity::kError) == 0; }
 };
 

@@ -90,6 +90,7 @@ Status OpenShard(CheckView* v, FindingSink& sink, const std::string& file, bool 
     if (reader.status().code() == StatusCode::kIoError) return reader.status();
     sink.Add(FindingCode::kSafetensorsInvalid, "", file, reader.status().message(),
              "rewrite the file with a conforming safetensors writer (docs/formats.md section 1)");
+    v->unreadable_shards.push_back(file);
     return Status::Ok();
   }
   const auto& metadata = reader->header().metadata;

@@ -8,10 +8,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "check/check.h"
 #include "check/check_test_util.h"
@@ -136,6 +138,38 @@ TEST(CheckReadFaults, VllmSourceScanReadErrorIsAnIoErrorNamingIt) {
     EXPECT_EQ(findings.status().code(), StatusCode::kIoError) << findings.status().message();
     EXPECT_THAT(findings.status().message(), HasSubstr(path));
   }
+}
+
+// A shard that reads but is not safetensors (truncated in its header) is the checkpoint's fault,
+// one safetensors-invalid error. Its tensors are then unknown, so the rules that judge the stored
+// set do not run, rather than call every module whose scale or weight_shape it held incomplete
+// (missing-weight-shape, missing-scale, ...) and every ignore entry it matched dead.
+TEST(CheckUnreadableShard, IsOneErrorAndTheRulesOverTheStoredTensorsDoNotRun) {
+  spk::testing::ScopedTempDir dir;
+  std::string q = ShardedCheckpoint(dir);
+  std::vector<std::string> shards;
+  for (const auto& e : std::filesystem::directory_iterator(q)) {
+    if (e.path().extension() == ".safetensors") shards.push_back(e.path().filename());
+  }
+  std::sort(shards.begin(), shards.end());
+  ASSERT_EQ(shards.size(), 2u);
+  std::filesystem::resize_file(q + "/" + shards[1], 100);
+
+  CheckOptions options;
+  options.checkpoint = q;
+  auto report = CheckCheckpoint(RunContext{}, options);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_FALSE(report->ok());
+  ASSERT_EQ(report->findings.size(), 1u) << RenderCheckReport(*report);
+  EXPECT_EQ(report->findings[0].code, "safetensors-invalid");
+  EXPECT_EQ(report->findings[0].file, shards[1]);
+  EXPECT_THAT(report->unreadable_shards, ::testing::ElementsAre(shards[1]));
+  for (std::string rule : {"module-tensors", "ignore-entries", "map-modules"}) {
+    EXPECT_NE(std::find(report->rules_not_run.begin(), report->rules_not_run.end(), rule),
+              report->rules_not_run.end())
+        << rule;
+  }
+  EXPECT_THAT(RenderCheckReport(*report), HasSubstr("not judged until " + shards[1]));
 }
 
 }  // namespace

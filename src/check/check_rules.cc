@@ -53,28 +53,33 @@ const std::vector<CheckRule>& CheckRules() {
       {"fused-agreement", K::kCheckpoint,
        "the shards of a fused module agree: all quantized or all dense, one scale dtype, one "
        "global scale",
-       FusedAgreement},
+       FusedAgreement, nullptr, true},
       {"pack-quantized-kernels", K::kCheckpoint,
        "a WNA16 kernel of the release judged takes each pack-quantized GEMM at --tp",
-       PackQuantizedKernels},
+       PackQuantizedKernels, nullptr, true},
       {"format-kernels", K::kCheckpoint,
-       "vLLM's kernel rules of the other registry formats, for each GEMM at --tp", FormatKernels},
+       "vLLM's kernel rules of the other registry formats, for each GEMM at --tp", FormatKernels,
+       nullptr, true},
       {"ignore-entries", K::kCheckpoint, "every ignore entry matches a module by vLLM's names",
-       IgnoreEntries},
+       IgnoreEntries, nullptr, true},
       {"targets-match", K::kCheckpoint, "every named target matches a module by vLLM's names",
-       TargetsMatch},
+       TargetsMatch, nullptr, true},
       {"map-release", K::kCheckpoint, "the module map is the release's own", MapRelease},
       {"speculators-format", K::kCheckpoint, "the release reads the speculators format",
-       SpeculatorsFormatRule},
+       SpeculatorsFormatRule, nullptr, true},
       {"map-architecture", K::kCheckpoint, "the release and its map know the architecture",
        MapArchitecture},
       {"draft-quant-config-owner", K::kCheckpoint,
-       "a draft vLLM builds under the target's quantization config", DraftQuantConfigOwner},
+       "a draft vLLM builds under the target's quantization config", DraftQuantConfigOwner, nullptr,
+       true},
       {"map-modules", K::kCheckpoint,
-       "each module stored quantized is one the map shows vLLM build quantized", MapModules},
-      {"mtp-layer-bits", K::kCheckpoint, "MTP layers at 4 bits or fewer", MtpLayerBits},
+       "each module stored quantized is one the map shows vLLM build quantized", MapModules,
+       nullptr, true},
+      {"mtp-layer-bits", K::kCheckpoint, "MTP layers at 4 bits or fewer", MtpLayerBits, nullptr,
+       true},
       {"unstored-params", K::kCheckpoint,
-       "parameters the architecture's load_weights requires are stored", UnstoredParams},
+       "parameters the architecture's load_weights requires are stored", UnstoredParams, nullptr,
+       true},
       {"vllm-release-drafts", K::kCheckpoint,
        "the draft rules that depend on the vLLM release (check/vllm_rules.h)", VllmReleaseDrafts},
       {"vllm-tree-scan", K::kVllmTree,
@@ -141,15 +146,27 @@ void FindingSink::Push(Finding f) {
   raised_by_.push_back(rule_);
 }
 
-void RunCheckRules(const CheckView& view, FindingSink& sink) {
+bool NeedsEveryShard(const CheckRule& rule) {
+  return rule.kind == RuleKind::kModule || rule.needs_every_shard;
+}
+
+std::vector<std::string> RunCheckRules(const CheckView& view, FindingSink& sink) {
   const std::vector<CheckRule>& rules = CheckRules();
+  std::vector<std::string> not_run;
   for (size_t i = 0; i < rules.size(); ++i) {
-    if (rules[i].kind == RuleKind::kCheckpoint) {
+    if (!view.unreadable_shards.empty() && NeedsEveryShard(rules[i])) {
+      not_run.emplace_back(rules[i].name);
+    } else if (rules[i].kind == RuleKind::kCheckpoint) {
       sink.Enter(rules[i]);
       rules[i].run(view, sink);
     } else if (rules[i].kind == RuleKind::kModule) {
       size_t end = i;
       while (end < rules.size() && rules[end].kind == RuleKind::kModule) ++end;
+      if (!view.unreadable_shards.empty()) {
+        for (size_t r = i; r < end; ++r) not_run.emplace_back(rules[r].name);
+        i = end - 1;
+        continue;
+      }
       for (const ModuleEntry& module : view.modules) {
         for (size_t r = i; r < end; ++r) {
           sink.Enter(rules[r]);
@@ -159,6 +176,7 @@ void RunCheckRules(const CheckView& view, FindingSink& sink) {
       i = end - 1;
     }
   }
+  return not_run;
 }
 
 void VllmReleaseDrafts(const CheckView& v, FindingSink& sink) {
@@ -198,8 +216,9 @@ Result<CheckRun> RunCheck(FileSystem* fs, const CheckOptions& options) {
   run.report.path = dir;
   FindingSink sink(&run.report.findings);
   SPK_ASSIGN_OR_RETURN(std::unique_ptr<CheckView> view, LoadCheckView(fs, options, dir, sink));
-  if (view->config_loaded) RunCheckRules(*view, sink);
+  if (view->config_loaded) run.report.rules_not_run = RunCheckRules(*view, sink);
   FillReport(*view, &run.report);
+  run.report.unreadable_shards = view->unreadable_shards;
   run.raised_by = sink.raised_by();
   return run;
 }

@@ -8,10 +8,13 @@
 //
 // RunCheckRules runs the rows in table order, which is the order the findings are reported in:
 // kCheckpoint rows once over the view; a block of kModule rows for each module in name order, every
-// row of the block for one module before the next module. kLoad rows are the steps of
-// LoadCheckView, which names them when it reports what reading the files finds; the kVllmTree row
-// is `check --vllm DIR` alone, not run over a checkpoint: InspectVllmSource (check/vllm_source.h)
-// enters it in its own sink, so its codes are held to the row like every other rule's.
+// row of the block for one module before the next module. When a shard could not be read (its
+// safetensors-invalid finding fails the check), the rows that need every shard do not run and the
+// report names them (CheckReport::rules_not_run) instead of reporting that shard's tensors missing.
+// kLoad rows are the steps of LoadCheckView, which names them when it reports what reading the
+// files finds; the kVllmTree row is `check --vllm DIR` alone, not run over a checkpoint:
+// InspectVllmSource (check/vllm_source.h) enters it in its own sink, so its codes are held to the
+// row like every other rule's.
 //
 // The table is static and read-only; a FindingSink belongs to one check, one thread. Errors: a
 // rule cannot fail (every problem is a Finding); RunCheck fails as CheckCheckpoint does.
@@ -41,7 +44,12 @@ struct CheckRule {
   std::string_view doc;                                                              // one line
   void (*run)(const CheckView&, FindingSink&) = nullptr;                             // kCheckpoint
   void (*run_module)(const CheckView&, const ModuleEntry&, FindingSink&) = nullptr;  // kModule
+  // A kCheckpoint rule that judges the set of stored tensors (what is there, what is missing).
+  // With a shard unreadable that set is incomplete and such a rule would report tensors of that
+  // shard as missing, so it does not run; kModule rules are all of this kind.
+  bool needs_every_shard = false;
 };
+bool NeedsEveryShard(const CheckRule& rule);
 
 // The rules in run order.
 const std::vector<CheckRule>& CheckRules();
@@ -85,7 +93,8 @@ class FindingSink {
   std::vector<const CheckRule*> raised_by_;
 };
 
-void RunCheckRules(const CheckView& view, FindingSink& sink);
+// Returns the names of the rules it did not run (NeedsEveryShard, with a shard unreadable).
+std::vector<std::string> RunCheckRules(const CheckView& view, FindingSink& sink);
 
 // A check and, for each finding, the rule that raised it (the tests read it).
 struct CheckRun {

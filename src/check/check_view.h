@@ -163,6 +163,9 @@ struct CheckView {
   std::vector<std::string> reader_files;  // parallel to readers: the shards vLLM loads
   std::map<std::string, Located> tensors;
   std::vector<std::pair<std::string, SafetensorsReader>> unlisted;
+  // Shards whose header could not be read (each has its safetensors-invalid finding): their
+  // tensors are not in `tensors`, so the rules that judge the stored set do not run.
+  std::vector<std::string> unreadable_shards;
 
   // False when config.json is missing or does not parse (a finding): nothing below is set and no
   // rule runs.
