@@ -11,8 +11,10 @@ import torch
 from test_quant_interop import reference
 from conftest import load_dir
 
-CASES = [("w4a16", 128, "BF16"), ("w4a16-asym", 64, "BF16"), ("w8a16", -1, "F16"),
-         ("w8a16-asym", 32, "F32")]
+# Each scheme at a group size some vLLM kernel builds: quantize keeps dense a module no kernel
+# builds, and w8a16-asym's only CUDA kernel (Machete) refuses group 32.
+CASES = [("w4a16", 128, "BF16"), ("w4a16-asym", 32, "BF16"), ("w8a16", -1, "F16"),
+         ("w8a16-asym", 64, "F32")]
 
 
 
