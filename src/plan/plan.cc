@@ -145,9 +145,16 @@ namespace {
 // stays dense: w8a16-asym's uint8 with zero points has no kernel but Machete (Marlin and Triton
 // take no uint8 zero points), which needs the fused N a multiple of 128, so an MLA
 // fused_qkv_a_proj of 192 rows passed the plan's Marlin tile rule and loaded nowhere.
-void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
-                               const FamilyDetection& family, const ModelConfig& config,
-                               std::vector<TensorPlan>* tensors) {
+//
+// Returns how many weights it kept dense because no platform builds them, and the first reason.
+struct NoKernelKept {
+  size_t count = 0;
+  std::string first_reason;
+};
+NoKernelKept KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
+                                       const FamilyDetection& family, const ModelConfig& config,
+                                       std::vector<TensorPlan>* tensors) {
+  NoKernelKept no_kernel;
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const TensorPlan& t : *tensors) {
     if (t.is_linear) fused_out[t.vllm_module] += t.out_features;
@@ -173,11 +180,36 @@ void KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map
     if (!rule && j.cuda && (j.cpu || !j.row->cpu_runs_format)) {
       rule = fmt::format("no vLLM kernel builds the fused {} [{}, {}]: on CUDA vLLM raises \"{}\"",
                          t.vllm_module, fused_out[t.vllm_module], t.in_features, *j.cuda);
+      if (no_kernel.count++ == 0) no_kernel.first_reason = *rule;
     }
     if (!rule) continue;
     t.action = TensorAction::kKeep;
     t.reason = *rule;
   }
+  return no_kernel;
+}
+
+// Weights kept dense because no vLLM kernel builds them under the scheme and group size asked
+// for: a warning naming the first; when that leaves nothing quantized, a refusal, since the
+// output would be a dense copy the user did not ask for (w8a16-asym at group 32: Machete, its
+// only kernel, takes groups -1, 64 and 128).
+Status ReportNoKernelKept(const NoKernelKept& kept, const PlanOptions& options, QuantPlan* plan) {
+  if (kept.count == 0) return Status::Ok();
+  const bool none_quantized =
+      std::none_of(plan->tensors.begin(), plan->tensors.end(),
+                   [](const TensorPlan& t) { return t.action == TensorAction::kQuantize; });
+  const std::string what =
+      fmt::format("--scheme {} --group-size {}", options.scheme->name, options.group_size);
+  if (none_quantized) {
+    return Status::Usage(fmt::format(
+        "{}: no vLLM kernel builds any Linear of this model, so nothing would be quantized ({}); "
+        "choose a group size or scheme that kernel takes",
+        what, kept.first_reason));
+  }
+  plan->warnings.push_back(
+      fmt::format("{}: {} weight(s) kept dense because no vLLM kernel builds them; the first: {}",
+                  what, kept.count, kept.first_reason));
+  return Status::Ok();
 }
 
 // An int scheme of 4 bits or fewer on a model's MTP layers loads, but may cost acceptance.
@@ -323,7 +355,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {
     plan.warnings.push_back(std::move(warning));
   }
-  KeepKernelRuleBreaksDense(options, plan.map, plan.family, config, &plan.tensors);
+  const NoKernelKept no_kernel =
+      KeepKernelRuleBreaksDense(options, plan.map, plan.family, config, &plan.tensors);
+  SPK_RETURN_IF_ERROR(ReportNoKernelKept(no_kernel, options, &plan));
   WarnOfLowBitMtpLayers(config, &plan);
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));

@@ -257,6 +257,31 @@ TEST(PlanTest, AsymmetricInt8KeepsAFusedGemmMacheteRefusesDense) {
   EXPECT_EQ(Actions(*plan)["model.layers.0.self_attn.q_proj.weight"], TensorAction::kQuantize);
 }
 
+// The weights no kernel builds are named in a warning; when they are all the plan would quantize
+// (w8a16-asym at group 32: Machete takes groups -1, 64 and 128), quantize refuses rather than
+// write a dense copy.
+TEST(PlanTest, WeightsNoKernelBuildsAreAWarningAndAllOfThemARefusal) {
+  const std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 192, 64);
+  PlanOptions asym;
+  asym.scheme = FindScheme("w8a16-asym");
+  ASSERT_NE(asym.scheme, nullptr);
+  auto plan = BuildPlan(tensors, Config("{}"), asym);
+  ASSERT_TRUE(plan.ok()) << plan.status().message();
+  ASSERT_EQ(plan->warnings.size(), 1u);
+  EXPECT_NE(plan->warnings[0].find("--scheme w8a16-asym --group-size 128: 3 weight(s) kept dense"),
+            std::string::npos)
+      << plan->warnings[0];
+  asym.group_size = 32;
+  plan = BuildPlan(tensors, Config("{}"), asym);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), StatusCode::kUsage);
+  EXPECT_NE(plan.status().message().find("nothing would be quantized"), std::string::npos)
+      << plan.status().message();
+  EXPECT_NE(plan.status().message().find("supported group sizes are: [-1, 64, 128]"),
+            std::string::npos)
+      << plan.status().message();
+}
+
 // vLLM's Llama4 load_weights permutes q/k rows and their scales for its rotary layout, which
 // per-block FP8 scales cannot follow: vLLM 0.34.0 raised "RuntimeError: shape '[2, 0, 2, 2]' is
 // invalid for input of size 2" loading an EAGLE Llama4 head's FP8-block k_proj scale.
