@@ -176,11 +176,10 @@ void FormatKernels(const CheckView& v, FindingSink& sink) {
 void PackQuantizedKernels(const CheckView& v, FindingSink& sink) {
   // The routed experts vLLM builds under the config's scheme, stored or not (quantize refuses
   // the scheme for them: vllm/map_rules.h MoeRefusalFor).
-  if (std::string experts; v.quant.scheme && v.quant.scheme->scheme != nullptr) {
-    if (auto refusal = MoeRefusalFor(v.map, *v.quant.scheme->scheme, &experts)) {
-      sink.Add(FindingCode::kKernelRule, experts, "config.json",
-               fmt::format("{}: {}", v.quant.scheme->scheme->name, *refusal),
-               "requantize with w8a16 (symmetric int8) or w4a16-asym");
+  if (v.quant.scheme && v.quant.scheme->scheme != nullptr) {
+    if (auto refusal = MoeRefusalFor(v.map, *v.quant.scheme->scheme)) {
+      sink.Add(FindingCode::kKernelRule, refusal->experts, "config.json", refusal->message,
+               "requantize with " + refusal->fix);
     }
   }
   const std::map<std::string, int64_t> fused_out = FusedOut(v);

@@ -286,12 +286,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   }
   // vLLM builds the routed experts under the scheme written, stored or not: a scheme no MoE
   // backend takes is refused for an architecture that has them (check reports it as kernel-rule).
-  if (std::string experts; options.scheme != nullptr) {
-    if (auto refusal = MoeRefusalFor(plan.map, *options.scheme, &experts)) {
-      return Status::Usage(
-          fmt::format("--scheme {}: {}; choose w8a16 (symmetric int8) or "
-                      "w4a16-asym",
-                      options.scheme->name, *refusal));
+  if (options.scheme != nullptr) {
+    if (auto refusal = MoeRefusalFor(plan.map, *options.scheme)) {
+      return Status::Usage(fmt::format("--scheme {}; choose {}", refusal->message, refusal->fix));
     }
   }
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);

@@ -229,17 +229,26 @@ TEST(PlanTest, Fp8BlocksFollowVllmsFusedPartitionRule) {
   EXPECT_TRUE(rule("model.layers.0.self_attn.v_proj", "model.layers.0.self_attn.qkv_proj", 384, 2));
 }
 
+// A Qwen-style layer whose q/k/v of 192 + 64 + 64 rows fuse to N 320 (each member a multiple of
+// 64), and the options of w8a16-asym, whose only CUDA kernel (Machete) needs N % 128.
+std::vector<TensorMeta> QwenLayerWithFusedQkv320() {
+  return QwenLayer("model.layers.0.", 256, 768, 192, 64);
+}
+PlanOptions AsymmetricInt8() {
+  PlanOptions asym;
+  asym.scheme = FindScheme("w8a16-asym");
+  EXPECT_NE(asym.scheme, nullptr);
+  return asym;
+}
+
 // uint8 with zero points (w8a16-asym) has no CUDA kernel but Machete, which needs the fused GEMM's
 // rows a multiple of 128: vLLM 0.34.0 refused DeepSeek MTP's fused_qkv_a_proj (128 + 192 rows)
 // quantized so ("Failed to find a kernel that can implement the WNA16 linear layer. Reasons: ...
 // MacheteLinearKernel cannot implement due to: Output features size must be divisible by 128"),
 // which the plan's Marlin tile rule (each member's rows a multiple of 64) passed and `check` fails.
 TEST(PlanTest, AsymmetricInt8KeepsAFusedGemmMacheteRefusesDense) {
-  // q/k/v of 192 + 64 + 64 rows: fused N 320, each member a multiple of 64.
-  const std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 192, 64);
-  PlanOptions asym;
-  asym.scheme = FindScheme("w8a16-asym");
-  ASSERT_NE(asym.scheme, nullptr);
+  const std::vector<TensorMeta> tensors = QwenLayerWithFusedQkv320();
+  PlanOptions asym = AsymmetricInt8();
   auto plan = BuildPlan(tensors, Config("{}"), asym);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   auto a = Actions(*plan);
@@ -261,10 +270,8 @@ TEST(PlanTest, AsymmetricInt8KeepsAFusedGemmMacheteRefusesDense) {
 // (w8a16-asym at group 32: Machete takes groups -1, 64 and 128), quantize refuses rather than
 // write a dense copy.
 TEST(PlanTest, WeightsNoKernelBuildsAreAWarningAndAllOfThemARefusal) {
-  const std::vector<TensorMeta> tensors = QwenLayer("model.layers.0.", 256, 768, 192, 64);
-  PlanOptions asym;
-  asym.scheme = FindScheme("w8a16-asym");
-  ASSERT_NE(asym.scheme, nullptr);
+  const std::vector<TensorMeta> tensors = QwenLayerWithFusedQkv320();
+  PlanOptions asym = AsymmetricInt8();
   auto plan = BuildPlan(tensors, Config("{}"), asym);
   ASSERT_TRUE(plan.ok()) << plan.status().message();
   ASSERT_EQ(plan->warnings.size(), 1u);

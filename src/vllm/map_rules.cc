@@ -267,17 +267,18 @@ std::optional<UnstoredRefusal> RefusalForUnstoredParams(
   return std::nullopt;
 }
 
-std::optional<std::string> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme,
-                                         std::string* module) {
+std::optional<MoeRefusal> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme) {
   const KernelRule* row = KernelRuleFor(scheme);
   if (row == nullptr || row->moe_builds_nowhere.empty()) return std::nullopt;
   for (const MappedArchitecture* a : {context.mtp, context.architecture}) {
     if (a == nullptr) continue;
     for (const auto& [name, m] : a->modules) {
       if (m.module_class != "RoutedExperts" || !m.QuantizedUnder(scheme.format)) continue;
-      *module = m.vllm_prefix;
-      return fmt::format("{} ({}) has routed experts ({}), and {}", a->name, a->file, m.vllm_prefix,
-                         row->moe_builds_nowhere);
+      return MoeRefusal{
+          .experts = m.vllm_prefix,
+          .message = fmt::format("{}: {} ({}) has routed experts ({}), and {}", scheme.name,
+                                 a->name, a->file, m.vllm_prefix, row->moe_builds_nowhere),
+          .fix = "w8a16 (symmetric int8) or w4a16-asym"};
     }
   }
   return std::nullopt;

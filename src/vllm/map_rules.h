@@ -108,11 +108,16 @@ std::optional<UnstoredRefusal> RefusalForUnstoredParams(
     const MapContext& context, const std::function<bool(const std::string&)>& stored);
 
 // Why vLLM cannot build the routed experts of the architecture of `context` (or of its MTP layers)
-// under `scheme` (KernelRule::moe_builds_nowhere), naming the first experts module in `module`;
-// nullopt when the map gives it no routed experts vLLM builds quantized, or a backend takes them.
-// The experts count whether or not a checkpoint stores them: vLLM builds them from the config.
-std::optional<std::string> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme,
-                                         std::string* module);
+// under `scheme` (KernelRule::moe_builds_nowhere), for the plan's refusal and check's finding
+// alike; nullopt when the map gives it no routed experts vLLM builds quantized, or a backend takes
+// them. The experts count whether or not a checkpoint stores them: vLLM builds them from the
+// config.
+struct MoeRefusal {
+  std::string experts;  // vLLM's name of the first routed-experts module
+  std::string message;  // "<scheme>: <architecture> has routed experts ..., and <vLLM's refusal>"
+  std::string fix;      // the schemes a backend takes
+};
+std::optional<MoeRefusal> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme);
 
 // True when the map does not know `module`'s architecture and it is not a standard decoder Linear:
 // what UnmappedArchitectureWarning lists.
