@@ -162,11 +162,6 @@ std::vector<std::string> RunCheckRules(const CheckView& view, FindingSink& sink)
     } else if (rules[i].kind == RuleKind::kModule) {
       size_t end = i;
       while (end < rules.size() && rules[end].kind == RuleKind::kModule) ++end;
-      if (!view.unreadable_shards.empty()) {
-        for (size_t r = i; r < end; ++r) not_run.emplace_back(rules[r].name);
-        i = end - 1;
-        continue;
-      }
       for (const ModuleEntry& module : view.modules) {
         for (size_t r = i; r < end; ++r) {
           sink.Enter(rules[r]);
