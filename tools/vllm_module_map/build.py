@@ -32,11 +32,11 @@ from tools.vllm_module_map.configs import (CHECKPOINT_ARCH, MODEL_DIRS, MTP_OWN_
                                            derive_recipe, override_sources, recipe,
                                            recipe_options, renamed_from)
 from tools.vllm_module_map.fake_cuda import fake_cuda
-from tools.vllm_module_map.load_probe import probe, unstored_refusal
+from tools.vllm_module_map.load_probe import dense_only, probe, unstored_refusal
 from tools.vllm_module_map.schemes import module_verdicts
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
-                                        rel_file_path,
+                                        rel_file_path, rename_dict_keys,
                                         stacked_mappings, weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
@@ -305,6 +305,10 @@ class Builder:
         # What the model's own load_weights accepts overrules the source-derived names.
         probe(model, probes, checkpoint_renames(files, self.root))
         refusal = unstored_refusal(model, modules)
+        # A load_weights that took no candidate may rename a closed list of dense names only.
+        takes_only = None
+        if not any(m.get("checkpoint_names_source") == "load_weights" for m in modules.values()):
+            takes_only = dense_only(model, probes, rename_dict_keys(files, self.root))
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
         if mapper is not None:
@@ -336,7 +340,9 @@ class Builder:
                 "hf_to_vllm_mapper": mapper_d, "other_params": other,
                 "asked_not_in_model": dropped,
                 # Only where it refuses: a checkpoint lacking the KV-cache parameters.
-                **({"refuses_unstored": refusal} if refusal else {})}
+                **({"refuses_unstored": refusal} if refusal else {}),
+                # Only where it takes dense parameter names alone for its Linears.
+                **({"load_weights_takes_only": takes_only} if takes_only else {})}
 
     def target_entry(self, arch: str, model_type: str) -> dict:
         from vllm.config import VllmConfig

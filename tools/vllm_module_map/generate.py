@@ -106,7 +106,14 @@ How each field is obtained:
   name that reaches it; the parameters it then asks for ("params") and its first refusal
   ("error", the parameter written {param}): Step3p5MTP's MTP completeness check
   (load_probe.unstored_refusal).
-- "notes": checks vLLM would refuse on this build and that were skipped (see above).
+- "load_weights_takes_only" (only where it holds): for a model whose load_weights took no
+  candidate, the keys of the rename dicts in its files' load_weights (scan.rename_dict_keys:
+  LongCat MTP's new_to_old_names_mapping) are fed to it, each probed Linear given a stand-in for
+  every parameter those names end in; a name that reaches `<path>.<param>` is the module's
+  checkpoint name. Then each of the module's own (quantized) parameters is fed under that name.
+  Recorded when every module reached refused all of its own: "params" the parameter names
+  load_weights took (["weight", "weight_scale_inv"]), "error" its refusal of the first module's
+  first parameter and "error_at" the innermost vLLM frame (load_probe.dense_only).
 - "modules": every module vLLM asked the quantization config about (a hook on
   CompressedTensorsConfig.get_quant_method records the prefix it was asked with and what it
   returned) and every LinearBase or torch.nn.Linear, asked or not (a layer built with

@@ -16,13 +16,16 @@ reached first (a check after the loop is about the whole checkpoint, not the nam
 that names a weight the checkpoint lacks is retried with that weight alongside (reached()); a
 model whose load_weights took no candidate at all (or has none: LongCat MTP, whose literal dict
 of dense `.weight` names no candidate reaches) keeps the source-derived names
-(scan.checkpoint_names) for every module.
+(scan.checkpoint_names) for every module. dense_only asks such a model which parameter names
+it takes at all (LongCat MTP: only dense `.weight` and `.weight_scale_inv` names): the map's
+"load_weights_takes_only".
 """
 from __future__ import annotations
 
 import contextlib
 import re
 import sys
+import traceback
 
 
 def candidates(path: str, prefix: str, last: str, parts: list[str]) -> list[str]:
@@ -306,3 +309,78 @@ def unstored_refusal(model, modules: dict) -> dict | None:
                     break
                 fed[name] = params[named[0]]
     return {"params": sorted(asked), "error": first_error} if asked else None
+
+
+def dense_only(model, probes: list[tuple[dict, object, list[str]]],
+               names: list[str]) -> dict | None:
+    """Whether the model's load_weights takes only dense parameter names for its Linears, for a
+    model whose load_weights took none of the probe's candidates (LongCat MTP: its literal dict
+    renames `.weight` and `.weight_scale_inv` names only, and any other name reaches
+    params_dict[name] unrenamed). `names`: checkpoint names with their parameter that the model's
+    code spells (scan.rename_dict_keys). Each probed module (`probes`, as probe()'s) gets a
+    stand-in parameter for every parameter part of `names` it lacks, and each name is fed to
+    load_weights, the loaders recorded: a name that reaches `<path>.<part>` shows that
+    load_weights takes `part` for the module, and the name without it is the module's checkpoint
+    name. Then, the stand-ins gone, each of the module's own parameters (the quantized ones the
+    quant config registered: weight_packed, weight_scale, ...) is fed under that checkpoint name.
+    Returns None unless some module was reached and every such module's own parameters were all
+    refused, else {"params": the parts load_weights took, "error": its refusal of the first
+    module's first own parameter, "error_at": the innermost vLLM frame of that refusal}."""
+    import torch
+
+    leaves = sorted({n.rsplit(".", 1)[-1] for n in names})
+    modules = [(e, mod) for e, mod, _ in probes if dict(mod.named_parameters(recurse=False))]
+    if not leaves or not modules or not callable(getattr(model, "load_weights", None)):
+        return None
+    added: list[tuple[object, str]] = []
+    for _, mod in modules:
+        for leaf in leaves:
+            if leaf in mod._parameters or hasattr(mod, leaf):
+                continue
+            mod.register_parameter(leaf, torch.nn.Parameter(torch.zeros(1), requires_grad=False))
+            added.append((mod, leaf))
+    taken: dict[str, set[str]] = {}
+    checkpoint_name: dict[str, str] = {}
+    try:
+        with recording(model) as rec:
+            for name in names:
+                rec.hits.clear()
+                try:
+                    model.load_weights([(name, torch.zeros(1))])
+                except Exception:  # noqa: BLE001 - a name it does not take
+                    pass
+                stem, _, leaf = name.rpartition(".")
+                for e, _ in modules:
+                    if any(f"{e['path']}.{leaf}" in hit for hit, _ in rec.hits):
+                        taken.setdefault(e["path"], set()).add(leaf)
+                        checkpoint_name.setdefault(e["path"], stem)
+    finally:
+        for mod, leaf in added:
+            del mod._parameters[leaf]
+    if not checkpoint_name:
+        return None
+    first = None
+    with recording(model) as rec:
+        for e, mod in modules:
+            if e["path"] not in checkpoint_name:
+                continue
+            for pname, p in sorted(mod.named_parameters(recurse=False)):
+                rec.hits.clear()
+                error = None
+                try:
+                    model.load_weights([(f"{checkpoint_name[e['path']]}.{pname}",
+                                         torch.zeros(tuple(p.shape), dtype=p.dtype))])
+                except Exception as ex:  # noqa: BLE001 - the refusal is what is recorded
+                    error = ex
+                if any(f"{e['path']}.{pname}" in hit for hit, _ in rec.hits):
+                    return None  # it takes a quantized parameter of this module
+                if first is None and error is not None:
+                    from tools.vllm_module_map.scan import rel_file_path
+                    frames = traceback.extract_tb(error.__traceback__)
+                    first = {"error": f"{type(error).__name__}: {error}",
+                             "error_at": next((f"{rel_file_path(f.filename)}:{f.lineno}"
+                                               for f in reversed(frames)
+                                               if "/vllm/" in f.filename), None)}
+    if first is None:
+        return None
+    return {"params": sorted(set().union(*taken.values())), **first}

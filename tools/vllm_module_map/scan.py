@@ -112,6 +112,32 @@ def checkpoint_renames(files: list[str], root: pathlib.Path) -> dict:
     return {"prefixes": prefixes, "inserted": inserted}
 
 
+def rename_dict_keys(files: list[str], root: pathlib.Path) -> list[str]:
+    """The keys of the rename dicts in the files' load_weights functions: dict literals whose keys
+    and values are all dotted string literals (LongCat MTP's new_to_old_names_mapping), the keys
+    being checkpoint names with their parameter. load_probe.dense_only feeds them to the model's
+    load_weights: they are names a checkpoint of the model holds, which no candidate of the
+    module paths reaches (model.mtp.layers.0.eh_proj.weight)."""
+    out: list[str] = []
+    for f in files:
+        try:
+            tree = parsed(root / f)
+        except (OSError, SyntaxError):
+            continue
+        for fn in ast.walk(tree):
+            if not isinstance(fn, ast.FunctionDef) or fn.name != "load_weights":
+                continue
+            for d in ast.walk(fn):
+                if not isinstance(d, ast.Dict) or not d.keys:
+                    continue
+                strings = [k.value for k in d.keys + d.values
+                           if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+                if len(strings) != 2 * len(d.keys) or not all("." in s for s in strings):
+                    continue
+                out += [k.value for k in d.keys if k.value not in out]
+    return out
+
+
 def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
     """(param, shard, shard_id) tuples assigned to *stacked_params_mapping* in the files' code."""
     out = []
