@@ -162,6 +162,12 @@ def docs_text(maps: dict[str, dict]) -> str:
                              "requires the attention's KV-cache parameters "
                              f"({', '.join(leaves)}), which a checkpoint without a kv_cache_scheme does not store: "
                              f"`{e['refuses_unstored']['error']}`")
+            if e.get("load_weights_takes_only"):
+                only = e["load_weights_takes_only"]
+                taken = " and ".join(f"`.{p}`" for p in only["params"])
+                parts.append("**loads no compressed-tensors Linear**: its load_weights takes only "
+                             f"{taken} names for its Linears (sparkulator keeps them dense): "
+                             f"`{only['error']}` ({only['error_at']})")
             if e.get("quant_config_from") == "target" and "mtp" not in e.get("methods", []):
                 parts.append("built under the target's quant config (the draft's own "
                              "quantization_config is not read)")
