@@ -1,6 +1,7 @@
 // The module-map rules: every module stored quantized, judged by vLLM's module map of the release
 // the check is for (vllm/map_rules.h): a module vLLM builds with no quantization scheme, a
-// weight its forward reads directly and a plain parameter cannot take quantized weights; MTP layers
+// weight its forward reads directly, a plain parameter and a Linear whose load_weights takes only
+// dense names cannot take quantized weights; MTP layers
 // stored at 4 bits or fewer (a quality risk, not a load failure).
 #include <algorithm>
 #include <set>
@@ -70,6 +71,12 @@ void MapModules(const CheckView& v, FindingSink& sink) {
     if (!mt.packed || !m.build) continue;
     const MapJudgement& j = m.build->map;
     const std::string file = v.FileOf(*mt.packed);
+    // Its load_weights refuses the names before the map's verdict on the module matters.
+    if (m.build->load_weights_refusal) {
+      sink.Add(FindingCode::kVllmLoadWeightsDenseOnly, module, file,
+               "stored quantized, but " + *m.build->load_weights_refusal, std::string(kRequantize));
+      continue;
+    }
     switch (j.verdict) {
       case MapVerdict::kQuantized:
       case MapVerdict::kUnmapped:

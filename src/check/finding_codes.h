@@ -105,6 +105,7 @@ enum class FindingCode : uint8_t {
   kParallelDraftingFcCpu,
   kMtpLayerLowBits,
   kVllmRefusesUnstoredParams,
+  kVllmLoadWeightsDenseOnly,
   kTargetHiddenSize,
   kTargetVocabSize,
   kTargetLayerCount,
@@ -426,6 +427,13 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "without a `kv_cache_scheme` stores (the map's `refuses_unstored`, found by loading: "
          "Step-3.5's MTP layers on 0.32 and 0.33): vLLM stops with "
          "`RuntimeError: Some parameters like ...attn.k_scale are not in the checkpoint`"},
+        {FindingCode::kVllmLoadWeightsDenseOnly, "vllm-load-weights-dense-only", kErr,
+         "map-modules",
+         "a Linear stored quantized whose architecture's load_weights takes only dense "
+         "parameter names for it (the map's `load_weights_takes_only`, found by feeding names to "
+         "it: LongCat-Flash MTP's literal rename dict of `.weight` and `.weight_scale_inv` "
+         "names, 0.32 to 0.34): vLLM stops with "
+         "`KeyError: 'model.mtp.layers.0.eh_proj.weight_packed'`"},
         {FindingCode::kTargetHiddenSize, "target-hidden-size", kErr, "target-pairing",
          "`--target`: the draft's `hidden_size` differs from the target's"},
         {FindingCode::kTargetVocabSize, "target-vocab-size", kErr, "target-pairing",

@@ -146,15 +146,21 @@ namespace {
 // take no uint8 zero points), which needs the fused N a multiple of 128, so an MLA
 // fused_qkv_a_proj of 192 rows passed the plan's Marlin tile rule and loaded nowhere.
 //
-// Returns how many weights it kept dense because no platform builds them, and the first reason.
-struct NoKernelKept {
+// Weights the plan kept dense by one rule (no vLLM kernel builds them; the release's load_weights
+// takes none of the names the scheme stores for them): how many, and the first one's reason.
+struct KeptDense {
   size_t count = 0;
   std::string first_reason;
+  void Add(const std::string& reason) {
+    if (count++ == 0) first_reason = reason;
+  }
 };
-NoKernelKept KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
-                                       const FamilyDetection& family, const ModelConfig& config,
-                                       std::vector<TensorPlan>* tensors) {
-  NoKernelKept no_kernel;
+
+// Returns how many weights it kept dense because no platform builds them, and the first reason.
+KeptDense KeepKernelRuleBreaksDense(const PlanOptions& options, const MapContext& map,
+                                    const FamilyDetection& family, const ModelConfig& config,
+                                    std::vector<TensorPlan>* tensors) {
+  KeptDense no_kernel;
   std::map<std::string, int64_t> fused_out;  // fused vLLM module -> rows of its members
   for (const TensorPlan& t : *tensors) {
     if (t.is_linear) fused_out[t.vllm_module] += t.out_features;
@@ -180,7 +186,7 @@ NoKernelKept KeepKernelRuleBreaksDense(const PlanOptions& options, const MapCont
     if (!rule && j.cuda && (j.cpu || !j.row->cpu_runs_format)) {
       rule = fmt::format("no vLLM kernel builds the fused {} [{}, {}]: on CUDA vLLM raises \"{}\"",
                          t.vllm_module, fused_out[t.vllm_module], t.in_features, *j.cuda);
-      if (no_kernel.count++ == 0) no_kernel.first_reason = *rule;
+      no_kernel.Add(*rule);
     }
     if (!rule) continue;
     t.action = TensorAction::kKeep;
@@ -189,11 +195,13 @@ NoKernelKept KeepKernelRuleBreaksDense(const PlanOptions& options, const MapCont
   return no_kernel;
 }
 
-// Weights kept dense because no vLLM kernel builds them under the scheme and group size asked
-// for: a warning naming the first; when that leaves nothing quantized, a refusal, since the
-// output would be a dense copy the user did not ask for (w8a16-asym at group 32: Machete, its
-// only kernel, takes groups -1, 64 and 128).
-Status ReportNoKernelKept(const NoKernelKept& kept, const PlanOptions& options, QuantPlan* plan) {
+// Weights kept dense by one rule under the scheme and group size asked for: a warning naming the
+// first (`why`: why they stay dense); when that leaves nothing quantized, a refusal (`none`: why no
+// Linear of the model is, `fix`: what to do), since the output would be a dense copy the user did
+// not ask for (w8a16-asym at group 32: Machete, its only kernel, takes groups -1, 64 and 128;
+// LongCat MTP, whose load_weights takes only dense names).
+Status ReportKeptDense(const KeptDense& kept, std::string_view why, std::string_view none,
+                       std::string_view fix, const PlanOptions& options, QuantPlan* plan) {
   if (kept.count == 0) return Status::Ok();
   const bool none_quantized =
       std::none_of(plan->tensors.begin(), plan->tensors.end(),
@@ -201,14 +209,11 @@ Status ReportNoKernelKept(const NoKernelKept& kept, const PlanOptions& options, 
   const std::string what =
       fmt::format("--scheme {} --group-size {}", options.scheme->name, options.group_size);
   if (none_quantized) {
-    return Status::Usage(fmt::format(
-        "{}: no vLLM kernel builds any Linear of this model, so nothing would be quantized ({}); "
-        "choose a group size or scheme that kernel takes",
-        what, kept.first_reason));
+    return Status::Usage(fmt::format("{}: {}, so nothing would be quantized ({}); {}", what, none,
+                                     kept.first_reason, fix));
   }
-  plan->warnings.push_back(
-      fmt::format("{}: {} weight(s) kept dense because no vLLM kernel builds them; the first: {}",
-                  what, kept.count, kept.first_reason));
+  plan->warnings.push_back(fmt::format("{}: {} weight(s) kept dense {}; the first: {}", what,
+                                       kept.count, why, kept.first_reason));
   return Status::Ok();
 }
 
@@ -294,6 +299,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   plan.naming = NamingFor(plan.family, config, names, options.target_layers);
   AttachModuleMap(plan.map, config, &plan.naming);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture
+  KeptDense load_weights_kept;          // Linears whose release's load_weights takes no such names
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
   std::vector<bool> ignore_used(user_ignore.size(), false);
 
@@ -333,6 +339,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     const bool quantized = p.reason.empty() && built.built == Built::kQuantizedLinear;
     if (p.reason.empty()) p.reason = built.reason;
     if (quantized) p.action = TensorAction::kQuantize;
+    if (built.by == DenseBy::kLoadWeights && p.reason == built.reason) {
+      load_weights_kept.Add(built.reason);
+    }
     // A Linear of an architecture no map knows, kept dense (a draft's) or quantized unverified.
     if (p.reason == built.reason && (built.by == DenseBy::kMap || quantized) &&
         IsUnverifiedByMap(plan.map, module)) {
@@ -352,9 +361,20 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   if (std::string warning = UnmappedArchitectureWarning(plan.map, unverified); !warning.empty()) {
     plan.warnings.push_back(std::move(warning));
   }
-  const NoKernelKept no_kernel =
+  SPK_RETURN_IF_ERROR(ReportKeptDense(
+      load_weights_kept, "because vLLM's load_weights takes none of the names the scheme stores",
+      fmt::format("vLLM {}'s load_weights takes none of this model's Linears as the scheme "
+                  "stores them",
+                  plan.map.map == nullptr ? "" : plan.map.map->release),
+      "serve the source checkpoint unquantized (no compressed-tensors scheme stores only the "
+      "names it takes), or judge for a release that loads it with --vllm-version",
+      options, &plan));
+  const KeptDense no_kernel =
       KeepKernelRuleBreaksDense(options, plan.map, plan.family, config, &plan.tensors);
-  SPK_RETURN_IF_ERROR(ReportNoKernelKept(no_kernel, options, &plan));
+  SPK_RETURN_IF_ERROR(ReportKeptDense(no_kernel, "because no vLLM kernel builds them",
+                                      "no vLLM kernel builds any Linear of this model",
+                                      "choose a group size or scheme that kernel takes", options,
+                                      &plan));
   WarnOfLowBitMtpLayers(config, &plan);
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));

@@ -121,6 +121,22 @@ TEST(ModuleMapSchemaTest, AFieldOfTheWrongTypeIsRefusedWithItsPath) {
        "M.json: speculators.eagle3.architectures.llama: expected a string, got null"},
       {[](Json& m) { m["kernels"]["wna16_batch_invariant"].erase("loads_without_kernel"); },
        "M.json: kernels.wna16_batch_invariant.loads_without_kernel: missing"},
+      {[](Json& m) {
+         m["architectures"]["DFlashDraftModel"]["load_weights_takes_only"] = {"weight"};
+       },
+       "M.json: architectures.DFlashDraftModel.load_weights_takes_only: expected an object, got "
+       "an array"},
+      {[](Json& m) {
+         m["architectures"]["DFlashDraftModel"]["load_weights_takes_only"] = {
+             {"params", "weight"}, {"error", "KeyError: 'x'"}};
+       },
+       "M.json: architectures.DFlashDraftModel.load_weights_takes_only.params: expected an "
+       "array, got a string"},
+      {[](Json& m) {
+         m["architectures"]["DFlashDraftModel"]["load_weights_takes_only"] = {
+             {"params", {"weight"}}};
+       },
+       "M.json: architectures.DFlashDraftModel.load_weights_takes_only.error: missing"},
       {[](Json& m) { m.erase("schemes"); }, "M.json: schemes: missing"},
       {[](Json& m) { m["schemes"]["float-quantized"]["base"] = true; },
        "M.json: schemes: 2 base formats, expected one"},

@@ -267,6 +267,33 @@ std::optional<UnstoredRefusal> RefusalForUnstoredParams(
   return std::nullopt;
 }
 
+std::optional<std::string> LoadWeightsRefusal(const MapContext& context, const ModelConfig& config,
+                                              std::string_view module,
+                                              const std::vector<std::string_view>& stored,
+                                              std::string_view scheme) {
+  if (context.map == nullptr) return std::nullopt;
+  // The MTP layers are loaded by the MTP draft's load_weights, the rest by the model's own.
+  const bool in_mtp_layers =
+      context.mtp != nullptr &&
+      (FindModule(*context.mtp, module) != nullptr || !MtpLayerPrefix(config, module).empty());
+  const MappedArchitecture* a = in_mtp_layers ? context.mtp : context.architecture;
+  if (a == nullptr || !a->load_weights_takes_only) return std::nullopt;
+  const MappedArchitecture::TakesOnly& only = *a->load_weights_takes_only;
+  std::vector<std::string> refused;
+  for (std::string_view name : stored) {
+    if (std::find(only.params.begin(), only.params.end(), name) == only.params.end()) {
+      refused.push_back(fmt::format(".{}", name));
+    }
+  }
+  if (refused.empty()) return std::nullopt;
+  std::vector<std::string> taken;
+  for (const std::string& p : only.params) taken.push_back("." + p);
+  return fmt::format(
+      "vLLM {}'s load_weights for {} takes only {} of {}, not the {} that {} stores ({}{}{})",
+      context.map->release, a->name, fmt::join(taken, " and "), module, fmt::join(refused, ", "),
+      scheme, only.error_at, only.error_at.empty() ? "" : ": ", only.error);
+}
+
 std::optional<MoeRefusal> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme) {
   const KernelRule* row = KernelRuleFor(scheme);
   if (row == nullptr || row->moe_builds_nowhere.empty()) return std::nullopt;

@@ -107,6 +107,17 @@ struct UnstoredRefusal {
 std::optional<UnstoredRefusal> RefusalForUnstoredParams(
     const MapContext& context, const std::function<bool(const std::string&)>& stored);
 
+// Why vLLM's load_weights cannot load the Linear `module` stored as `scheme` stores it (its
+// tensors' parameter names, `stored`: "weight_packed", "weight_scale", ...): the architecture that
+// loads it (the MTP draft's for a module of the MTP layers: its map lists it or MtpLayerPrefix
+// names its layer; else the checkpoint's own) takes only the parameters of its map's
+// load_weights_takes_only, and `stored` names another. nullopt when it takes them all or the map
+// records no limit. The plan keeps such a module dense; check fails it stored quantized.
+std::optional<std::string> LoadWeightsRefusal(const MapContext& context, const ModelConfig& config,
+                                              std::string_view module,
+                                              const std::vector<std::string_view>& stored,
+                                              std::string_view scheme);
+
 // Why vLLM cannot build the routed experts of the architecture of `context` (or of its MTP layers)
 // under `scheme` (KernelRule::moe_builds_nowhere), for the plan's refusal and check's finding
 // alike; nullopt when the map gives it no routed experts vLLM builds quantized, or a backend takes

@@ -67,6 +67,17 @@ std::optional<BuildDecision> UnderTargetConfig(const BuildInputs& in, std::strin
   return std::nullopt;
 }
 
+// The parameter names of a Linear stored as `scheme` ("weight_packed", "weight_scale", ...): the
+// codec's suffixes, less the zero point that a symmetric row does not store.
+std::vector<std::string_view> StoredParams(const QuantScheme& scheme) {
+  std::vector<std::string_view> out;
+  for (std::string_view suffix : scheme.codec->suffixes()) {
+    if (scheme.symmetric && suffix == kZeroPointSuffix) continue;
+    out.push_back(suffix.substr(1));
+  }
+  return out;
+}
+
 }  // namespace
 
 BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
@@ -95,6 +106,14 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
     }
   }
   if (!d) d = UnderTargetConfig(in, module);
+  std::optional<std::string> load_weights_refusal;
+  if (in.scheme != nullptr) {
+    load_weights_refusal =
+        LoadWeightsRefusal(context, *in.config, module, StoredParams(*in.scheme), in.scheme->name);
+  }
+  if (!d && load_weights_refusal) {
+    d = Decided(Built::kDenseLinear, DenseBy::kLoadWeights, *load_weights_refusal);
+  }
   if (!d) {
     if (auto router = RouterKeepRule(*in.config, module)) {
       d = Decided(Built::kDenseLinear, DenseBy::kRouter, router->reason);
@@ -108,6 +127,8 @@ BuildDecision DecideVllmBuild(const BuildInputs& in, const TensorMeta& t) {
   }
   d->map = std::move(map);
   d->family_keep = FamilyKeepReason(*in.family, context, module);
+  // Only of a Linear: a norm or embedding is loaded by its own name.
+  if (d->is_linear()) d->load_weights_refusal = std::move(load_weights_refusal);
   return *d;
 }
 

@@ -13,7 +13,9 @@
 // `scheme` (the map's scheme_verdicts: MapContext::scheme_format), so a module vLLM builds dense
 // under FP8 but quantized under W4A16 is planned and checked dense for FP8 only (where the map
 // could not build the architecture under that format, the W4A16 verdict, with
-// SchemeNotBuiltWarning). The user's --ignore and the kernel rules
+// SchemeNotBuiltWarning). Right after the target's config: a Linear whose load_weights takes
+// only dense parameter names (the map's load_weights_takes_only: LongCat MTP) is dense under
+// any scheme that stores another name. The user's --ignore and the kernel rules
 // (gemm.h) are the plan's, on top. A draft embedded in its target that vLLM builds dense
 // (EmbeddedDraftKeepReason) is decided right after the non-Linears, ahead of the target's config.
 //
@@ -49,7 +51,7 @@ struct BuildInputs {
 
 enum class Built { kQuantizedLinear, kDenseLinear, kNotALinear, kRefused };
 // Which rule made a Linear dense (or refused it).
-enum class DenseBy { kNone, kRouter, kFamily, kMap, kTargetConfig, kEmbeddedDraft };
+enum class DenseBy { kNone, kRouter, kFamily, kMap, kTargetConfig, kEmbeddedDraft, kLoadWeights };
 
 struct BuildDecision {
   Built built = Built::kNotALinear;
@@ -59,6 +61,9 @@ struct BuildDecision {
   // a quantized module against each with its own finding code.
   MapJudgement map;
   std::optional<std::string> family_keep;
+  // Why the release's load_weights cannot take the module stored as the scheme stores it
+  // (LoadWeightsRefusal, map_rules.h), whatever rule decided: check fails it stored quantized.
+  std::optional<std::string> load_weights_refusal;
   bool is_linear() const {
     return built == Built::kQuantizedLinear || built == Built::kDenseLinear ||
            built == Built::kRefused;

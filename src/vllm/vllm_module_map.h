@@ -100,6 +100,16 @@ struct MappedArchitecture {
   // them. `unstored_refusal` is vLLM's message, the parameter it names written "{param}".
   std::vector<std::string> refuses_without;
   std::string unstored_refusal;
+  // Its load_weights takes, for a Linear's stored tensors, only names ending in these parameters
+  // ({"weight", "weight_scale_inv"}: LongCat MTP's literal rename dict) and refuses the names a
+  // compressed-tensors checkpoint stores (the map's load_weights_takes_only, found by feeding
+  // them to it); nullopt when the map records no such limit.
+  struct TakesOnly {
+    std::vector<std::string> params;
+    std::string error;     // vLLM's refusal of a quantized parameter's name
+    std::string error_at;  // "file:line" of that refusal, "" when the map could not say
+  };
+  std::optional<TakesOnly> load_weights_takes_only;
   // What the quantization config held when vLLM asked it about the Linear modules (the map's
   // quant_config_packed_modules_mapping): with a packed_modules_mapping, ignore entries naming
   // shards (q_proj) cover the fused module (qkv_proj); without one only the fused name does.

@@ -270,6 +270,14 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
     arch.refuses_without = r.Strings(*refuses, at, "params", Need::kRequired);
     arch.unstored_refusal = r.Str(*refuses, at, "error", Need::kRequired);
   }
+  if (const Json* only =
+          r.Get(a, path, "load_weights_takes_only", Type::kObject, Need::kOptional)) {
+    const std::string at = Child(path, "load_weights_takes_only");
+    arch.load_weights_takes_only =
+        MappedArchitecture::TakesOnly{.params = r.Strings(*only, at, "params", Need::kRequired),
+                                      .error = r.Str(*only, at, "error", Need::kRequired),
+                                      .error_at = r.Str(*only, at, "error_at", Need::kOptional)};
+  }
   arch.quant_config_packed_mapping = PackedMappingOf(r, a, path);
   auto by_format = ParseSchemeVerdicts(r, map, a, path, &arch);
   // The direct reads outside an `if` (no "guard"), as (leaf name, "file:line").
