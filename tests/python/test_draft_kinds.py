@@ -44,11 +44,19 @@ def draft_architectures():
                   and a["methods"] != ["extract_hidden_states"])
 
 
+# The map fields by which vLLM refuses a kind from any compressed-tensors checkpoint, each with the
+# check finding that fails the checkpoint: its load_weights wants the KV-cache parameters only a
+# kv_cache_scheme stores (Step-3.5's MTP up to 0.33.0), or takes only dense names for its Linears
+# (LongCat-Flash MTP: quantize keeps them dense, and nothing is left to quantize).
+REFUSED_BY = {"refuses_unstored": "vllm-refuses-unstored-params",
+              "load_weights_takes_only": "vllm-load-weights-dense-only"}
+
+
 def refused_architectures():
-    """The kinds vLLM refuses from any compressed-tensors checkpoint (their load_weights wants the
-    KV-cache parameters only a kv_cache_scheme stores: the map's refuses_unstored), which
-    quantize refuses rather than write."""
-    return [n for n in draft_architectures() if MAP["architectures"][n].get("refuses_unstored")]
+    """The kinds vLLM refuses from any compressed-tensors checkpoint (REFUSED_BY), which quantize
+    refuses rather than write."""
+    return [n for n in draft_architectures()
+            if any(MAP["architectures"][n].get(field) for field in REFUSED_BY)]
 
 
 def planned_architectures():
@@ -239,21 +247,24 @@ def test_check_passes_the_plan_and_names_each_head_quantized_anyway(kinds, spk, 
     assert rc == (1 if errors_of(findings) else 0), findings
 
 
-# Every map's refusing kinds (Step-3.5's MTP up to 0.33.0; vLLM 0.34.0's step3p5_mtp.py dropped
-# the completeness check, so the newest map may have none).
-REFUSING = [(m["vllm_version"], n) for m in (json.loads(p.read_text()) for p in
-                                             sorted(MAPS.glob("vllm-*.json")))
-            for n, a in m["architectures"].items()
-            if a.get("error") is None and a.get("refuses_unstored") and a["role"] == "draft"]
+# Every map's refusing kinds, with the finding (REFUSED_BY; vLLM 0.34.0's step3p5_mtp.py dropped
+# the completeness check).
+REFUSING = [(m["vllm_version"], n, code) for m in (json.loads(p.read_text()) for p in
+                                                   sorted(MAPS.glob("vllm-*.json")))
+            for n, a in m["architectures"].items() for field, code in REFUSED_BY.items()
+            if a.get("error") is None and a.get(field) and a["role"] == "draft"]
 
 
 def test_some_release_refuses_a_kind_from_any_compressed_tensors_checkpoint():
-    assert ("0.33.0", "Step3p5MTP") in REFUSING, REFUSING
+    assert ("0.33.0", "Step3p5MTP", "vllm-refuses-unstored-params") in REFUSING, REFUSING
+    assert ("0.34.0", "LongCatFlashMTPModel", "vllm-load-weights-dense-only") in REFUSING
 
 
-@pytest.mark.parametrize("release,name", REFUSING)
-def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(spk, tmp_path, release, name):
-    # quantize says what check says of the copy written anyway (--preset none): vLLM's refusal.
+@pytest.mark.parametrize("release,name,code", REFUSING)
+def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(spk, tmp_path, release, name,
+                                                                     code):
+    # quantize says what check says of the copy written anyway (--preset none): vLLM's refusal
+    # (a per-module finding's, "stored quantized, but ...", for the module quantize names).
     arch = json.loads((MAPS / f"vllm-{release}.json").read_text())["architectures"][name]
     src, q, everything = tmp_path / "src", tmp_path / "q", tmp_path / "all"
     write_checkpoint(src, name, arch)
@@ -263,9 +274,12 @@ def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(spk, tmp_pat
     spk("quantize", src, everything, "--preset", "none", "--no-fsync", *v)
     proc = spk("check", everything, "--json", *v, expect=None)
     findings = json.loads(proc.stdout)["findings"]
-    (found,) = [f for f in findings if f["code"] == "vllm-refuses-unstored-params"]
-    assert proc.returncode == 1 and found["severity"] == "error", findings
-    assert f"error: {found['message']}; {found['fix']}" in refusal, (refusal, found)
+    found = [f for f in findings if f["code"] == code]
+    assert proc.returncode == 1 and found, findings
+    assert all(f["severity"] == "error" for f in found), found
+    assert any(f"error: {f['message']}; {f['fix']}" in refusal or
+               f["message"].removeprefix("stored quantized, but ") in refusal for f in found), \
+        (refusal, found)
 
 
 def test_the_kinds_of_the_field_are_covered():

@@ -17,7 +17,8 @@ For each draft kind (every architecture the release's committed map built) and s
    it, every parameter of those modules loaded, no tensor loaded into a parameter of another
    kind (integer / FP8 / float), and no error.
 A kind quantize refuses for a scheme (a draft built under the target's config, planned from a w4a16
-target, takes only w4a16) is reported as refused; test_plan_check_agree.py proves that refusal.
+target, takes only w4a16; LongCat-Flash MTP, whose load_weights takes only dense names: the map's
+load_weights_takes_only) is reported as refused; test_plan_check_agree.py proves that refusal.
 Experts of MoE layers are not in the synthetic checkpoints (the map records no checkpoint names
 for them), so their loads are not proven here.
 

@@ -477,6 +477,27 @@ def test_checkpoint_names_undo_the_renames_load_weights_applies(tmp_path):
     assert renamed(["layers.0.mlp.down_proj"], {"prefixes": [], "inserted": []}) == []
 
 
+def test_rename_dict_keys_are_the_load_weights_dicts_of_dotted_names(tmp_path):
+    # LongCat MTP's new_to_old_names_mapping: the names load_probe.dense_only feeds; a dict of
+    # other values, or outside load_weights, names no checkpoint tensor.
+    from tools.vllm_module_map.scan import rename_dict_keys
+    (tmp_path / "m.py").write_text(
+        "class M:\n"
+        "    def load_weights(self, weights):\n"
+        "        names = {'model.mtp.layers.0.eh_proj.weight': 'eh_proj.weight',\n"
+        "                 'model.mtp.layers.0.eh_proj.weight_scale_inv':\n"
+        "                 'eh_proj.weight_scale_inv'}\n"
+        "        shards = {'gate_proj': 0}\n"
+        "    def other(self):\n"
+        "        return {'a.weight': 'b.weight'}\n")
+    assert rename_dict_keys(["m.py"], tmp_path) == ["model.mtp.layers.0.eh_proj.weight",
+                                                    "model.mtp.layers.0.eh_proj.weight_scale_inv"]
+    for version in ("0.32.0", "0.33.0", "0.34.0"):  # found by feeding them to load_weights
+        only = arch(version, "LongCatFlashMTPModel")["load_weights_takes_only"]
+        assert only["params"] == ["weight", "weight_scale_inv"], version
+        assert only["error"] == "KeyError: 'model.mtp.layers.0.eh_proj.weight_packed'", version
+
+
 def test_a_format_vllm_refuses_outright_is_not_served():
     from tools.vllm_module_map.speculators import split_refused
     table = {"eagle3": {"architectures": {"*": "E"}, "speculative_config": {"method": "eagle3"}},
