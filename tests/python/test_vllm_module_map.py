@@ -470,7 +470,8 @@ def test_checkpoint_names_undo_the_renames_load_weights_applies(tmp_path):
     from tools.vllm_module_map.scan import checkpoint_renames
     (tmp_path / "m.py").write_text(RENAMING_MODEL)
     r = checkpoint_renames(["m.py"], tmp_path)
-    assert r == {"prefixes": ["language_model.model.dspark."], "inserted": ["decoder_layer"]}
+    assert r == {"prefixes": ["language_model.model.dspark."], "inserted": ["decoder_layer"],
+                 "rewrites": []}
     assert renamed(["layers.0.mlp.down_proj", "fc"], r) == [
         "language_model.model.dspark.layers.0.decoder_layer.mlp.down_proj",
         "language_model.model.dspark.fc"]

@@ -36,7 +36,7 @@ from tools.vllm_module_map.load_probe import dense_only, probe, unstored_refusal
 from tools.vllm_module_map.schemes import module_verdicts
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
-                                        rel_file_path, rename_dict_keys,
+                                        rel_file_path, rename_dict_keys, stacked_entries,
                                         stacked_mappings, weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
@@ -285,7 +285,7 @@ class Builder:
             if isinstance(mod, LinearBase):
                 e["weight_read_directly"] = last in read_names
                 shards = packed.get(last)
-                entries = [s for s in stacked if s["param"].strip(".") == last]
+                entries = stacked_entries(stacked, path)
                 if shards:
                     e["fused"] = [{"shard": s, "position": i} for i, s in enumerate(shards)]
                 e.update(checkpoint_names(path, last, shards, entries, mappers, e["params"]))

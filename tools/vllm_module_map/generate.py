@@ -137,7 +137,12 @@ How each field is obtained:
   `mtp.`) is followed. Where load_weights passes the weights through a function of the model's
   files that edits names (removeprefix, name[len(P):], replace(".<part>.", ".")), the candidates
   are also tried with those edits undone and, when one reaches the module, only those are kept
-  (MiniMax-M3 DSpark: language_model.model.dspark.layers.N.decoder_layer.*). A torch Linear
+  (MiniMax-M3 DSpark: language_model.model.dspark.layers.N.decoder_layer.*); so are a regex
+  rewrite's (an f-string of a `re.match` group's, in a function load_weights hands the weights
+  or each name to: DeepSeek-V4 DSpark's mtp.N.* -> model.layers.N.*), read back into the
+  pattern, a layer number it drops tried as each of the model's. A stacked_params_mapping
+  entry whose param has several name parts (("attn.fused_wqa_wkv", "attn.wq_a", 0)) applies to
+  a module whose path ends with them. A torch Linear
   (never asked) gets names only this way. Where load_weights
   takes none of a model's candidates (LongCat MTP: a dict literal of dense `.weight` names), the
   fallback: candidates kept when one of the model's WeightsMappers maps `<candidate>.<param>` onto

@@ -174,13 +174,54 @@ def reached(model, rec: Recorder, name: str, param,
     return []
 
 
-def renamed(names: list[str], renames: dict | None) -> list[str]:
+def regex_groups(pattern: str) -> list[str] | None:
+    """A pattern without nesting as [literal, group, literal, ..., literal] (literals
+    unescaped, groups as written; a leading ^ and trailing $ dropped); None for any other."""
+    pattern = pattern.removeprefix("^").removesuffix("$")
+    parts = re.split(r"(?<!\\)(\((?!\?)[^()]*\))", pattern)
+    for lit in parts[::2]:
+        if re.search(r"(?<!\\)[][(){}|?*+^$]|\\[^.\\-]", lit):
+            return None  # a literal that is not one (a class, an alternative, ...)
+    return [re.sub(r"\\(.)", r"\1", p) if i % 2 == 0 else p for i, p in enumerate(parts)]
+
+
+def unrewritten(name: str, rewrite: list, layers: list[int]) -> list[str]:
+    """`name` (a parameter's full name) as it was before the regex rewrite `rewrite`
+    ([pattern, template], scan.name_rewrites) made it: the template read back into the
+    pattern's groups; a `\\d+` group the template drops is each of `layers` (DeepSeek-V4
+    DSpark's mtp.{i}.attn.wkv, every one duplicated into context_wkv_proj)."""
+    parts = regex_groups(rewrite[0])
+    if parts is None:
+        return []
+    groups = parts[1::2]
+    read = re.fullmatch("".join(re.escape(t) if isinstance(t, str) else
+                                f"(?P<g{t}>{groups[t - 1][1:-1]})" for t in rewrite[1]), name)
+    if read is None:
+        return []
+    values = [[read.group(f"g{i}")] if f"g{i}" in read.groupdict() else
+              [str(n) for n in layers] if g == r"(\d+)" else None
+              for i, g in enumerate(groups, 1)]
+    if None in values:
+        return []
+    out = [parts[0]]
+    for vals, lit in zip(values, parts[2::2]):
+        out = [o + v + lit for o in out for v in vals]
+    return out
+
+
+def renamed(names: list[str], renames: dict | None, pname: str = "weight",
+            layers: list[int] = ()) -> list[str]:
     """`names` as the checkpoint holds them before the model's rename function edits them
     (scan.checkpoint_renames): each dropped part put back after the layer number, each
-    stripped prefix put back; [] without renames."""
-    if not renames or not (renames["prefixes"] or renames["inserted"]):
+    stripped prefix put back, each regex rewrite undone (unrewritten: the names'
+    `.<pname>` parameters, the layer numbers `layers`); [] without renames."""
+    if not renames:
         return []
-    out = []
+    out = [u.removesuffix(f".{pname}") for n in names
+           for r in renames.get("rewrites", []) for u in unrewritten(f"{n}.{pname}", r, layers)
+           if u.endswith(f".{pname}") and u.removesuffix(f".{pname}") not in names]
+    if not (renames["prefixes"] or renames["inserted"]):
+        return list(dict.fromkeys(out))
     for n in names:
         parts = n.split(".")
         for part in renames["inserted"]:
@@ -207,6 +248,9 @@ def probe(model, probes: list[tuple[dict, object, list[str]]],
     if not callable(getattr(model, "load_weights", None)) or not probes:
         return
     found: list[tuple[dict, list[str], dict]] = []
+    # The model's layer numbers: a rewrite that drops one is undone with each (unrewritten).
+    layers = sorted({int(n) for e, _, _ in probes
+                     for n in re.findall(r"(?:^|\.)layers\.(\d+)\.", e["path"])})
     with recording(model) as rec:
         for e, mod, parts in probes:
             params = dict(mod.named_parameters(recurse=False))
@@ -218,7 +262,7 @@ def probe(model, probes: list[tuple[dict, object, list[str]]],
             names, ids = [], {}
             own = {id(p) for p in params.values()}
             plain = candidates(e["path"], e["prefix"], last, parts)
-            undone = renamed(plain, renames)
+            undone = renamed(plain, renames, pname, layers)
             for c in undone + plain:
                 if c in plain and any(n in undone for n in names):
                     break  # a name with the renames undone reached it: the checkpoint's form

@@ -57,9 +57,11 @@ def checkpoint_renames(files: list[str], root: pathlib.Path) -> dict:
     through (`load_weights(f(weights))`: MiniMax-M3 DSpark's _rename_checkpoint_weights,
     Nemotron 3.5 Transcribe's _mtp_weights), each undone: {"prefixes": the strings
     `name.removeprefix(P)` or `name[len(P):]` strips (P a literal or a module-level string
-    constant), "inserted": the name parts `name.replace(".<part>.", ".")` drops}. A checkpoint
-    name is the module's name with each prefix put back and each part put back after the
-    layer number."""
+    constant), "inserted": the name parts `name.replace(".<part>.", ".")` drops, "rewrites":
+    the regex rewrites of the functions it hands the weights or each name to (name_rewrites;
+    a function imported from another model file read there)}. A checkpoint name is the
+    module's name with each prefix put back and each part put back after the layer number, or
+    a rewrite undone (load_probe.renamed)."""
     prefixes: list[str] = []
     inserted: list[str] = []
     trees = []
@@ -76,7 +78,23 @@ def checkpoint_renames(files: list[str], root: pathlib.Path) -> dict:
                and isinstance(c.func, (ast.Name, ast.Attribute))
                and any(isinstance(a, ast.Name) and a.id == "weights" for a in c.args)}
     filters.discard("load_weights")
-    for f in files:
+    # The functions it hands each name to (`self._remap_dspark_name(name)`): only their regex
+    # rewrites are read (name_rewrites), so a plain edit there changes no other model's names.
+    name_filters = filters | {c.func.id if isinstance(c.func, ast.Name) else c.func.attr
+                              for tree in trees for fn in ast.walk(tree)
+                              if isinstance(fn, ast.FunctionDef) and fn.name == "load_weights"
+                              for c in ast.walk(fn) if isinstance(c, ast.Call)
+                              and isinstance(c.func, (ast.Name, ast.Attribute))
+                              and any(isinstance(a, ast.Name) and a.id == "name"
+                                      for a in c.args)}
+    # A filter imported from another model's file (DeepSeek-V4.1 DSpark's
+    # _duplicate_context_wkv_weights, defined beside V4's) is read there.
+    imported = [rel for tree in trees for n in ast.walk(tree)
+                if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("vllm.") and
+                any(a.name in name_filters for a in n.names)
+                and (rel := n.module.replace(".", "/") + ".py") not in files]
+    rewrites: list[list] = []
+    for f in files + sorted(set(imported)):
         try:
             tree = parsed(root / f)
         except (OSError, SyntaxError):
@@ -90,6 +108,8 @@ def checkpoint_renames(files: list[str], root: pathlib.Path) -> dict:
                 return node.value
             return consts.get(node.id) if isinstance(node, ast.Name) else None
         for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.name in name_filters:
+                rewrites += [r for r in name_rewrites(fn, tree, value) if r not in rewrites]
             if not isinstance(fn, ast.FunctionDef) or fn.name not in filters:
                 continue
             for call in ast.walk(fn):
@@ -109,7 +129,66 @@ def checkpoint_renames(files: list[str], root: pathlib.Path) -> dict:
                         args[0] and args[0].startswith(".") and args[0].endswith(".") and \
                         args[0].count(".") == 2 and args[0].strip(".") not in inserted:
                     inserted.append(args[0].strip("."))
-    return {"prefixes": prefixes, "inserted": inserted}
+    return {"prefixes": prefixes, "inserted": inserted, "rewrites": rewrites}
+
+
+def name_rewrites(fn: ast.FunctionDef, tree: ast.Module, value) -> list[list]:
+    """The regex rewrites of names in `fn`: [pattern, template] for each f-string built from the
+    groups of one `re.match(P, ...)` / `re.fullmatch(P, ...)` / `R.match(...)` (R a module-level
+    `re.compile(P)`), the template a list of literal strings and group numbers (DeepSeek-V4
+    DSpark's `mtp\\.(\\d+)\\.(.*)` -> f"model.layers.{stage}.{rest}": ["model.layers.", 1, ".", 2]).
+    `value`: a node's string value (a literal or a module-level string constant), or None."""
+    compiled = {t.id: value(n.value.args[0]) for n in tree.body if isinstance(n, ast.Assign)
+                and isinstance(n.value, ast.Call) and isinstance(n.value.func, ast.Attribute)
+                and n.value.func.attr == "compile" and n.value.args
+                for t in n.targets if isinstance(t, ast.Name)}
+
+    def pattern_of(call) -> str | None:
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and
+                call.func.attr in ("match", "fullmatch") and
+                isinstance(call.func.value, ast.Name)):
+            return None
+        if call.func.value.id == "re":
+            return value(call.args[0]) if call.args else None
+        return compiled.get(call.func.value.id)
+
+    def group_of(node) -> tuple[str, int] | None:
+        """(match variable, group number) of a `m.group(k)` call."""
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr == "group" and isinstance(node.func.value, ast.Name) and \
+                len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and \
+                isinstance(node.args[0].value, int):
+            return node.func.value.id, node.args[0].value
+        return None
+    matches: dict[str, str] = {}
+    groups: dict[str, tuple[str, int]] = {}  # `stage = int(m.group(1))`
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
+                isinstance(node.targets[0], ast.Name):
+            if (p := pattern_of(node.value)) is not None:
+                matches[node.targets[0].id] = p
+            found = [g for sub in ast.walk(node.value) if (g := group_of(sub))]
+            if len(found) == 1:
+                groups[node.targets[0].id] = found[0]
+    out = []
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.JoinedStr):
+            continue
+        template, of = [], set()
+        for part in node.values:
+            if isinstance(part, ast.Constant):
+                template.append(part.value)
+                continue
+            g = group_of(part.value) or (groups.get(part.value.id)
+                                         if isinstance(part.value, ast.Name) else None)
+            if g is None or g[0] not in matches:
+                break
+            template.append(g[1])
+            of.add(g[0])
+        else:
+            if len(of) == 1 and (r := [matches[of.pop()], template]) not in out:
+                out.append(r)
+    return out
 
 
 def rename_dict_keys(files: list[str], root: pathlib.Path) -> list[str]:
@@ -161,6 +240,24 @@ def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
                     p, s, i = (x.value for x in e.elts)
                     out.append({"param": p, "shard": s, "shard_id": i, "file": f,
                                 "line": e.lineno})
+    return out
+
+
+def stacked_entries(stacked: list[dict], path: str) -> list[dict]:
+    """The stacked_params_mapping entries (stacked_mappings) that load into the module at
+    `path`: those whose param is its last name part or its last parts (DeepSeek-V4's
+    ("attn.fused_wqa_wkv", "attn.wq_a", 0)), each with its shard as a name beside the module
+    ("wq_a")."""
+    last = path.rsplit(".", 1)[-1]
+    stem = path[: -len(last)]
+    out = []
+    for s in stacked:
+        param = s["param"].strip(".")
+        if not ("." + path).endswith("." + param):
+            continue
+        full = path[: -len(param)] + s["shard"].strip(".")
+        if full.startswith(stem):
+            out.append({**s, "shard": full[len(stem):]})
     return out
 
 
