@@ -228,7 +228,12 @@ RECIPES = {
     "hy_v3_mtp": ("hy_v3", {**DENSE_MTP, "num_nextn_predict_layers": 1}),
     "mimo_v2_mtp": ("mimo_v2_flash", MIMO_V2),
     "qwen4_exp": ("qwen4_exp_text", {}),
-    "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64}),
+    # Its fused context-KV precompute (_build_fused_kv_buffers: 0.32 and 0.33 call it from
+    # load_weights, 0.34 from process_weights_after_loading) asserts that every draft layer (one
+    # here) is a full-attention attention_k_eq_v layer: K and V from k_proj, no v_proj.
+    "gemma4_dspark": ("gemma4_text", {**DFLASH, "target_layer_ids": [0, 1], "markov_rank": 64,
+                                      "attention_k_eq_v": True,
+                                      "layer_types": ["full_attention"]}),
     "glm4_moe_mtp": ("glm4_moe", {"head_dim": 64}),
     "glm4_moe_lite_mtp": ("glm4_moe_lite", {"first_k_dense_replace": 1,
                                              "num_nextn_predict_layers": 1}),
@@ -268,7 +273,17 @@ RELEASE_RECIPES = {
     # builds only without layer_types (RECIPES').
     "0.33": {"step3p5_mtp": ("step3p5", {"num_attention_groups": 2, "sliding_window": 128,
                                          "layer_types": ["full_attention", "sliding_attention",
-                                                         "sliding_attention"]})},
+                                                         "sliding_attention"]}),
+             # Kimi-K3 (0.33 on: CUDA faked, so a W4A16 MoE kernel exists) with its MTP layer a
+             # MoE layer, as in the real model (first_k_dense_replace at or below the MTP
+             # layer's index, the target's layer count): with no routed experts its
+             # load_weights renames every .weight_packed to .weight and drops it. Its config
+             # names the routed experts per token num_experts_per_token (TINY's key is another).
+             "kimi_k3": ("kimi_k3", {"text_config": {
+                 **RECIPES["kimi_k3"][1]["text_config"],
+                 "first_k_dense_replace": TINY["first_k_dense_replace"],
+                 "num_experts_per_token": TINY["num_experts_per_tok"],
+                 "num_shared_experts": TINY["n_shared_experts"]}})},
 }
 
 
