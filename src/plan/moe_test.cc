@@ -1,5 +1,6 @@
 #include "model/moe.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <map>
@@ -162,6 +163,38 @@ TEST(MoeTest, AsymmetricInt8IsRefusedForAnArchitectureWithRoutedExperts) {
   EXPECT_TRUE(BuildPlan({{"model.layers.0.mlp.down_proj.weight", DType::kBF16, {256, 256}, ""}},
                         dense, options)
                   .ok());
+}
+
+// Kimi-K3 MTP's load_weights renames every .weight_packed to .weight, and then skips it, when its
+// routed experts registered no w13_weight_packed (the map's weight_packed_renamed): a checkpoint
+// that quantizes the Linears and keeps the experts dense loads none of the Linears' weights.
+TEST(MoeTest, KimiK3MtpRefusesQuantizedLinearsBesideDenseExperts) {
+  ModelConfig config = test_util::ConfigFromJson(
+      R"({"architectures":["KimiK3MTPModel"],"model_type":"kimi_k3","num_nextn_predict_layers":1,
+          "text_config":{"model_type":"kimi_linear","num_nextn_predict_layers":1}})");
+  std::vector<TensorMeta> t = {
+      {"model.layers.2.self_attn.o_proj.weight", DType::kBF16, {256, 256}, ""}};
+  for (const char* w : {"w1", "w2", "w3"}) {
+    t.push_back({fmt::format("model.layers.2.block_sparse_moe.experts.0.{}.weight", w),
+                 DType::kBF16,
+                 {256, 256},
+                 ""});
+  }
+  PlanOptions options;
+  options.scheme = FindScheme("w4a16");
+  options.vllm_version = "0.34.0";
+  auto all = BuildPlan(t, config, options);
+  ASSERT_TRUE(all.ok()) << all.status().message();
+  EXPECT_EQ(all->quantized_count(), 4u);
+  options.ignore = {"re:.*experts.*"};
+  auto dense_experts = BuildPlan(t, config, options);
+  ASSERT_FALSE(dense_experts.ok());
+  EXPECT_EQ(dense_experts.status().code(), StatusCode::kUsage);
+  EXPECT_NE(dense_experts.status().message().find("kimi_k3/nvidia/mtp.py:327"), std::string::npos)
+      << dense_experts.status().message();
+  // FP8 stores `.weight`, which the rename does not touch.
+  options.scheme = FindScheme("fp8-dynamic");
+  EXPECT_TRUE(BuildPlan(t, config, options).ok());
 }
 
 }  // namespace

@@ -129,6 +129,25 @@ Status CheckFusedGroups(std::vector<TensorPlan>* tensors) {
   return Status::Ok();
 }
 
+// A release whose load_weights drops every quantized Linear's weight_packed when the routed
+// experts stay dense (PackedDroppedBesideDenseExperts: Kimi-K3 MTP) would load a checkpoint
+// that quantizes its Linears and keeps a stored expert dense with those Linears unloaded.
+Status RefuseQuantizedBesideDenseExperts(const QuantPlan& plan, const PlanOptions& options) {
+  if (options.scheme == nullptr) return Status::Ok();
+  const auto is_expert = [](const TensorPlan& t) {
+    return t.is_linear && RoutedExpertsModule(t.vllm_module).has_value();
+  };
+  const auto dense_expert = std::find_if(plan.tensors.begin(), plan.tensors.end(), [&](auto& t) {
+    return is_expert(t) && t.action == TensorAction::kKeep;
+  });
+  const bool linear_quantized = std::any_of(plan.tensors.begin(), plan.tensors.end(), [&](auto& t) {
+    return !is_expert(t) && t.action == TensorAction::kQuantize;
+  });
+  if (dense_expert == plan.tensors.end() || !linear_quantized) return Status::Ok();
+  auto refusal = PackedDroppedBesideDenseExperts(plan.map, *options.scheme, dense_expert->tensor);
+  return refusal ? Status::Usage(*refusal) : Status::Ok();
+}
+
 }  // namespace
 
 size_t QuantPlan::quantized_count() const {
@@ -378,6 +397,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   WarnOfLowBitMtpLayers(config, &plan);
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
+  SPK_RETURN_IF_ERROR(RefuseQuantizedBesideDenseExperts(plan, options));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));
   SPK_RETURN_IF_ERROR(VerifyIgnoreList(plan, plan.ignore_entries));
   return plan;

@@ -311,6 +311,25 @@ std::optional<MoeRefusal> MoeRefusalFor(const MapContext& context, const QuantSc
   return std::nullopt;
 }
 
+std::optional<std::string> PackedDroppedBesideDenseExperts(const MapContext& context,
+                                                           const QuantScheme& scheme,
+                                                           std::string_view dense_expert) {
+  // pack-quantized, nvfp4-pack-quantized and mxfp4-pack-quantized store `.weight_packed`.
+  if (!scheme.format.ends_with("pack-quantized")) return std::nullopt;
+  for (const MappedArchitecture* a : {context.mtp, context.architecture}) {
+    if (a == nullptr || a->weight_packed_renamed_at.empty()) continue;
+    return fmt::format(
+        "{}: {} ({}) keeps the routed expert {} dense, and vLLM {}'s load_weights then renames "
+        "every quantized Linear's .weight_packed to .weight ({}{}) and skips it without a word: "
+        "the Linears would load no weights. Quantize the routed experts with the Linears, or keep "
+        "the draft dense",
+        scheme.name, a->name, a->file, dense_expert, context.map->release,
+        a->weight_packed_renamed_at,
+        a->weight_packed_renamed_guard.empty() ? "" : ", when " + a->weight_packed_renamed_guard);
+  }
+  return std::nullopt;
+}
+
 void AttachModuleMap(const MapContext& context, const ModelConfig& config, VllmNaming* naming) {
   if (context.mtp != nullptr) {
     // MTP layers stored in the target's checkpoint: vLLM numbers them after its decoder layers

@@ -130,6 +130,16 @@ struct MoeRefusal {
 };
 std::optional<MoeRefusal> MoeRefusalFor(const MapContext& context, const QuantScheme& scheme);
 
+// Why vLLM would load none of the quantized Linears of the architecture of `context` (or of its
+// MTP layers) while the routed experts `dense_expert` (a stored expert weight) stay dense: its
+// load_weights renames each `.weight_packed` to `.weight` when the experts registered no
+// w13_weight_packed, and skips the names no parameter has (MappedArchitecture::
+// weight_packed_renamed_at: Kimi-K3 MTP). Only formats that store `.weight_packed` are hit;
+// nullopt for another, or where the map records no such rename.
+std::optional<std::string> PackedDroppedBesideDenseExperts(const MapContext& context,
+                                                           const QuantScheme& scheme,
+                                                           std::string_view dense_expert);
+
 // True when the map does not know `module`'s architecture and it is not a standard decoder Linear:
 // what UnmappedArchitectureWarning lists.
 bool IsUnverifiedByMap(const MapContext& context, std::string_view module);

@@ -110,6 +110,12 @@ struct MappedArchitecture {
     std::string error_at;  // "file:line" of that refusal, "" when the map could not say
   };
   std::optional<TakesOnly> load_weights_takes_only;
+  // Where its load_weights renames a checkpoint's `.weight_packed` to `.weight` ("file:line",
+  // and the `if` around it), the map's weight_packed_renamed; empty where it does not. Kimi-K3
+  // MTP does so when its routed experts registered no w13_weight_packed (kept dense) and then
+  // skips the renamed names: every quantized Linear's weight_packed is dropped without a word.
+  std::string weight_packed_renamed_at;
+  std::string weight_packed_renamed_guard;
   // What the quantization config held when vLLM asked it about the Linear modules (the map's
   // quant_config_packed_modules_mapping): with a packed_modules_mapping, ignore entries naming
   // shards (q_proj) cover the fused module (qkv_proj); without one only the fused name does.

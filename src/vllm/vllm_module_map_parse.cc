@@ -278,6 +278,18 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
                                       .error = r.Str(*only, at, "error", Need::kRequired),
                                       .error_at = r.Str(*only, at, "error_at", Need::kOptional)};
   }
+  if (const Json* renamed =
+          r.Get(a, path, "weight_packed_renamed", Type::kArray, Need::kOptional)) {
+    for (size_t i = 0; i < renamed->size() && arch.weight_packed_renamed_at.empty(); ++i) {
+      const std::string at = fmt::format("{}[{}]", Child(path, "weight_packed_renamed"), i);
+      const Json* where = r.Value((*renamed)[i], at, Type::kObject, Need::kRequired);
+      if (where == nullptr) break;
+      arch.weight_packed_renamed_at =
+          fmt::format("{}:{}", r.Str(*where, at, "file", Need::kRequired),
+                      r.Int(*where, at, "line", Need::kRequired).value_or(0));
+      arch.weight_packed_renamed_guard = r.Str(*where, at, "guard", Need::kOptional);
+    }
+  }
   arch.quant_config_packed_mapping = PackedMappingOf(r, a, path);
   auto by_format = ParseSchemeVerdicts(r, map, a, path, &arch);
   // The direct reads outside an `if` (no "guard"), as (leaf name, "file:line").

@@ -6,6 +6,8 @@
   back into the checkpoint's names (scan.checkpoint_renames, load_probe.renamed).
 - A stacked_params_mapping tuple whose param has several name parts applies to the modules whose
   path ends with them (scan.stacked_entries).
+- A load_weights that renames `.weight_packed` to `.weight` is recorded with its guard, for the
+  model's own classes only (scan.weight_packed_renames).
 """
 import sys
 from pathlib import Path
@@ -79,3 +81,33 @@ def test_a_stacked_tuple_of_several_name_parts_maps_its_shards():
     got = stacked_entries(stacked, "model.layers.0.mlp.gate_up_proj")
     assert [e["shard"] for e in got] == ["gate_proj"]
 
+
+KIMI_LIKE_MODEL = '''
+class Target:
+    def load_weights(self, weights):
+        for name, w in weights:
+            name = name.replace(".weight_packed", ".weight")
+
+
+class Mtp:
+    def load_weights(self, weights):
+        unpacked = not any(n.endswith("w13_weight_packed") for n in self.params)
+        for name, w in weights:
+            if unpacked and name.endswith(".weight_packed"):
+                name = name.replace(".weight_packed", ".weight")
+            name = name.replace(".weight_scale_inv", ".weight_scale")
+'''
+
+
+def test_a_load_weights_renaming_weight_packed_is_recorded_with_its_guard(tmp_path):
+    # Kimi-K3 MTP: the rename (and then a silent skip) happens when its experts are unpacked;
+    # the target class's load_weights in the same file is not the draft's.
+    from tools.vllm_module_map.scan import weight_packed_renames
+
+    class Mtp:  # stands in for the built model: only its classes' names are read
+        def modules(self):
+            return [self]
+    (tmp_path / "m.py").write_text(KIMI_LIKE_MODEL)
+    assert weight_packed_renames(Mtp(), ["m.py"], tmp_path) == {"weight_packed_renamed": [{
+        "file": "m.py", "line": 13, "code": "name.replace('.weight_packed', '.weight')",
+        "guard": "unpacked and name.endswith('.weight_packed')"}]}

@@ -37,7 +37,7 @@ from tools.vllm_module_map.schemes import module_verdicts
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
                                         rel_file_path, rename_dict_keys, stacked_entries,
-                                        stacked_mappings, weight_reads)
+                                        stacked_mappings, weight_packed_renames, weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
                                            serve_options_of_draft)
@@ -338,7 +338,7 @@ class Builder:
                 # own, get_draft_quant_config), "target" (vllm_config.quant_config), "both".
                 "quant_config_from": ("both" if len(qc_from) > 1 else next(iter(qc_from), None)),
                 "hf_to_vllm_mapper": mapper_d, "other_params": other,
-                "asked_not_in_model": dropped,
+                "asked_not_in_model": dropped, **weight_packed_renames(model, files, self.root),
                 # Only where it refuses: a checkpoint lacking the KV-cache parameters.
                 **({"refuses_unstored": refusal} if refusal else {}),
                 # Only where it takes dense parameter names alone for its Linears.

@@ -231,13 +231,22 @@ def scheme_notes(e: dict) -> list[str]:
 
 
 def build_notes(e: dict) -> list[str]:
-    """What a built cell adds from the map's serve_options and quant_config_ignore_added."""
+    """What a built cell adds from the map's serve_options, quant_config_ignore_added and
+    weight_packed_renamed."""
     out = []
     added = e.get("quant_config_ignore_added")
     if added:
         out.append("**built only with the ignore entries** "
                    + ", ".join(f"`{i}`" for i in added["ignore"])
                    + f" (the plain config: `{added['plain_config_error'][:200]}`)")
+    for r in e.get("weight_packed_renamed", []):
+        # Kimi-K3 MTP: `experts_unpacked` (no w13_weight_packed registered) renames and then skips.
+        out.append(f"**load_weights renames `.weight_packed` to `.weight`** at "
+                   f"{r['file'].rsplit('/', 1)[-1]}:{r['line']}"
+                   + (f" when `{r['guard']}`" if "guard" in r else "")
+                   + ": with routed experts not in weight_packed form (kept dense, or a MoE "
+                   "method that keeps them unpacked) every quantized Linear's weight_packed "
+                   "is then skipped without a word; quantize the experts with the Linears")
     for name, o in sorted(e.get("serve_options", {}).items()):
         if o.get("accepted"):
             out.append(f"serve option `{name}`: {'/'.join(o['values'])}"

@@ -169,6 +169,11 @@ How each field is obtained:
   whose true branch holds it when that condition tests for a dense layer (names
   UnquantizedLinearMethod or calls hasattr); the module's "weight_read_directly" is true when its
   last name part is read so outside any such guard.
+- "weight_packed_renamed" (only where found): a load_weights of the model's own classes that
+  renames a checkpoint's `.weight_packed` to `.weight` (scan.weight_packed_renames: file, line,
+  code, and the `if` it sits under). Kimi-K3 MTP does so when its routed experts registered no
+  w13_weight_packed (experts kept dense, or a MoE method that keeps them unpacked) and then skips
+  each name no parameter has: every quantized Linear's weight_packed is dropped without a word.
 - "asked_not_in_model": prefixes vLLM asked the quant config about for modules that are not
   in the finished model (built and dropped during construction).
 - "other_params": parameters not under any recorded module (norms, embeddings of drafts...).

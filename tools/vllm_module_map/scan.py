@@ -309,6 +309,40 @@ def checkpoint_names(path: str, last: str, shards: list[str] | None, entries: li
             "checkpoint_shard_ids": None}
 
 
+def weight_packed_renames(model, files: list[str], root: pathlib.Path) -> dict:
+    """{"weight_packed_renamed": [...]} where a load_weights of the built `model`'s classes (in
+    its `files`; not another class of those files, such as the target's) renames a
+    checkpoint's `.weight_packed` to `.weight` (`name.replace(".weight_packed", ".weight")`), else
+    {}: each with its file, line, code and "guard", the condition of the innermost `if` around it.
+    Kimi-K3 MTP does so when its routed experts registered no w13_weight_packed (dense experts,
+    or a MoE method that keeps them unpacked) and then skips every name no parameter has: each
+    quantized Linear's weight_packed is dropped without a word."""
+    classes = {c.__name__ for m in model.modules() for c in type(m).__mro__}
+    out = []
+    for f in files:
+        try:
+            tree = parsed(root / f)
+        except (OSError, SyntaxError):
+            continue
+        for fn in (fn for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
+                   and cls.name in classes for fn in cls.body
+                   if isinstance(fn, ast.FunctionDef) and fn.name == "load_weights"):
+            guards: dict[int, str] = {}  # id(call) -> the innermost if's condition
+            for node in ast.walk(fn):  # outer ifs first: an inner one overwrites
+                if isinstance(node, ast.If):
+                    for sub in (n for b in node.body for n in ast.walk(b)):
+                        guards[id(sub)] = ast.unparse(node.test)
+            for call in (c for c in ast.walk(fn) if isinstance(c, ast.Call)):
+                args = [a.value for a in call.args
+                        if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+                if isinstance(call.func, ast.Attribute) and \
+                        call.func.attr == "replace" and len(args) == 2 and \
+                        args[0].endswith(".weight_packed") and "packed" not in args[1]:
+                    out.append({"file": f, "line": call.lineno, "code": ast.unparse(call),
+                                **({"guard": guards[id(call)]} if id(call) in guards else {})})
+    return {"weight_packed_renamed": out} if out else {}
+
+
 def weight_reads(files: list[str], root: pathlib.Path, linear_names: set[str]) -> list[dict]:
     """Code (tokens, so not strings or comments) reading `<name>.weight`, <name> a Linear's name."""
     import tokenize
