@@ -7,9 +7,9 @@ namespace spk {
 std::string ServeLine(const FamilyDetection& family, const std::string& path,
                       const std::string& target) {
   const int k = family.num_speculative_tokens;
-  if (family.map_draft || (!family.vllm_method.empty() && family.family != ModelFamily::kMtp &&
-                           family.vllm_method != "mtp")) {
-    // The method vLLM's module map gives the architecture (dspark, eagle, dflash, eagle3, ...).
+  if (family.map_draft || (!family.vllm_method.empty() && family.vllm_method != "mtp")) {
+    // The method vLLM's module map gives the architecture (dspark, eagle, dflash, eagle3, ...),
+    // also where the tensor names look like MTP layers (DeepSeek-V4 DSpark's mtp.N.*).
     const bool dflash_like = family.family == ModelFamily::kDFlash;
     std::string fields;
     for (const auto& [key, value] : family.speculative_config_fields) {

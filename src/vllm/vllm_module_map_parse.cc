@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "vllm/vllm_module_map.h"
 
 namespace spk {
@@ -327,7 +328,15 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
       }
       for (const std::string& n : names) {
         module.checkpoint_name = traced ? n : "";
-        arch.modules.emplace(NormalizedModuleName(n), module);
+        auto [it, added] = arch.modules.emplace(NormalizedModuleName(n), module);
+        // A checkpoint tensor vLLM loads into two modules (DeepSeek-V4 DSpark copies each
+        // mtp.N.attn.wkv into the cross-layer context_wkv_proj beside its layer's
+        // fused_wqa_wkv) is planned with its layer's module, whose other shards it must agree
+        // with; the cross-layer copy is not followed (one module per tensor).
+        if (!added && !Contains(it->second.vllm_prefix, "layers.") &&
+            Contains(module.vllm_prefix, "layers.")) {
+          it->second = module;
+        }
       }
     }
   }
