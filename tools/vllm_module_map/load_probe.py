@@ -138,6 +138,20 @@ def recording(model, through: bool = False):
                 del p.weight_loader
 
 
+def load(model, weights: list) -> None:
+    """model.load_weights(weights) on the built module tree: a module it sets to None because the
+    weights lacked it (0.33 DSpark drops its confidence_head when no confidence_head.* name came)
+    is put back after the call, so that a later name can still reach it."""
+    modules = dict(model.named_modules())
+    try:
+        model.load_weights(weights)
+    finally:
+        for path, mod in modules.items():
+            parent, _, leaf = path.rpartition(".")
+            if path and getattr(modules[parent], leaf, mod) is None:
+                setattr(modules[parent], leaf, mod)
+
+
 def reached(model, rec: Recorder, name: str, param,
             own: set[int]) -> list[tuple[set[str], object]]:
     """The (parameter names, shard id) pairs load_weights sent `name` to. A load_weights that
@@ -155,7 +169,7 @@ def reached(model, rec: Recorder, name: str, param,
     for _ in range(4):
         rec.hits.clear()
         try:
-            model.load_weights([(name, zeros(param))] + list(extra.items()))
+            load(model, [(name, zeros(param))] + list(extra.items()))
             return list(rec.hits)
         except Exception as ex:  # noqa: BLE001 - a name load_weights refuses
             if rec.hits:
@@ -335,8 +349,8 @@ def unstored_refusal(model, modules: dict) -> dict | None:
         for _ in range(len(unstored) + 1):
             rec.hits.clear()
             try:
-                model.load_weights([(k, torch.zeros(tuple(t.shape), dtype=t.dtype))
-                                    for k, t in fed.items() if t is not None])
+                load(model, [(k, torch.zeros(tuple(t.shape), dtype=t.dtype))
+                             for k, t in fed.items() if t is not None])
                 break
             except Exception as ex:  # noqa: BLE001 - the refusal is what is recorded
                 named = sorted(u for u in unstored - set(asked)
