@@ -303,7 +303,7 @@ class Builder:
             # Keyed by the prefix; a module built without one (prefix "") by its path.
             modules[name or path] = e
         # What the model's own load_weights accepts overrules the source-derived names.
-        probe(model, probes, checkpoint_renames(files, self.root))
+        load_fails = probe(model, probes, checkpoint_renames(files, self.root))
         refusal = unstored_refusal(model, modules)
         # A load_weights that took no candidate may rename a closed list of dense names only.
         takes_only = None
@@ -342,7 +342,9 @@ class Builder:
                 # Only where it refuses: a checkpoint lacking the KV-cache parameters.
                 **({"refuses_unstored": refusal} if refusal else {}),
                 # Only where it takes dense parameter names alone for its Linears.
-                **({"load_weights_takes_only": takes_only} if takes_only else {})}
+                **({"load_weights_takes_only": takes_only} if takes_only else {}),
+                # Only where no checkpoint loads, whatever names it holds.
+                **({"load_fails": load_fails} if load_fails else {})}
 
     def target_entry(self, arch: str, model_type: str) -> dict:
         from vllm.config import VllmConfig

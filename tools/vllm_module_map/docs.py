@@ -168,6 +168,9 @@ def docs_text(maps: dict[str, dict]) -> str:
                 parts.append("**loads no compressed-tensors Linear**: its load_weights takes only "
                              f"{taken} names for its Linears (sparkulator keeps them dense): "
                              f"`{only['error']}` ({only['error_at']})")
+            if e.get("load_fails"):
+                parts.append("**loads no checkpoint**, dense or quantized: its load_weights "
+                             f"fails whatever names the checkpoint holds: `{e['load_fails']}`")
             if e.get("quant_config_from") == "target" and "mtp" not in e.get("methods", []):
                 parts.append("built under the target's quant config (the draft's own "
                              "quantization_config is not read)")

@@ -114,6 +114,11 @@ How each field is obtained:
   Recorded when every module reached refused all of its own: "params" the parameter names
   load_weights took (["weight", "weight_scale_inv"]), "error" its refusal of the first module's
   first parameter and "error_at" the innermost vLLM frame (load_probe.dense_only).
+- "load_fails" (only where it fails): vLLM's error when the model's load_weights raised for every
+  name the load probe fed it and took none, and the errors that name no part of the name fed are
+  one error: no checkpoint loads, dense or quantized (0.33.0's EagleMistralLarge3ForCausalLM,
+  whose model never sets the attribute DeepseekV2Model.load_weights reads; load_probe.probe).
+- "notes": checks vLLM would refuse on this build and that were skipped (see above).
 - "modules": every module vLLM asked the quantization config about (a hook on
   CompressedTensorsConfig.get_quant_method records the prefix it was asked with and what it
   returned) and every LinearBase or torch.nn.Linear, asked or not (a layer built with

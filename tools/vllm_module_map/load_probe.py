@@ -84,6 +84,9 @@ class Recorder:
         self.default = None  # vLLM's default_weight_loader (recording() sets it)
         self.inside: set[int] = set()  # parameters whose loader is running
         self.loads: list[tuple[set[str], object, object]] = []
+        # reached()'s load_weights calls, and (name fed, error) of each that raised.
+        self.calls = 0
+        self.errors: list[tuple[str, str]] = []
 
     def __call__(self, param, *args, **kwargs):
         shard = args[1] if len(args) > 1 else kwargs.get("loaded_shard_id",
@@ -168,10 +171,12 @@ def reached(model, rec: Recorder, name: str, param,
     extra: dict[str, object] = {}
     for _ in range(4):
         rec.hits.clear()
+        rec.calls += 1
         try:
             load(model, [(name, zeros(param))] + list(extra.items()))
             return list(rec.hits)
         except Exception as ex:  # noqa: BLE001 - a name load_weights refuses
+            rec.errors.append((name, f"{type(ex).__name__}: {ex}"))
             if rec.hits:
                 return list(rec.hits)
             words = set(re.findall(r"[A-Za-z_]\w*", str(ex))) - {"weight", "bias", "model"}
@@ -250,7 +255,7 @@ def renamed(names: list[str], renames: dict | None, pname: str = "weight",
 
 
 def probe(model, probes: list[tuple[dict, object, list[str]]],
-          renames: dict | None = None) -> None:
+          renames: dict | None = None) -> str | None:
     """Each (entry, module, shard parts) of `probes`: the candidates load_weights sends to the
     module's own first parameter become the entry's checkpoint names (source "load_weights"),
     with the shard ids they were loaded with. Entries of a model whose load_weights took no
@@ -258,9 +263,15 @@ def probe(model, probes: list[tuple[dict, object, list[str]]],
     (`renames`, scan.checkpoint_renames), the candidates are also tried with those edits
     undone (renamed()); when one of those reaches the module, only those are kept: the model
     renames them, so the checkpoint holds that form (MiniMax-M3 DSpark's
-    language_model.model.dspark.layers.N.decoder_layer.*)."""
+    language_model.model.dspark.layers.N.decoder_layer.*).
+
+    Returns vLLM's error when load_weights took none and raised for every name asked, and the
+    errors that name no part of the name fed are one and the same: a failure that no
+    checkpoint's names avoid (0.33.0's EagleMistralLarge3Model reads an attribute only
+    DeepseekV2Model.__init__ sets, so it loads no checkpoint, dense or quantized; the names its
+    AutoWeightsLoader refuses first are refused by name); else None."""
     if not callable(getattr(model, "load_weights", None)) or not probes:
-        return
+        return None
     found: list[tuple[dict, list[str], dict]] = []
     # The model's layer numbers: a rewrite that drops one is undone with each (unrewritten).
     layers = sorted({int(n) for e, _, _ in probes
@@ -286,8 +297,9 @@ def probe(model, probes: list[tuple[dict, object, list[str]]],
                         if shard is not None:
                             ids[c] = list(shard) if isinstance(shard, tuple) else shard
             found.append((e, names, ids))
+        calls, errors = rec.calls, list(rec.errors)
     if not any(names for _, names, _ in found):
-        return
+        return error_of_every_name(calls, errors)
     for e, names, ids in found:
         if names:
             e["checkpoint_names"] = names
@@ -295,6 +307,17 @@ def probe(model, probes: list[tuple[dict, object, list[str]]],
             e["checkpoint_names_source"] = "load_weights"
         elif "checkpoint_names" in e:
             e["checkpoint_names_source"] += " (load_weights took no candidate)"
+    return None
+
+
+def error_of_every_name(calls: int, errors: list[tuple[str, str]]) -> str | None:
+    """The one error, naming no part of the name fed, that load_weights raised across `calls`
+    calls that all raised ((name fed, error) each); None otherwise."""
+    if not calls or calls != len(errors):
+        return None
+    unnamed = {e for name, e in errors
+               if not any(f"'{part}'" in e or f"'{name}'" in e for part in name.split("."))}
+    return unnamed.pop() if len(unnamed) == 1 else None
 
 
 def name_reaching(model, rec: Recorder, path: str, pname: str, param) -> str | None:
