@@ -39,9 +39,11 @@ void MapArchitecture(const CheckView& v, FindingSink& sink) {
   if (context.map == nullptr) return;
   if (std::optional<LackedKind> lacked = ReleaseLacksKind(*context.map, v.config)) {
     sink.Add(FindingCode::kVllmReleaseLacksArchitecture, "", "config.json", lacked->message,
-             fmt::format("serve it with vLLM {} (a release that builds it), or use a draft kind "
-                         "vLLM {} serves",
-                         lacked->serving_release, context.map->release));
+             lacked->serving_release.empty()
+                 ? fmt::format("use a draft kind vLLM {} serves", context.map->release)
+                 : fmt::format("serve it with vLLM {} (a release that builds it), or use a draft "
+                               "kind vLLM {} serves",
+                               lacked->serving_release, context.map->release));
     return;
   }
   if (MapKnowsArchitecture(context)) {

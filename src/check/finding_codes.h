@@ -395,8 +395,9 @@ inline constexpr std::array<FindingCodeRow, static_cast<size_t>(FindingCode::kCo
          "map-architecture",
          "the release judged has no such architecture, or no such speculators format, while "
          "another release's map has it (Medusa under 0.33.0: removed after 0.32.0; XPress under "
-         "0.32.0: first in 0.33.0): vLLM refuses the model; the message names the release that "
-         "serves it"},
+         "0.32.0: first in 0.33.0), or its load_weights fails for every checkpoint (the map's "
+         "`load_fails`: EAGLE Mistral-Large-3 under 0.33.0): vLLM refuses the model; the message "
+         "names the release that serves it"},
         {FindingCode::kVllmReleaseNotMapped, "vllm-release-not-mapped", kWarn, "map-release",
          "the release judged has no map of its own: \"not verified for vLLM 0.34.0; judged by the "
          "map "

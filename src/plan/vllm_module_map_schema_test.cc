@@ -117,6 +117,8 @@ TEST(ModuleMapSchemaTest, AFieldOfTheWrongTypeIsRefusedWithItsPath) {
        "M.json: architectures.DFlashDraftModel.methods[1]: expected a string, got an integer"},
       {[](Json& m) { m["architectures"]["OldModel"]["error"] = 1; },
        "M.json: architectures.OldModel.error: expected a string, got an integer"},
+      {[](Json& m) { m["architectures"]["DFlashDraftModel"]["load_fails"] = true; },
+       "M.json: architectures.DFlashDraftModel.load_fails: expected a string, got a boolean"},
       {[](Json& m) { m["speculators"]["eagle3"]["architectures"]["llama"] = nullptr; },
        "M.json: speculators.eagle3.architectures.llama: expected a string, got null"},
       {[](Json& m) { m["kernels"]["wna16_batch_invariant"].erase("loads_without_kernel"); },
@@ -277,6 +279,39 @@ TEST(ModuleMapLacksTest, ASpeculatorsFormatTheReleaseLacksNamesTheReleaseThatHas
   FamilyDetection family = DetectFamily(peagle, {"fc.weight"}, Preset::kAuto);
   ApplyModuleMap(ResolveMapContext(&map, peagle, family), peagle, &family);
   EXPECT_EQ(ServeLine(family, "d", "t").find("parallel_drafting"), std::string::npos);
+}
+
+TEST(ModuleMapLacksTest, AnArchitectureWhoseLoadWeightsAlwaysFailsIsLackedWhereItFails) {
+  Json fixture = SmallMap();
+  fixture["architectures"]["DFlashDraftModel"]["load_fails"] =
+      "AttributeError: 'DFlashDraftModel' object has no attribute 'x'";
+  Result<ModuleMap> map = ParseModuleMap(fixture.dump(), "M.json");
+  ASSERT_TRUE(map.ok()) << map.status().message();
+  ModelConfig dflash = test_util::ConfigFromJson(R"({"architectures":["DFlashDraftModel"]})");
+  std::optional<LackedKind> lacked = ReleaseLacksKind(*map, dflash);
+  ASSERT_TRUE(lacked.has_value());
+  // No newer map has it: the newest older map that builds it and loads it serves it.
+  EXPECT_EQ(lacked->serving_release, "0.33.0");
+  EXPECT_EQ(
+      lacked->message,
+      "vLLM 0.34.0 cannot load DFlashDraftModel (vllm/model_executor/models/qwen3_dflash.py): "
+      "its load_weights fails for every checkpoint, dense or quantized, with an error no "
+      "weight name avoids (\"AttributeError: 'DFlashDraftModel' object has no attribute 'x'\", "
+      "on the map's build): serve it on 0.33.0, or check/quantize with --vllm-version 0.33.0");
+  // The compiled-in 0.33.0 map: EAGLE Mistral-Large-3's load_weights fails there; 0.34.0, the
+  // first newer release that loads it, is named before 0.32.0.
+  auto v33 = ChooseModuleMap("0.33.0");
+  ASSERT_TRUE(v33.ok());
+  ModelConfig ml3 =
+      test_util::ConfigFromJson(R"({"architectures":["EagleMistralLarge3ForCausalLM"]})");
+  lacked = ReleaseLacksKind(*v33->map, ml3);
+  ASSERT_TRUE(lacked.has_value());
+  EXPECT_EQ(lacked->serving_release, "0.34.0");
+  EXPECT_NE(lacked->message.find("is_fused_shared_expert_enabled"), std::string::npos)
+      << lacked->message;
+  auto v34 = ChooseModuleMap("0.34.0");
+  ASSERT_TRUE(v34.ok());
+  EXPECT_FALSE(ReleaseLacksKind(*v34->map, ml3).has_value());
 }
 
 TEST(ModuleMapLacksTest, AReleaseOlderThanEveryMapGetsTheUnknownArchitectureSafetyNet) {

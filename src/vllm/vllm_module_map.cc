@@ -147,6 +147,37 @@ std::string LacksPhrase(const ModuleMap& nearest, bool removed) {
   return (removed ? "removed after " : "first appears in ") + nearest.release;
 }
 
+// `a` of `map` loads no checkpoint (MappedArchitecture::load_fails): the first newer release whose
+// map builds and loads it serves it (vLLM's fix), else the newest older one.
+LackedKind LoadFails(const ModuleMap& map, const MappedArchitecture& a) {
+  LackedKind lacked;
+  lacked.architecture = a.name;
+  lacked.when = "its load_weights fails for every checkpoint";
+  const ModuleMap* nearest = nullptr;
+  for (const ModuleMap& m : ModuleMaps()) {  // oldest first
+    auto it = m.architectures.find(a.name);
+    if (it == m.architectures.end() || !it->second.load_fails.empty()) continue;
+    const int order = CompareVllmReleases(m.version, map.version);
+    if (order > 0) {
+      nearest = &m;
+      break;
+    }
+    if (order < 0) nearest = &m;
+  }
+  const std::string failure = fmt::format(
+      "vLLM {} cannot load {} ({}): its load_weights fails for every checkpoint, dense or "
+      "quantized, with an error no weight name avoids (\"{}\", on the map's build)",
+      map.release, a.name, a.file, a.load_fails);
+  if (nearest == nullptr) {
+    lacked.message = failure + "; no release this sparkulator has a map of loads it";
+    return lacked;
+  }
+  lacked.serving_release = nearest->release;
+  lacked.message = fmt::format("{}: serve it on {}, or check/quantize with --vllm-version {}",
+                               failure, nearest->release, nearest->release);
+  return lacked;
+}
+
 }  // namespace
 
 std::optional<LackedKind> ReleaseLacksKind(const ModuleMap& map, const ModelConfig& config) {
@@ -164,7 +195,12 @@ std::optional<LackedKind> ReleaseLacksKind(const ModuleMap& map, const ModelConf
         std::string(SpeculatorsArchitecture(nearest->speculators.at(format), config));
     if (lacked.architecture.empty()) lacked.architecture = "speculators format " + format;
   } else {
-    // An architecture: only where the map knows neither it nor the model's MTP layers.
+    // An architecture the map knows: only where its load_weights fails for every checkpoint.
+    for (const MappedArchitecture* a :
+         {FindArchitecture(map, config), FindMtpArchitecture(map, config)}) {
+      if (a != nullptr && !a->load_fails.empty()) return LoadFails(map, *a);
+    }
+    // Else only where the map knows neither it nor the model's MTP layers.
     if (FindArchitecture(map, config) != nullptr || FindMtpArchitecture(map, config) != nullptr) {
       return std::nullopt;
     }

@@ -116,6 +116,11 @@ struct MappedArchitecture {
   // skips the renamed names: every quantized Linear's weight_packed is dropped without a word.
   std::string weight_packed_renamed_at;
   std::string weight_packed_renamed_guard;
+  // vLLM's error when this release's load_weights fails for every checkpoint of the architecture,
+  // dense or quantized, whatever names it holds (0.33.0's EagleMistralLarge3ForCausalLM reads an
+  // attribute its model never sets); "" when it loads. ReleaseLacksKind treats the release as
+  // lacking the architecture.
+  std::string load_fails;
   // What the quantization config held when vLLM asked it about the Linear modules (the map's
   // quant_config_packed_modules_mapping): with a packed_modules_mapping, ignore entries naming
   // shards (q_proj) cover the fused module (qkv_proj); without one only the fused name does.
@@ -248,19 +253,21 @@ struct MapChoice {
 Result<MapChoice> ChooseModuleMap(std::string_view release);
 
 // A kind of draft (an architecture, or a speculators format) that `map`'s release lacks while
-// another compiled-in map's release has it: vLLM of that release refuses the checkpoint.
+// another compiled-in map's release has it, or an architecture whose load_weights fails for every
+// checkpoint in `map`'s release (MappedArchitecture::load_fails): vLLM of that release refuses
+// the checkpoint.
 struct LackedKind {
   std::string architecture;     // what vLLM would build: "PeagleLlamaForCausalLM"
   std::string when;             // "removed after 0.33.0" or "first appears in 0.35.0"
-  std::string serving_release;  // the nearest release that has it: "0.33.0"
+  std::string serving_release;  // the nearest release that has it: "0.33.0"; "" when none
   // "vLLM 0.34.0 does not build PeagleLlamaForCausalLM (removed after 0.33.0): serve it on 0.33.0,
   // or check/quantize with --vllm-version 0.33.0"
   std::string message;
 };
 // config.json's kind: its speculators format (the architecture the nearest release with the format
 // builds for it), else, where `map` knows neither its architecture nor its MTP layers, its first
-// architecture (built or not). nullopt when the release has it, no release does, or `map` is a
-// stand-in.
+// architecture (built or not), else the architecture or MTP layers `map` knows and cannot load.
+// nullopt when the release has it (and loads it), no release does, or `map` is a stand-in.
 std::optional<LackedKind> ReleaseLacksKind(const ModuleMap& map, const ModelConfig& config);
 
 // The architecture of `config` in `map` (config.json's architectures, the one vLLM builds for a

@@ -291,6 +291,7 @@ MappedArchitecture ParseArchitecture(Reader& r, const ModuleMap& map, const std:
       arch.weight_packed_renamed_guard = r.Str(*where, at, "guard", Need::kOptional);
     }
   }
+  arch.load_fails = r.Str(a, path, "load_fails", Need::kOptional);
   arch.quant_config_packed_mapping = PackedMappingOf(r, a, path);
   auto by_format = ParseSchemeVerdicts(r, map, a, path, &arch);
   // The direct reads outside an `if` (no "guard"), as (leaf name, "file:line").
