@@ -35,9 +35,10 @@ from tools.vllm_module_map.fake_cuda import fake_cuda
 from tools.vllm_module_map.load_probe import dense_only, probe, unstored_refusal
 from tools.vllm_module_map.schemes import module_verdicts
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
-from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, rel_file,
-                                        rel_file_path, rename_dict_keys, stacked_entries,
-                                        stacked_mappings, weight_packed_renames, weight_reads)
+from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, class_file,
+                                        rel_file, rel_file_path, rename_dict_keys,
+                                        stacked_entries, stacked_mappings, weight_packed_renames,
+                                        weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
 from tools.vllm_module_map.serving import (draft_model_prefix, release_serve_options,
                                            serve_options_of_draft)
@@ -306,9 +307,7 @@ class Builder:
         load_fails = probe(model, probes, checkpoint_renames(files, self.root))
         refusal = unstored_refusal(model, modules)
         # A load_weights that took no candidate may rename a closed list of dense names only.
-        takes_only = None
-        if not any(m.get("checkpoint_names_source") == "load_weights" for m in modules.values()):
-            takes_only = dense_only(model, probes, rename_dict_keys(files, self.root))
+        takes_only = dense_only(model, probes, rename_dict_keys(files, self.root))
         mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
         mapper_d = None
         if mapper is not None:
@@ -595,7 +594,7 @@ class Builder:
             if role == "draft":
                 entry.setdefault("registry", {"module": info[0], "class": info[1]})
             entry.setdefault("role", role)
-            entry["file"] = self.class_file(arch)
+            entry["file"] = class_file(self.registry, self.root, arch)
             archs[arch] = entry
         return {"schema_version": SCHEMA_VERSION, "vllm_version": self.version,
                 "generator": "tools/vllm_module_map/generate.py",
@@ -604,15 +603,3 @@ class Builder:
                 "serve_options": release_serve_options(self.root),
                 "speculators": self.speculators,
                 "speculators_refused": self.speculators_refused, "architectures": archs}
-
-    def class_file(self, arch: str) -> str | None:
-        info = self.registry._VLLM_MODELS.get(arch)
-        if info is None:
-            return None
-        module, _ = info
-        name = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
-        base = self.root / name.replace(".", "/")
-        for f in (base.with_suffix(".py"), base / "__init__.py"):
-            if f.exists():
-                return f.relative_to(self.root).as_posix()
-        return None

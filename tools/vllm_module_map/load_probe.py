@@ -395,20 +395,23 @@ def unstored_refusal(model, modules: dict) -> dict | None:
 def dense_only(model, probes: list[tuple[dict, object, list[str]]],
                names: list[str]) -> dict | None:
     """Whether the model's load_weights takes only dense parameter names for its Linears, for a
-    model whose load_weights took none of the probe's candidates (LongCat MTP: its literal dict
-    renames `.weight` and `.weight_scale_inv` names only, and any other name reaches
-    params_dict[name] unrenamed). `names`: checkpoint names with their parameter that the model's
-    code spells (scan.rename_dict_keys). Each probed module (`probes`, as probe()'s) gets a
-    stand-in parameter for every parameter part of `names` it lacks, and each name is fed to
-    load_weights, the loaders recorded: a name that reaches `<path>.<part>` shows that
-    load_weights takes `part` for the module, and the name without it is the module's checkpoint
-    name. Then, the stand-ins gone, each of the module's own parameters (the quantized ones the
-    quant config registered: weight_packed, weight_scale, ...) is fed under that checkpoint name.
-    Returns None unless some module was reached and every such module's own parameters were all
-    refused, else {"params": the parts load_weights took, "error": its refusal of the first
-    module's first own parameter, "error_at": the innermost vLLM frame of that refusal}."""
+    model whose load_weights took none of the probe's candidates, None for any other (LongCat
+    MTP: its literal dict renames `.weight` and `.weight_scale_inv` names only, and any other
+    name reaches params_dict[name] unrenamed). `names`: checkpoint names with their parameter
+    that the model's code spells (scan.rename_dict_keys). Each probed module (`probes`, as
+    probe()'s) gets a stand-in parameter for every parameter part of `names` it lacks, and each
+    name is fed to load_weights, the loaders recorded: a name that reaches `<path>.<part>` shows
+    that load_weights takes `part` for the module, and the name without it is the module's
+    checkpoint name. Then, the stand-ins gone, each of the module's own parameters (the
+    quantized ones the quant config registered: weight_packed, weight_scale, ...) is fed under
+    that checkpoint name. Returns None unless some module was reached and every such module's
+    own parameters were all refused, else {"params": the parts load_weights took, "error": its
+    refusal of the first module's first own parameter, "error_at": the innermost vLLM frame of
+    that refusal}."""
     import torch
 
+    if any(e.get("checkpoint_names_source") == "load_weights" for e, _, _ in probes):
+        return None  # load_weights took the probe's candidates: it names its own Linears
     leaves = sorted({n.rsplit(".", 1)[-1] for n in names})
     modules = [(e, mod) for e, mod, _ in probes if dict(mod.named_parameters(recurse=False))]
     if not leaves or not modules or not callable(getattr(model, "load_weights", None)):

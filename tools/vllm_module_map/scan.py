@@ -407,3 +407,16 @@ def dense_guard(path: pathlib.Path, line: int) -> str | None:
                 found = (start, test)
     return found[1] if found else None
 
+
+def class_file(registry, root: pathlib.Path, arch: str) -> str | None:
+    """The model file (relative to `root`) of `arch` in vLLM's model registry, or None."""
+    info = registry._VLLM_MODELS.get(arch)
+    if info is None:
+        return None
+    module, _ = info
+    name = module if module.startswith("vllm.") else f"vllm.model_executor.models.{module}"
+    base = root / name.replace(".", "/")
+    for f in (base.with_suffix(".py"), base / "__init__.py"):
+        if f.exists():
+            return f.relative_to(root).as_posix()
+    return None
