@@ -236,6 +236,28 @@ Status ReportKeptDense(const KeptDense& kept, std::string_view why, std::string_
   return Status::Ok();
 }
 
+// A separate draft that vLLM builds with no quantized Linear under the scheme's format (its map
+// entry quantizes none: DFlash2Beam builds every Linear with quant_config=None) is refused: the
+// output would be the source under a quantization_config that vLLM never applies.
+Status RefuseDraftVllmBuildsDense(const QuantPlan& plan) {
+  const MappedArchitecture* a = plan.map.architecture;
+  if (a == nullptr || !a->is_draft || plan.map.mtp != nullptr || plan.quantized_count() > 0) {
+    return Status::Ok();
+  }
+  const std::string_view format = plan.options.scheme->format;
+  for (const auto& [name, m] : a->modules) {
+    if (m.QuantizedUnder(format)) return Status::Ok();
+  }
+  auto dense = std::find_if(plan.tensors.begin(), plan.tensors.end(),
+                            [](const TensorPlan& t) { return t.is_linear; });
+  if (dense == plan.tensors.end()) return Status::Ok();
+  return Status::Usage(fmt::format(
+      "--scheme {}: vLLM {} builds no Linear of {} ({}) quantized (the first Linear: {}), so "
+      "nothing would be quantized ({}); serve the source checkpoint as it is",
+      plan.options.scheme->name, plan.map.map->release, a->name, a->file, dense->tensor,
+      dense->reason));
+}
+
 // An int scheme of 4 bits or fewer on a model's MTP layers loads, but may cost acceptance.
 void WarnOfLowBitMtpLayers(const ModelConfig& config, QuantPlan* plan) {
   const QuantScheme& scheme = *plan->options.scheme;
@@ -398,6 +420,7 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
   SPK_RETURN_IF_ERROR(RefuseQuantizedBesideDenseExperts(plan, options));
+  SPK_RETURN_IF_ERROR(RefuseDraftVllmBuildsDense(plan));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));
   SPK_RETURN_IF_ERROR(VerifyIgnoreList(plan, plan.ignore_entries));
   return plan;

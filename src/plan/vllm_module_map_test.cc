@@ -365,8 +365,13 @@ TEST(ModuleMapPlanTest, AnArchitectureTheReleaseLacksIsRefusedInThePlan) {
   EXPECT_EQ(plan.status().message(),
             "vLLM 0.33.0 does not build MedusaModel (removed after 0.32.0): serve it on 0.32.0, or "
             "check/quantize with --vllm-version 0.32.0");
+  // 0.32.0 has it, but builds its Linears with no quantization scheme: nothing to quantize.
   options.vllm_version = "0.32.0";
-  EXPECT_TRUE(BuildPlan(tensors, medusa, options).ok());
+  plan = BuildPlan(tensors, medusa, options);
+  EXPECT_EQ(plan.status().code(), StatusCode::kUsage);
+  EXPECT_NE(plan.status().message().find("vLLM 0.32.0 builds no Linear of MedusaModel ("),
+            std::string::npos)
+      << plan.status().message();
 }
 
 TEST(ModuleMapTest, ASpeculatorsDSparkDraftIsNeverTakenForDeepSeekV4sClass) {

@@ -52,11 +52,18 @@ REFUSED_BY = {"refuses_unstored": "vllm-refuses-unstored-params",
               "load_weights_takes_only": "vllm-load-weights-dense-only"}
 
 
+def builds_nothing_quantized(arch: dict) -> bool:
+    """vLLM builds no module of the kind quantized (DFlash2Beam: every Linear is built with
+    quant_config=None): quantize refuses it, the output would be the source."""
+    return not any(m.get("quantized") for m in arch["modules"].values())
+
+
 def refused_architectures():
-    """The kinds vLLM refuses from any compressed-tensors checkpoint (REFUSED_BY), which quantize
-    refuses rather than write."""
+    """The kinds vLLM refuses from any compressed-tensors checkpoint (REFUSED_BY), or builds with
+    no quantized Linear, which quantize refuses rather than write."""
     return [n for n in draft_architectures()
-            if any(MAP["architectures"][n].get(field) for field in REFUSED_BY)]
+            if any(MAP["architectures"][n].get(field) for field in REFUSED_BY)
+            or builds_nothing_quantized(MAP["architectures"][n])]
 
 
 def planned_architectures():
@@ -280,6 +287,24 @@ def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(spk, tmp_pat
     assert any(f"error: {f['message']}; {f['fix']}" in refusal or
                f["message"].removeprefix("stored quantized, but ") in refusal for f in found), \
         (refusal, found)
+
+
+def test_a_draft_vllm_builds_dense_is_refused_and_its_source_serves(spk, tmp_path):
+    # vLLM 0.34.0's DFlash2Beam draft builds every Linear with quant_config=None
+    # (beam/nvidia/dflash2.py): a "quantized" copy would be the source under a quantization_config.
+    name = "DFlash2BeamDraftModel"
+    arch = MAP["architectures"][name]
+    assert builds_nothing_quantized(arch)
+    assert any(m["class"].endswith("Linear") for m in arch["modules"].values())
+    src = tmp_path / "src"
+    write_checkpoint(src, name, arch)
+    refusal = spk("quantize", src, tmp_path / "q", "--no-fsync", expect=2).stderr
+    assert not (tmp_path / "q").exists()
+    assert f"vLLM {RELEASE} builds no Linear of {name} (" in refusal, refusal
+    assert "serve the source checkpoint as it is" in refusal, refusal
+    # Every other scheme format too: the map quantizes none of its modules under any.
+    for scheme in ("fp8-dynamic", "nvfp4a16"):
+        spk("quantize", src, tmp_path / scheme, "--scheme", scheme, "--no-fsync", expect=2)
 
 
 def test_the_kinds_of_the_field_are_covered():
