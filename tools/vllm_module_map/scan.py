@@ -40,6 +40,15 @@ def parsed(path: pathlib.Path):
     """A file's AST (each model file is read by many architectures: parsed once)."""
     return ast.parse(path.read_text())
 
+def parsed_files(files: list[str], root: pathlib.Path):
+    """(file, its parsed tree) for each of `files` (under `root`) that reads and parses; the others
+    are skipped (a file this release does not have)."""
+    for f in files:
+        try:
+            yield f, parsed(root / f)
+        except (OSError, SyntaxError):
+            continue
+
 
 @functools.lru_cache(maxsize=None)
 def tokens(path: pathlib.Path):
@@ -198,11 +207,7 @@ def rename_dict_keys(files: list[str], root: pathlib.Path) -> list[str]:
     load_weights: they are names a checkpoint of the model holds, which no candidate of the
     module paths reaches (model.mtp.layers.0.eh_proj.weight)."""
     out: list[str] = []
-    for f in files:
-        try:
-            tree = parsed(root / f)
-        except (OSError, SyntaxError):
-            continue
+    for f, tree in parsed_files(files, root):
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef) or fn.name != "load_weights":
                 continue
@@ -220,11 +225,7 @@ def rename_dict_keys(files: list[str], root: pathlib.Path) -> list[str]:
 def stacked_mappings(files: list[str], root: pathlib.Path) -> list[dict]:
     """(param, shard, shard_id) tuples assigned to *stacked_params_mapping* in the files' code."""
     out = []
-    for f in files:
-        try:
-            tree = parsed(root / f)
-        except (OSError, SyntaxError):
-            continue
+    for f, tree in parsed_files(files, root):
         for node in ast.walk(tree):
             if not isinstance(node, (ast.Assign, ast.AnnAssign)):
                 continue
@@ -319,11 +320,7 @@ def weight_packed_renames(model, files: list[str], root: pathlib.Path) -> dict:
     quantized Linear's weight_packed is dropped without a word."""
     classes = {c.__name__ for m in model.modules() for c in type(m).__mro__}
     out = []
-    for f in files:
-        try:
-            tree = parsed(root / f)
-        except (OSError, SyntaxError):
-            continue
+    for f, tree in parsed_files(files, root):
         for fn in (fn for cls in ast.walk(tree) if isinstance(cls, ast.ClassDef)
                    and cls.name in classes for fn in cls.body
                    if isinstance(fn, ast.FunctionDef) and fn.name == "load_weights"):
