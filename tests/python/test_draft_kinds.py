@@ -58,12 +58,17 @@ def builds_nothing_quantized(arch: dict) -> bool:
     return not any(m.get("quantized") for m in arch["modules"].values())
 
 
+def quantize_refuses(arch: dict) -> bool:
+    """A map entry of a kind quantize refuses for its release rather than write: vLLM refuses it
+    from any compressed-tensors checkpoint (REFUSED_BY), builds it with no quantized Linear, or
+    loads no checkpoint of it at all ("load_fails": the release is judged to lack it)."""
+    return (any(arch.get(field) for field in REFUSED_BY) or builds_nothing_quantized(arch)
+            or bool(arch.get("load_fails")))
+
+
 def refused_architectures():
-    """The kinds vLLM refuses from any compressed-tensors checkpoint (REFUSED_BY), or builds with
-    no quantized Linear, which quantize refuses rather than write."""
-    return [n for n in draft_architectures()
-            if any(MAP["architectures"][n].get(field) for field in REFUSED_BY)
-            or builds_nothing_quantized(MAP["architectures"][n])]
+    """The newest map's kinds quantize refuses (quantize_refuses)."""
+    return [n for n in draft_architectures() if quantize_refuses(MAP["architectures"][n])]
 
 
 def planned_architectures():

@@ -20,15 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from test_draft_kinds import write_checkpoint, write_target
+from test_draft_kinds import quantize_refuses, write_checkpoint, write_target
 from test_plan_check_agree import MAPS, built
 
 TARGET_LAYERS = 7  # not the generator's tiny target (2), so a copied index would show
 
-# (A kind the release refuses to load from a compressed-tensors checkpoint is planned by no one:
-# test_draft_kinds.py asserts the refusal.)
+# (A kind quantize refuses for the release is planned by no one, and inspect says the refusal:
+# test_draft_kinds.py and test_plan_check_agree.py assert it.)
 CASES = [(release, name) for release in MAPS for name in built(release)
-         if not MAPS[release]["architectures"][name].get("refuses_unstored")]
+         if not quantize_refuses(MAPS[release]["architectures"][name])]
 
 
 def first_index(name: str):
