@@ -25,7 +25,7 @@ for them), so their loads are not proven here.
 Tiers: CI runs CI_CASES (4 kinds, one scheme each, per release, and a control output with a
 shard's scale dropped that the probe must report: about 1.5 to 2.5 minutes here); with
 SPK_E2E_FULL=1 (the full e2e tier) every kind x every scheme with a stock vLLM kernel of both
-releases (about 14 minutes a release here). The verdicts are written to
+releases (both releases in about 9 minutes here). The verdicts are written to
 $SPK_BUILD_DIR/load-probe-<release>.json.
 
 Full tier only: `check --vllm DIR` on 0.34.0's unpacked code, with the release environment's
