@@ -1,6 +1,7 @@
 """The EAGLE-3 training curve as a dependency-free SVG (no plotting library on the bench venv):
 train loss per step (thin, left axis) and the held-out offline acceptance length at each eval
-(dots, right axis), from a run's curve.jsonl.
+(dots, right axis), from a run's curve.jsonl (of a step that a resumed run logged twice, the last
+record).
 
   python bench/fidelity/curve_svg.py RUN/curve.jsonl OUT.svg
 
@@ -22,7 +23,10 @@ def polyline(points, color, width=1.0):
 
 def render(curve: pathlib.Path) -> str:
     rows = [json.loads(x) for x in open(curve)]
-    steps = [r for r in rows if "step" in r]
+    # A resumed run replays the steps after its last checkpoint: the last record of a step is the
+    # one the run went on from.
+    by_step = {r["step"]: r for r in rows if "step" in r}
+    steps = [by_step[s] for s in sorted(by_step)]
     if not steps:
         raise SystemExit(f"{curve}: no step rows")
     losses = [(r["step"], r["loss"]) for r in steps if "loss" in r]
