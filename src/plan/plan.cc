@@ -236,26 +236,15 @@ Status ReportKeptDense(const KeptDense& kept, std::string_view why, std::string_
   return Status::Ok();
 }
 
-// A separate draft that vLLM builds with no quantized Linear under the scheme's format (its map
-// entry quantizes none: DFlash2Beam builds every Linear with quant_config=None) is refused: the
-// output would be the source under a quantization_config that vLLM never applies.
-Status RefuseDraftVllmBuildsDense(const QuantPlan& plan) {
-  const MappedArchitecture* a = plan.map.architecture;
-  if (a == nullptr || !a->is_draft || plan.map.mtp != nullptr || plan.quantized_count() > 0) {
-    return Status::Ok();
-  }
-  const std::string_view format = plan.options.scheme->format;
-  for (const auto& [name, m] : a->modules) {
-    if (m.QuantizedUnder(format)) return Status::Ok();
-  }
-  auto dense = std::find_if(plan.tensors.begin(), plan.tensors.end(),
-                            [](const TensorPlan& t) { return t.is_linear; });
-  if (dense == plan.tensors.end()) return Status::Ok();
-  return Status::Usage(fmt::format(
-      "--scheme {}: vLLM {} builds no Linear of {} ({}) quantized (the first Linear: {}), so "
-      "nothing would be quantized ({}); serve the source checkpoint as it is",
-      plan.options.scheme->name, plan.map.map->release, a->name, a->file, dense->tensor,
-      dense->reason));
+// A separate draft that vLLM builds with no quantized Linear under the scheme's format: its map
+// entry quantizes none (DFlash2Beam builds every Linear with quant_config=None). Its Linears kept
+// dense by the map are reported as one rule (ReportKeptDense): a quantized copy would be the source
+// under a quantization_config that vLLM never applies.
+bool DraftBuildsNoLinearQuantized(const MapContext& map, const QuantScheme* scheme) {
+  const MappedArchitecture* a = map.architecture;
+  if (scheme == nullptr || a == nullptr || !a->is_draft || map.mtp != nullptr) return false;
+  return std::none_of(a->modules.begin(), a->modules.end(),
+                      [&](const auto& m) { return m.second.QuantizedUnder(scheme->format); });
 }
 
 // An int scheme of 4 bits or fewer on a model's MTP layers loads, but may cost acceptance.
@@ -341,6 +330,8 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   AttachModuleMap(plan.map, config, &plan.naming);
   std::vector<std::string> unverified;  // non-standard Linears of an unknown architecture
   KeptDense load_weights_kept;          // Linears whose release's load_weights takes no such names
+  KeptDense map_kept;                   // Linears of a draft vLLM builds with none quantized
+  const bool builds_none = DraftBuildsNoLinearQuantized(plan.map, options.scheme);
   SPK_ASSIGN_OR_RETURN(auto user_ignore, ParsePatterns(options.ignore, "--ignore"));
   std::vector<bool> ignore_used(user_ignore.size(), false);
 
@@ -383,6 +374,9 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
     if (built.by == DenseBy::kLoadWeights && p.reason == built.reason) {
       load_weights_kept.Add(built.reason);
     }
+    if (builds_none && built.by == DenseBy::kMap && p.reason == built.reason && p.is_linear) {
+      map_kept.Add(built.reason);
+    }
     // A Linear of an architecture no map knows, kept dense (a draft's) or quantized unverified.
     if (p.reason == built.reason && (built.by == DenseBy::kMap || quantized) &&
         IsUnverifiedByMap(plan.map, module)) {
@@ -410,6 +404,13 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
       "serve the source checkpoint unquantized (no compressed-tensors scheme stores only the "
       "names it takes), or judge for a release that loads it with --vllm-version",
       options, &plan));
+  if (builds_none) {  // DraftBuildsNoLinearQuantized: the architecture is the map's draft
+    SPK_RETURN_IF_ERROR(ReportKeptDense(
+        map_kept, "because vLLM builds them unquantized",
+        fmt::format("vLLM {} builds no Linear of {} ({}) quantized", plan.map.map->release,
+                    plan.map.architecture->name, plan.map.architecture->file),
+        "serve the source checkpoint as it is", options, &plan));
+  }
   const KeptDense no_kernel =
       KeepKernelRuleBreaksDense(options, plan.map, plan.family, config, &plan.tensors);
   SPK_RETURN_IF_ERROR(ReportKeptDense(no_kernel, "because no vLLM kernel builds them",
@@ -420,7 +421,6 @@ Result<QuantPlan> BuildPlan(const std::vector<TensorMeta>& tensors, const ModelC
   NameSplitSources(tensors, &plan.tensors);
   SPK_RETURN_IF_ERROR(CheckFusedGroups(&plan.tensors));
   SPK_RETURN_IF_ERROR(RefuseQuantizedBesideDenseExperts(plan, options));
-  SPK_RETURN_IF_ERROR(RefuseDraftVllmBuildsDense(plan));
   SPK_ASSIGN_OR_RETURN(plan.ignore_entries, WriteIgnoreList(plan));
   SPK_RETURN_IF_ERROR(VerifyIgnoreList(plan, plan.ignore_entries));
   return plan;
