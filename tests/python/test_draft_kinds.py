@@ -9,7 +9,8 @@ the names its `load_weights` accepts and the parameters it holds, random F16 wei
 - the serve line carries the architecture's own method (dspark, eagle, mtp, ...);
 - `check` passes the output, and fails a copy quantized with `--preset none` (every Linear weight,
   heads too) with the finding that names each head vLLM cannot load quantized.
-The map's own agreement with vLLM is test_vllm_module_map.py's; this tests that the tool follows it.
+The kinds quantize refuses (and check fails) are test_draft_kinds_refused.py's. The map's own
+agreement with vLLM is test_vllm_module_map.py's; this tests that the tool follows it.
 """
 import json
 import re
@@ -259,59 +260,6 @@ def test_check_passes_the_plan_and_names_each_head_quantized_anyway(kinds, spk, 
     assert rc == (1 if errors_of(findings) else 0), findings
 
 
-# Every map's refusing kinds, with the finding (REFUSED_BY; vLLM 0.34.0's step3p5_mtp.py dropped
-# the completeness check).
-REFUSING = [(m["vllm_version"], n, code) for m in (json.loads(p.read_text()) for p in
-                                                   sorted(MAPS.glob("vllm-*.json")))
-            for n, a in m["architectures"].items() for field, code in REFUSED_BY.items()
-            if a.get("error") is None and a.get(field) and a["role"] == "draft"]
-
-
-def test_some_release_refuses_a_kind_from_any_compressed_tensors_checkpoint():
-    assert ("0.33.0", "Step3p5MTP", "vllm-refuses-unstored-params") in REFUSING, REFUSING
-    assert ("0.34.0", "LongCatFlashMTPModel", "vllm-load-weights-dense-only") in REFUSING
-
-
-@pytest.mark.parametrize("release,name,code", REFUSING)
-def test_a_kind_vllm_refuses_quantized_is_refused_as_check_fails_it(spk, tmp_path, release, name,
-                                                                     code):
-    # quantize says what check says of the copy written anyway (--preset none): vLLM's refusal
-    # (a per-module finding's, "stored quantized, but ...", for the module quantize names).
-    arch = json.loads((MAPS / f"vllm-{release}.json").read_text())["architectures"][name]
-    src, q, everything = tmp_path / "src", tmp_path / "q", tmp_path / "all"
-    write_checkpoint(src, name, arch)
-    v = ["--vllm-version", release]
-    refusal = spk("quantize", src, q, "--no-fsync", *v, expect=2).stderr
-    assert not q.exists()
-    spk("quantize", src, everything, "--preset", "none", "--no-fsync", *v)
-    proc = spk("check", everything, "--json", *v, expect=None)
-    findings = json.loads(proc.stdout)["findings"]
-    found = [f for f in findings if f["code"] == code]
-    assert proc.returncode == 1 and found, findings
-    assert all(f["severity"] == "error" for f in found), found
-    assert any(f"error: {f['message']}; {f['fix']}" in refusal or
-               f["message"].removeprefix("stored quantized, but ") in refusal for f in found), \
-        (refusal, found)
-
-
-def test_a_draft_vllm_builds_dense_is_refused_and_its_source_serves(spk, tmp_path):
-    # vLLM 0.34.0's DFlash2Beam draft builds every Linear with quant_config=None
-    # (beam/nvidia/dflash2.py): a "quantized" copy would be the source under a quantization_config.
-    name = "DFlash2BeamDraftModel"
-    arch = MAP["architectures"][name]
-    assert builds_nothing_quantized(arch)
-    assert any(m["class"].endswith("Linear") for m in arch["modules"].values())
-    src = tmp_path / "src"
-    write_checkpoint(src, name, arch)
-    refusal = spk("quantize", src, tmp_path / "q", "--no-fsync", expect=2).stderr
-    assert not (tmp_path / "q").exists()
-    assert f"vLLM {RELEASE} builds no Linear of {name} (" in refusal, refusal
-    assert "serve the source checkpoint as it is" in refusal, refusal
-    # Every other scheme format too: the map quantizes none of its modules under any.
-    for scheme in ("fp8-dynamic", "nvfp4a16"):
-        spk("quantize", src, tmp_path / scheme, "--scheme", scheme, "--no-fsync", expect=2)
-
-
 def test_the_kinds_of_the_field_are_covered():
     # The kinds the field moved to, by vLLM's architecture names: each has a built map entry.
     for name in ("Qwen3DSparkModel", "Gemma4DSparkModel", "DFlash2DraftModel", "Qwen3XPressModel",
@@ -397,55 +345,6 @@ def test_a_draft_that_reads_its_own_config_is_not_flagged(kinds, spk, tmp_path):
                write_target(tmp_path / "bf16", quantized=False), expect=None)
     codes = {f["code"] for f in json.loads(proc.stdout)["findings"]}
     assert "vllm-map-draft-takes-target-config" not in codes
-
-
-OLD_MAP = json.loads((NEWEST.parent / "vllm-0.33.0.json").read_text())
-
-
-def test_a_speculators_format_vllm_does_not_read_is_an_error(spk, tmp_path):
-    # vLLM reads a speculators config by its format's code (transformers_utils/configs/
-    # speculators); a format the release does not register stops it with "Expected one of". The
-    # message lists the formats of the release judged, never one it lacks.
-    name = "Eagle3Qwen3ForCausalLM"
-    src = tmp_path / "eagle3"
-    write_checkpoint(src, name, MAP["architectures"][name])
-    config = speculators_config("eagle3", config_for(name, MAP["architectures"][name]),
-                                "target", [])
-    config["speculators_model_type"] = "eagle"  # EAGLE-1: no speculators format in vLLM
-    (src / "config.json").write_text(json.dumps(config))
-    proc = spk("check", src, "--vllm-version", RELEASE, "--json", expect=1)
-    found = [f for f in json.loads(proc.stdout)["findings"]
-             if f["code"] == "vllm-speculators-format-unknown"]
-    assert [f["severity"] for f in found] == ["error"], found
-    message = found[0]["message"]
-    assert "'eagle'" in message and "eagle3" in message, message
-    for lacked in MAP.get("speculators_refused", {}):  # P-EAGLE on 0.34
-        assert lacked not in message.replace("'eagle'", ""), message
-
-
-def test_peagle_is_refused_for_the_release_that_removed_it(spk, tmp_path):
-    # vLLM 0.34.0 removed P-EAGLE (no Peagle* architecture; its speculators reader raises "P-EAGLE
-    # (parallel drafting EAGLE-3) is not supported."). quantize refuses it for that release and
-    # check fails it, both naming the release that serves it; 0.33.0 plans and passes it.
-    assert "peagle" in MAP["speculators_refused"] and "peagle" not in MAP["speculators"]
-    name = "PeagleQwen3ForCausalLM"
-    assert name not in MAP["architectures"]
-    src = tmp_path / "peagle"
-    write_checkpoint(src, name, OLD_MAP["architectures"][name])
-    want = (f"vLLM {RELEASE} does not build {name} (removed after 0.33.0): serve it on 0.33.0, or "
-            "check/quantize with --vllm-version 0.33.0")
-    proc = spk("quantize", src, tmp_path / "q", "--no-fsync", expect=2)
-    assert proc.stderr.strip() == f"sparkulator: error: {want}", proc.stderr
-    assert not (tmp_path / "q").exists()
-    report = json.loads(spk("check", src, "--json", expect=1).stdout)
-    assert [(f["code"], f["severity"], f["message"]) for f in report["findings"]
-            if f["severity"] == "error"] == [("vllm-release-lacks-architecture", "error", want)]
-    assert "--speculative-config" in report["serve"], report["serve"]
-    assert "parallel_drafting" not in report["serve"], report["serve"]
-    old = ["--vllm-version", "0.33.0"]
-    plan = json.loads(spk("quantize", src, tmp_path / "q33", "--no-fsync", "--json", *old).stdout)
-    assert '"parallel_drafting":true' in plan["serve"], plan["serve"]
-    assert spk("check", tmp_path / "q33", "--json", *old, expect=None).returncode == 0
 
 
 def low_bits_mtp(spk, ckpt) -> list:

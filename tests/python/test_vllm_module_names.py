@@ -26,7 +26,7 @@ from test_plan_check_agree import MAPS, built
 TARGET_LAYERS = 7  # not the generator's tiny target (2), so a copied index would show
 
 # (A kind quantize refuses for the release is planned by no one, and inspect says the refusal:
-# test_draft_kinds.py and test_plan_check_agree.py assert it.)
+# test_draft_kinds_refused.py and test_plan_check_agree.py assert it.)
 CASES = [(release, name) for release in MAPS for name in built(release)
          if not quantize_refuses(MAPS[release]["architectures"][name])]
 
