@@ -36,7 +36,7 @@ from tools.vllm_module_map.load_probe import dense_only, probe, unstored_refusal
 from tools.vllm_module_map.schemes import module_verdicts
 from tools.vllm_module_map.stand_ins import stand_in_torchvision
 from tools.vllm_module_map.scan import (checkpoint_names, checkpoint_renames, class_file,
-                                        rel_file, rel_file_path, rename_dict_keys,
+                                        mapper_dict, rel_file, rel_file_path, rename_dict_keys,
                                         stacked_entries, stacked_mappings, weight_packed_renames,
                                         weight_reads)
 from tools.vllm_module_map.speculators import config_dict as spec_config_dict
@@ -308,13 +308,7 @@ class Builder:
         refusal = unstored_refusal(model, modules)
         # A load_weights that took no candidate may rename a closed list of dense names only.
         takes_only = dense_only(model, probes, rename_dict_keys(files, self.root))
-        mapper = getattr(model_cls, "hf_to_vllm_mapper", None)
-        mapper_d = None
-        if mapper is not None:
-            mapper_d = {k: {str(a): str(b) for a, b in sorted((getattr(mapper, k) or {}).items())}
-                        for k in ("orig_to_new_prefix", "orig_to_new_substr", "orig_to_new_suffix",
-                                  "orig_to_new_stacked")
-                        if getattr(mapper, k, None)}
+        mapper_d = mapper_dict(getattr(model_cls, "hf_to_vllm_mapper", None))
         in_tree = {id(m) for m in model.modules()}
         dropped = sorted(r["prefix"] for k, r in self.records.items() if k not in in_tree)
         other = sorted(n for n, _ in model.named_parameters()

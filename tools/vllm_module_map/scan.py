@@ -417,3 +417,14 @@ def class_file(registry, root: pathlib.Path, arch: str) -> str | None:
         if f.exists():
             return f.relative_to(root).as_posix()
     return None
+
+
+def mapper_dict(mapper) -> dict | None:
+    """The renames of a model class's hf_to_vllm_mapper (a WeightsMapper), each table as strings,
+    for the map's "hf_to_vllm_mapper"; None without one."""
+    if mapper is None:
+        return None
+    return {k: {str(a): str(b) for a, b in sorted((getattr(mapper, k) or {}).items())}
+            for k in ("orig_to_new_prefix", "orig_to_new_substr", "orig_to_new_suffix",
+                      "orig_to_new_stacked")
+            if getattr(mapper, k, None)}
